@@ -1,0 +1,57 @@
+"""Capacity-planning settings: what only the scaling simulator needs from a stack.
+
+How long a new GPU replica takes to serve (node launch, image pull, weight load, engine
+start), how often spot capacity is reclaimed, and what a GPU-hour costs. The program does
+not deploy anything from this section; it lives in the stack so that a simulated policy is
+priced and timed like the environment it will run in.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from .base import RuleViolation, Section
+
+
+class SecondsRange(Section):
+    """A duration drawn uniformly from [min, max] seconds for each new replica."""
+
+    min: float = Field(ge=0)
+    max: float = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "SecondsRange":
+        if self.max < self.min:
+            raise RuleViolation("max", self.max, f"must be >= min ({self.min})")
+        return self
+
+
+class StartupSettings(Section):
+    # Karpenter/Auto Mode: EC2 launch, boot, node ready with the NVIDIA device plugin.
+    node_provisioning_seconds: SecondsRange = Field(default_factory=lambda: SecondsRange(min=60, max=120))
+    # The vLLM image is ~10 GiB; a fresh node pulls it every time.
+    image_pull_seconds: SecondsRange = Field(default_factory=lambda: SecondsRange(min=60, max=180))
+    # Weights stream from the S3 model store through Mountpoint: sizeGiB / this rate.
+    weight_load_gib_per_second: float = Field(default=0.5, gt=0)
+    # vLLM start after the weights are in memory: profiling, KV allocation, CUDA graphs.
+    engine_init_seconds: SecondsRange = Field(default_factory=lambda: SecondsRange(min=20, max=60))
+
+
+class GpuPrices(Section):
+    """USD per GPU-hour by capacity type (single-GPU g5/g6 nodes: instance price = GPU price)."""
+
+    spot: float = Field(default=0.45, gt=0)
+    on_demand: float = Field(default=1.006, gt=0)
+
+    @model_validator(mode="after")
+    def _spot_cheaper(self) -> "GpuPrices":
+        if self.spot > self.on_demand:
+            raise RuleViolation("spot", self.spot, f"must be <= onDemand ({self.on_demand})")
+        return self
+
+
+class CapacityPlanningSettings(Section):
+    startup: StartupSettings = Field(default_factory=StartupSettings)
+    # Reclaims per spot node-hour (Poisson); 0.05 = one in 20 node-hours.
+    spot_interruptions_per_hour: float = Field(default=0.05, ge=0)
+    gpu_hourly_price_usd: GpuPrices = Field(default_factory=GpuPrices)
