@@ -1,0 +1,243 @@
+"""Request traces: load real ones (Azure CSV, JSONL), generate synthetic ones, rescale them.
+
+A trace is three aligned numpy arrays (arrival seconds from the start, prompt tokens,
+output tokens), sorted by arrival. Every generator is seeded, so a run is reproducible.
+
+Synthetic specs read `synthetic:KIND[:key=value,...]`, e.g. `synthetic:step:base=2,peak=8`:
+  step     rate `base` req/s, `peak` from `at` for `length` seconds
+  ramp     rate from `start` to `end` req/s linearly over `duration`
+  diurnal  `mean` req/s x (1 - `amplitude` cos(2 pi t / `period`)): trough at t = 0, peak at half period
+  bursty   rate `base`, every `every` seconds a burst of `burst` req/s for `length` seconds
+All take `duration` (s), `prompt`, `output` (mean tokens), `sigma` (lognormal spread of the
+lengths, 0 = fixed) and `seed`. Arrivals are a Poisson process with that rate.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Trace:
+    name: str
+    arrivals: np.ndarray  # float64 seconds from the start, sorted
+    prompt_tokens: np.ndarray  # int64
+    output_tokens: np.ndarray  # int64
+    start: datetime | None = None  # wall-clock time of t = 0, when the source has one
+
+    def __post_init__(self) -> None:
+        n = len(self.arrivals)
+        if len(self.prompt_tokens) != n or len(self.output_tokens) != n:
+            raise ValueError(f"trace {self.name!r}: arrivals and token arrays differ in length")
+        if n and np.any(np.diff(self.arrivals) < 0):
+            raise ValueError(f"trace {self.name!r}: arrivals must be sorted")
+
+    def __len__(self) -> int:
+        return len(self.arrivals)
+
+    @property
+    def duration(self) -> float:
+        return float(self.arrivals[-1]) if len(self) else 0.0
+
+    def window(self, start: float, end: float) -> "Trace":
+        """The requests arriving in [start, end), re-based to start at 0."""
+        lo, hi = np.searchsorted(self.arrivals, [start, end])
+        return Trace(
+            self.name,
+            self.arrivals[lo:hi] - start,
+            self.prompt_tokens[lo:hi],
+            self.output_tokens[lo:hi],
+            self.start,
+        )
+
+
+def _sorted_trace(name: str, times: np.ndarray, prompt: np.ndarray, output: np.ndarray, start=None) -> Trace:
+    order = np.argsort(times, kind="stable")
+    times = times[order]
+    base = times[0] if len(times) else 0.0
+    return Trace(
+        name,
+        (times - base).astype(np.float64),
+        prompt[order].astype(np.int64),
+        output[order].astype(np.int64),
+        start,
+    )
+
+
+def _positive_tokens(path: Path, column: str, values: np.ndarray) -> None:
+    bad = np.flatnonzero(values < 0)
+    if len(bad):
+        raise ValueError(f"{path}: row {bad[0] + 1}: {column} must be >= 0, got {values[bad[0]]}")
+
+
+def load_azure_csv(path: Path) -> Trace:
+    """Azure LLM inference trace: TIMESTAMP, ContextTokens, GeneratedTokens."""
+    with open(path, newline="") as handle:
+        reader = csv.DictReader(handle)
+        missing = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} - set(reader.fieldnames or ())
+        if missing:
+            raise ValueError(f"{path}: missing columns {sorted(missing)} (Azure trace format)")
+        rows = list(reader)
+    stamps = np.array([r["TIMESTAMP"] for r in rows], dtype="datetime64[ns]")
+    prompt = np.array([int(r["ContextTokens"]) for r in rows], dtype=np.int64)
+    output = np.array([int(r["GeneratedTokens"]) for r in rows], dtype=np.int64)
+    _positive_tokens(path, "ContextTokens", prompt)
+    _positive_tokens(path, "GeneratedTokens", output)
+    seconds = (stamps - stamps.min()).astype(np.int64) / 1e9
+    start = stamps.min().astype("datetime64[us]").item() if len(rows) else None
+    return _sorted_trace(path.stem, seconds, prompt, output, start)
+
+
+def load_jsonl(path: Path) -> Trace:
+    """One JSON object per line: timestamp (seconds or ISO-8601), input_length, output_length."""
+    times, prompt, output = [], [], []
+    for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        try:
+            stamp = record["timestamp"]
+            times.append(
+                datetime.fromisoformat(stamp).timestamp() if isinstance(stamp, str) else float(stamp)
+            )
+            prompt.append(int(record["input_length"]))
+            output.append(int(record["output_length"]))
+        except KeyError as missing:
+            raise ValueError(f"{path}: line {number}: missing key {missing}") from None
+    p, o = np.array(prompt, dtype=np.int64), np.array(output, dtype=np.int64)
+    _positive_tokens(path, "input_length", p)
+    _positive_tokens(path, "output_length", o)
+    return _sorted_trace(path.stem, np.array(times, dtype=np.float64), p, o)
+
+
+# --- synthetic ------------------------------------------------------------------------
+
+RateFn = Callable[[np.ndarray], np.ndarray]
+
+_DEFAULTS = {"duration": 3600.0, "prompt": 1024.0, "output": 128.0, "sigma": 0.0, "seed": 0.0}
+_KINDS: dict[str, dict[str, float]] = {
+    "step": {"base": 1.0, "peak": 4.0, "at": 600.0, "length": 1200.0},
+    "ramp": {"start": 0.5, "end": 5.0},
+    "diurnal": {"mean": 2.0, "amplitude": 0.8, "period": 86400.0},
+    "bursty": {"base": 1.0, "burst": 8.0, "every": 900.0, "length": 120.0},
+}
+
+
+def _rate_fn(kind: str, p: dict[str, float]) -> tuple[RateFn, float]:
+    """The rate function of a kind and its maximum (for thinning)."""
+    if kind == "step":
+        return (lambda t: np.where((t >= p["at"]) & (t < p["at"] + p["length"]), p["peak"], p["base"])), max(
+            p["peak"], p["base"]
+        )
+    if kind == "ramp":
+        return (lambda t: p["start"] + (p["end"] - p["start"]) * t / p["duration"]), max(p["start"], p["end"])
+    if kind == "diurnal":
+        # Trough at midnight, peak at noon of a `period`-long day.
+        return (
+            lambda t: p["mean"] * (1 - p["amplitude"] * np.cos(2 * math.pi * t / p["period"]))
+        ), p["mean"] * (1 + abs(p["amplitude"]))
+    # bursty
+    return (lambda t: np.where((t % p["every"]) < p["length"], p["burst"], p["base"])), max(p["burst"], p["base"])
+
+
+def parse_synthetic(spec: str) -> tuple[str, dict[str, float]]:
+    """`synthetic:step:base=2,peak=8` -> ("step", {...all parameters with defaults...})."""
+    parts = spec.split(":", 2)
+    if len(parts) < 2 or parts[0] != "synthetic" or parts[1] not in _KINDS:
+        raise ValueError(f"synthetic trace {spec!r}: expected synthetic:KIND[:k=v,...] with KIND in {sorted(_KINDS)}")
+    kind = parts[1]
+    params = {**_DEFAULTS, **_KINDS[kind]}
+    for item in (parts[2].split(",") if len(parts) == 3 and parts[2] else []):
+        key, sep, value = item.partition("=")
+        if not sep or key not in params:
+            raise ValueError(f"synthetic trace {spec!r}: unknown parameter {key!r}; known: {sorted(params)}")
+        try:
+            params[key] = float(value)
+        except ValueError:
+            raise ValueError(f"synthetic trace {spec!r}: {key} must be a number, got {value!r}") from None
+    for key in ("duration", "prompt", "output"):
+        if params[key] <= 0:
+            raise ValueError(f"synthetic trace {spec!r}: {key} must be > 0, got {params[key]}")
+    if kind != "diurnal" and any(params[k] < 0 for k in _KINDS[kind]):
+        raise ValueError(f"synthetic trace {spec!r}: rates and times must be >= 0")
+    return kind, params
+
+
+def _lengths(rng: np.random.Generator, mean: float, sigma: float, n: int) -> np.ndarray:
+    if sigma <= 0:
+        return np.full(n, max(1, round(mean)), dtype=np.int64)
+    # Lognormal with the requested mean: mu = ln(mean) - sigma^2 / 2.
+    values = rng.lognormal(math.log(mean) - sigma * sigma / 2, sigma, n)
+    return np.maximum(1, np.rint(values)).astype(np.int64)
+
+
+def synthetic(spec: str) -> Trace:
+    kind, p = parse_synthetic(spec)
+    rate, peak = _rate_fn(kind, p)
+    rng = np.random.default_rng(int(p["seed"]))
+    duration = p["duration"]
+    # Thinning (Lewis-Shedler): a Poisson process at the peak rate, kept with rate(t)/peak.
+    candidates = np.sort(rng.uniform(0, duration, rng.poisson(peak * duration)))
+    keep = rng.uniform(0, peak, len(candidates)) < np.maximum(rate(candidates), 0)
+    times = candidates[keep]
+    n = len(times)
+    return Trace(
+        spec,
+        times,
+        _lengths(rng, p["prompt"], p["sigma"], n),
+        _lengths(rng, p["output"], p["sigma"], n),
+    )
+
+
+def load(source: str | Path) -> Trace:
+    """A trace from a file (.csv Azure format, .jsonl) or a `synthetic:...` spec."""
+    text = str(source)
+    if text.startswith("synthetic:"):
+        return synthetic(text)
+    path = Path(text)
+    if not path.is_file():
+        raise ValueError(f"trace file {path} does not exist")
+    if path.suffix == ".csv":
+        return load_azure_csv(path)
+    if path.suffix in (".jsonl", ".json"):
+        return load_jsonl(path)
+    raise ValueError(f"trace file {path}: unknown format {path.suffix!r}; use .csv (Azure) or .jsonl")
+
+
+# --- rescaling ------------------------------------------------------------------------
+
+
+def time_scale(trace: Trace, factor: float) -> Trace:
+    """Stretch time by `factor` (2 = half the rate over twice the duration)."""
+    if factor <= 0:
+        raise ValueError(f"time scale must be > 0, got {factor}")
+    return Trace(trace.name, trace.arrivals * factor, trace.prompt_tokens, trace.output_tokens, trace.start)
+
+
+def rate_scale(trace: Trace, factor: float, seed: int = 0) -> Trace:
+    """`factor` times the requests over the same duration, keeping the burst shape.
+
+    Each request is kept floor(factor) times plus once more with probability frac(factor);
+    copies are shifted by up to one mean inter-arrival gap so they do not coincide.
+    """
+    if factor <= 0:
+        raise ValueError(f"rate scale must be > 0, got {factor}")
+    if factor == 1 or not len(trace):
+        return trace
+    rng = np.random.default_rng(seed)
+    whole, frac = int(factor), factor - int(factor)
+    copies = np.full(len(trace), whole) + (rng.uniform(size=len(trace)) < frac)
+    index = np.repeat(np.arange(len(trace)), copies)
+    gap = trace.duration / max(len(trace), 1)
+    first_copy = np.r_[True, index[1:] != index[:-1]]
+    jitter = np.where(first_copy, 0.0, rng.uniform(0, gap, len(index)))
+    times = np.minimum(trace.arrivals[index] + jitter, trace.duration)
+    return _sorted_trace(trace.name, times, trace.prompt_tokens[index], trace.output_tokens[index], trace.start)

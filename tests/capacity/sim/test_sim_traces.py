@@ -1,0 +1,122 @@
+"""Trace loading, synthetic generation and rescaling."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from capacity import traces
+
+AZURE = Path(__file__).resolve().parents[3] / ".." / "shared" / "traces" / "azure-llm-2023-conv.csv"
+
+
+def test_azure_csv_rows_become_sorted_arrivals_from_zero(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2023-11-16 18:15:50.5000000,20,2\n"
+        "2023-11-16 18:15:46.0000000,10,1\n"
+    )
+    trace = traces.load(path)
+    assert trace.arrivals.tolist() == [0.0, 4.5]
+    assert trace.prompt_tokens.tolist() == [10, 20]
+    assert trace.output_tokens.tolist() == [1, 2]
+
+
+def test_azure_csv_without_token_columns_names_the_missing_columns(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("TIMESTAMP,Tokens\n2023-11-16 18:15:50,1\n")
+    with pytest.raises(ValueError, match=r"missing columns \['ContextTokens', 'GeneratedTokens'\]"):
+        traces.load(path)
+
+
+def test_jsonl_accepts_seconds_and_iso_timestamps(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text(
+        json.dumps({"timestamp": "2024-01-01T00:00:02", "input_length": 5, "output_length": 6})
+        + "\n"
+        + json.dumps({"timestamp": "2024-01-01T00:00:00", "input_length": 7, "output_length": 8})
+        + "\n"
+    )
+    trace = traces.load(path)
+    assert trace.arrivals.tolist() == [0.0, 2.0]
+    assert trace.prompt_tokens.tolist() == [7, 5]
+
+
+def test_jsonl_missing_key_names_line_and_key(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"timestamp": 1, "input_length": 5}\n')
+    with pytest.raises(ValueError, match="line 1: missing key 'output_length'"):
+        traces.load(path)
+
+
+def test_real_azure_conversation_trace_loads():
+    if not AZURE.is_file():
+        pytest.skip(f"shared trace not present at {AZURE}")
+    trace = traces.load(AZURE)
+    assert len(trace) > 19_000
+    assert 3500 < trace.duration < 3700
+
+
+def test_synthetic_step_has_the_peak_rate_inside_the_step():
+    trace = traces.load("synthetic:step:base=1,peak=10,at=1000,length=1000,duration=3000,seed=3")
+    inside = np.sum((trace.arrivals >= 1000) & (trace.arrivals < 2000))
+    outside = len(trace) - inside
+    assert 9000 < inside < 11000
+    assert 1700 < outside < 2300
+
+
+def test_synthetic_is_reproducible_for_a_seed():
+    a = traces.load("synthetic:bursty:seed=5,duration=600")
+    b = traces.load("synthetic:bursty:seed=5,duration=600")
+    assert np.array_equal(a.arrivals, b.arrivals)
+
+
+def test_synthetic_ramp_rate_grows_over_time():
+    trace = traces.load("synthetic:ramp:start=1,end=9,duration=2000")
+    assert np.sum(trace.arrivals >= 1000) > 2 * np.sum(trace.arrivals < 1000)
+
+
+def test_synthetic_diurnal_peaks_at_half_period():
+    trace = traces.load("synthetic:diurnal:mean=2,amplitude=0.9,period=4000,duration=4000")
+    middle = np.sum((trace.arrivals >= 1500) & (trace.arrivals < 2500))
+    edge = np.sum(trace.arrivals < 500) + np.sum(trace.arrivals >= 3500)
+    assert middle > 4 * edge
+
+
+def test_synthetic_lognormal_lengths_keep_the_mean():
+    trace = traces.load("synthetic:step:base=20,peak=20,duration=2000,prompt=500,sigma=0.8")
+    assert abs(trace.prompt_tokens.mean() - 500) < 25
+
+
+def test_synthetic_unknown_parameter_is_named():
+    with pytest.raises(ValueError, match="unknown parameter 'peek'"):
+        traces.load("synthetic:step:peek=3")
+
+
+def test_synthetic_unknown_kind_lists_the_kinds():
+    with pytest.raises(ValueError, match="KIND in \\['bursty', 'diurnal', 'ramp', 'step'\\]"):
+        traces.load("synthetic:sawtooth")
+
+
+def test_time_scale_stretches_arrivals():
+    trace = traces.load("synthetic:step:duration=100")
+    assert traces.time_scale(trace, 2.0).duration == pytest.approx(2 * trace.duration)
+
+
+def test_rate_scale_multiplies_requests_over_the_same_duration():
+    trace = traces.load("synthetic:step:base=5,peak=5,duration=1000")
+    scaled = traces.rate_scale(trace, 2.5)
+    assert abs(len(scaled) / len(trace) - 2.5) < 0.05
+    assert scaled.duration <= trace.duration
+
+
+def test_rate_scale_below_one_thins_the_trace():
+    trace = traces.load("synthetic:step:base=5,peak=5,duration=1000")
+    assert abs(len(traces.rate_scale(trace, 0.5)) / len(trace) - 0.5) < 0.05
+
+
+def test_missing_trace_file_is_reported(tmp_path):
+    with pytest.raises(ValueError, match="does not exist"):
+        traces.load(tmp_path / "none.csv")
