@@ -1,0 +1,1 @@
+"""The platform's ComponentResources, one module per box of the architecture."""

@@ -1,0 +1,170 @@
+"""Cluster: EKS (Auto Mode by default), API auth with access entries, encrypted secrets,
+control-plane logs, the add-ons the platform needs, and the one Kubernetes provider."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+import pulumi_kubernetes as k8s
+
+from . import iam
+from .naming import type_token
+from .settings.cluster import ClusterSettings
+
+ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+# The Mountpoint CSI driver's node service account (the EKS add-on creates it).
+MOUNTPOINT_SERVICE_ACCOUNT = "s3-csi-driver-sa"
+
+
+@dataclass(frozen=True)
+class ClusterArgs:
+    settings: ClusterSettings
+    cluster_name: str
+    vpc_id: pulumi.Input[str]
+    private_subnet_ids: list[pulumi.Input[str]]
+    public_subnet_ids: list[pulumi.Input[str]]
+    tags: dict[str, str]
+
+
+class Cluster(pulumi.ComponentResource):
+    name: pulumi.Output[str]
+    kubeconfig: pulumi.Output[str]
+    provider: k8s.Provider
+    node_role_name: pulumi.Output[str]
+    node_security_group_id: pulumi.Output[str]
+    mountpoint_role: aws.iam.Role
+
+    def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(type_token("cluster", "Cluster"), name, None, opts)
+        s, tags = args.settings, args.tags
+        child = pulumi.ResourceOptions(parent=self)
+
+        # Envelope encryption of Kubernetes Secrets (API keys, Grafana admin) at rest.
+        secrets_key = aws.kms.Key(
+            f"{name}-secrets",
+            description=f"EKS secrets envelope encryption for {args.cluster_name}",
+            enable_key_rotation=True,
+            deletion_window_in_days=30,
+            tags=tags,
+            opts=child,
+        )
+
+        access_entries = {
+            f"admin-{i}": eks.AccessEntryArgs(
+                principal_arn=arn,
+                access_policies={
+                    "cluster-admin": eks.AccessPolicyAssociationArgs(
+                        policy_arn=ADMIN_POLICY,
+                        access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                    )
+                },
+            )
+            for i, arn in enumerate(s.admin_principal_arns)
+        }
+        cluster = eks.Cluster(
+            f"{name}-eks",
+            name=args.cluster_name,
+            version=s.kubernetes_version,
+            vpc_id=args.vpc_id,
+            private_subnet_ids=args.private_subnet_ids,
+            public_subnet_ids=args.public_subnet_ids,
+            authentication_mode=eks.AuthenticationMode.API,
+            access_entries=access_entries,
+            endpoint_private_access=True,
+            endpoint_public_access=bool(s.public_access_cidrs),
+            public_access_cidrs=s.public_access_cidrs or None,
+            enabled_cluster_log_types=s.control_plane_logs,
+            encryption_config_key_arn=secrets_key.arn,
+            skip_default_node_group=True,
+            create_oidc_provider=False,  # workloads use EKS Pod Identity
+            deletion_protection=s.deletion_protection,
+            auto_mode=eks.AutoModeOptionsArgs(
+                enabled=True,
+                create_node_role=True,
+                compute_config=eks.ClusterComputeConfigArgs(node_pools=["system", "general-purpose"]),
+            )
+            if s.auto_mode
+            else None,
+            tags=tags,
+            opts=child,
+        )
+        self.name = cluster.eks_cluster.name
+        self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig_json)
+        # Auto Mode nodes carry the EKS-managed cluster security group.
+        self.node_security_group_id = cluster.eks_cluster.vpc_config.cluster_security_group_id
+        self.node_role_name = cluster.auto_mode_node_role_name
+        cluster_opts = pulumi.ResourceOptions(parent=cluster)
+
+        if not s.auto_mode:
+            # Without Auto Mode the platform's own controllers need nodes and the agent for Pod Identity.
+            self.node_role_name = self._system_nodes(name, cluster, args)
+            aws.eks.Addon(
+                f"{name}-pod-identity-agent",
+                cluster_name=self.name,
+                addon_name="eks-pod-identity-agent",
+                resolve_conflicts_on_update="OVERWRITE",
+                tags=tags,
+                opts=cluster_opts,
+            )
+
+        # Mountpoint for S3 serves model weights to predictors read-only. Its role starts with
+        # no permissions; the ModelStore grants read access to exactly its bucket.
+        self.mountpoint_role = aws.iam.Role(
+            f"{name}-mountpoint-s3",
+            assume_role_policy=iam.pod_identity_trust(),
+            description="Mountpoint S3 CSI driver: read-only access to the model store",
+            tags=tags,
+            opts=cluster_opts,
+        )
+        aws.eks.Addon(
+            f"{name}-mountpoint-s3-csi",
+            cluster_name=self.name,
+            addon_name="aws-mountpoint-s3-csi-driver",
+            resolve_conflicts_on_update="OVERWRITE",
+            pod_identity_associations=[
+                aws.eks.AddonPodIdentityAssociationArgs(
+                    role_arn=self.mountpoint_role.arn, service_account=MOUNTPOINT_SERVICE_ACCOUNT
+                )
+            ],
+            tags=tags,
+            opts=cluster_opts,
+        )
+
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=cluster.kubeconfig_json,
+            enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.register_outputs({"name": self.name, "kubeconfig": self.kubeconfig})
+
+    def _system_nodes(self, name: str, cluster: eks.Cluster, args: ClusterArgs) -> pulumi.Output[str]:
+        """A small on-demand managed node group for controllers (Karpenter, operators)."""
+        role = aws.iam.Role(
+            f"{name}-system-nodes",
+            assume_role_policy=iam.service_trust("ec2.amazonaws.com"),
+            managed_policy_arns=[
+                "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+                "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+                "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
+                "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
+            ],
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=cluster),
+        )
+        eks.ManagedNodeGroup(
+            f"{name}-system",
+            cluster=cluster,
+            node_role=role,
+            subnet_ids=args.private_subnet_ids,
+            instance_types=["m7i.large", "m6i.large"],
+            capacity_type="ON_DEMAND",
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(min_size=2, desired_size=2, max_size=4),
+            labels={"node-role": "system"},
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=cluster),
+        )
+        return role.name

@@ -1,0 +1,206 @@
+"""Typed stack settings, validated as a whole before any resource exists.
+
+`load()` reads `pulumi.Config("inference-platform")` inside a Pulumi program;
+`load_stack_file()` reads a `Pulumi.<stack>.yaml` directly (capacity tooling, tests).
+Both go through `parse()`, so a `pulumi config set` means the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError
+
+from .autoscaling import DEFAULT_KEY, ModelAutoscaling, deep_merge
+from .base import Section
+from .cluster import ClusterSettings
+from .errors import NAMESPACE, SettingsError, key_path, problems_of
+from .gpu_capacity import GpuCapacitySettings
+from .model_store import ModelStoreSettings
+from .models import ModelSettings
+from .network import NetworkSettings
+from .serving import ServingSettings
+
+__all__ = ["StackSettings", "SettingsError", "parse", "load", "load_stack_file", "NAMESPACE"]
+
+PROD_MIN_ZONES = 3
+
+
+class StackSettings(Section):
+    """Every section of `inference-platform:*` config. Sections are added here, one line each."""
+
+    environment: Literal["dev", "prod"] = "prod"
+    network: NetworkSettings = Field(default_factory=NetworkSettings)
+    cluster: ClusterSettings = Field(default_factory=ClusterSettings)
+    gpu_capacity: GpuCapacitySettings = Field(default_factory=GpuCapacitySettings)
+    model_store: ModelStoreSettings = Field(default_factory=ModelStoreSettings)
+    serving: ServingSettings = Field(default_factory=ServingSettings)
+    models: list[ModelSettings] = Field(min_length=1)
+    # Raw `autoscaling` mapping: `default` plus per-model overrides; see `autoscaling_for`.
+    autoscaling: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    def model(self, name: str) -> ModelSettings:
+        return next(m for m in self.models if m.name == name)
+
+    def autoscaling_for(self, model_name: str) -> ModelAutoscaling:
+        """The merged policy of one model: defaults < `autoscaling.default` < `autoscaling.<model>`."""
+        merged = deep_merge(self.autoscaling.get(DEFAULT_KEY, {}), self.autoscaling.get(model_name, {}))
+        return ModelAutoscaling.model_validate(merged)
+
+    def with_autoscaling(self, section: dict[str, Any]) -> "StackSettings":
+        """The same stack with its `autoscaling` section replaced (a policy file, a tuning
+        candidate), validated by the same rules as the stack file itself."""
+        if not isinstance(section, dict) or not all(isinstance(v, dict) for v in section.values()):
+            raise SettingsError([f"{NAMESPACE}:autoscaling must map 'default' or model names to settings"])
+        candidate = self.model_copy(update={"autoscaling": section})
+        problems = _autoscaling_problems(candidate, {p.name: p for p in candidate.gpu_capacity.pools})
+        if problems:
+            raise SettingsError(problems)
+        return candidate
+
+
+def _cross_section_problems(s: StackSettings) -> list[str]:
+    """Rules that span sections; each problem names the key a user would change."""
+    problems: list[str] = []
+    where = f"{NAMESPACE}:"
+    if s.environment == "prod" and len(s.network.availability_zones) < PROD_MIN_ZONES:
+        problems.append(
+            f"{where}network.availabilityZones ({s.network.availability_zones}) must list at least "
+            f"{PROD_MIN_ZONES} zones in a prod stack (survive a zone loss with capacity to spare)"
+        )
+    wants_auto_mode = s.gpu_capacity.provisioner == "auto-mode"
+    if wants_auto_mode != s.cluster.auto_mode:
+        problems.append(
+            f"{where}gpuCapacity.provisioner ({s.gpu_capacity.provisioner!r}) requires cluster.autoMode to be "
+            f"{str(wants_auto_mode).lower()} (Auto Mode runs its own Karpenter; two would fight over nodes)"
+        )
+    pools = {p.name: p for p in s.gpu_capacity.pools}
+    names = [m.name for m in s.models]
+    for i, model in enumerate(s.models):
+        if names.count(model.name) > 1:
+            problems.append(f"{where}models[{i}].name ({model.name!r}) is served twice; served names must be unique")
+        for pool_name in model.pools:
+            pool = pools.get(pool_name)
+            if pool is None:
+                problems.append(
+                    f"{where}models[{i}].pools ({pool_name!r}) is not a GPU NodePool; known: {sorted(pools)}"
+                )
+            elif pool.gpu_limit < model.gpus_per_replica:
+                j = s.gpu_capacity.pools.index(pool)
+                problems.append(
+                    f"{where}gpuCapacity.pools[{j}].gpuLimit ({pool.gpu_limit}) must be >= gpusPerReplica "
+                    f"({model.gpus_per_replica}) of model {model.name!r}, which may run there"
+                )
+    problems += _autoscaling_problems(s, pools)
+    return problems
+
+
+def _autoscaling_problems(s: StackSettings, pools: dict[str, Any]) -> list[str]:
+    problems: list[str] = []
+    names = {m.name for m in s.models}
+    for key in s.autoscaling:
+        if key != DEFAULT_KEY and key not in names:
+            problems.append(
+                f"{NAMESPACE}:autoscaling.{key} names no model; use 'default' or one of {sorted(names)}"
+            )
+    try:
+        ModelAutoscaling.model_validate(s.autoscaling.get(DEFAULT_KEY, {}))
+    except ValidationError as exc:
+        return problems + problems_of(exc, ("autoscaling", DEFAULT_KEY))
+    demand: dict[str, int] = {}
+    for i, model in enumerate(s.models):
+        scope = model.name if model.name in s.autoscaling else DEFAULT_KEY
+        try:
+            policy = s.autoscaling_for(model.name)
+        except ValidationError as exc:
+            problems += problems_of(exc, ("autoscaling", scope))
+            continue
+        if policy.min_replicas == 0 and model.workload != "batch":
+            problems.append(
+                f"{NAMESPACE}:autoscaling.{scope}.minReplicas (0) is only allowed for batch models; "
+                f"{model.name!r} is interactive and needs a warm replica"
+            )
+        demand[model.name] = policy.max_replicas * model.gpus_per_replica
+    problems += _gpu_budget_problems(s, pools, demand)
+    return problems
+
+
+def _gpu_budget_problems(s: StackSettings, pools: dict[str, Any], demand: dict[str, int]) -> list[str]:
+    """Hall's condition: for every set of pools, the models confined to it must fit its GPU limits."""
+    problems: list[str] = []
+    names = sorted(pools)
+    for size in range(1, len(names) + 1):
+        for subset in itertools.combinations(names, size):
+            confined = [m for m in s.models if m.name in demand and set(m.pools) <= set(subset)]
+            need = sum(demand[m.name] for m in confined)
+            have = sum(pools[p].gpu_limit for p in subset)
+            if confined and need > have:
+                detail = ", ".join(f"{m.name}: maxReplicas x gpusPerReplica = {demand[m.name]}" for m in confined)
+                problems.append(
+                    f"{NAMESPACE}:autoscaling maxReplicas ({need} GPUs: {detail}) must fit the gpuLimit "
+                    f"of pools {list(subset)} ({have} GPUs); lower maxReplicas or raise gpuCapacity.pools[].gpuLimit"
+                )
+                return problems
+    return problems
+
+
+def parse(raw: dict[str, Any]) -> StackSettings:
+    """Validate the whole `inference-platform` config mapping (keys without the namespace)."""
+    try:
+        settings = StackSettings.model_validate(raw)
+    except ValidationError as exc:
+        raise SettingsError(problems_of(exc)) from None
+    problems = _cross_section_problems(settings)
+    if problems:
+        raise SettingsError(problems)
+    return settings
+
+
+def _namespace_config(flat: dict[str, Any]) -> dict[str, Any]:
+    """`{"inference-platform:network": "<json>", "aws:region": ...}` -> `{"network": {...}}`."""
+    raw: dict[str, Any] = {}
+    for full_key, value in flat.items():
+        namespace, _, key = full_key.partition(":")
+        if namespace != NAMESPACE:
+            continue
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                pass  # a plain string value such as `environment: dev`
+        raw[key] = value
+    return raw
+
+
+def load() -> StackSettings:
+    """Inside a Pulumi program: read and validate all config, or stop with a RunError."""
+    import pulumi
+    from pulumi.runtime.config import CONFIG, get_config_env
+
+    flat = {**get_config_env(), **CONFIG.get()}
+    try:
+        return parse(_namespace_config(flat))
+    except SettingsError as exc:
+        raise pulumi.RunError(str(exc)) from None
+
+
+def load_stack_file(path: Path) -> StackSettings:
+    """Read and validate a `Pulumi.<stack>.yaml` without the Pulumi engine."""
+    document = yaml.safe_load(Path(path).read_text()) or {}
+    return parse(_namespace_config(document.get("config") or {}))
+
+
+def stack_file_config(path: Path) -> dict[str, str]:
+    """A stack file's config as the engine hands it to a program: objects as JSON strings."""
+    document = yaml.safe_load(Path(path).read_text()) or {}
+    return {
+        key: value if isinstance(value, str) else json.dumps(value)
+        for key, value in (document.get("config") or {}).items()
+    }
+
+
+__all__ += ["ModelSettings", "ModelAutoscaling", "stack_file_config", "key_path"]

@@ -1,0 +1,188 @@
+"""Autoscaling settings: KEDA triggers on inference signals and the HPA behaviour around them.
+
+`autoscaling.default` applies to every model; a block named after a served model overrides
+it field by field (deep merge), so `pulumi config set --path
+'autoscaling.<model>.triggers.queueDepth.targetPerReplica' 3` retunes one model only.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from .base import RuleViolation, Section
+
+_CRON = re.compile(r"^(\S+\s+){4}\S+$")
+
+
+class Slo(Section):
+    """The service level the thresholds defend (also used by alerts and the simulator)."""
+
+    ttft_p95_seconds: float = Field(default=2.0, gt=0)
+    e2e_p99_seconds: float = Field(default=30.0, gt=0)
+
+
+class QueueDepthTrigger(Section):
+    enabled: bool = True
+    # Requests waiting per replica, averaged over the window, before another replica is bought.
+    target_per_replica: float = Field(default=4.0, gt=0)
+    window_seconds: int = Field(default=60, gt=0)
+
+
+class KvCacheTrigger(Section):
+    enabled: bool = True
+    # KV-cache fraction per replica (0..1) the fleet should run at.
+    target_per_replica: float = Field(default=0.7, gt=0, le=1)
+
+
+class LatencyTrigger(Section):
+    enabled: bool = True
+    quantile: float = Field(default=0.99, gt=0, lt=1)
+    threshold_seconds: float = Field(default=40.0, gt=0)
+    window_seconds: int = Field(default=120, gt=0)
+
+
+class TtftTrigger(Section):
+    enabled: bool = False
+    quantile: float = Field(default=0.95, gt=0, lt=1)
+    threshold_seconds: float = Field(default=3.0, gt=0)
+    window_seconds: int = Field(default=120, gt=0)
+
+
+class CronTrigger(Section):
+    enabled: bool = False
+    timezone: str = "UTC"
+    start: str = "0 8 * * 1-5"
+    end: str = "0 20 * * 1-5"
+    desired_replicas: int = Field(default=2, ge=1)
+
+    @field_validator("start", "end")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        if not _CRON.match(value.strip()):
+            raise ValueError('must be a 5-field cron expression like "0 8 * * 1-5"')
+        return value
+
+
+class Triggers(Section):
+    queue_depth: QueueDepthTrigger = Field(default_factory=QueueDepthTrigger)
+    kv_cache: KvCacheTrigger = Field(default_factory=KvCacheTrigger)
+    e2e_latency: LatencyTrigger = Field(default_factory=LatencyTrigger)
+    ttft: TtftTrigger = Field(default_factory=TtftTrigger)
+    cron: CronTrigger = Field(default_factory=CronTrigger)
+
+    @model_validator(mode="after")
+    def _one_signal(self) -> "Triggers":
+        if not any((self.queue_depth.enabled, self.kv_cache.enabled, self.e2e_latency.enabled, self.ttft.enabled)):
+            raise RuleViolation("queueDepth.enabled", False, "at least one inference signal trigger must be enabled")
+        return self
+
+
+class ScalingPolicy(Section):
+    type: Literal["Pods", "Percent"]
+    value: int = Field(gt=0)
+    period_seconds: int = Field(gt=0, le=1800)
+
+
+class ScalingRules(Section):
+    stabilization_window_seconds: int = Field(ge=0, le=3600)
+    select_policy: Literal["Max", "Min", "Disabled"] = "Max"
+    policies: list[ScalingPolicy] = Field(min_length=1)
+
+
+def _scale_up() -> ScalingRules:
+    # Fast: a new GPU replica takes minutes to become ready, so buy it early.
+    return ScalingRules(
+        stabilization_window_seconds=0,
+        select_policy="Max",
+        policies=[ScalingPolicy(type="Pods", value=2, period_seconds=60)],
+    )
+
+
+def _scale_down() -> ScalingRules:
+    # Slow: one replica per 5 minutes after 10 minutes of lower demand, so bursts do not thrash.
+    return ScalingRules(
+        stabilization_window_seconds=600,
+        select_policy="Min",
+        policies=[ScalingPolicy(type="Pods", value=1, period_seconds=300)],
+    )
+
+
+class Behavior(Section):
+    scale_up: ScalingRules = Field(default_factory=_scale_up)
+    scale_down: ScalingRules = Field(default_factory=_scale_down)
+
+    @model_validator(mode="after")
+    def _down_slower(self) -> "Behavior":
+        up, down = self.scale_up.stabilization_window_seconds, self.scale_down.stabilization_window_seconds
+        if down < up:
+            raise RuleViolation(
+                "scaleDown.stabilizationWindowSeconds",
+                down,
+                f"must be >= scaleUp.stabilizationWindowSeconds ({up}): scale down slower than up",
+            )
+        return self
+
+
+class ModelAutoscaling(Section):
+    """The complete, merged autoscaling policy of one model."""
+
+    min_replicas: int = Field(default=1, ge=0)
+    max_replicas: int = Field(default=4, ge=1, le=100)
+    polling_interval_seconds: int = Field(default=15, ge=5, le=300)
+    cooldown_period_seconds: int = Field(default=300, ge=0)
+    fallback_replicas: int = Field(default=1, ge=1)
+    slo: Slo = Field(default_factory=Slo)
+    triggers: Triggers = Field(default_factory=Triggers)
+    behavior: Behavior = Field(default_factory=Behavior)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ModelAutoscaling":
+        if self.max_replicas < self.min_replicas:
+            raise RuleViolation("maxReplicas", self.max_replicas, f"must be >= minReplicas ({self.min_replicas})")
+        if self.fallback_replicas > self.max_replicas:
+            raise RuleViolation(
+                "fallbackReplicas", self.fallback_replicas, f"must be <= maxReplicas ({self.max_replicas})"
+            )
+        latency = self.triggers.e2e_latency
+        if latency.enabled and latency.threshold_seconds <= self.slo.e2e_p99_seconds:
+            raise RuleViolation(
+                "triggers.e2eLatency.thresholdSeconds",
+                latency.threshold_seconds,
+                f"must be above slo.e2eP99Seconds ({self.slo.e2e_p99_seconds}): it is a guardrail, "
+                "queue and KV triggers should scale before the SLO is at risk",
+            )
+        ttft = self.triggers.ttft
+        if ttft.enabled and ttft.threshold_seconds <= self.slo.ttft_p95_seconds:
+            raise RuleViolation(
+                "triggers.ttft.thresholdSeconds",
+                ttft.threshold_seconds,
+                f"must be above slo.ttftP95Seconds ({self.slo.ttft_p95_seconds})",
+            )
+        return self
+
+    def windows(self) -> dict[str, int]:
+        """Every PromQL window in use, by key path, for the scrape-interval rule."""
+        t = self.triggers
+        found = {
+            "triggers.queueDepth.windowSeconds": (t.queue_depth.enabled, t.queue_depth.window_seconds),
+            "triggers.e2eLatency.windowSeconds": (t.e2e_latency.enabled, t.e2e_latency.window_seconds),
+            "triggers.ttft.windowSeconds": (t.ttft.enabled, t.ttft.window_seconds),
+        }
+        return {key: seconds for key, (enabled, seconds) in found.items() if enabled}
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Override wins key by key; nested mappings merge, lists and scalars replace."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+DEFAULT_KEY = "default"

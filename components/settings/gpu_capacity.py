@@ -1,0 +1,121 @@
+"""GPU capacity settings: which provisioner, the GPU node class and the NodePools."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from .base import RuleViolation, Section
+
+_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DURATION = re.compile(r"^(\d+h)?(\d+m)?(\d+s)?$")
+_FAMILY = re.compile(r"^[a-z]+\d+[a-z-]*$")
+# Families with NVIDIA GPUs that vLLM supports; a typo such as "g7x" is caught here.
+GPU_FAMILIES = ("g4dn", "g5", "g6", "g6e", "g6f", "gr6", "p4d", "p4de", "p5", "p5e", "p5en", "p6-b200")
+
+
+def _duration(value: str, key: str) -> str:
+    if value == "Never":
+        return value
+    if not value or not _DURATION.match(value) or value in ("",):
+        raise ValueError(f'must be a duration like "30m", "720h" or "Never" ({key})')
+    return value
+
+
+class DisruptionBudget(Section):
+    nodes: str = "10%"
+    reasons: list[Literal["Underutilized", "Empty", "Drifted"]] | None = None
+    schedule: str | None = None
+    duration: str | None = None
+
+    @field_validator("nodes")
+    @classmethod
+    def _nodes(cls, value: str) -> str:
+        if not re.match(r"^((100|[0-9]{1,2})%|[0-9]+)$", value):
+            raise ValueError('must be a node count like "1" or a percentage like "10%"')
+        return value
+
+
+class NodePoolSettings(Section):
+    name: str
+    capacity_type: Literal["spot", "on-demand"]
+    # Higher weight is tried first: spot (100) before the on-demand fallback (10).
+    weight: int = Field(ge=1, le=100)
+    instance_families: list[str] = Field(default_factory=lambda: ["g5", "g6"])
+    # Cap on GPUs this pool may run at once: the budget guard for autoscaling.
+    gpu_limit: int = Field(gt=0)
+    consolidation_policy: Literal["WhenEmpty", "WhenEmptyOrUnderutilized"] = "WhenEmpty"
+    consolidate_after: str = "10m"
+    expire_after: str = "720h"
+    disruption_budgets: list[DisruptionBudget] = Field(default_factory=lambda: [DisruptionBudget(nodes="1")])
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError("must be a DNS label (lowercase letters, digits, '-')")
+        return value
+
+    @field_validator("instance_families")
+    @classmethod
+    def _families(cls, families: list[str]) -> list[str]:
+        if not families:
+            raise ValueError("must list at least one GPU instance family")
+        unknown = [f for f in families if f not in GPU_FAMILIES]
+        if unknown:
+            raise ValueError(f"has non-GPU or unknown families {unknown}; known: {list(GPU_FAMILIES)}")
+        return families
+
+    @field_validator("consolidate_after", "expire_after")
+    @classmethod
+    def _durations(cls, value: str) -> str:
+        return _duration(value, "Karpenter duration")
+
+
+class NodeClassSettings(Section):
+    # Root/ephemeral volume for image layers and, without instance store, the model cache.
+    ephemeral_storage_gib: int = Field(default=200, alias="ephemeralStorageGiB", ge=50, le=16384)
+    # Karpenter only: pinned AMI alias (Karpenter picks the NVIDIA variant for GPU instances).
+    ami_alias: str = "al2023@v20251117"
+    # Karpenter only: RAID0 the NVMe instance store (g5/g6 have it) as a local model cache.
+    instance_store_raid0: bool = False
+
+    @field_validator("ami_alias")
+    @classmethod
+    def _alias(cls, value: str) -> str:
+        if not re.match(r"^(al2023|bottlerocket)@v[\d.]+$", value):
+            raise ValueError('must be a pinned alias like "al2023@v20251117" (never @latest)')
+        return value
+
+
+def _default_pools() -> list[NodePoolSettings]:
+    return [
+        NodePoolSettings(name="gpu-spot", capacity_type="spot", weight=100, gpu_limit=8),
+        NodePoolSettings(name="gpu-on-demand", capacity_type="on-demand", weight=10, gpu_limit=8),
+    ]
+
+
+class GpuCapacitySettings(Section):
+    provisioner: Literal["auto-mode", "karpenter"] = "auto-mode"
+    node_class: NodeClassSettings = Field(default_factory=NodeClassSettings)
+    pools: list[NodePoolSettings] = Field(default_factory=_default_pools)
+
+    @model_validator(mode="after")
+    def _pools(self) -> "GpuCapacitySettings":
+        if not self.pools:
+            raise RuleViolation("pools", [], "must define at least one GPU NodePool")
+        names = [p.name for p in self.pools]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise RuleViolation("pools", names, f"repeats pool names {dupes}")
+        weights = [p.weight for p in self.pools]
+        if len(set(weights)) != len(weights):
+            raise RuleViolation(
+                "pools", weights, "weights must be distinct (equal weights make Karpenter's choice arbitrary)"
+            )
+        return self
+
+    def pool(self, name: str) -> NodePoolSettings:
+        return next(p for p in self.pools if p.name == name)

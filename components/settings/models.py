@@ -1,0 +1,127 @@
+"""Model settings: what is served, at which pinned revision, on which pools, with which engine."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from .base import RuleViolation, Section
+
+_SERVED_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
+_HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+_REVISION = re.compile(r"^[0-9a-f]{40}$")
+_IMAGE = re.compile(r"^[a-z0-9.-]+(:\d+)?(/[a-z0-9._-]+)+(:[\w][\w.-]{0,127}|@sha256:[0-9a-f]{64})$")
+_QUANTITY = re.compile(r"^\d+(\.\d+)?(m|Ki|Mi|Gi|Ti)?$")
+
+
+class EngineSettings(Section):
+    """vLLM engine arguments that decide a replica's capacity envelope."""
+
+    max_model_len: int = Field(default=8192, ge=256, le=1_048_576)
+    gpu_memory_utilization: float = Field(default=0.90, gt=0.1, le=0.98)
+    max_num_seqs: int = Field(default=64, ge=1, le=4096)
+    max_num_batched_tokens: int = Field(default=2048, ge=64)
+    extra_args: list[str] = Field(default_factory=list)
+
+    @field_validator("extra_args")
+    @classmethod
+    def _extra(cls, args: list[str]) -> list[str]:
+        owned = ("--model", "--served-model-name", "--port", "--tensor-parallel-size", "--revision")
+        for arg in args:
+            if arg.split("=")[0] in owned:
+                raise ValueError(f"must not set {arg.split('=')[0]}: the platform sets it from the model settings")
+        return args
+
+
+class Resources(Section):
+    cpu: str
+    memory: str
+
+    @field_validator("cpu", "memory")
+    @classmethod
+    def _quantity(cls, value: str) -> str:
+        if not _QUANTITY.match(value):
+            raise ValueError('must be a Kubernetes quantity like "4", "500m" or "32Gi"')
+        return value
+
+
+class ResourceSettings(Section):
+    requests: Resources = Field(default_factory=lambda: Resources(cpu="3", memory="14Gi"))
+    limits: Resources = Field(default_factory=lambda: Resources(cpu="4", memory="15Gi"))
+
+
+class ModelSettings(Section):
+    # vLLM --served-model-name: the `model` field clients send and the `model_name` metric label.
+    name: str
+    hugging_face_id: str
+    # The exact Hugging Face commit: what is synced, verified and served never drifts.
+    revision: str
+    size_gib: float = Field(alias="sizeGiB", gt=0, le=2048)
+    s3_prefix: str | None = None
+    gpus_per_replica: int = Field(default=1, ge=1, le=8)
+    pools: list[str] = Field(default_factory=lambda: ["gpu-spot", "gpu-on-demand"])
+    workload: Literal["interactive", "batch"] = "interactive"
+    capacity_profile: str | None = None
+    image: str = "vllm/vllm-openai:v0.25.1"
+    engine: EngineSettings = Field(default_factory=EngineSettings)
+    resources: ResourceSettings = Field(default_factory=ResourceSettings)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _SERVED_NAME.match(value):
+            raise ValueError("must be a lowercase DNS label of at most 40 characters (it names Kubernetes objects)")
+        return value
+
+    @field_validator("hugging_face_id")
+    @classmethod
+    def _hf_id(cls, value: str) -> str:
+        if not _HF_ID.match(value):
+            raise ValueError('must be a Hugging Face model id like "Qwen/Qwen2.5-7B-Instruct-AWQ"')
+        return value
+
+    @field_validator("revision")
+    @classmethod
+    def _revision(cls, value: str) -> str:
+        if not _REVISION.match(value):
+            raise ValueError("must be a full 40-hex commit id (a branch or tag can move)")
+        return value
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str) -> str:
+        if not _IMAGE.match(value) or value.endswith(":latest"):
+            raise ValueError('must be pinned by tag or digest, e.g. "vllm/vllm-openai:v0.25.1" (never latest)')
+        return value
+
+    @field_validator("pools")
+    @classmethod
+    def _pools(cls, pools: list[str]) -> list[str]:
+        if not pools:
+            raise ValueError("must name at least one GPU NodePool")
+        return pools
+
+    @field_validator("s3_prefix")
+    @classmethod
+    def _prefix(cls, value: str | None) -> str | None:
+        if value is not None and (not value or value.startswith("/") or value.endswith("/") or ".." in value):
+            raise ValueError("must be a relative S3 key prefix without leading/trailing '/' or '..'")
+        return value
+
+    @model_validator(mode="after")
+    def _engine_fits(self) -> "ModelSettings":
+        engine = self.engine
+        if engine.max_num_batched_tokens < engine.max_num_seqs:
+            raise RuleViolation(
+                "engine.maxNumBatchedTokens",
+                engine.max_num_batched_tokens,
+                f"must be >= engine.maxNumSeqs ({engine.max_num_seqs}) so every running sequence can decode each step",
+            )
+        return self
+
+    @property
+    def store_prefix(self) -> str:
+        """Where the weights live in the model store bucket (the PV mounts exactly this)."""
+        return self.s3_prefix or f"{self.hugging_face_id}/{self.revision}"
