@@ -1,0 +1,110 @@
+"""`python -m modelsync sync|check-mounted ...`: a clear message and a non-zero exit on any failure."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import signal
+import sys
+import threading
+from datetime import timedelta
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from . import mounted_check
+from .errors import Interrupted, SyncError
+from .sync import HUB, SyncConfig, sync_model, validate
+
+_SIZE = re.compile(r"^(\d+)\s*(B|KiB|MiB|GiB)?$")
+_UNITS = {None: 1, "B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
+EXIT_FAILURE, EXIT_USAGE = 1, 2
+
+
+def parse_size(text: str) -> int:
+    match = _SIZE.match(text.strip())
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a byte count like 67108864 or 64MiB")
+    return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m modelsync")
+    commands = parser.add_subparsers(dest="command", required=True)
+    sync = commands.add_parser("sync", help="deliver one pinned model revision to S3 and publish its manifest")
+    sync.add_argument("--model-id", required=True, help="Hugging Face id, e.g. Qwen/Qwen2.5-0.5B-Instruct")
+    sync.add_argument("--revision", required=True, help="the 40-hex commit to deliver")
+    sync.add_argument("--bucket", required=True)
+    sync.add_argument("--prefix", required=True, help="key prefix of this revision; the manifest goes at <prefix>/_MANIFEST.json")
+    sync.add_argument("--source", default=HUB, help="'hf' (default) or a directory holding the revision's files")
+    sync.add_argument("--include", action="append", default=[], metavar="GLOB", help="only files matching (repeatable)")
+    sync.add_argument("--exclude", action="append", default=[], metavar="GLOB", help="skip files matching (repeatable)")
+    sync.add_argument("--staging-dir", type=Path, default=Path("/tmp/modelsync"), help="hub download directory")
+    sync.add_argument("--concurrency", type=int, default=8, help="parallel files, and parallel parts")
+    sync.add_argument("--multipart-threshold", type=parse_size, default=parse_size("64MiB"))
+    sync.add_argument("--part-size", type=parse_size, default=parse_size("64MiB"))
+    sync.add_argument("--abort-stale-uploads-after", type=int, default=0, metavar="SECONDS",
+                      help="abort incomplete multipart uploads under the prefix older than this (0: never); "
+                           "set it to the Job's deadline so only uploads of dead runs qualify")
+    sync.add_argument("--sse-kms-key-id", default=None, help="request SSE-KMS with this key on every write")
+    sync.add_argument("--endpoint-url", default=os.environ.get("AWS_ENDPOINT_URL_S3"))
+    sync.add_argument("--region", default=os.environ.get("AWS_REGION"))
+    sync.add_argument("--verbose", action="store_true")
+    check = commands.add_parser("check-mounted", help="exit 0 only when a mounted prefix holds the complete revision",
+                                add_help=False)
+    check.add_argument("rest", nargs=argparse.REMAINDER)
+    return parser
+
+
+def config_from(args: argparse.Namespace) -> SyncConfig:
+    return SyncConfig(
+        model_id=args.model_id, revision=args.revision, bucket=args.bucket, prefix=args.prefix, source=args.source,
+        include=args.include, exclude=args.exclude, staging_dir=args.staging_dir, concurrency=args.concurrency,
+        multipart_threshold=args.multipart_threshold, part_size=args.part_size,
+        stale_upload_age=timedelta(seconds=args.abort_stale_uploads_after) if args.abort_stale_uploads_after else None,
+        sse_kms_key_id=args.sse_kms_key_id, hf_token=os.environ.get("HF_TOKEN") or None)
+
+
+def s3_client(endpoint_url: str | None, region: str | None, concurrency: int) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    config = Config(max_pool_connections=2 * concurrency + 4, retries={"mode": "standard", "max_attempts": 8})
+    return boto3.session.Session().client("s3", endpoint_url=endpoint_url, region_name=region, config=config)
+
+
+def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
+    raise Interrupted(f"received {signal.Signals(signum).name}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "check-mounted":
+        return mounted_check.main(args.rest)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("botocore").setLevel(logging.WARNING)
+    cfg = config_from(args)
+    try:
+        validate(cfg)
+    except SyncError as err:
+        print(f"modelsync: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    signal.signal(signal.SIGTERM, _raise_interrupted)
+    try:
+        report = sync_model(cfg, s3_client(args.endpoint_url, args.region, cfg.concurrency), threading.Event())
+    except Interrupted as err:
+        print(f"modelsync: interrupted: {err}; this run's incomplete multipart uploads were aborted, "
+              "no manifest was written; rerun to resume", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        print("modelsync: interrupted; no manifest was written; rerun to resume", file=sys.stderr)
+        return EXIT_FAILURE
+    except SyncError as err:
+        print(f"modelsync: failed: {err}; no manifest was written for this run", file=sys.stderr)
+        return EXIT_FAILURE
+    print(json.dumps(report.summary()), flush=True)
+    return 0

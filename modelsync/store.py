@@ -1,0 +1,195 @@
+"""S3 I/O: checksummed uploads, verification by HEAD, conditional manifest publish."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+from .errors import Interrupted, SyncError
+from .hashing import FileDigest, b64
+
+SHA256_METADATA = "sha256"  # x-amz-meta-sha256: whole-file hex, since a composite checksum is not one
+_ACCESS_CODES = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken",
+                 "InvalidToken", "AllAccessDisabled", "KMS.AccessDeniedException"}
+_CONFLICT_CODES = {"PreconditionFailed", "ConditionalRequestConflict"}
+
+
+@dataclass(frozen=True)
+class RemoteObject:
+    size: int
+    checksum_sha256: str | None
+    sha256_hex: str | None
+
+
+def checksum_matches(reported: str | None, expected: str) -> bool:
+    """S3 reports composite checksums as "b64-N"; some emulators omit "-N", so only the digest must match."""
+    if not reported:
+        return False
+    digest, _, parts = reported.partition("-")
+    want_digest, _, want_parts = expected.partition("-")
+    return digest == want_digest and (not parts or parts == want_parts)
+
+
+def is_verified(remote: RemoteObject | None, digest: FileDigest) -> bool:
+    """True when S3 holds exactly this file: size, S3-computed SHA-256 checksum and recorded hex all agree."""
+    return (remote is not None and remote.size == digest.size and remote.sha256_hex == digest.sha256_hex
+            and checksum_matches(remote.checksum_sha256, digest.s3_checksum))
+
+
+def stale_uploads(uploads: list[dict[str, Any]], now: datetime, max_age: timedelta) -> list[dict[str, Any]]:
+    """Multipart uploads older than any live run can be (the Job's deadline): left by killed runs."""
+    return [u for u in uploads if now - u["Initiated"] > max_age]
+
+
+def describe(err: Exception, action: str, where: str) -> SyncError:
+    """A message an operator can act on, naming the operation and the object."""
+    if isinstance(err, ClientError):
+        code = err.response.get("Error", {}).get("Code", "")
+        status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if code in _ACCESS_CODES or status == 403:
+            return SyncError(f"access denied: {action} {where} ({code}); check the writer identity "
+                             f"(Pod Identity association) and its permissions on this prefix and KMS key")
+        if code == "NoSuchBucket":
+            return SyncError(f"bucket in {where} does not exist")
+        if code in ("BadDigest", "InvalidDigest", "XAmzContentSHA256Mismatch") or "checksum" in str(err).lower():
+            return SyncError(f"checksum mismatch: S3 rejected {action} {where}: {err}")
+        return SyncError(f"S3 {action} {where} failed: {code or status}: {err}")
+    if isinstance(err, NoCredentialsError):
+        return SyncError(f"no AWS credentials for {action} {where}: the Job's service account needs its "
+                         "Pod Identity association to the model writer role")
+    return SyncError(f"S3 {action} {where} failed: {err}")
+
+
+def _error_code(err: ClientError) -> str:
+    return str(err.response.get("Error", {}).get("Code", ""))
+
+
+class ObjectStore:
+    """One bucket; every write carries a SHA-256 additional checksum that S3 verifies on receipt."""
+
+    def __init__(self, client: Any, bucket: str, sse_kms_key_id: str | None = None) -> None:
+        self.client = client
+        self.bucket = bucket
+        self._sse = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": sse_kms_key_id} if sse_kms_key_id else {}
+
+    def where(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+    def _call(self, action: str, key: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
+        try:
+            return fn(Bucket=self.bucket, Key=key, **kwargs)
+        except ClientError as err:
+            raise describe(err, action, self.where(key)) from None
+        except BotoCoreError as err:
+            raise describe(err, action, self.where(key)) from None
+
+    def head(self, key: str) -> RemoteObject | None:
+        try:
+            resp = self.client.head_object(Bucket=self.bucket, Key=key, ChecksumMode="ENABLED")
+        except ClientError as err:
+            if err.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+                return None
+            raise describe(err, "HEAD", self.where(key)) from None
+        except BotoCoreError as err:
+            raise describe(err, "HEAD", self.where(key)) from None
+        return RemoteObject(resp["ContentLength"], resp.get("ChecksumSHA256"),
+                            resp.get("Metadata", {}).get(SHA256_METADATA))
+
+    def list_sizes(self, prefix: str) -> dict[str, int]:
+        """One paginated listing, so only keys that exist with the right size cost a HEAD."""
+        sizes: dict[str, int] = {}
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+                sizes.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})
+        except (ClientError, BotoCoreError) as err:
+            raise describe(err, "LIST", self.where(prefix)) from None
+        return sizes
+
+    def get(self, key: str) -> bytes | None:
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except ClientError as err:
+            if _error_code(err) in ("NoSuchKey", "404"):
+                return None
+            raise describe(err, "GET", self.where(key)) from None
+        except BotoCoreError as err:
+            raise describe(err, "GET", self.where(key)) from None
+
+    def delete(self, key: str) -> None:
+        self._call("DELETE", key, self.client.delete_object)
+
+    def put_file(self, key: str, path: Path, digest: FileDigest) -> None:
+        with path.open("rb") as body:
+            self._call("PUT", key, self.client.put_object, Body=body, ContentLength=digest.size,
+                       ChecksumAlgorithm="SHA256", ChecksumSHA256=digest.s3_checksum,
+                       Metadata={SHA256_METADATA: digest.sha256_hex}, **self._sse)
+
+    def put_multipart(self, key: str, path: Path, digest: FileDigest, parts_pool: ThreadPoolExecutor,
+                      stop: threading.Event) -> None:
+        """Parts go up in parallel, each with its SHA-256; any failure or stop aborts this upload."""
+        upload = self._call("CREATE-MULTIPART", key, self.client.create_multipart_upload, ChecksumAlgorithm="SHA256",
+                            Metadata={SHA256_METADATA: digest.sha256_hex}, **self._sse)
+        upload_id = upload["UploadId"]
+        futures: list[Future[dict[str, Any]]] = []
+        try:
+            futures = [parts_pool.submit(self._put_part, key, upload_id, path, digest, n, stop)
+                       for n in range(1, len(digest.part_digests) + 1)]
+            parts = [f.result() for f in futures]
+            self._call("COMPLETE-MULTIPART", key, self.client.complete_multipart_upload, UploadId=upload_id,
+                       MultipartUpload={"Parts": parts})
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            wait(futures)  # no part may land after the abort
+            self.abort(key, upload_id)
+            raise
+
+    def _put_part(self, key: str, upload_id: str, path: Path, digest: FileDigest, number: int,
+                  stop: threading.Event) -> dict[str, Any]:
+        if stop.is_set():
+            raise Interrupted(f"stopped before part {number} of {self.where(key)}")
+        with path.open("rb") as handle:
+            handle.seek((number - 1) * digest.part_size)
+            body = handle.read(digest.part_size)
+        checksum = b64(digest.part_digests[number - 1])
+        resp = self._call(f"UPLOAD-PART {number}", key, self.client.upload_part, UploadId=upload_id,
+                          PartNumber=number, Body=body, ChecksumAlgorithm="SHA256", ChecksumSHA256=checksum)
+        return {"PartNumber": number, "ETag": resp["ETag"], "ChecksumSHA256": checksum}
+
+    def abort(self, key: str, upload_id: str) -> None:
+        try:
+            self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+        except (ClientError, BotoCoreError):
+            pass  # the bucket's AbortIncompleteMultipartUpload lifecycle rule is the backstop
+
+    def incomplete_uploads(self, prefix: str) -> Iterator[dict[str, Any]]:
+        try:
+            for page in self.client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket, Prefix=prefix):
+                yield from page.get("Uploads", [])
+        except (ClientError, BotoCoreError) as err:
+            raise describe(err, "LIST-MULTIPART", self.where(prefix)) from None
+
+    def abort_stale_uploads(self, prefix: str, max_age: timedelta) -> int:
+        stale = stale_uploads(list(self.incomplete_uploads(prefix)), datetime.now(timezone.utc), max_age)
+        for upload in stale:
+            self.abort(upload["Key"], upload["UploadId"])
+        return len(stale)
+
+    def put_if_absent(self, key: str, body: bytes) -> bool:
+        """Create-only write (If-None-Match: *); False when the key already exists or a racing write won."""
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=body, IfNoneMatch="*",
+                                   ContentType="application/json", ChecksumAlgorithm="SHA256", **self._sse)
+        except ClientError as err:
+            if _error_code(err) in _CONFLICT_CODES:
+                return False
+            raise describe(err, "PUT (If-None-Match)", self.where(key)) from None
+        except BotoCoreError as err:
+            raise describe(err, "PUT (If-None-Match)", self.where(key)) from None
+        return True
