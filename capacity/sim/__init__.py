@@ -1,0 +1,1 @@
+"""Scaling-policy simulator: trace replay through engine replicas, Prometheus and KEDA/HPA."""

@@ -1,0 +1,92 @@
+"""Prometheus query semantics over scraped samples, for the queries in `components.signals`.
+
+Only what the KEDA triggers use: `avg_over_time` over a range, `sum` across series,
+`rate` of histogram buckets (with Prometheus' extrapolation) and `histogram_quantile`.
+Range selectors are left-open, (t - window, t], as in Prometheus 3.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections.abc import Sequence
+
+import numpy as np
+
+# vLLM's bucket boundaries (seconds) for the histograms the triggers read.
+E2E_LATENCY_BUCKETS = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
+)  # fmt: skip
+TTFT_BUCKETS = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+    10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+
+
+def in_range(times: Sequence[float], t: float, window: float) -> slice:
+    """Indices of the samples with time in (t - window, t]; `times` sorted (a list is fine:
+    bisect keeps a query O(log n) on a day-long series)."""
+    return slice(bisect_right(times, t - window), bisect_right(times, t))
+
+
+def avg_over_time(times: Sequence[float], values: Sequence[float], t: float, window: float) -> float | None:
+    """Mean of the samples in the range; None when the series has none (absent)."""
+    s = in_range(times, t, window)
+    if s.stop <= s.start:
+        return None
+    chosen = values[s]
+    return sum(chosen) / len(chosen)
+
+
+def extrapolated_increase(
+    times: Sequence[float], counts: Sequence[Sequence[float]], t: float, window: float
+) -> np.ndarray | None:
+    """`increase(counter[window])` per column of `counts` (one column per bucket), as
+    Prometheus' `extrapolatedRate` computes it; None with fewer than two samples."""
+    s = in_range(times, t, window)
+    if s.stop - s.start < 2:
+        return None
+    first_t, last_t = float(times[s.start]), float(times[s.stop - 1])
+    first = np.asarray(counts[s.start], dtype=np.float64)
+    result = np.asarray(counts[s.stop - 1], dtype=np.float64) - first  # series never reset here
+    sampled = last_t - first_t
+    average_gap = sampled / (s.stop - s.start - 1)
+    threshold = average_gap * 1.1
+    to_start = first_t - (t - window)
+    to_end = t - last_t
+    if to_start >= threshold:
+        to_start = average_gap / 2
+    if to_end >= threshold:
+        to_end = average_gap / 2
+    # A counter cannot be extrapolated below zero.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        to_zero = np.where(result > 0, sampled * first / np.where(result > 0, result, 1), np.inf)
+    start = np.minimum(to_start, to_zero)
+    return result * (sampled + start + to_end) / sampled
+
+
+def histogram_quantile(q: float, bounds: Sequence[float], cumulative: np.ndarray) -> float:
+    """Prometheus `histogram_quantile` over cumulative bucket values (last one is +Inf).
+
+    NaN when there are no observations, as in Prometheus."""
+    counts = np.maximum.accumulate(np.asarray(cumulative, dtype=np.float64))  # monotonicity fix
+    total = counts[-1]
+    if not total > 0 or math.isnan(total):
+        return math.nan
+    rank = q * total
+    i = int(np.searchsorted(counts, rank, side="left"))
+    if i >= len(bounds):  # rank falls in the +Inf bucket
+        return float(bounds[-1])
+    upper = float(bounds[i])
+    lower = float(bounds[i - 1]) if i > 0 else 0.0
+    below = counts[i - 1] if i > 0 else 0.0
+    in_bucket = counts[i] - below
+    if in_bucket <= 0:
+        return upper
+    return lower + (upper - lower) * (rank - below) / in_bucket
+
+
+def positive_or_zero(value: float) -> float:
+    """`(expr > 0) or vector(0)`: the quantile queries' guard against NaN and empty results."""
+    return value if value > 0 else 0.0

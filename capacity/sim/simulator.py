@@ -1,0 +1,419 @@
+"""The discrete-event simulation: trace -> router -> engine replicas -> scrapes -> KEDA/HPA.
+
+Time only jumps between events: an arrival, a control tick (Prometheus scrape, HPA sync,
+KEDA poll) or a pod event (ready, spot reclaim, end of drain). Engines advance lazily
+(analytically inside `ReplicaEngine`) when a request reaches them or a tick reads them.
+
+The replica lifecycle follows the cluster: the HPA sets the Deployment's replicas; a new
+pod takes a GPU slot in the highest-weight NodePool with room under its `gpuLimit` (else it
+stays Pending), then node launch + image pull + weight load + engine start; only then does
+vLLM serve and expose metrics. Scale-in deletes Pending, then starting, then the newest ready
+pods (the ReplicaSet's order); a deleted ready pod leaves the router and drains its in-flight
+requests. A reclaimed spot node warns 2 minutes ahead: the pod drains, a replacement is
+created at once, and what is still running at the deadline fails.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from bisect import bisect_left
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from capacity.engine import EngineProfile, Request, ReplicaEngine
+from capacity.keda import ScaledObject
+from capacity.sim.promql import (
+    E2E_LATENCY_BUCKETS,
+    TTFT_BUCKETS,
+    avg_over_time,
+    extrapolated_increase,
+    histogram_quantile,
+    positive_or_zero,
+)
+from capacity.sim.router import RouterName, make_router
+from capacity.sim.startup import Pool, Startup, interruption_delay, place
+from capacity.traces import Trace
+
+PENDING, STARTING, READY, DRAINING, GONE = range(5)
+SPOT_WARNING_S = 120.0  # EC2 spot interruption notice
+HPA_OFFSET_S = 5.0  # HPA syncs are not aligned with scrapes
+KV_LOOKBACK_S = 300.0  # instant-vector lookback of a live series
+
+# Request outcomes.
+OK, FAILED, REJECTED, UNFINISHED = range(4)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    profile: EngineProfile
+    pools: tuple[Pool, ...]
+    startup: Startup
+    gpus_per_replica: int = 1
+    spot_interruptions_per_hour: float = 0.0
+    scrape_interval_s: float = 15.0
+    hpa_sync_s: float = 15.0
+    router: RouterName = "least-outstanding"
+    seed: int = 0
+    initial_replicas: int = 1  # warm at t = 0
+    drain_limit_s: float = 3600.0  # simulate at most this long after the last arrival
+    ttft_slo_s: float = 2.0
+    e2e_slo_s: float = 30.0
+
+
+@dataclass
+class Timeline:
+    """Sampled at each HPA sync: what the controller saw and did."""
+
+    t: list[float] = field(default_factory=list)
+    arrivals_per_s: list[float] = field(default_factory=list)
+    signals: dict[str, list[float]] = field(default_factory=dict)
+    desired: list[int] = field(default_factory=list)
+    ready: list[int] = field(default_factory=list)
+    ttft_p95_s: list[float] = field(default_factory=list)
+    e2e_p99_s: list[float] = field(default_factory=list)
+
+
+@dataclass
+class SimResult:
+    arrival: np.ndarray
+    ttft: np.ndarray
+    e2e: np.ndarray
+    outcome: np.ndarray
+    gpu_seconds: dict[str, float]  # by capacity type
+    cost_usd: float
+    scale_events: int
+    max_replicas_used: int
+    end_time: float
+    timeline: Timeline
+    triggers: dict[str, float]  # trigger name -> target, for plots
+
+
+class _Pod:
+    __slots__ = (
+        "id", "phase", "pool", "created", "ready_at", "ends", "engine", "inflight",
+        "t", "waiting", "kv", "ttft_counts", "e2e_counts", "ttft_hist", "e2e_hist",
+    )  # fmt: skip
+
+    def __init__(self, pod_id: int) -> None:
+        self.id = pod_id
+        self.phase = PENDING
+        self.pool: Pool | None = None
+        self.created = math.nan  # billing start (node launch)
+        self.ready_at = math.inf
+        self.ends = math.nan  # billing end
+        self.engine: ReplicaEngine | None = None
+        self.inflight: dict[int, Request] = {}
+        # scraped series
+        self.t: list[float] = []
+        self.waiting: list[float] = []
+        self.kv: list[float] = []
+        self.ttft_counts: list[tuple[int, ...]] = []
+        self.e2e_counts: list[tuple[int, ...]] = []
+        # live histogram buckets (non-cumulative, last = +Inf)
+        self.ttft_hist = [0] * (len(TTFT_BUCKETS) + 1)
+        self.e2e_hist = [0] * (len(E2E_LATENCY_BUCKETS) + 1)
+
+    @property
+    def outstanding(self) -> int:
+        return len(self.inflight)
+
+
+def _cumulative(hist: list[int]) -> tuple[int, ...]:
+    out, total = [], 0
+    for c in hist:
+        total += c
+        out.append(total)
+    return tuple(out)
+
+
+class Simulation:
+    def __init__(
+        self, config: SimConfig, trace: Trace, scaled_object: ScaledObject | None, signals=None
+    ) -> None:
+        self.c = config
+        self.trace = trace
+        self.so = scaled_object  # None: a static fleet of `initial_replicas`
+        self.signals = signals
+        self.rng = np.random.default_rng(config.seed)
+        self.router = make_router(config.router)
+        self.pods: list[_Pod] = []
+        self.ready: list[_Pod] = []
+        self.used_gpus: dict[str, int] = {}
+        self.events: list[tuple[float, int, str, _Pod]] = []
+        self._seq = 0
+        n = len(trace)
+        self.ttft = np.full(n, np.nan)
+        self.e2e = np.full(n, np.nan)
+        self.outcome = np.full(n, UNFINISHED, dtype=np.int8)
+        self.gpu_seconds: dict[str, float] = {}
+        self.cost = 0.0
+        self.scale_events = 0
+        self.max_used = 0
+        self.timeline = Timeline()
+        self._arrived_since_sync = 0
+        self._recent: list[int] = []  # request ids finished since the last sync
+
+    # --- pods ------------------------------------------------------------------------
+    def _push(self, t: float, kind: str, pod: _Pod) -> None:
+        self._seq += 1
+        heapq.heappush(self.events, (t, self._seq, kind, pod))
+
+    def _alive(self) -> list[_Pod]:
+        """Pods the ReplicaSet counts (not terminating)."""
+        return [p for p in self.pods if p.phase in (PENDING, STARTING, READY)]
+
+    def _create_pod(self, t: float, warm: bool = False) -> None:
+        pod = _Pod(len(self.pods))
+        self.pods.append(pod)
+        self._schedule(pod, t, warm)
+
+    def _schedule(self, pod: _Pod, t: float, warm: bool = False) -> bool:
+        pool = place(self.c.pools, self.used_gpus, self.c.gpus_per_replica)
+        if pool is None:
+            return False
+        self.used_gpus[pool.name] = self.used_gpus.get(pool.name, 0) + self.c.gpus_per_replica
+        pod.pool, pod.created, pod.phase = pool, t, STARTING
+        pod.ready_at = t if warm else t + self.c.startup.sample(self.rng)
+        self._push(pod.ready_at, "ready", pod)
+        if pool.capacity_type == "spot":
+            self._push(t + interruption_delay(self.rng, self.c.spot_interruptions_per_hour), "reclaim", pod)
+        self.max_used = max(self.max_used, sum(self.used_gpus.values()) // self.c.gpus_per_replica)
+        return True
+
+    def _release(self, pod: _Pod, t: float) -> None:
+        """The pod is gone: bill it, free its GPU slot, let a Pending pod take it."""
+        pod.phase, pod.ends = GONE, t
+        if pod.pool is None:
+            return
+        gpu_s = (t - pod.created) * self.c.gpus_per_replica
+        kind = pod.pool.capacity_type
+        self.gpu_seconds[kind] = self.gpu_seconds.get(kind, 0.0) + gpu_s
+        self.cost += gpu_s / 3600 * pod.pool.price_per_gpu_hour
+        self.used_gpus[pod.pool.name] -= self.c.gpus_per_replica
+        for waiting in self.pods:
+            if waiting.phase == PENDING and not self._schedule(waiting, t):
+                break
+
+    def _on_ready(self, pod: _Pod, t: float) -> None:
+        if pod.phase != STARTING or pod.ready_at != t:
+            return
+        pod.phase = READY
+        pod.engine = ReplicaEngine(self.c.profile, t)
+        self.ready.append(pod)
+
+    def _drain(self, pod: _Pod, t: float, deadline: float = math.inf) -> None:
+        if pod in self.ready:
+            self.ready.remove(pod)
+        pod.phase = DRAINING
+        if not pod.inflight:
+            self._release(pod, t)
+        elif deadline < math.inf:
+            self._push(deadline, "kill", pod)
+
+    def _delete(self, pod: _Pod, t: float) -> None:
+        if pod.phase == READY:
+            self._drain(pod, t)
+        elif pod.pool is None:  # Pending: never had a node
+            pod.phase = GONE
+        else:  # still starting: nothing to drain
+            self._release(pod, t)
+
+    def _on_reclaim(self, pod: _Pod, t: float) -> None:
+        if pod.phase in (GONE, DRAINING):
+            return
+        if pod.phase == READY:
+            self._drain(pod, t, t + SPOT_WARNING_S)
+        else:
+            self._release(pod, t)
+        self._create_pod(t)  # the ReplicaSet replaces it at once
+
+    def _on_kill(self, pod: _Pod, t: float) -> None:
+        if pod.phase != DRAINING:
+            return
+        self._advance(pod, t)
+        for rid in pod.inflight:
+            self.outcome[rid] = FAILED
+        pod.inflight.clear()
+        self._release(pod, t)
+
+    def set_replicas(self, desired: int, t: float) -> None:
+        alive = self._alive()
+        if desired > len(alive):
+            for _ in range(desired - len(alive)):
+                self._create_pod(t)
+        elif desired < len(alive):
+            # ReplicaSet deletion order: unscheduled, then not ready, then newest ready.
+            order = sorted(alive, key=lambda p: (p.phase, -p.id))
+            for pod in order[: len(alive) - desired]:
+                self._delete(pod, t)
+
+    # --- requests ----------------------------------------------------------------------
+    def _advance(self, pod: _Pod, t: float) -> None:
+        engine = pod.engine
+        if engine is None:
+            return
+        done = engine.advance(t)
+        for req, when in engine.first_tokens():
+            pod.ttft_hist[bisect_left(TTFT_BUCKETS, when - req.arrival)] += 1
+        if done:
+            for f in done:
+                rid = f.request.id
+                e2e = f.finish_time - f.request.arrival
+                self.ttft[rid] = f.first_token_time - f.request.arrival
+                self.e2e[rid] = e2e
+                self.outcome[rid] = OK
+                pod.e2e_hist[bisect_left(E2E_LATENCY_BUCKETS, e2e)] += 1
+                del pod.inflight[rid]
+                self._recent.append(rid)
+            if pod.phase == DRAINING and not pod.inflight:
+                self._release(pod, t)
+
+    def _arrive(self, rid: int, t: float) -> None:
+        self._arrived_since_sync += 1
+        if not self.ready:
+            self.outcome[rid] = FAILED  # the gateway has no healthy upstream
+            return
+        for pod in self.ready:
+            self._advance(pod, t)
+        pod = self.ready[self.router.pick(self.ready)]
+        req = Request(rid, t, int(self.trace.prompt_tokens[rid]), int(self.trace.output_tokens[rid]))
+        pod.engine.submit(req, t)  # type: ignore[union-attr]
+        pod.inflight[rid] = req
+
+    # --- control loop ----------------------------------------------------------------
+    def _scrape(self, t: float) -> None:
+        for pod in self.pods:
+            if pod.phase in (READY, DRAINING):
+                self._advance(pod, t)
+                if pod.phase == GONE:
+                    continue
+                engine = pod.engine
+                pod.t.append(t)
+                pod.waiting.append(engine.num_waiting)  # type: ignore[union-attr]
+                pod.kv.append(engine.kv_usage)  # type: ignore[union-attr]
+                pod.ttft_counts.append(_cumulative(pod.ttft_hist))
+                pod.e2e_counts.append(_cumulative(pod.e2e_hist))
+
+    def _series(self, t: float, horizon: float) -> list[_Pod]:
+        return [p for p in self.pods if p.t and p.t[-1] > t - horizon]
+
+    def _quantile(self, t: float, q: float, window: float, which: str) -> float:
+        bounds = TTFT_BUCKETS if which == "ttft" else E2E_LATENCY_BUCKETS
+        total = None
+        for pod in self._series(t, window):
+            inc = extrapolated_increase(pod.t, getattr(pod, f"{which}_counts"), t, window)
+            if inc is not None:
+                total = inc if total is None else total + inc
+        if total is None:
+            return 0.0
+        return positive_or_zero(histogram_quantile(q, bounds, total))
+
+    def query(self, t: float) -> dict[str, float]:
+        """Every trigger's query, evaluated as Prometheus would at `t`."""
+        s = self.signals
+        values: dict[str, float] = {}
+        queue = [avg_over_time(p.t, p.waiting, t, s.queue_window_s) for p in self._series(t, s.queue_window_s)]
+        values["queueDepth"] = sum(v for v in queue if v is not None)
+        live = [p for p in self.pods if p.phase in (READY, DRAINING) and p.t and p.t[-1] > t - KV_LOOKBACK_S]
+        values["kvCache"] = sum(p.kv[-1] for p in live)
+        values["e2eLatency"] = self._quantile(t, s.e2e_quantile, s.e2e_window_s, "e2e")
+        values["ttft"] = self._quantile(t, s.ttft_quantile, s.ttft_window_s, "ttft")
+        return values
+
+    def _sync(self, t: float, since: float) -> None:
+        alive = self._alive()
+        values = self.query(t) if self.so is not None else {}
+        desired = len(alive)
+        if self.so is not None:
+            current = len(alive)
+            desired = self.so.hpa_sync(t, current, len(self.ready), values)
+            if self.so.min_replica_count == 0:
+                desired = self.so.poll(t, desired, values)
+            if desired != current:
+                self.scale_events += 1
+                self.set_replicas(desired, t)
+        self._record(t, since, values, desired)
+
+    def _record(self, t: float, since: float, values: dict[str, float], desired: int) -> None:
+        tl = self.timeline
+        tl.t.append(t)
+        tl.arrivals_per_s.append(self._arrived_since_sync / max(t - since, 1e-9))
+        self._arrived_since_sync = 0
+        for name, value in values.items():
+            tl.signals.setdefault(name, []).append(value)
+        tl.desired.append(desired)
+        tl.ready.append(len(self.ready))
+        recent = self._recent
+        tl.ttft_p95_s.append(float(np.percentile(self.ttft[recent], 95)) if recent else math.nan)
+        tl.e2e_p99_s.append(float(np.percentile(self.e2e[recent], 99)) if recent else math.nan)
+        self._recent = []
+
+    # --- main loop ---------------------------------------------------------------------
+    def run(self) -> SimResult:
+        c = self.c
+        for _ in range(c.initial_replicas):
+            self._create_pod(0.0, warm=True)
+        arrivals = self.trace.arrivals
+        n = len(arrivals)
+        valid = self._admissible_mask()
+        self.outcome[~valid] = REJECTED
+        stop = (float(arrivals[-1]) if n else 0.0) + c.drain_limit_s
+        next_scrape, next_sync, last_sync = 0.0, HPA_OFFSET_S, 0.0
+        i = 0
+        while True:
+            t_arrival = float(arrivals[i]) if i < n else math.inf
+            t_event = self.events[0][0] if self.events else math.inf
+            t_tick = min(next_scrape, next_sync)
+            t = min(t_arrival, t_event, t_tick)
+            if t > stop or (i >= n and not any(p.inflight for p in self.pods)):
+                break
+            if t == t_event:
+                _, _, kind, pod = heapq.heappop(self.events)
+                getattr(self, f"_on_{kind}")(pod, t)
+            elif t == t_tick:
+                if t == next_scrape:
+                    self._scrape(t)
+                    next_scrape += c.scrape_interval_s
+                else:
+                    self._sync(t, last_sync)
+                    last_sync = t
+                    next_sync += c.hpa_sync_s
+            else:
+                if valid[i]:
+                    self._arrive(i, t)
+                i += 1
+        end = t if math.isfinite(t) else stop
+        for pod in self.pods:
+            if pod.phase not in (GONE, PENDING) and pod.pool is not None:
+                self._advance(pod, end)
+                self._release(pod, end)
+        return SimResult(
+            arrival=arrivals,
+            ttft=self.ttft,
+            e2e=self.e2e,
+            outcome=self.outcome,
+            gpu_seconds=self.gpu_seconds,
+            cost_usd=self.cost,
+            scale_events=self.scale_events,
+            max_replicas_used=self.max_used,
+            end_time=end,
+            timeline=self.timeline,
+            triggers={t.name: t.target for t in self.so.triggers} if self.so else {},
+        )
+
+    def _admissible_mask(self) -> np.ndarray:
+        """Requests vLLM accepts: within max_model_len and the KV cache (others get a 400)."""
+        p = self.c.profile
+        total = self.trace.prompt_tokens + self.trace.output_tokens
+        return (
+            (self.trace.prompt_tokens >= 1)
+            & (self.trace.output_tokens >= 1)
+            & (total <= p.max_model_len)
+            & (total + p.block_size <= p.kv_cache_tokens)
+        )
+
+
+def simulate(config: SimConfig, trace: Trace, scaled_object: ScaledObject | None, signals=None) -> SimResult:
+    return Simulation(config, trace, scaled_object, signals).run()
