@@ -17,6 +17,7 @@ from pydantic import Field, ValidationError
 
 from .autoscaling import DEFAULT_KEY, ModelAutoscaling, deep_merge
 from .base import Section
+from .capacity_planning import CapacityPlanningSettings
 from .cluster import ClusterSettings
 from .errors import NAMESPACE, SettingsError, key_path, problems_of
 from .gpu_capacity import GpuCapacitySettings
@@ -42,6 +43,7 @@ class StackSettings(Section):
     models: list[ModelSettings] = Field(min_length=1)
     # Raw `autoscaling` mapping: `default` plus per-model overrides; see `autoscaling_for`.
     autoscaling: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    capacity_planning: CapacityPlanningSettings = Field(default_factory=CapacityPlanningSettings)
 
     def model(self, name: str) -> ModelSettings:
         return next(m for m in self.models if m.name == name)

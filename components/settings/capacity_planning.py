@@ -32,7 +32,7 @@ class StartupSettings(Section):
     # The vLLM image is ~10 GiB; a fresh node pulls it every time.
     image_pull_seconds: SecondsRange = Field(default_factory=lambda: SecondsRange(min=60, max=180))
     # Weights stream from the S3 model store through Mountpoint: sizeGiB / this rate.
-    weight_load_gib_per_second: float = Field(default=0.5, gt=0)
+    weight_load_gib_per_second: float = Field(default=0.5, alias="weightLoadGiBPerSecond", gt=0)
     # vLLM start after the weights are in memory: profiling, KV allocation, CUDA graphs.
     engine_init_seconds: SecondsRange = Field(default_factory=lambda: SecondsRange(min=20, max=60))
 

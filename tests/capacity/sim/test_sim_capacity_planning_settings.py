@@ -1,0 +1,43 @@
+"""The capacityPlanning stack section: camelCase keys, positive values, clear errors."""
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from components.settings import load_stack_file
+from components.settings.capacity_planning import CapacityPlanningSettings
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_stack_files_hold_a_valid_capacity_planning_section(stack):
+    settings = load_stack_file(ROOT / f"Pulumi.{stack}.yaml")
+    prices = settings.capacity_planning.gpu_hourly_price_usd
+    assert 0 < prices.spot < prices.on_demand
+
+
+def test_keys_are_camel_case_with_the_gib_spelling():
+    parsed = CapacityPlanningSettings.model_validate({"startup": {"weightLoadGiBPerSecond": 2}})
+    assert parsed.startup.weight_load_gib_per_second == 2
+
+
+def test_unknown_key_is_rejected():
+    with pytest.raises(ValidationError, match="spotInterruptionRate"):
+        CapacityPlanningSettings.model_validate({"spotInterruptionRate": 1})
+
+
+def test_negative_price_is_rejected():
+    with pytest.raises(ValidationError, match="greater than 0"):
+        CapacityPlanningSettings.model_validate({"gpuHourlyPriceUsd": {"spot": -1}})
+
+
+def test_range_max_below_min_names_the_rule():
+    with pytest.raises(ValidationError, match=r"must be >= min \(120.0\)"):
+        CapacityPlanningSettings.model_validate({"startup": {"imagePullSeconds": {"min": 120, "max": 60}}})
+
+
+def test_spot_dearer_than_on_demand_is_rejected():
+    with pytest.raises(ValidationError, match=r"must be <= onDemand"):
+        CapacityPlanningSettings.model_validate({"gpuHourlyPriceUsd": {"spot": 2, "onDemand": 1}})
