@@ -99,10 +99,13 @@ def sync_model(cfg: SyncConfig, client: Any, stop: threading.Event | None = None
     stop = stop or threading.Event()
     store = ObjectStore(client, cfg.bucket, cfg.sse_kms_key_id)
 
-    existing = load_manifest(store, cfg.manifest_key)
+    # One listing answers "does it exist" for every key, so no decision rests on a 404 from HEAD/GET:
+    # with a prefix-scoped s3:ListBucket grant, S3 answers 403 (not 404) for a missing key.
+    listed = store.list_sizes(cfg.prefix + "/")
+    existing = load_manifest(store, cfg.manifest_key, listed)
     if existing is not None:
         require_same_model(existing, cfg)
-        broken = verify_manifest(store, cfg, existing)
+        broken = verify_manifest(store, cfg, existing, listed)
         if not broken:
             log.info("%s verifies (%d files); nothing to do", store.where(cfg.manifest_key), len(existing.files))
             return SyncReport(cfg.model_id, cfg.revision, store.where(cfg.manifest_key), "already-published",
@@ -116,7 +119,7 @@ def sync_model(cfg: SyncConfig, client: Any, stop: threading.Event | None = None
     if aborted:
         log.info("aborted %d stale multipart uploads left by killed runs", aborted)
     files = materialize(cfg)
-    results = sync_files(store, cfg, files, stop)
+    results = sync_files(store, cfg, files, listed, stop)
     manifest = build_manifest(cfg.model_id, cfg.revision, [r.entry for r in results])
     outcome = publish(store, cfg.manifest_key, manifest)
     uploaded = [r for r in results if r.uploaded]
@@ -127,7 +130,9 @@ def sync_model(cfg: SyncConfig, client: Any, stop: threading.Event | None = None
                       stale_uploads_aborted=aborted, seconds=time.monotonic() - started)
 
 
-def load_manifest(store: ObjectStore, key: str) -> Manifest | None:
+def load_manifest(store: ObjectStore, key: str, listed: dict[str, int]) -> Manifest | None:
+    if key not in listed:
+        return None
     raw = store.get(key)
     return None if raw is None else parse_manifest(raw, store.where(key))
 
@@ -138,9 +143,11 @@ def require_same_model(manifest: Manifest, cfg: SyncConfig) -> None:
                         f"not {cfg.model_id}@{cfg.revision}; each revision needs its own --prefix")
 
 
-def verify_manifest(store: ObjectStore, cfg: SyncConfig, manifest: Manifest) -> list[str]:
+def verify_manifest(store: ObjectStore, cfg: SyncConfig, manifest: Manifest, listed: dict[str, int]) -> list[str]:
     """HEADs every listed object; returns the paths whose size or checksums differ from the manifest."""
     def broken(entry: ManifestFile) -> bool:
+        if listed.get(cfg.key(entry.path)) != entry.size:
+            return True
         remote = store.head(cfg.key(entry.path))
         return not (remote is not None and remote.size == entry.size and remote.sha256_hex == entry.sha256
                     and checksum_matches(remote.checksum_sha256, entry.s3_checksum))
@@ -163,9 +170,9 @@ class FileResult:
     uploaded: bool
 
 
-def sync_files(store: ObjectStore, cfg: SyncConfig, files: list[SourceFile], stop: threading.Event) -> list[FileResult]:
+def sync_files(store: ObjectStore, cfg: SyncConfig, files: list[SourceFile], listed: dict[str, int],
+               stop: threading.Event) -> list[FileResult]:
     """Files in parallel, and parts of big files in parallel; the first failure stops the rest."""
-    listed = store.list_sizes(cfg.prefix + "/")
     # The parts pool outlives the files pool so no file waits on a pool that is shutting down.
     with ThreadPoolExecutor(cfg.concurrency, thread_name_prefix="part") as parts_pool, \
             ThreadPoolExecutor(cfg.concurrency, thread_name_prefix="file") as files_pool:
@@ -222,7 +229,7 @@ def publish(store: ObjectStore, key: str, manifest: Manifest) -> str:
         if store.put_if_absent(key, body):
             log.info("published %s (%d files, %d bytes)", store.where(key), len(manifest.files), manifest.total_size)
             return "published"
-        current = load_manifest(store, key)
+        current = load_manifest(store, key, store.list_sizes(key))
         if current is None:
             continue  # the racing write was rejected (S3 409 ConditionalRequestConflict): try again
         if current.same_content(manifest):
