@@ -142,29 +142,39 @@ class Cluster(pulumi.ComponentResource):
         self.register_outputs({"name": self.name, "kubeconfig": self.kubeconfig})
 
     def _system_nodes(self, name: str, cluster: eks.Cluster, args: ClusterArgs) -> pulumi.Output[str]:
-        """A small on-demand managed node group for controllers (Karpenter, operators)."""
+        """A small on-demand managed node group for controllers (Karpenter, operators).
+        EKS creates its access entry itself when the cluster uses API authentication."""
+        opts = pulumi.ResourceOptions(parent=cluster)
         role = aws.iam.Role(
             f"{name}-system-nodes",
             assume_role_policy=iam.service_trust("ec2.amazonaws.com"),
-            managed_policy_arns=[
-                "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
-                "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
-                "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
-                "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
-            ],
             tags=args.tags,
-            opts=pulumi.ResourceOptions(parent=cluster),
+            opts=opts,
         )
-        eks.ManagedNodeGroup(
+        attachments = [
+            aws.iam.RolePolicyAttachment(
+                f"{name}-system-nodes-{policy}",
+                role=role.name,
+                policy_arn=f"arn:aws:iam::aws:policy/{policy}",
+                opts=pulumi.ResourceOptions(parent=role),
+            )
+            for policy in (
+                "AmazonEKSWorkerNodePolicy",
+                "AmazonEKS_CNI_Policy",
+                "AmazonEC2ContainerRegistryReadOnly",
+                "AmazonSSMManagedInstanceCore",
+            )
+        ]
+        aws.eks.NodeGroup(
             f"{name}-system",
-            cluster=cluster,
-            node_role=role,
+            cluster_name=self.name,
+            node_role_arn=role.arn,
             subnet_ids=args.private_subnet_ids,
             instance_types=["m7i.large", "m6i.large"],
             capacity_type="ON_DEMAND",
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(min_size=2, desired_size=2, max_size=4),
             labels={"node-role": "system"},
             tags=args.tags,
-            opts=pulumi.ResourceOptions(parent=cluster),
+            opts=pulumi.ResourceOptions(parent=cluster, depends_on=attachments),
         )
         return role.name
