@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument("--abort-stale-uploads-after", type=int, default=0, metavar="SECONDS",
                       help="abort incomplete multipart uploads under the prefix older than this (0: never); "
                            "set it to the Job's deadline so only uploads of dead runs qualify")
+    sync.add_argument("--hub-endpoint", default=None, help="a Hugging Face hub mirror (default: the public hub)")
     sync.add_argument("--sse-kms-key-id", default=None, help="request SSE-KMS with this key on every write")
     sync.add_argument("--endpoint-url", default=os.environ.get("AWS_ENDPOINT_URL_S3"))
     sync.add_argument("--region", default=os.environ.get("AWS_REGION"))
@@ -65,7 +66,8 @@ def config_from(args: argparse.Namespace) -> SyncConfig:
         include=args.include, exclude=args.exclude, staging_dir=args.staging_dir, concurrency=args.concurrency,
         multipart_threshold=args.multipart_threshold, part_size=args.part_size,
         stale_upload_age=timedelta(seconds=args.abort_stale_uploads_after) if args.abort_stale_uploads_after else None,
-        sse_kms_key_id=args.sse_kms_key_id, hf_token=os.environ.get("HF_TOKEN") or None)
+        sse_kms_key_id=args.sse_kms_key_id, hf_token=os.environ.get("HF_TOKEN") or None,
+        hub_endpoint=args.hub_endpoint)
 
 
 def s3_client(endpoint_url: str | None, region: str | None, concurrency: int) -> Any:

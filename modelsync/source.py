@@ -52,7 +52,8 @@ def list_files(root: Path, include: list[str], exclude: list[str], skip_dirs: fr
 
 
 def hub_download_kwargs(model_id: str, revision: str, staging_dir: Path, include: list[str],
-                        exclude: list[str], token: str | None, max_workers: int) -> dict[str, Any]:
+                        exclude: list[str], token: str | None, max_workers: int,
+                        endpoint: str | None = None) -> dict[str, Any]:
     """Arguments for huggingface_hub.snapshot_download: exact commit, files straight into staging_dir."""
     return {
         "repo_id": model_id,
@@ -63,18 +64,20 @@ def hub_download_kwargs(model_id: str, revision: str, staging_dir: Path, include
         "ignore_patterns": exclude or None,
         "token": token or False,  # False: never fall back to a token cached on the machine
         "max_workers": max_workers,
+        "endpoint": endpoint,  # None: the public hub, or HF_ENDPOINT
     }
 
 
 def download_from_hub(model_id: str, revision: str, staging_dir: Path, include: list[str],
-                      exclude: list[str], token: str | None, max_workers: int) -> list[SourceFile]:
+                      exclude: list[str], token: str | None, max_workers: int,
+                      endpoint: str | None = None) -> list[SourceFile]:
     """Downloads the pinned commit (the hub verifies LFS files' SHA-256) and lists what arrived."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError,
                                         RepositoryNotFoundError, RevisionNotFoundError)
 
     staging_dir.mkdir(parents=True, exist_ok=True)
-    kwargs = hub_download_kwargs(model_id, revision, staging_dir, include, exclude, token, max_workers)
+    kwargs = hub_download_kwargs(model_id, revision, staging_dir, include, exclude, token, max_workers, endpoint)
     try:
         snapshot_download(**kwargs)
     except GatedRepoError:

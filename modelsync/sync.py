@@ -43,6 +43,7 @@ class SyncConfig:
     stale_upload_age: timedelta | None = None
     sse_kms_key_id: str | None = None
     hf_token: str | None = field(default=None, repr=False)
+    hub_endpoint: str | None = None  # a hub mirror; None means the public hub (or HF_ENDPOINT)
 
     @property
     def manifest_key(self) -> str:
@@ -160,7 +161,7 @@ def verify_manifest(store: ObjectStore, cfg: SyncConfig, manifest: Manifest, lis
 def materialize(cfg: SyncConfig) -> list[SourceFile]:
     if cfg.source == HUB:
         return download_from_hub(cfg.model_id, cfg.revision, cfg.staging_dir, cfg.include, cfg.exclude,
-                                 cfg.hf_token, cfg.concurrency)
+                                 cfg.hf_token, cfg.concurrency, cfg.hub_endpoint)
     return list_files(Path(cfg.source), cfg.include, cfg.exclude)
 
 

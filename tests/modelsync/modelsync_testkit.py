@@ -32,3 +32,89 @@ def record_operations(client: Any) -> list[str]:
     seen: list[str] = []
     client.meta.events.register("before-call.s3.*", lambda model, **_: seen.append(model.name))
     return seen
+
+
+class FakeHub:
+    """The few Hugging Face hub endpoints snapshot_download uses, serving one repo at one commit
+    from a local directory, on 127.0.0.1. Unknown repos and revisions get the hub's error codes."""
+
+    def __init__(self, repo_id: str, revision: str, root: Path) -> None:
+        import threading
+        from http.server import ThreadingHTTPServer
+
+        self.repo_id, self.revision, self.root = repo_id, revision, root
+        self.requests: list[str] = []
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "FakeHub":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _handler(self) -> Any:
+        import hashlib
+        import json
+        from http.server import BaseHTTPRequestHandler
+        from urllib.parse import unquote, urlparse
+
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_: Any) -> None:
+                pass
+
+            def _error(self, code: str, status: int = 404) -> None:
+                self.send_response(status)
+                self.send_header("X-Error-Code", code)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def _route(self, head: bool) -> None:
+                path = unquote(urlparse(self.path).path)
+                hub.requests.append(f"{self.command} {path}")
+                tree = f"/api/models/{hub.repo_id}/tree/"
+                resolve = f"/{hub.repo_id}/resolve/"
+                if path.startswith(tree):
+                    revision = path[len(tree):].split("/")[0]
+                    return self._tree() if revision == hub.revision else self._error("RevisionNotFound")
+                if path.startswith(resolve):
+                    revision, _, name = path[len(resolve):].partition("/")
+                    if revision != hub.revision:
+                        return self._error("RevisionNotFound")
+                    file = hub.root / name
+                    return self._file(file, head) if file.is_file() else self._error("EntryNotFound")
+                return self._error("RepoNotFound", 401)
+
+            def _tree(self) -> None:
+                entries = [{"type": "file", "oid": hashlib.sha1(p.read_bytes()).hexdigest(), "size": p.stat().st_size,
+                            "path": p.relative_to(hub.root).as_posix()}
+                           for p in sorted(hub.root.rglob("*")) if p.is_file()]
+                body = json.dumps(entries).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _file(self, file: Path, head: bool) -> None:
+                data = file.read_bytes()
+                self.send_response(200)
+                self.send_header("X-Repo-Commit", hub.revision)
+                self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if not head:
+                    self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._route(head=False)
+
+            def do_HEAD(self) -> None:
+                self._route(head=True)
+
+        return Handler
