@@ -1,6 +1,8 @@
 """Throughput of modelsync against a loopback S3 API (moto_server on 127.0.0.1).
 
 Measures (medians over --repeats runs, each on a fresh bucket):
+  * baselines: SHA-256 hashing of the model on this machine, and plain boto3 `upload_file`
+    (s3transfer, same concurrency and part size, no SHA-256) to the same server: the emulator's ceiling;
   * first sync of a ~1 GiB multi-file model (hash + multipart upload + verify + publish), in MB/s;
   * a no-change rerun over a 200-file model (manifest verify: one LIST, one GET, 200 HEADs), in seconds;
   * the same 200-file rerun with the manifest removed (LIST + local hashing + 200 HEADs + publish).
@@ -23,13 +25,17 @@ import sys
 import tempfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from boto3.s3.transfer import TransferConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from modelsync import MANIFEST_NAME  # noqa: E402
 from modelsync.cli import s3_client  # noqa: E402
+from modelsync.hashing import digest_file  # noqa: E402
 from modelsync.sync import SyncConfig, sync_model  # noqa: E402
 
 MIB = 1024 * 1024
@@ -99,6 +105,26 @@ def main() -> None:
             write_files(big, big_model(args.model_mib))
             write_files(many, {f"shard-{i:03d}.bin": 4096 for i in range(args.files)})
             total = sum(p.stat().st_size for p in big.iterdir())
+
+            hashing = []
+            for _ in range(args.repeats):
+                started = time.monotonic()
+                for path in big.iterdir():
+                    digest_file(path, 64 * MIB)
+                hashing.append(time.monotonic() - started)
+            results["sha256_hashing_MBps"] = round(total / 1e6 / statistics.median(hashing), 1)
+
+            plain = []
+            transfer = TransferConfig(multipart_threshold=64 * MIB, multipart_chunksize=64 * MIB,
+                                      max_concurrency=args.concurrency)
+            for _ in range(args.repeats):
+                bucket = fresh_bucket(client)
+                started = time.monotonic()
+                with ThreadPoolExecutor(args.concurrency) as pool:
+                    list(pool.map(lambda p: client.upload_file(str(p), bucket, f"plain/{p.name}", Config=transfer),
+                                  big.iterdir()))
+                plain.append(time.monotonic() - started)
+            results["plain_boto3_upload_MBps"] = round(total / 1e6 / statistics.median(plain), 1)
 
             first = []
             for _ in range(args.repeats):
