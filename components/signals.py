@@ -123,3 +123,161 @@ def generation_tokens_per_second(scope: Scope, window_seconds: int) -> str:
 
 def requests_per_second(scope: Scope, window_seconds: int) -> str:
     return f"sum(rate({scope.select(Vllm.REQUEST_SUCCESS)}[{duration(window_seconds)}]))"
+
+
+# --- Kubernetes state, DCGM and alert conditions (Observability, Autoscaling, dashboards) ---
+
+
+class KubeState:
+    """kube-state-metrics names (shipped with kube-prometheus-stack)."""
+
+    DEPLOYMENT_SPEC_REPLICAS = "kube_deployment_spec_replicas"
+    DEPLOYMENT_READY_REPLICAS = "kube_deployment_status_replicas_ready"
+    HPA_DESIRED_REPLICAS = "kube_horizontalpodautoscaler_status_desired_replicas"
+    HPA_CURRENT_REPLICAS = "kube_horizontalpodautoscaler_status_current_replicas"
+    POD_PHASE = "kube_pod_status_phase"
+    POD_RESOURCE_REQUESTS = "kube_pod_container_resource_requests"
+    NODE_ALLOCATABLE = "kube_node_status_allocatable"
+    # kube-state-metrics turns the resource name `nvidia.com/gpu` into this label value.
+    GPU_RESOURCE = "nvidia_com_gpu"
+
+
+# The `job` label the platform's ServiceMonitor gives every DCGM exporter target, and the
+# label that carries the Kubernetes node name of the GPU it measures.
+DCGM_JOB = "dcgm-exporter"
+NODE_LABEL = "node"
+
+
+def number(value: float) -> str:
+    """A PromQL number literal (no trailing `.0` noise: 4.0 -> '4')."""
+    return f"{float(value):g}"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The Kubernetes objects that serve one model: its predictor Deployment (pods are
+    named `<deployment>-<hash>-<id>`) and the HPA KEDA creates for its ScaledObject."""
+
+    namespace: str
+    deployment: str
+    hpa: str
+
+    def deployment_matchers(self) -> str:
+        return f'{{namespace="{self.namespace}",deployment="{self.deployment}"}}'
+
+    def pod_matchers(self, *extra: str) -> str:
+        parts = [f'namespace="{self.namespace}"', f'pod=~"{self.deployment}-.*"', *extra]
+        return "{" + ",".join(parts) + "}"
+
+
+def kv_cache_usage_max(scope: Scope) -> str:
+    """The fullest replica's KV-cache fraction (a replica near 1.0 starts preempting)."""
+    return f"max({scope.select(Vllm.KV_CACHE_USAGE)})"
+
+
+def desired_replicas(workload: Workload) -> str:
+    """What the autoscaler asks for (KEDA's HPA)."""
+    return f'sum({KubeState.HPA_DESIRED_REPLICAS}{{namespace="{workload.namespace}",horizontalpodautoscaler="{workload.hpa}"}})'
+
+
+def spec_replicas(workload: Workload) -> str:
+    return f"sum({KubeState.DEPLOYMENT_SPEC_REPLICAS}{workload.deployment_matchers()})"
+
+
+def ready_replicas(workload: Workload) -> str:
+    return f"sum({KubeState.DEPLOYMENT_READY_REPLICAS}{workload.deployment_matchers()})"
+
+
+PENDING, RUNNING = 'phase="Pending"', 'phase="Running"'
+
+
+def pending_pods(workload: Workload) -> str:
+    """Predictor pods waiting for a node (a GPU node launching, or a pool at its GPU limit)."""
+    return f"sum({KubeState.POD_PHASE}{workload.pod_matchers(PENDING)}) or vector(0)"
+
+
+def gpus_in_use(workload: Workload) -> str:
+    """GPUs requested by the model's running predictor pods."""
+    gpu = 'resource="' + KubeState.GPU_RESOURCE + '"'
+    requests = f"{KubeState.POD_RESOURCE_REQUESTS}{workload.pod_matchers(gpu)}"
+    running = f"{KubeState.POD_PHASE}{workload.pod_matchers(RUNNING)} == 1"
+    return f"sum({requests} * on (namespace, pod) group_left () ({running})) or vector(0)"
+
+
+def per_replica(signal: str, workload: Workload) -> str:
+    """A fleet-wide sum divided by ready replicas: what KEDA compares with an AverageValue target."""
+    return f"({signal}) / clamp_min({ready_replicas(workload)}, 1)"
+
+
+def constant(value: float) -> str:
+    """A flat line, e.g. a configured threshold drawn next to the signal it bounds."""
+    return f"vector({number(value)})"
+
+
+def model_gpu_utilization(workload: Workload) -> str:
+    """Average DCGM utilisation (percent) of the GPUs attached to the model's pods."""
+    return f"avg({Dcgm.GPU_UTIL}{workload.pod_matchers()})"
+
+
+def gpu_by_node(metric: str, aggregation: str = "avg") -> str:
+    """One DCGM gauge per node (`avg`, `max` or `sum` over the node's GPUs)."""
+    if aggregation not in ("avg", "max", "sum"):
+        raise ValueError(f"unsupported aggregation {aggregation!r}")
+    return f"{aggregation} by ({NODE_LABEL}) ({metric})"
+
+
+def gpu_memory_used_fraction() -> str:
+    """Framebuffer in use per GPU, 0..1 (vLLM pre-allocates `gpuMemoryUtilization` of it)."""
+    return f"{Dcgm.FB_USED} / ({Dcgm.FB_USED} + {Dcgm.FB_FREE})"
+
+
+# --- Alert conditions: each returns the series that should alert ---------------------------
+
+
+def above(expression: str, threshold: float) -> str:
+    return f"({expression}) > {number(threshold)}"
+
+
+def ttft_slo_breach(scope: Scope, quantile: float, window_seconds: int, slo_seconds: float) -> str:
+    return above(ttft_quantile(scope, quantile, window_seconds), slo_seconds)
+
+
+def capacity_exhausted(scope: Scope, workload: Workload, window_seconds: int, target_per_replica: float,
+                       max_replicas: int) -> str:
+    """Queue above what maxReplicas can absorb at the target, while maxReplicas are already ready."""
+    queue = above(queue_depth(scope, window_seconds), target_per_replica * max_replicas)
+    return f"{queue} and on () ({ready_replicas(workload)} >= {max_replicas})"
+
+
+def kv_cache_near_full(scope: Scope, fraction: float) -> str:
+    return above(kv_cache_usage_max(scope), fraction)
+
+
+def scaling_signal_absent(scope: Scope, workload: Workload) -> str:
+    """No vLLM series while the Deployment wants replicas: KEDA would scale on nothing."""
+    # The value is the replicas the Deployment wants (absent() alone is always 1).
+    return f"absent({scope.select(Vllm.REQUESTS_WAITING)}) * on () ({spec_replicas(workload)} > 0)"
+
+
+def replicas_not_ready(workload: Workload) -> str:
+    return f"({spec_replicas(workload)}) - ({ready_replicas(workload)}) > 0"
+
+
+def dcgm_exporters_missing() -> str:
+    """Fewer DCGM exporters up than nodes that offer GPUs (an exporter down or never scheduled)."""
+    gpu_nodes = f'count({KubeState.NODE_ALLOCATABLE}{{resource="{KubeState.GPU_RESOURCE}"}} > 0) or vector(0)'
+    exporters = f'count(up{{job="{DCGM_JOB}"}} == 1) or vector(0)'
+    # The value is the number of GPU nodes.
+    return f"({gpu_nodes}) > ({exporters})"
+
+
+def gpu_xid_errors() -> str:
+    return f"{Dcgm.XID_ERRORS} != 0"
+
+
+def gpu_memory_high(fraction: float) -> str:
+    return above(gpu_memory_used_fraction(), fraction)
+
+
+def gpu_temperature_high(celsius: float) -> str:
+    return above(Dcgm.GPU_TEMP, celsius)

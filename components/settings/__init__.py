@@ -24,6 +24,7 @@ from .gpu_capacity import GpuCapacitySettings
 from .model_store import ModelStoreSettings
 from .models import ModelSettings
 from .network import NetworkSettings
+from .observability import ObservabilitySettings
 from .serving import ServingSettings
 
 __all__ = ["StackSettings", "SettingsError", "parse", "load", "load_stack_file", "NAMESPACE"]
@@ -44,6 +45,7 @@ class StackSettings(Section):
     # Raw `autoscaling` mapping: `default` plus per-model overrides; see `autoscaling_for`.
     autoscaling: dict[str, dict[str, Any]] = Field(default_factory=dict)
     capacity_planning: CapacityPlanningSettings = Field(default_factory=CapacityPlanningSettings)
+    observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
 
     def model(self, name: str) -> ModelSettings:
         return next(m for m in self.models if m.name == name)
@@ -98,6 +100,7 @@ def _cross_section_problems(s: StackSettings) -> list[str]:
                     f"({model.gpus_per_replica}) of model {model.name!r}, which may run there"
                 )
     problems += _autoscaling_problems(s, pools)
+    problems += _window_problems(s)
     return problems
 
 
@@ -148,6 +151,25 @@ def _gpu_budget_problems(s: StackSettings, pools: dict[str, Any], demand: dict[s
                 )
                 return problems
     return problems
+
+
+def _window_problems(s: StackSettings) -> list[str]:
+    """A rate or average over fewer than two scrapes is empty or noise: every PromQL window
+    must span at least two scrape intervals."""
+    interval = s.observability.scrape_interval_seconds
+    windows = {f"observability.{path}": value for path, value in s.observability.windows().items()}
+    for model in s.models:
+        scope = model.name if model.name in s.autoscaling else DEFAULT_KEY
+        try:
+            policy = s.autoscaling_for(model.name)
+        except ValidationError:
+            continue  # reported by the autoscaling rules
+        windows |= {f"autoscaling.{scope}.{path}": value for path, value in policy.windows().items()}
+    return [
+        f"{NAMESPACE}:{key} ({value}) must be >= 2 x observability.scrapeIntervalSeconds ({2 * interval}s)"
+        for key, value in windows.items()
+        if value < 2 * interval
+    ]
 
 
 def parse(raw: dict[str, Any]) -> StackSettings:

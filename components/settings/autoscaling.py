@@ -134,6 +134,13 @@ class ModelAutoscaling(Section):
     polling_interval_seconds: int = Field(default=15, ge=5, le=300)
     cooldown_period_seconds: int = Field(default=300, ge=0)
     fallback_replicas: int = Field(default=1, ge=1)
+    # While Prometheus is unreachable KEDA holds fallbackReplicas; "currentReplicasIfHigher" never
+    # shrinks a fleet that is busy when the metrics go away.
+    fallback_behavior: Literal["static", "currentReplicas", "currentReplicasIfHigher", "currentReplicasIfLower"] = (
+        "currentReplicasIfHigher"
+    )
+    # Consecutive failed metric reads before the fallback applies.
+    fallback_failure_threshold: int = Field(default=3, ge=1, le=20)
     slo: Slo = Field(default_factory=Slo)
     triggers: Triggers = Field(default_factory=Triggers)
     behavior: Behavior = Field(default_factory=Behavior)
