@@ -1,0 +1,40 @@
+"""`python -m capacity <command>`: a thin argparse dispatcher.
+
+Each command lives in a module exposing `add_arguments(parser)` and `run(args) -> int`; its
+docstring's first line is the command's help. Register a command with one line in COMMANDS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS: dict[str, str] = {
+    "model": "capacity.model_cmd",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m capacity", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, module_name in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        help_line = (module.__doc__ or name).strip().splitlines()[0]
+        command = sub.add_parser(name, help=help_line, description=module.__doc__)
+        module.add_arguments(command)
+        command.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except ValueError as error:  # bad input: one clear line, no traceback
+        print(f"python -m capacity {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

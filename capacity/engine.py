@@ -1,0 +1,572 @@
+"""A vLLM replica under continuous batching, as an event-driven model (pure Python, no I/O).
+
+What is modelled, following vLLM V1's scheduler:
+- every engine step first gives each running request its share of the token budget
+  (`max_num_batched_tokens`): one token per decoding request, a prefill chunk per request
+  still prefilling; leftover budget admits waiting requests FCFS (chunked prefill);
+- at most `max_num_seqs` requests run at once; a request is admitted only if the KV cache
+  has blocks for the tokens it computes; when decoding outgrows the cache the newest running
+  request is preempted (recompute: it re-prefills prompt + generated tokens later);
+- a step costs `base + per_seq * decodes + per_kv_token * context read + per_prefill_token * chunk`,
+  so decode slows as the batch and its context grow and prefill steals time from decode.
+
+Between events (admission, prefill chunk, first token, completion) a pure-decode batch is
+constant, so time advances analytically over many steps at once, never step by step in
+Python: a 24 h trace of ~1M requests runs in seconds.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """One replica: GPU + model + vLLM settings, with fitted step-time parameters (seconds)."""
+
+    name: str
+    description: str
+    served_model_name: str
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_cache_tokens: int
+    max_model_len: int
+    step_base_s: float  # fixed cost of one engine step (weights read, launch, sampling)
+    step_per_seq_s: float  # extra cost per decoding request in the step
+    step_per_kv_token_s: float  # attention cost per context token read by decoders
+    prefill_token_s: float  # cost per prompt token computed (compute-bound prefill)
+    block_size: int = 16
+
+    def __post_init__(self) -> None:
+        for key in ("max_num_seqs", "max_num_batched_tokens", "kv_cache_tokens", "max_model_len", "block_size"):
+            if getattr(self, key) <= 0:
+                raise ValueError(f"profile {self.name!r}: {key} must be > 0, got {getattr(self, key)}")
+        for key in ("step_base_s", "step_per_seq_s", "step_per_kv_token_s", "prefill_token_s"):
+            if getattr(self, key) < 0:
+                raise ValueError(f"profile {self.name!r}: {key} must be >= 0, got {getattr(self, key)}")
+        if self.step_base_s <= 0 and self.step_per_seq_s <= 0:
+            raise ValueError(f"profile {self.name!r}: a decode step must take time (step_base_s or step_per_seq_s > 0)")
+
+    @property
+    def kv_blocks(self) -> int:
+        return self.kv_cache_tokens // self.block_size
+
+
+def get_profile(name: str) -> EngineProfile:
+    """The named profile; a clear ValueError listing the known names otherwise."""
+    from capacity.profiles import PROFILES
+
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown engine profile {name!r}; known profiles: {', '.join(sorted(PROFILES))}") from None
+
+
+@dataclass(frozen=True)
+class Request:
+    id: int
+    arrival: float
+    prompt_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class Finished:
+    request: Request
+    first_token_time: float
+    finish_time: float
+    scheduled_time: float = 0.0  # first admission into the batch (end of queueing)
+
+    @property
+    def latency(self) -> float:
+        return self.finish_time - self.request.arrival
+
+    @property
+    def ttft(self) -> float:
+        return self.first_token_time - self.request.arrival
+
+
+@dataclass
+class IterationStats:
+    """What the engine did since the last drain, in the shape vLLM's metrics logger records it."""
+
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    preemptions: int = 0
+    # (seconds between consecutive tokens of one request, how many such gaps)
+    inter_token_latencies: list[tuple[float, int]] = field(default_factory=list)
+
+
+class _Seq:
+    __slots__ = (
+        "req",
+        "order",
+        "to_prefill",
+        "computed",
+        "generated",
+        "first_token_time",
+        "scheduled_time",
+        "join_step",
+        "finish_step",
+        "last_token_time",
+    )
+
+    def __init__(self, req: Request, order: int) -> None:
+        self.req = req
+        self.order = order
+        self.to_prefill = req.prompt_tokens  # tokens still to compute before the next token
+        self.computed = 0  # tokens whose KV is cached (prefill progress)
+        self.generated = 0
+        self.first_token_time = -1.0
+        self.scheduled_time = -1.0
+        self.join_step = 0  # step index at which it joined the decode batch
+        self.finish_step = 0  # step index that produces its last token
+        self.last_token_time = 0.0
+
+
+class ReplicaEngine:
+    """Continuous-batching replica. Call `advance(now)` before `submit(request, now)`."""
+
+    def __init__(self, profile: EngineProfile, now: float = 0.0, record_stats: bool = False) -> None:
+        self.profile = profile
+        self._clock = now  # end of the last executed step (the next step starts here or later)
+        self._step = 0  # steps executed
+        self._order = 0
+        self._waiting: deque[_Seq] = deque()
+        self._prefilling: list[_Seq] = []
+        self._decoding: dict[int, _Seq] = {}
+        self._heap: list[tuple[int, int, _Seq]] = []  # (finish_step, order, seq)
+        # sum of decoders' context at step G is _ctx_base + len(decoding) * G
+        self._ctx_base = 0
+        self._prefill_ctx = 0  # KV tokens held by requests still prefilling
+        self._new_first_tokens: list[tuple[Request, float]] = []
+        self._record = record_stats
+        self.stats = IterationStats()
+        self.total_preemptions = 0
+
+    # --- observable state --------------------------------------------------------------
+    @property
+    def num_waiting(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def num_running(self) -> int:
+        return len(self._prefilling) + len(self._decoding)
+
+    @property
+    def outstanding(self) -> int:
+        return self.num_waiting + self.num_running
+
+    @property
+    def kv_usage(self) -> float:
+        """Fraction of KV blocks in use (vllm:kv_cache_usage_perc)."""
+        bs = self.profile.block_size
+        blocks = sum(-(-s.computed // bs) for s in self._prefilling)
+        for s in self._decoding.values():
+            blocks += -(-self._ctx_of(s) // bs)
+        return min(1.0, blocks / self.profile.kv_blocks)
+
+    def generated_tokens(self, request_id: int) -> int:
+        """Tokens generated so far by a running request (0 if waiting or unknown)."""
+        for s in self._prefilling:
+            if s.req.id == request_id:
+                return s.generated
+        for s in self._decoding.values():
+            if s.req.id == request_id:
+                return s.generated + (self._step - s.join_step)
+        return 0
+
+    def running_progress(self) -> dict[int, int]:
+        """request id -> tokens generated so far, for every running request (one pass)."""
+        out = {s.req.id: s.generated for s in self._prefilling}
+        step = self._step
+        for s in self._decoding.values():
+            out[s.req.id] = s.generated + (step - s.join_step)
+        return out
+
+    def first_tokens(self) -> list[tuple[Request, float]]:
+        """First-token events (request, absolute time) since the last call."""
+        out, self._new_first_tokens = self._new_first_tokens, []
+        return out
+
+    def drain_stats(self) -> IterationStats:
+        out, self.stats = self.stats, IterationStats()
+        return out
+
+    # --- inputs ----------------------------------------------------------------------------
+    def submit(self, request: Request, now: float) -> None:
+        if request.prompt_tokens < 1 or request.output_tokens < 1:
+            raise ValueError(f"request {request.id}: prompt_tokens and output_tokens must be >= 1")
+        if request.prompt_tokens + request.output_tokens + self.profile.block_size > self.profile.kv_cache_tokens:
+            raise ValueError(f"request {request.id}: does not fit the KV cache ({self.profile.kv_cache_tokens} tokens)")
+        if request.prompt_tokens + request.output_tokens > self.profile.max_model_len:
+            raise ValueError(
+                f"request {request.id}: prompt_tokens + output_tokens "
+                f"({request.prompt_tokens + request.output_tokens}) exceeds max_model_len {self.profile.max_model_len}"
+            )
+        if not self._has_work():
+            self._clock = max(self._clock, now)
+        self._order += 1
+        self._waiting.append(_Seq(request, self._order))
+
+    # --- time ------------------------------------------------------------------------------
+    def next_event_time(self) -> float | None:
+        """Time of the next internal change if nothing else arrives; None when idle."""
+        if not self._has_work():
+            return None
+        if not self.num_running and self._waiting[0].req.arrival > self._clock:
+            return self._waiting[0].req.arrival
+        if self._prefilling or self._admissible():
+            return self._clock + self._step_time(self._plan_prefill()[0])
+        while self._heap and self._heap[0][2].finish_step != self._heap[0][0]:
+            heapq.heappop(self._heap)
+        k = self._heap[0][0] - self._step
+        if self._waiting and self.num_running < self.profile.max_num_seqs:
+            # the first step boundary after the queue head arrived admits it
+            k = min(k, max(1, self._steps_until(self._waiting[0].req.arrival - self._clock)))
+        return self._clock + self._decode_span(k)
+
+    def advance(self, now: float) -> list[Finished]:
+        """Execute every step that ends by `now`; return requests finished in that span."""
+        done: list[Finished] = []
+        while self._has_work():
+            if not self.num_running and self._waiting[0].req.arrival > self._clock:
+                if self._waiting[0].req.arrival > now:
+                    break
+                self._clock = self._waiting[0].req.arrival  # idle until it arrives
+            if self._prefilling or self._admissible():
+                if not self._mixed_step(now, done):
+                    break
+            elif not self._decode_segment(now, done):
+                break
+        if not self._has_work():
+            self._clock = max(self._clock, now)
+        return done
+
+    # --- internals -------------------------------------------------------------------------
+    def _has_work(self) -> bool:
+        return bool(self._waiting or self._prefilling or self._decoding)
+
+    def _ctx_of(self, s: _Seq) -> int:
+        return s.computed + (self._step - s.join_step)
+
+    def _kv_tokens_used(self) -> int:
+        return self._ctx_base + len(self._decoding) * self._step + self._prefill_ctx
+
+    def _admissible(self) -> bool:
+        """Could the head of the queue be admitted in a step starting at the clock?"""
+        if not self._waiting or self.num_running >= self.profile.max_num_seqs:
+            return False
+        head = self._waiting[0]
+        if head.req.arrival > self._clock:
+            return False
+        budget = self.profile.max_num_batched_tokens - len(self._decoding)
+        chunk = min(head.to_prefill, budget)
+        return chunk > 0 and self._kv_fits(chunk)
+
+    def _kv_fits(self, new_tokens: int) -> bool:
+        spare = (self.num_running + 1) * self.profile.block_size  # partly filled last blocks
+        return self._kv_tokens_used() + new_tokens + spare <= self.profile.kv_cache_tokens
+
+    def _plan_prefill(self) -> tuple[int, list[tuple[_Seq, int]], int]:
+        """Prefill tokens of the next step, the (seq, chunk) pairs, and how many waiting it admits."""
+        p = self.profile
+        budget = p.max_num_batched_tokens - len(self._decoding)
+        plan: list[tuple[_Seq, int]] = []
+        tokens = 0
+        for s in self._prefilling:
+            if budget <= 0:
+                break
+            c = min(s.to_prefill, budget)
+            plan.append((s, c))
+            tokens += c
+            budget -= c
+        admitted = 0
+        running = self.num_running
+        used = self._kv_tokens_used() + tokens
+        for s in self._waiting:
+            if budget <= 0 or running >= p.max_num_seqs or s.req.arrival > self._clock:
+                break
+            c = min(s.to_prefill, budget)
+            if used + s.computed + c + (running + 1) * p.block_size > p.kv_cache_tokens:
+                break
+            plan.append((s, c))
+            tokens += c
+            budget -= c
+            used += s.computed + c
+            running += 1
+            admitted += 1
+        return tokens, plan, admitted
+
+    def _step_time(self, prefill_tokens: int) -> float:
+        p = self.profile
+        b = len(self._decoding)
+        ctx = self._ctx_base + b * self._step
+        return (
+            p.step_base_s
+            + p.step_per_seq_s * b
+            + p.step_per_kv_token_s * ctx
+            + p.prefill_token_s * prefill_tokens
+        )
+
+    def _decode_span(self, k: int) -> float:
+        """Duration of k pure-decode steps from the clock (context grows by b per step)."""
+        p = self.profile
+        b = len(self._decoding)
+        t0 = self._step_time(0)
+        return k * t0 + p.step_per_kv_token_s * b * k * (k - 1) / 2
+
+    def _steps_within(self, dt: float) -> int:
+        """Largest k with _decode_span(k) <= dt."""
+        if dt <= 0:
+            return 0
+        t0 = self._step_time(0)
+        c2 = self.profile.step_per_kv_token_s * len(self._decoding)
+        if c2 <= 0:
+            return int(dt / t0 + 1e-9)
+        # k*t0 + c2*k*(k-1)/2 <= dt  ->  (c2/2) k^2 + (t0 - c2/2) k - dt <= 0
+        a, bq = c2 / 2, t0 - c2 / 2
+        k = int((-bq + math.sqrt(bq * bq + 4 * a * dt)) / (2 * a) + 1e-9)
+        while k > 0 and self._decode_span(k) > dt + 1e-12:
+            k -= 1
+        return k
+
+    def _preempt_if_needed(self) -> None:
+        """Free KV for at least one more decode step by preempting the newest running request."""
+        p = self.profile
+        while self._decoding or self._prefilling:
+            need = self._kv_tokens_used() + len(self._decoding) + self.num_running * p.block_size
+            if need <= p.kv_cache_tokens or self.num_running <= 1:
+                return
+            victim = max([*self._decoding.values(), *self._prefilling], key=lambda s: s.order)
+            if victim.order in self._decoding:
+                self._leave_decode(victim)
+                victim.computed = 0
+                victim.to_prefill = victim.req.prompt_tokens + victim.generated
+            else:
+                self._prefilling.remove(victim)
+                self._prefill_ctx -= victim.computed
+                victim.to_prefill += victim.computed
+                victim.computed = 0
+            self._waiting.appendleft(victim)
+            self.total_preemptions += 1
+            if self._record:
+                self.stats.preemptions += 1
+
+    def _join_decode(self, s: _Seq) -> None:
+        s.join_step = self._step
+        s.finish_step = self._step + (s.req.output_tokens - s.generated)
+        self._decoding[s.order] = s
+        self._ctx_base += s.computed - self._step
+        heapq.heappush(self._heap, (s.finish_step, s.order, s))
+
+    def _leave_decode(self, s: _Seq) -> None:
+        # caller guarantees membership; heap entries of departed seqs are skipped lazily
+        del self._decoding[s.order]
+        s.generated += self._step - s.join_step
+        s.computed += self._step - s.join_step
+        self._ctx_base -= s.computed - (self._step - s.join_step) - s.join_step
+        s.finish_step = -1
+
+    def _mixed_step(self, now: float, done: list[Finished]) -> bool:
+        """One step with prefill work. False if it would end after `now` (not executed)."""
+        self._preempt_if_needed()
+        tokens, plan, admitted = self._plan_prefill()
+        dur = self._step_time(tokens)
+        end = self._clock + dur
+        if end > now:
+            return False
+        start = self._clock
+        for _ in range(admitted):
+            s = self._waiting.popleft()
+            if s.scheduled_time < 0:
+                s.scheduled_time = start
+            self._prefilling.append(s)
+        b = len(self._decoding)
+        self._step += 1
+        self._clock = end
+        if self._record:
+            self.stats.prompt_tokens += tokens
+            self.stats.generation_tokens += b
+            if b:
+                self.stats.inter_token_latencies.append((dur, b))
+        completed: list[_Seq] = []
+        for s, c in plan:
+            s.to_prefill -= c
+            s.computed += c
+            self._prefill_ctx += c
+            if s.to_prefill == 0:
+                completed.append(s)
+        self._pop_finished(end, done)
+        for s in completed:
+            self._prefilling.remove(s)
+            self._prefill_ctx -= s.computed
+            s.generated += 1
+            if self._record:
+                self.stats.generation_tokens += 1
+            if s.first_token_time < 0:
+                s.first_token_time = end
+                self._new_first_tokens.append((s.req, end))
+            elif self._record:
+                self.stats.inter_token_latencies.append((end - s.last_token_time, 1))
+            s.last_token_time = end
+            if s.generated >= s.req.output_tokens:
+                done.append(Finished(s.req, s.first_token_time, end, s.scheduled_time))
+            else:
+                self._join_decode(s)
+        return True
+
+    def _decode_segment(self, now: float, done: list[Finished]) -> bool:
+        """Many identical pure-decode steps up to the next completion, arrival or `now`."""
+        self._preempt_if_needed()
+        if not self._decoding:
+            return False
+        while self._heap and self._heap[0][2].finish_step != self._heap[0][0]:
+            heapq.heappop(self._heap)  # stale entry of a preempted request
+        k = self._heap[0][0] - self._step
+        if self._waiting and self.num_running < self.profile.max_num_seqs:
+            head = self._waiting[0]
+            if head.req.arrival > self._clock:  # stop at the first step starting after it arrives
+                k = min(k, max(1, self._steps_until(head.req.arrival - self._clock)))
+        free = self.profile.kv_cache_tokens - self._kv_tokens_used() - self.num_running * self.profile.block_size
+        k = min(k, max(1, free // max(1, len(self._decoding))))
+        k = min(k, self._steps_within(now - self._clock))
+        if k <= 0:
+            return False
+        dur = self._decode_span(k)
+        b = len(self._decoding)
+        self._step += k
+        self._clock += dur
+        if self._record:
+            self.stats.generation_tokens += b * k
+            self.stats.inter_token_latencies.append((dur / k, b * k))
+        self._pop_finished(self._clock, done)
+        for s in self._decoding.values():
+            s.last_token_time = self._clock
+        return True
+
+    def _steps_until(self, dt: float) -> int:
+        k = self._steps_within(dt)
+        return k if self._decode_span(k) >= dt else k + 1
+
+    def _pop_finished(self, t: float, done: list[Finished]) -> None:
+        heap = self._heap
+        while heap and heap[0][0] <= self._step:
+            fs, _, s = heapq.heappop(heap)
+            if s.finish_step != fs:
+                continue
+            self._leave_decode(s)
+            done.append(Finished(s.req, s.first_token_time, t, s.scheduled_time))
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    """Closed-loop steady state of one replica for one request shape."""
+
+    profile: str
+    concurrency: int
+    prompt_tokens: int
+    output_tokens: int
+    rps: float
+    total_tokens_per_s: float
+    output_tokens_per_s: float
+    p50_latency_s: float
+    p95_latency_s: float
+    p99_latency_s: float
+    ttft_p50_s: float
+    ttft_p95_s: float
+    avg_waiting: float
+    max_waiting: int
+    avg_kv_usage: float
+    completed: int
+    measured_s: float
+
+
+def predict(
+    profile: EngineProfile,
+    concurrency: int,
+    prompt_tokens: int,
+    output_tokens: int,
+    *,
+    warmup_s: float = 30.0,
+    measure_s: float = 480.0,
+    max_requests: int = 4000,
+    client_delay_s: float = 0.005,
+    seed: int = 0,
+) -> SteadyState:
+    """Closed-loop steady state, measured like the calibration run: `concurrency` clients each
+    resend as soon as their response arrives (after an exponential client/network delay),
+    warm-up then a measured window (cut short after `max_requests` completions)."""
+    import random
+
+    import numpy as np
+
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    rng = random.Random(seed)
+    engine = ReplicaEngine(profile)
+    arrivals: list[tuple[float, int]] = [(rng.expovariate(1 / client_delay_s), i) for i in range(concurrency)]
+    heapq.heapify(arrivals)
+    end = warmup_s + measure_s
+    sample_every = 0.25
+    next_sample = warmup_s
+    latencies: list[float] = []
+    ttfts: list[float] = []
+    waiting_sum = kv_sum = 0.0
+    samples = max_waiting = 0
+    rid = 0
+    t = 0.0
+    while True:
+        ne = engine.next_event_time()
+        t = min(ne if ne is not None else math.inf, arrivals[0][0] if arrivals else math.inf, next_sample)
+        if t > end:
+            t = end
+            break
+        for f in engine.advance(t):
+            if f.finish_time >= warmup_s:
+                latencies.append(f.latency)
+                ttfts.append(f.ttft)
+            heapq.heappush(arrivals, (f.finish_time + rng.expovariate(1 / client_delay_s), 0))
+        while arrivals and arrivals[0][0] <= t:
+            at, _ = heapq.heappop(arrivals)
+            rid += 1
+            engine.submit(Request(rid, at, prompt_tokens, output_tokens), t)
+        if t >= next_sample:
+            waiting_sum += engine.num_waiting
+            kv_sum += engine.kv_usage
+            max_waiting = max(max_waiting, engine.num_waiting)
+            samples += 1
+            next_sample += sample_every
+        if len(latencies) >= max_requests:
+            break
+    measured = max(t - warmup_s, 1e-9)
+    if not latencies:
+        raise ValueError(
+            f"no request finished within {warmup_s + measure_s:.0f}s for profile {profile.name!r} "
+            f"(concurrency {concurrency}, {prompt_tokens}+{output_tokens} tokens)"
+        )
+    lat = np.asarray(latencies)
+    tt = np.asarray(ttfts)
+    rps = len(lat) / measured
+    return SteadyState(
+        profile=profile.name,
+        concurrency=concurrency,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        rps=rps,
+        total_tokens_per_s=rps * (prompt_tokens + output_tokens),
+        output_tokens_per_s=rps * output_tokens,
+        p50_latency_s=float(np.percentile(lat, 50)),
+        p95_latency_s=float(np.percentile(lat, 95)),
+        p99_latency_s=float(np.percentile(lat, 99)),
+        ttft_p50_s=float(np.percentile(tt, 50)),
+        ttft_p95_s=float(np.percentile(tt, 95)),
+        avg_waiting=waiting_sum / max(samples, 1),
+        max_waiting=max_waiting,
+        avg_kv_usage=kv_sum / max(samples, 1),
+        completed=len(lat),
+        measured_s=measured,
+    )

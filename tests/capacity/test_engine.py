@@ -1,0 +1,100 @@
+"""Behaviour of the continuous-batching engine model."""
+
+import dataclasses
+
+import pytest
+
+from capacity.engine import ReplicaEngine, Request, get_profile
+
+A10G = get_profile("a10g-r1-14b-awq")
+
+
+def _run(engine: ReplicaEngine, until: float) -> list:
+    done, t = [], 0.0
+    while (nxt := engine.next_event_time()) is not None and nxt <= until:
+        done += engine.advance(nxt)
+        t = nxt
+    return done + engine.advance(until)
+
+
+def test_single_request_latency_is_prefill_plus_one_step_per_output_token():
+    engine = ReplicaEngine(A10G)
+    engine.submit(Request(1, 0.0, 1024, 128), 0.0)
+    [done] = _run(engine, 60)
+    prefill = A10G.step_base_s + A10G.prefill_token_s * 1024
+    assert done.first_token_time == pytest.approx(prefill)
+    assert done.finish_time > prefill + 127 * (A10G.step_base_s + A10G.step_per_seq_s)
+
+
+def test_no_more_than_max_num_seqs_run_and_the_rest_wait():
+    profile = dataclasses.replace(A10G, max_num_seqs=4)
+    engine = ReplicaEngine(profile)
+    for i in range(10):
+        engine.submit(Request(i, 0.0, 64, 500), 0.0)
+    engine.advance(2.0)
+    assert engine.num_running == 4
+    assert engine.num_waiting == 6
+
+
+def test_chunked_prefill_admits_at_most_the_token_budget_per_step():
+    engine = ReplicaEngine(A10G)  # 2048 batched tokens
+    for i in range(3):
+        engine.submit(Request(i, 0.0, 1024, 10), 0.0)
+    first_step_end = engine.next_event_time()
+    engine.advance(first_step_end)
+    assert len(engine.first_tokens()) == 2  # the third prompt did not fit the first step
+
+
+def test_kv_exhaustion_queues_requests_even_with_free_slots():
+    profile = dataclasses.replace(A10G, kv_cache_tokens=4096)
+    engine = ReplicaEngine(profile)
+    for i in range(4):
+        engine.submit(Request(i, 0.0, 1500, 500), 0.0)
+    engine.advance(2.0)
+    assert engine.num_running < 4 and engine.num_waiting > 0
+    assert engine.kv_usage > 0.7
+
+
+def test_decode_that_outgrows_the_kv_cache_preempts_and_still_finishes_everything():
+    profile = dataclasses.replace(A10G, kv_cache_tokens=3000)
+    engine = ReplicaEngine(profile)
+    for i in range(4):
+        engine.submit(Request(i, 0.0, 200, 600), 0.0)
+    done = _run(engine, 600)
+    assert engine.total_preemptions > 0
+    assert sorted(f.request.id for f in done) == [0, 1, 2, 3]
+
+
+def test_decode_slows_as_the_batch_grows():
+    def latency(n: int) -> float:
+        engine = ReplicaEngine(A10G)
+        for i in range(n):
+            engine.submit(Request(i, 0.0, 16, 200), 0.0)
+        return max(f.finish_time for f in _run(engine, 600))
+
+    assert latency(30) > 1.5 * latency(1)
+
+
+def test_advance_is_incremental_and_matches_one_big_advance():
+    a, b = ReplicaEngine(A10G), ReplicaEngine(A10G)
+    for e in (a, b):
+        for i in range(5):
+            e.submit(Request(i, 0.0, 512, 64), 0.0)
+    big = a.advance(100.0)
+    small = []
+    t = 0.0
+    while t < 100.0:
+        t += 0.037
+        small += b.advance(t)
+    assert [f.finish_time for f in big] == pytest.approx([f.finish_time for f in small])
+
+
+def test_requests_longer_than_max_model_len_are_rejected_naming_the_limit():
+    with pytest.raises(ValueError, match="max_model_len"):
+        ReplicaEngine(A10G).submit(Request(1, 0.0, 15_000, 10), 0.0)
+
+
+def test_idle_engine_has_no_next_event_and_reports_zero_usage():
+    engine = ReplicaEngine(A10G)
+    assert engine.next_event_time() is None
+    assert engine.kv_usage == 0 and engine.outstanding == 0

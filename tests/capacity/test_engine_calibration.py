@@ -1,0 +1,72 @@
+"""The engine model reproduces measured vLLM replicas (../shared/calibration)."""
+
+import pytest
+
+from capacity.engine import get_profile, predict
+
+TOLERANCE = 0.15
+
+
+def _within(predicted: float, measured: float) -> bool:
+    return abs(predicted / measured - 1) <= TOLERANCE
+
+
+@pytest.fixture(scope="module")
+def a10g_predictions(calibration_rows):
+    profile = get_profile("a10g-r1-14b-awq")
+    return [(row, predict(profile, int(row["concurrency"]), 1024, 128)) for row in calibration_rows]
+
+
+def test_a10g_profile_reproduces_every_row_rps_within_15_percent(a10g_predictions):
+    misses = [(r["concurrency"], r["successful_rps"], s.rps) for r, s in a10g_predictions if not _within(s.rps, r["successful_rps"])]
+    assert not misses, f"(concurrency, measured rps, predicted rps) off by more than 15%: {misses}"
+
+
+def test_a10g_profile_reproduces_every_row_p99_latency_within_15_percent(a10g_predictions):
+    misses = [
+        (r["concurrency"], r["p99_latency_s"], s.p99_latency_s)
+        for r, s in a10g_predictions
+        if not _within(s.p99_latency_s, r["p99_latency_s"])
+    ]
+    assert not misses, f"(concurrency, measured p99, predicted p99) off by more than 15%: {misses}"
+
+
+def test_a10g_profile_total_tokens_per_second_follow_the_request_shape(a10g_predictions):
+    for row, state in a10g_predictions:
+        assert _within(state.total_tokens_per_s, row["total_tokens_per_s"]), row
+
+
+def test_a10g_kv_usage_matches_the_runs_reported_range(a10g_predictions):
+    # the calibration README: average KV usage 2% at concurrency 1 and 78% at concurrency 40
+    by_c = {int(r["concurrency"]): s for r, s in a10g_predictions}
+    assert by_c[1].avg_kv_usage == pytest.approx(0.02, abs=0.01)
+    assert by_c[40].avg_kv_usage == pytest.approx(0.78, abs=0.08)
+
+
+def test_qwen_1_5b_reference_is_compute_bound_at_about_2600_tokens_per_second():
+    profile = get_profile("8gb-qwen2.5-1.5b")
+    state = predict(profile, 64, 150, 256)
+    assert _within(state.output_tokens_per_s, 2600)
+    assert state.avg_kv_usage < 0.25  # KV is not the binding resource
+
+
+def test_qwen_1_5b_reference_ttft_at_low_load_is_about_31_ms():
+    state = predict(get_profile("8gb-qwen2.5-1.5b"), 1, 450, 128)
+    assert _within(state.ttft_p50_s, 0.031)
+
+
+def test_qwen_3b_reference_generates_about_670_tokens_per_second():
+    state = predict(get_profile("8gb-qwen2.5-3b-eager"), 16, 150, 256)
+    assert _within(state.output_tokens_per_s, 670)
+
+
+def test_qwen_3b_reference_is_kv_bound_on_long_requests():
+    state = predict(get_profile("8gb-qwen2.5-3b-eager"), 16, 1500, 300)
+    assert state.avg_kv_usage > 0.85
+    assert state.avg_waiting > 1
+    assert state.ttft_p95_s > 4.0
+
+
+def test_unknown_profile_names_the_known_ones():
+    with pytest.raises(ValueError, match="a10g-r1-14b-awq"):
+        get_profile("h100-nonexistent")
