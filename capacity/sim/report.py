@@ -1,0 +1,93 @@
+"""Human output of the simulator: the comparison table and the timeline PNG."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from capacity.sim.simulator import SimResult
+
+COLUMNS = (
+    ("SLO attained", "slo_attainment", "{:.1%}"),
+    ("GPU-h", "gpu_hours", "{:.2f}"),
+    ("x oracle", "oracle_ratio", "{:.2f}"),
+    ("cost $", "cost_usd", "{:.2f}"),
+    ("scale events", "scale_events", "{}"),
+    ("max replicas", "max_replicas_used", "{}"),
+    ("TTFT p95 s", "ttft_p95_s", "{:.2f}"),
+    ("e2e p99 s", "e2e_p99_s", "{:.1f}"),
+    ("failed", "failed_requests", "{}"),
+)
+
+
+def _cell(fmt: str, value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return fmt.format(value)
+
+
+def summary_table(rows: Sequence[tuple[str, dict[str, Any]]], title: str) -> Table:
+    table = Table(title=title)
+    table.add_column("policy")
+    for header, _, _ in COLUMNS:
+        table.add_column(header, justify="right")
+    for name, summary in rows:
+        table.add_row(name, *(_cell(fmt, summary.get(key)) for _, key, fmt in COLUMNS))
+    return table
+
+
+def print_table(rows: Sequence[tuple[str, dict[str, Any]]], title: str, console: Console | None = None) -> None:
+    (console or Console()).print(summary_table(rows, title))
+
+
+def plot_timeline(result: SimResult, path: Path, title: str, slo: dict[str, float]) -> Path:
+    """Four stacked panels: load, signals / targets, desired and ready replicas, latency."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tl = result.timeline
+    minutes = [t / 60 for t in tl.t]
+    fig, axes = plt.subplots(4, 1, figsize=(11, 11), sharex=True)
+    axes[0].plot(minutes, tl.arrivals_per_s, color="tab:gray")
+    axes[0].set_ylabel("arrivals / s")
+    for name, values in tl.signals.items():
+        target = result.triggers.get(name)
+        if target is None:
+            continue
+        # Each signal divided by its target: AverageValue ones per ready replica, so 1.0 is the line.
+        if name in ("queueDepth", "kvCache"):
+            ratio = [v / target / max(r, 1) for v, r in zip(values, tl.ready)]
+        else:
+            ratio = [v / target for v in values]
+        axes[1].plot(minutes, ratio, label=name)
+    axes[1].axhline(1.0, color="black", linestyle="--", linewidth=0.8)
+    axes[1].set_yscale("symlog", linthresh=2.0)
+    axes[1].set_ylim(bottom=0)
+    axes[1].set_ylabel("signal / target")
+    axes[1].legend(loc="upper right", fontsize=8)
+    axes[2].step(minutes, tl.desired, where="post", label="desired")
+    axes[2].step(minutes, tl.ready, where="post", label="ready")
+    axes[2].set_ylabel("replicas")
+    axes[2].legend(loc="upper right", fontsize=8)
+    axes[3].plot(minutes, tl.ttft_p95_s, label="TTFT p95 (per sync)")
+    axes[3].plot(minutes, tl.e2e_p99_s, label="e2e p99 (per sync)")
+    axes[3].axhline(slo["ttft_p95_s"], color="tab:blue", linestyle=":", linewidth=0.8)
+    axes[3].axhline(slo["e2e_p99_s"], color="tab:orange", linestyle=":", linewidth=0.8)
+    axes[3].set_yscale("symlog", linthresh=1.0)
+    axes[3].set_ylim(bottom=0)
+    axes[3].set_ylabel("seconds")
+    axes[3].set_xlabel("minutes")
+    axes[3].legend(loc="upper right", fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

@@ -1,0 +1,103 @@
+"""Run one policy of a stack model over a trace and summarise it as the CLI reports it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from capacity.oracle import OracleResult, oracle
+from capacity.sim.policy import scaled_object, signals_of
+from capacity.sim.router import RouterName
+from capacity.sim.simulator import FAILED, OK, REJECTED, SimConfig, SimResult, simulate
+from capacity.sim.stack import StackModel
+from capacity.traces import Trace
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    router: RouterName = "least-outstanding"
+    seed: int = 0
+    initial_replicas: int | None = None  # default: the policy's minReplicas (>= 1)
+    oracle_interval_s: float = 300.0
+
+
+def sim_config(sm: StackModel, options: RunOptions, initial: int) -> SimConfig:
+    return SimConfig(
+        profile=sm.profile,
+        pools=sm.pools,
+        startup=sm.startup,
+        gpus_per_replica=sm.model.gpus_per_replica,
+        spot_interruptions_per_hour=sm.spot_interruptions_per_hour,
+        scrape_interval_s=sm.scrape_interval_s,
+        router=options.router,
+        seed=options.seed,
+        initial_replicas=initial,
+        ttft_slo_s=sm.policy.slo.ttft_p95_seconds,
+        e2e_slo_s=sm.policy.slo.e2e_p99_seconds,
+    )
+
+
+def run_policy(sm: StackModel, trace: Trace, options: RunOptions = RunOptions()) -> SimResult:
+    """The stack model's autoscaling policy, through KEDA + HPA."""
+    initial = options.initial_replicas or max(sm.policy.min_replicas, 1)
+    return simulate(sim_config(sm, options, initial), trace, scaled_object(sm.policy), signals_of(sm.policy))
+
+
+def run_static(sm: StackModel, trace: Trace, replicas: int, options: RunOptions = RunOptions()) -> SimResult:
+    """A fixed fleet of warm replicas, no autoscaler (spot reclaims are still replaced)."""
+    return simulate(sim_config(sm, options, replicas), trace, None)
+
+
+def run_oracle(sm: StackModel, trace: Trace, options: RunOptions = RunOptions()) -> OracleResult:
+    slo = sm.policy.slo
+    return oracle(
+        trace,
+        sm.profile,
+        slo.ttft_p95_seconds,
+        slo.e2e_p99_seconds,
+        options.oracle_interval_s,
+        sm.model.gpus_per_replica,
+    )
+
+
+def _percentile(values: np.ndarray, q: float) -> float | None:
+    values = values[np.isfinite(values)]
+    return round(float(np.percentile(values, q)), 3) if len(values) else None
+
+
+def summarize(result: SimResult, sm: StackModel, oracle_gpu_hours: float | None) -> dict[str, Any]:
+    """The JSON summary: SLO attainment counts every request vLLM accepts; a failed or
+    unfinished request misses the SLO."""
+    slo = sm.policy.slo
+    accepted = result.outcome != REJECTED
+    ok = result.outcome == OK
+    met = ok & (result.ttft <= slo.ttft_p95_seconds) & (result.e2e <= slo.e2e_p99_seconds)
+    gpu_hours = sum(result.gpu_seconds.values()) / 3600
+    served = ok & accepted
+    summary: dict[str, Any] = {
+        "requests": int(len(result.outcome)),
+        "slo_attainment": round(float(met.sum() / max(accepted.sum(), 1)), 4),
+        "ttft_p95_s": _percentile(result.ttft[served], 95),
+        "e2e_p99_s": _percentile(result.e2e[served], 99),
+        "gpu_hours": round(gpu_hours, 3),
+        "spot_gpu_hours": round(result.gpu_seconds.get("spot", 0.0) / 3600, 3),
+        "on_demand_gpu_hours": round(result.gpu_seconds.get("on-demand", 0.0) / 3600, 3),
+        "cost_usd": round(result.cost_usd, 2),
+        "oracle_gpu_hours": None if oracle_gpu_hours is None else round(oracle_gpu_hours, 3),
+        "oracle_ratio": None
+        if not oracle_gpu_hours
+        else round(gpu_hours / oracle_gpu_hours, 3),
+        "scale_events": result.scale_events,
+        "max_replicas_used": result.max_replicas_used,
+        "failed_requests": int((result.outcome == FAILED).sum()),
+        "rejected_requests": int((~accepted).sum()),
+        "unfinished_requests": int((accepted & ~ok & (result.outcome != FAILED)).sum()),
+        "slo": {"ttft_p95_s": slo.ttft_p95_seconds, "e2e_p99_s": slo.e2e_p99_seconds},
+        "simulated_s": round(result.end_time, 1),
+    }
+    if math.isnan(summary["slo_attainment"]):
+        summary["slo_attainment"] = 0.0
+    return summary

@@ -1,0 +1,147 @@
+"""Everything a simulation needs, read from a stack file through the program's own settings.
+
+`pulumi config set` changes `Pulumi.<stack>.yaml`; this module parses that file with
+`components.settings.parse`, so the simulated policy is exactly the deployed one, with every
+validation rule the program applies (a policy file that would not deploy does not simulate).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from capacity.engine import EngineProfile, get_profile
+from capacity.sim.startup import Pool, Startup
+from components.settings import NAMESPACE, StackSettings, parse
+from components.settings.autoscaling import ModelAutoscaling
+from components.settings.models import ModelSettings
+
+AUTOSCALING_KEY = f"{NAMESPACE}:autoscaling"
+DEFAULT_SCRAPE_INTERVAL_S = 15.0
+
+
+@dataclass(frozen=True)
+class StackModel:
+    """One model of one stack, with the policy to simulate."""
+
+    stack: str
+    model: ModelSettings
+    policy: ModelAutoscaling
+    profile: EngineProfile
+    pools: tuple[Pool, ...]
+    startup: Startup
+    spot_interruptions_per_hour: float
+    scrape_interval_s: float
+    raw_autoscaling: dict[str, Any]  # the autoscaling section as written (for tune's edits)
+    config: dict[str, Any]  # the whole stack config, to re-validate a changed policy
+
+    def with_policy(self, autoscaling: dict[str, Any]) -> "StackModel":
+        """The same stack with another autoscaling section, validated like a deploy would."""
+        settings = _parse(self.config, autoscaling)
+        return replace(self, policy=settings.autoscaling_for(self.model.name), raw_autoscaling=autoscaling)
+
+
+def stack_file(stack: str, root: Path = Path(".")) -> Path:
+    path = Path(stack) if stack.endswith(".yaml") else root / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        raise ValueError(f"stack file {path} does not exist (pass a stack name like 'dev' or a Pulumi.<stack>.yaml path)")
+    return path
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    return (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+
+
+def _namespaced(config: dict[str, Any]) -> dict[str, Any]:
+    raw: dict[str, Any] = {}
+    for full_key, value in config.items():
+        namespace, _, key = full_key.partition(":")
+        if namespace != NAMESPACE:
+            continue
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                pass
+        raw[key] = value
+    return raw
+
+
+def _parse(config: dict[str, Any], autoscaling: dict[str, Any] | None = None) -> StackSettings:
+    raw = _namespaced(config)
+    if autoscaling is not None:
+        raw["autoscaling"] = autoscaling
+    return parse(raw)
+
+
+def read_policy_file(path: Path) -> dict[str, Any]:
+    """An autoscaling section shaped like the stack's (`default:` and per-model blocks);
+    a file that still carries the `inference-platform:autoscaling:` key is accepted too."""
+    document = yaml.safe_load(Path(path).read_text())
+    if not isinstance(document, dict):
+        raise ValueError(f"policy file {path}: expected a mapping like the stack's autoscaling section")
+    for key in (AUTOSCALING_KEY, "autoscaling"):
+        if set(document) == {key}:
+            document = document[key]
+    return document
+
+
+def load_stack_model(
+    stack: str,
+    model: str | None = None,
+    profile: str | None = None,
+    policy_file: Path | None = None,
+    root: Path = Path("."),
+) -> StackModel:
+    path = stack_file(stack, root)
+    config = read_config(path)
+    autoscaling = read_policy_file(policy_file) if policy_file else None
+    settings = _parse(config, autoscaling)
+    names = [m.name for m in settings.models]
+    name = model or names[0]
+    if name not in names:
+        raise ValueError(f"model {name!r} is not in stack {path.name}; models: {names}")
+    chosen = settings.model(name)
+    profile_name = profile or chosen.capacity_profile
+    if not profile_name:
+        raise ValueError(
+            f"{NAMESPACE}:models[{names.index(name)}].capacityProfile is not set for {name!r}; set it or pass --profile"
+        )
+    plan = settings.capacity_planning
+    prices = plan.gpu_hourly_price_usd
+    pools = tuple(
+        Pool(
+            p.name,
+            p.capacity_type,
+            p.weight,
+            p.gpu_limit,
+            prices.spot if p.capacity_type == "spot" else prices.on_demand,
+        )
+        for p in settings.gpu_capacity.pools
+        if p.name in chosen.pools
+    )
+    s = plan.startup
+    startup = Startup(
+        (s.node_provisioning_seconds.min, s.node_provisioning_seconds.max),
+        (s.image_pull_seconds.min, s.image_pull_seconds.max),
+        chosen.size_gib / s.weight_load_gib_per_second,
+        (s.engine_init_seconds.min, s.engine_init_seconds.max),
+    )
+    observability = getattr(settings, "observability", None)
+    scrape = float(getattr(observability, "scrape_interval_seconds", DEFAULT_SCRAPE_INTERVAL_S))
+    return StackModel(
+        stack=path.stem.removeprefix("Pulumi."),
+        model=chosen,
+        policy=settings.autoscaling_for(name),
+        profile=get_profile(profile_name),
+        pools=pools,
+        startup=startup,
+        spot_interruptions_per_hour=plan.spot_interruptions_per_hour,
+        scrape_interval_s=scrape,
+        raw_autoscaling=autoscaling if autoscaling is not None else dict(settings.autoscaling),
+        config=config,
+    )

@@ -1,0 +1,162 @@
+"""Search the threshold space for the cheapest policy that meets an SLO-attainment target.
+
+Coordinate descent over the knobs a platform team actually turns (queue threshold, KV
+target, latency guardrail, scale-down stabilization, minReplicas): each pass tries every
+candidate of one knob with the others fixed, keeps the best, and moves on; it stops when a
+pass changes nothing. "Best" is the lowest cost among policies that meet the target, or the
+highest attainment while none does. Every candidate is validated by the program's settings
+rules, so the winner deploys as simulated; edits go into the model's own autoscaling block.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from capacity.sim.run import RunOptions, run_policy, summarize
+from capacity.sim.stack import StackModel
+from capacity.traces import Trace
+from components.settings import SettingsError
+from components.settings.autoscaling import ModelAutoscaling
+
+Knob = tuple[str, Callable[[ModelAutoscaling], list[Any]], Callable[[ModelAutoscaling], Any]]
+
+
+def _knobs(policy: ModelAutoscaling) -> list[Knob]:
+    t = policy.triggers
+    knobs: list[Knob] = []
+    if t.queue_depth.enabled:
+        knobs.append(
+            ("triggers.queueDepth.targetPerReplica", lambda p: [1, 2, 3, 4, 6, 8, 12], lambda p: p.triggers.queue_depth.target_per_replica)
+        )
+    if t.kv_cache.enabled:
+        knobs.append(
+            ("triggers.kvCache.targetPerReplica", lambda p: [0.5, 0.6, 0.7, 0.8, 0.9], lambda p: p.triggers.kv_cache.target_per_replica)
+        )
+    if t.e2e_latency.enabled:
+        knobs.append(
+            (
+                "triggers.e2eLatency.thresholdSeconds",
+                lambda p: [round(p.slo.e2e_p99_seconds * f, 1) for f in (1.05, 1.25, 1.5, 2.0)],
+                lambda p: p.triggers.e2e_latency.threshold_seconds,
+            )
+        )
+    knobs.append(
+        (
+            "behavior.scaleDown.stabilizationWindowSeconds",
+            lambda p: [60, 120, 300, 600, 900],
+            lambda p: p.behavior.scale_down.stabilization_window_seconds,
+        )
+    )
+    knobs.append(("minReplicas", lambda p: [0, 1, 2, 3], lambda p: p.min_replicas))
+    return knobs
+
+
+def set_path(raw: dict[str, Any], model: str, path: str, value: Any) -> dict[str, Any]:
+    """A copy of the autoscaling section with `<model>.<path>` set (the model's override block)."""
+    out = copy.deepcopy(raw)
+    node = out.setdefault(model, {})
+    *parents, leaf = path.split(".")
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[leaf] = value
+    return out
+
+
+@dataclass(frozen=True)
+class Candidate:
+    raw: dict[str, Any]
+    summary: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    baseline: Candidate
+    best: Candidate
+    changes: list[tuple[str, Any, Any]]  # (path, before, after)
+    evaluated: int
+    target: float
+
+
+def _score(summary: dict[str, Any], target: float) -> tuple:
+    meets = summary["slo_attainment"] >= target
+    if meets:
+        return (0, summary["cost_usd"], summary["gpu_hours"])
+    return (1, -summary["slo_attainment"], summary["cost_usd"])
+
+
+# Worker state: set once per process (fork), so a candidate ships only its policy dict.
+_JOB: tuple[StackModel, Trace, RunOptions] | None = None
+
+
+def _init(sm: StackModel, trace: Trace, options: RunOptions) -> None:
+    global _JOB
+    _JOB = (sm, trace, options)
+
+
+def _evaluate(raw: dict[str, Any]) -> dict[str, Any] | None:
+    sm, trace, options = _JOB  # type: ignore[misc]
+    try:
+        candidate = sm.with_policy(raw)
+    except (SettingsError, ValidationError, ValueError):
+        return None  # a policy the program would refuse to deploy
+    return summarize(run_policy(candidate, trace, options), candidate, None)
+
+
+def tune(
+    sm: StackModel,
+    trace: Trace,
+    target: float = 0.99,
+    options: RunOptions = RunOptions(),
+    workers: int = 2,
+    max_passes: int = 3,
+) -> TuneResult:
+    _init(sm, trace, options)
+    cache: dict[str, dict[str, Any] | None] = {}
+    key = lambda raw: json.dumps(raw, sort_keys=True)  # noqa: E731
+
+    with ProcessPoolExecutor(max_workers=workers, initializer=_init, initargs=(sm, trace, options)) as pool:
+
+        def evaluate_all(raws: Iterable[dict[str, Any]]) -> None:
+            todo = [r for r in raws if key(r) not in cache]
+            for raw, summary in zip(todo, pool.map(_evaluate, todo)):
+                cache[key(raw)] = summary
+
+        base_raw = sm.raw_autoscaling
+        evaluate_all([base_raw])
+        baseline = Candidate(base_raw, cache[key(base_raw)])  # type: ignore[arg-type]
+        best = baseline
+        for _ in range(max_passes):
+            improved = False
+            policy = sm.with_policy(best.raw).policy
+            for path, candidates, _ in _knobs(policy):
+                raws = [set_path(best.raw, sm.model.name, path, v) for v in candidates(policy)]
+                evaluate_all(raws)
+                for raw in raws:
+                    summary = cache[key(raw)]
+                    if summary is not None and _score(summary, target) < _score(best.summary, target):
+                        best, improved = Candidate(raw, summary), True
+                policy = sm.with_policy(best.raw).policy
+            if not improved:
+                break
+    before, after = sm.policy, sm.with_policy(best.raw).policy
+    changes = [
+        (path, current(before), current(after))
+        for path, _, current in _knobs(before)
+        if current(before) != current(after)
+    ]
+    return TuneResult(baseline, best, changes, sum(1 for v in cache.values() if v is not None), target)
+
+
+def config_set_lines(result: TuneResult, model: str, stack: str) -> list[str]:
+    """The `pulumi config set` commands that deploy the winner."""
+    return [
+        f"pulumi config set --path 'autoscaling.{model}.{path}' {after} -s {stack}"
+        for path, _, after in result.changes
+    ]
