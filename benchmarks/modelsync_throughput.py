@@ -46,8 +46,11 @@ def start_moto() -> tuple[subprocess.Popen[bytes], str]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     for _ in range(300):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
@@ -70,15 +73,26 @@ def write_files(root: Path, sizes: dict[str, int]) -> None:
 
 def big_model(total_mib: int) -> dict[str, int]:
     """Shards like a real checkpoint: four equal safetensors plus small JSON/tokenizer files."""
-    small = {"config.json": 2_000, "generation_config.json": 300, "tokenizer.json": 7 * MIB,
-             "tokenizer_config.json": 10_000, "model.safetensors.index.json": 30_000}
+    small = {
+        "config.json": 2_000,
+        "generation_config.json": 300,
+        "tokenizer.json": 7 * MIB,
+        "tokenizer_config.json": 10_000,
+        "model.safetensors.index.json": 30_000,
+    }
     shard = (total_mib * MIB - sum(small.values())) // 4
     return {**small, **{f"model-0000{i}-of-00004.safetensors": shard for i in range(1, 5)}}
 
 
 def config(bucket: str, source: Path, concurrency: int) -> SyncConfig:
-    return SyncConfig(model_id="bench/model", revision=REVISION, bucket=bucket, prefix=f"bench/model/{REVISION}",
-                      source=str(source), concurrency=concurrency)
+    return SyncConfig(
+        model_id="bench/model",
+        revision=REVISION,
+        bucket=bucket,
+        prefix=f"bench/model/{REVISION}",
+        source=str(source),
+        concurrency=concurrency,
+    )
 
 
 def fresh_bucket(client) -> str:
@@ -115,14 +129,19 @@ def main() -> None:
             results["sha256_hashing_MBps"] = round(total / 1e6 / statistics.median(hashing), 1)
 
             plain = []
-            transfer = TransferConfig(multipart_threshold=64 * MIB, multipart_chunksize=64 * MIB,
-                                      max_concurrency=args.concurrency)
+            transfer = TransferConfig(
+                multipart_threshold=64 * MIB, multipart_chunksize=64 * MIB, max_concurrency=args.concurrency
+            )
             for _ in range(args.repeats):
                 bucket = fresh_bucket(client)
                 started = time.monotonic()
                 with ThreadPoolExecutor(args.concurrency) as pool:
-                    list(pool.map(lambda p: client.upload_file(str(p), bucket, f"plain/{p.name}", Config=transfer),
-                                  big.iterdir()))
+                    list(
+                        pool.map(
+                            lambda p, b=bucket: client.upload_file(str(p), b, f"plain/{p.name}", Config=transfer),
+                            big.iterdir(),
+                        )
+                    )
                 plain.append(time.monotonic() - started)
             results["plain_boto3_upload_MBps"] = round(total / 1e6 / statistics.median(plain), 1)
 
@@ -132,8 +151,12 @@ def main() -> None:
                 assert report.outcome == "published" and report.uploaded_bytes == total
                 first.append(report.seconds)
             mbps = [total / 1e6 / s for s in first]
-            results["first_sync"] = {"bytes": total, "files": len(list(big.iterdir())), "seconds": first,
-                                     "median_MBps": round(statistics.median(mbps), 1)}
+            results["first_sync"] = {
+                "bytes": total,
+                "files": len(list(big.iterdir())),
+                "seconds": first,
+                "median_MBps": round(statistics.median(mbps), 1),
+            }
 
             bucket = fresh_bucket(client)
             cfg = config(bucket, many, args.concurrency)
@@ -147,10 +170,16 @@ def main() -> None:
                 report = sync_model(cfg, client)
                 assert report.outcome == "published" and not report.uploaded
                 no_manifest.append(report.seconds)
-            results["no_change_rerun"] = {"files": args.files, "seconds": rerun,
-                                          "median_seconds": round(statistics.median(rerun), 3)}
-            results["rerun_without_manifest"] = {"files": args.files, "seconds": no_manifest,
-                                                 "median_seconds": round(statistics.median(no_manifest), 3)}
+            results["no_change_rerun"] = {
+                "files": args.files,
+                "seconds": rerun,
+                "median_seconds": round(statistics.median(rerun), 3),
+            }
+            results["rerun_without_manifest"] = {
+                "files": args.files,
+                "seconds": no_manifest,
+                "median_seconds": round(statistics.median(no_manifest), 3),
+            }
     finally:
         server.terminate()
         server.wait(timeout=10)

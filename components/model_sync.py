@@ -9,6 +9,7 @@ binds to its writer role with an EKS Pod Identity association.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from dataclasses import dataclass, field
@@ -29,8 +30,20 @@ SOURCE_MOUNT = "/opt/modelsync"
 WORK_MOUNT = "/work"
 NON_ROOT_UID = 65532
 # Formats vLLM never loads; skipping them keeps the download close to the declared size.
-DEFAULT_EXCLUDE = ("original/*", "*.gguf", "*.onnx", "onnx/*", "*.msgpack", "*.h5", "*.ot",
-                   "flax_model*", "tf_model*", "rust_model*", "*.mlmodel", "coreml/*")
+DEFAULT_EXCLUDE = (
+    "original/*",
+    "*.gguf",
+    "*.onnx",
+    "onnx/*",
+    "*.msgpack",
+    "*.h5",
+    "*.ot",
+    "flax_model*",
+    "tf_model*",
+    "rust_model*",
+    "*.mlmodel",
+    "coreml/*",
+)
 
 
 def source_files(package_dir: Path = PACKAGE_DIR) -> dict[str, str]:
@@ -63,11 +76,28 @@ def job_name(model: ModelSettings) -> str:
 
 
 def sync_arguments(model: ModelSettings, bucket: str, region: str, exclude: tuple[str, ...]) -> list[str]:
-    args = ["sync", "--model-id", model.hugging_face_id, "--revision", model.revision, "--bucket", bucket,
-            "--prefix", model.store_prefix, "--source", "hf", "--region", region,
-            "--staging-dir", f"{WORK_MOUNT}/staging", "--concurrency", "8",
-            # Only a run older than any live run's deadline can own an incomplete upload: abort those.
-            "--abort-stale-uploads-after", str(job_deadline_seconds(model.size_gib))]
+    args = [
+        "sync",
+        "--model-id",
+        model.hugging_face_id,
+        "--revision",
+        model.revision,
+        "--bucket",
+        bucket,
+        "--prefix",
+        model.store_prefix,
+        "--source",
+        "hf",
+        "--region",
+        region,
+        "--staging-dir",
+        f"{WORK_MOUNT}/staging",
+        "--concurrency",
+        "8",
+        # Only a run older than any live run's deadline can own an incomplete upload: abort those.
+        "--abort-stale-uploads-after",
+        str(job_deadline_seconds(model.size_gib)),
+    ]
     for pattern in exclude:
         args += ["--exclude", pattern]
     return args
@@ -82,14 +112,27 @@ _ENTRYPOINT = (
 )
 
 
-def job_manifest(model: ModelSettings, bucket: str, region: str, namespace: str, source_config_map: str,
-                 source_hash: str, *, image: str = SYNC_IMAGE, hf_token_secret: str | None = None,
-                 exclude: tuple[str, ...] = DEFAULT_EXCLUDE, backoff_limit: int = 4,
-                 ttl_seconds_after_finished: int = 86_400) -> dict[str, Any]:
+def job_manifest(
+    model: ModelSettings,
+    bucket: str,
+    region: str,
+    namespace: str,
+    source_config_map: str,
+    source_hash: str,
+    *,
+    image: str = SYNC_IMAGE,
+    hf_token_secret: str | None = None,
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE,
+    backoff_limit: int = 4,
+    ttl_seconds_after_finished: int = 86_400,
+) -> dict[str, Any]:
     """The batch/v1 Job that syncs one model (plain data, so tests validate it against the schema)."""
     storage_request, storage_limit = ephemeral_storage(model.size_gib)
-    labels = {"app.kubernetes.io/name": "model-sync", "app.kubernetes.io/part-of": "inference-platform",
-              "inference-platform/model": model.name}
+    labels = {
+        "app.kubernetes.io/name": "model-sync",
+        "app.kubernetes.io/part-of": "inference-platform",
+        "inference-platform/model": model.name,
+    }
     env: list[dict[str, Any]] = [
         {"name": "AWS_REGION", "value": region},
         {"name": "HOME", "value": f"{WORK_MOUNT}/home"},
@@ -112,8 +155,11 @@ def job_manifest(model: ModelSettings, bucket: str, region: str, namespace: str,
             "requests": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": storage_request},
             "limits": {"memory": "3Gi", "ephemeral-storage": storage_limit},
         },
-        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                            "capabilities": {"drop": ["ALL"]}},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
         "volumeMounts": [
             {"name": "modelsync", "mountPath": f"{SOURCE_MOUNT}/modelsync", "readOnly": True},
             {"name": "work", "mountPath": WORK_MOUNT},
@@ -135,16 +181,22 @@ def job_manifest(model: ModelSettings, bucket: str, region: str, namespace: str,
             "activeDeadlineSeconds": job_deadline_seconds(model.size_gib),
             "ttlSecondsAfterFinished": ttl_seconds_after_finished,
             "template": {
-                "metadata": {"labels": labels,
-                             "annotations": {"inference-platform/modelsync-source-sha256": source_hash}},
+                "metadata": {
+                    "labels": labels,
+                    "annotations": {"inference-platform/modelsync-source-sha256": source_hash},
+                },
                 "spec": {
                     "serviceAccountName": MODEL_SYNC_SERVICE_ACCOUNT,
                     "restartPolicy": "Never",
                     # SIGTERM makes modelsync abort its in-flight multipart uploads; give it time to.
                     "terminationGracePeriodSeconds": 60,
-                    "securityContext": {"runAsNonRoot": True, "runAsUser": NON_ROOT_UID,
-                                        "runAsGroup": NON_ROOT_UID, "fsGroup": NON_ROOT_UID,
-                                        "seccompProfile": {"type": "RuntimeDefault"}},
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": NON_ROOT_UID,
+                        "runAsGroup": NON_ROOT_UID,
+                        "fsGroup": NON_ROOT_UID,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
                     "containers": [container],
                     "volumes": [
                         {"name": "modelsync", "configMap": {"name": source_config_map, "defaultMode": 0o444}},
@@ -156,8 +208,9 @@ def job_manifest(model: ModelSettings, bucket: str, region: str, namespace: str,
     }
 
 
-def manifest_wait_init_container(model: ModelSettings, mount_path: str, volume_name: str = "model-weights",
-                                 package_dir: Path = PACKAGE_DIR) -> dict[str, Any]:
+def manifest_wait_init_container(
+    model: ModelSettings, mount_path: str, volume_name: str = "model-weights", package_dir: Path = PACKAGE_DIR
+) -> dict[str, Any]:
     """An init container for a predictor: waits until the mounted prefix holds the published
     `_MANIFEST.json` of the pinned revision and every listed file at its size, else fails saying why.
 
@@ -169,12 +222,27 @@ def manifest_wait_init_container(model: ModelSettings, mount_path: str, volume_n
         "name": "wait-for-model",
         "image": model.image,
         "command": ["python3", "-c", script],
-        "args": ["--dir", mount_path, "--model-id", model.hugging_face_id, "--revision", model.revision,
-                 # As long as the sync Job itself may run; after that the pod restarts and waits again.
-                 "--timeout-seconds", str(job_deadline_seconds(model.size_gib)), "--interval-seconds", "15"],
+        "args": [
+            "--dir",
+            mount_path,
+            "--model-id",
+            model.hugging_face_id,
+            "--revision",
+            model.revision,
+            # As long as the sync Job itself may run; after that the pod restarts and waits again.
+            "--timeout-seconds",
+            str(job_deadline_seconds(model.size_gib)),
+            "--interval-seconds",
+            "15",
+        ],
         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
-        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                            "runAsNonRoot": True, "runAsUser": NON_ROOT_UID, "capabilities": {"drop": ["ALL"]}},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "runAsUser": NON_ROOT_UID,
+            "capabilities": {"drop": ["ALL"]},
+        },
         "volumeMounts": [{"name": volume_name, "mountPath": mount_path, "readOnly": True}],
     }
 
@@ -193,6 +261,21 @@ class ModelSyncArgs:
     labels: dict[str, str] = field(default_factory=dict)
 
 
+def _job_for(model: ModelSettings, args: ModelSyncArgs, source_hash: str, resolved: list[Any]) -> dict[str, Any]:
+    bucket, namespace, config_map = resolved
+    return job_manifest(
+        model,
+        bucket,
+        args.region,
+        namespace,
+        config_map,
+        source_hash,
+        image=args.image,
+        hf_token_secret=args.hf_token_secret,
+        exclude=args.exclude,
+    )
+
+
 class ModelSync(pulumi.ComponentResource):
     """The model-sync service account, the package ConfigMap, and one Job per model."""
 
@@ -204,8 +287,11 @@ class ModelSync(pulumi.ComponentResource):
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
         files = source_files()
         source_hash = content_hash(files)
-        labels = {"app.kubernetes.io/name": "model-sync", "app.kubernetes.io/part-of": "inference-platform",
-                  **args.labels}
+        labels = {
+            "app.kubernetes.io/name": "model-sync",
+            "app.kubernetes.io/part-of": "inference-platform",
+            **args.labels,
+        }
 
         account = k8s.core.v1.ServiceAccount(
             f"{name}-account",
@@ -217,8 +303,7 @@ class ModelSync(pulumi.ComponentResource):
         # running Job whose code changes underneath it.
         source = k8s.core.v1.ConfigMap(
             f"{name}-source",
-            metadata={"name": f"model-sync-source-{source_hash[:10]}", "namespace": args.namespace,
-                      "labels": labels},
+            metadata={"name": f"model-sync-source-{source_hash[:10]}", "namespace": args.namespace, "labels": labels},
             immutable=True,
             data=files,
             opts=k8s_opts,
@@ -227,15 +312,16 @@ class ModelSync(pulumi.ComponentResource):
         self.job_names = {}
         for model in args.models:
             manifest = pulumi.Output.all(args.bucket_name, args.namespace, source.metadata.name).apply(
-                lambda a, m=model: job_manifest(m, a[0], args.region, a[1], a[2], source_hash, image=args.image,
-                                                hf_token_secret=args.hf_token_secret, exclude=args.exclude))
+                functools.partial(_job_for, model, args, source_hash)
+            )
             k8s.batch.v1.Job(
                 f"{name}-{model.name}",
                 metadata=manifest["metadata"],
                 spec=manifest["spec"],
                 # Jobs are immutable and named per model revision: replace by deleting first.
                 opts=pulumi.ResourceOptions.merge(
-                    k8s_opts, pulumi.ResourceOptions(depends_on=[account], delete_before_replace=True)),
+                    k8s_opts, pulumi.ResourceOptions(depends_on=[account], delete_before_replace=True)
+                ),
             )
             self.job_names[model.name] = job_name(model)
 

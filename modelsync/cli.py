@@ -38,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument("--model-id", required=True, help="Hugging Face id, e.g. Qwen/Qwen2.5-0.5B-Instruct")
     sync.add_argument("--revision", required=True, help="the 40-hex commit to deliver")
     sync.add_argument("--bucket", required=True)
-    sync.add_argument("--prefix", required=True, help="key prefix of this revision; the manifest goes at <prefix>/_MANIFEST.json")
+    sync.add_argument(
+        "--prefix", required=True, help="key prefix of this revision; the manifest goes at <prefix>/_MANIFEST.json"
+    )
     sync.add_argument("--source", default=HUB, help="'hf' (default) or a directory holding the revision's files")
     sync.add_argument("--include", action="append", default=[], metavar="GLOB", help="only files matching (repeatable)")
     sync.add_argument("--exclude", action="append", default=[], metavar="GLOB", help="skip files matching (repeatable)")
@@ -46,28 +48,44 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument("--concurrency", type=int, default=8, help="parallel files, and parallel parts")
     sync.add_argument("--multipart-threshold", type=parse_size, default=parse_size("64MiB"))
     sync.add_argument("--part-size", type=parse_size, default=parse_size("64MiB"))
-    sync.add_argument("--abort-stale-uploads-after", type=int, default=0, metavar="SECONDS",
-                      help="abort incomplete multipart uploads under the prefix older than this (0: never); "
-                           "set it to the Job's deadline so only uploads of dead runs qualify")
+    sync.add_argument(
+        "--abort-stale-uploads-after",
+        type=int,
+        default=0,
+        metavar="SECONDS",
+        help="abort incomplete multipart uploads under the prefix older than this (0: never); "
+        "set it to the Job's deadline so only uploads of dead runs qualify",
+    )
     sync.add_argument("--hub-endpoint", default=None, help="a Hugging Face hub mirror (default: the public hub)")
     sync.add_argument("--sse-kms-key-id", default=None, help="request SSE-KMS with this key on every write")
     sync.add_argument("--endpoint-url", default=os.environ.get("AWS_ENDPOINT_URL_S3"))
     sync.add_argument("--region", default=os.environ.get("AWS_REGION"))
     sync.add_argument("--verbose", action="store_true")
-    check = commands.add_parser("check-mounted", help="exit 0 only when a mounted prefix holds the complete revision",
-                                add_help=False)
+    check = commands.add_parser(
+        "check-mounted", help="exit 0 only when a mounted prefix holds the complete revision", add_help=False
+    )
     check.add_argument("rest", nargs=argparse.REMAINDER)
     return parser
 
 
 def config_from(args: argparse.Namespace) -> SyncConfig:
     return SyncConfig(
-        model_id=args.model_id, revision=args.revision, bucket=args.bucket, prefix=args.prefix, source=args.source,
-        include=args.include, exclude=args.exclude, staging_dir=args.staging_dir, concurrency=args.concurrency,
-        multipart_threshold=args.multipart_threshold, part_size=args.part_size,
+        model_id=args.model_id,
+        revision=args.revision,
+        bucket=args.bucket,
+        prefix=args.prefix,
+        source=args.source,
+        include=args.include,
+        exclude=args.exclude,
+        staging_dir=args.staging_dir,
+        concurrency=args.concurrency,
+        multipart_threshold=args.multipart_threshold,
+        part_size=args.part_size,
         stale_upload_age=timedelta(seconds=args.abort_stale_uploads_after) if args.abort_stale_uploads_after else None,
-        sse_kms_key_id=args.sse_kms_key_id, hf_token=os.environ.get("HF_TOKEN") or None,
-        hub_endpoint=args.hub_endpoint)
+        sse_kms_key_id=args.sse_kms_key_id,
+        hf_token=os.environ.get("HF_TOKEN") or None,
+        hub_endpoint=args.hub_endpoint,
+    )
 
 
 def s3_client(endpoint_url: str | None, region: str | None, concurrency: int) -> Any:
@@ -86,8 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "check-mounted":
         return mounted_check.main(args.rest)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(message)s",
+    )
     logging.getLogger("botocore").setLevel(logging.WARNING)
     cfg = config_from(args)
     try:
@@ -99,8 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = sync_model(cfg, s3_client(args.endpoint_url, args.region, cfg.concurrency), threading.Event())
     except Interrupted as err:
-        print(f"modelsync: interrupted: {err}; this run's incomplete multipart uploads were aborted, "
-              "no manifest was written; rerun to resume", file=sys.stderr)
+        print(
+            f"modelsync: interrupted: {err}; this run's incomplete multipart uploads were aborted, "
+            "no manifest was written; rerun to resume",
+            file=sys.stderr,
+        )
         return EXIT_FAILURE
     except KeyboardInterrupt:
         print("modelsync: interrupted; no manifest was written; rerun to resume", file=sys.stderr)

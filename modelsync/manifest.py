@@ -47,8 +47,10 @@ def dump_manifest(manifest: Manifest) -> bytes:
         "schemaVersion": SCHEMA_VERSION,
         "modelId": manifest.model_id,
         "revision": manifest.revision,
-        "files": [{"path": f.path, "size": f.size, "sha256": f.sha256, "s3ChecksumSHA256": f.s3_checksum}
-                  for f in manifest.files],
+        "files": [
+            {"path": f.path, "size": f.size, "sha256": f.sha256, "s3ChecksumSHA256": f.s3_checksum}
+            for f in manifest.files
+        ],
         "totalSize": manifest.total_size,
         "createdAt": manifest.created_at,
     }
@@ -73,7 +75,9 @@ def parse_manifest(raw: bytes, where: str) -> Manifest:
     files = tuple(_parse_file(entry, f"{where}: files[{i}]") for i, entry in enumerate(doc["files"]))
     manifest = Manifest(doc["modelId"], doc["revision"], files, doc["createdAt"])
     if doc.get("totalSize") != manifest.total_size:
-        raise SyncError(f"{where}: totalSize {doc.get('totalSize')!r} is not the sum of file sizes {manifest.total_size}")
+        raise SyncError(
+            f"{where}: totalSize {doc.get('totalSize')!r} is not the sum of file sizes {manifest.total_size}"
+        )
     return manifest
 
 

@@ -61,7 +61,11 @@ def main(argv=None):
             return 0
         if time.monotonic() >= deadline:
             shown = "; ".join(found[:5]) + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
-            print(f"refusing to serve a partial model after {args.timeout_seconds:.0f}s: {shown}", file=sys.stderr, flush=True)
+            print(
+                f"refusing to serve a partial model after {args.timeout_seconds:.0f}s: {shown}",
+                file=sys.stderr,
+                flush=True,
+            )
             return 1
         print(f"waiting for the model at {args.dir}: {found[0]}", flush=True)
         time.sleep(min(args.interval_seconds, max(0.0, deadline - time.monotonic())))

@@ -28,7 +28,9 @@ def matches(rel_path: str, include: list[str], exclude: list[str]) -> bool:
     return included and not any(fnmatch.fnmatchcase(rel_path, p) for p in exclude)
 
 
-def list_files(root: Path, include: list[str], exclude: list[str], skip_dirs: frozenset[str] = frozenset()) -> list[SourceFile]:
+def list_files(
+    root: Path, include: list[str], exclude: list[str], skip_dirs: frozenset[str] = frozenset()
+) -> list[SourceFile]:
     """Every regular file under root that the patterns select, sorted, symlinks followed."""
     if not root.is_dir():
         raise SyncError(f"source directory {root} does not exist or is not a directory")
@@ -51,9 +53,16 @@ def list_files(root: Path, include: list[str], exclude: list[str], skip_dirs: fr
     return sorted(found, key=lambda f: f.rel_path)
 
 
-def hub_download_kwargs(model_id: str, revision: str, staging_dir: Path, include: list[str],
-                        exclude: list[str], token: str | None, max_workers: int,
-                        endpoint: str | None = None) -> dict[str, Any]:
+def hub_download_kwargs(
+    model_id: str,
+    revision: str,
+    staging_dir: Path,
+    include: list[str],
+    exclude: list[str],
+    token: str | None,
+    max_workers: int,
+    endpoint: str | None = None,
+) -> dict[str, Any]:
     """Arguments for huggingface_hub.snapshot_download: exact commit, files straight into staging_dir."""
     return {
         "repo_id": model_id,
@@ -68,20 +77,34 @@ def hub_download_kwargs(model_id: str, revision: str, staging_dir: Path, include
     }
 
 
-def download_from_hub(model_id: str, revision: str, staging_dir: Path, include: list[str],
-                      exclude: list[str], token: str | None, max_workers: int,
-                      endpoint: str | None = None) -> list[SourceFile]:
+def download_from_hub(
+    model_id: str,
+    revision: str,
+    staging_dir: Path,
+    include: list[str],
+    exclude: list[str],
+    token: str | None,
+    max_workers: int,
+    endpoint: str | None = None,
+) -> list[SourceFile]:
     """Downloads the pinned commit (the hub verifies LFS files' SHA-256) and lists what arrived."""
     from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError,
-                                        RepositoryNotFoundError, RevisionNotFoundError)
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     staging_dir.mkdir(parents=True, exist_ok=True)
     kwargs = hub_download_kwargs(model_id, revision, staging_dir, include, exclude, token, max_workers, endpoint)
     try:
         snapshot_download(**kwargs)
     except GatedRepoError:
-        raise SyncError(f"{model_id} is gated: the token in HF_TOKEN lacks access (accept the licence on the hub)") from None
+        raise SyncError(
+            f"{model_id} is gated: the token in HF_TOKEN lacks access (accept the licence on the hub)"
+        ) from None
     except RevisionNotFoundError:
         raise SyncError(f"revision {revision} does not exist in {model_id}") from None
     except RepositoryNotFoundError:

@@ -15,8 +15,15 @@ from .errors import Interrupted, SyncError
 from .hashing import FileDigest, b64
 
 SHA256_METADATA = "sha256"  # x-amz-meta-sha256: whole-file hex, since a composite checksum is not one
-_ACCESS_CODES = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken",
-                 "InvalidToken", "AllAccessDisabled", "KMS.AccessDeniedException"}
+_ACCESS_CODES = {
+    "AccessDenied",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "ExpiredToken",
+    "InvalidToken",
+    "AllAccessDisabled",
+    "KMS.AccessDeniedException",
+}
 _CONFLICT_CODES = {"PreconditionFailed", "ConditionalRequestConflict"}
 
 
@@ -38,8 +45,12 @@ def checksum_matches(reported: str | None, expected: str) -> bool:
 
 def is_verified(remote: RemoteObject | None, digest: FileDigest) -> bool:
     """True when S3 holds exactly this file: size, S3-computed SHA-256 checksum and recorded hex all agree."""
-    return (remote is not None and remote.size == digest.size and remote.sha256_hex == digest.sha256_hex
-            and checksum_matches(remote.checksum_sha256, digest.s3_checksum))
+    return (
+        remote is not None
+        and remote.size == digest.size
+        and remote.sha256_hex == digest.sha256_hex
+        and checksum_matches(remote.checksum_sha256, digest.s3_checksum)
+    )
 
 
 def stale_uploads(uploads: list[dict[str, Any]], now: datetime, max_age: timedelta) -> list[dict[str, Any]]:
@@ -53,16 +64,20 @@ def describe(err: Exception, action: str, where: str) -> SyncError:
         code = err.response.get("Error", {}).get("Code", "")
         status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         if code in _ACCESS_CODES or status == 403:
-            return SyncError(f"access denied: {action} {where} ({code}); check the writer identity "
-                             f"(Pod Identity association) and its permissions on this prefix and KMS key")
+            return SyncError(
+                f"access denied: {action} {where} ({code}); check the writer identity "
+                f"(Pod Identity association) and its permissions on this prefix and KMS key"
+            )
         if code == "NoSuchBucket":
             return SyncError(f"bucket in {where} does not exist")
         if code in ("BadDigest", "InvalidDigest", "XAmzContentSHA256Mismatch") or "checksum" in str(err).lower():
             return SyncError(f"checksum mismatch: S3 rejected {action} {where}: {err}")
         return SyncError(f"S3 {action} {where} failed: {code or status}: {err}")
     if isinstance(err, NoCredentialsError):
-        return SyncError(f"no AWS credentials for {action} {where}: the Job's service account needs its "
-                         "Pod Identity association to the model writer role")
+        return SyncError(
+            f"no AWS credentials for {action} {where}: the Job's service account needs its "
+            "Pod Identity association to the model writer role"
+        )
     return SyncError(f"S3 {action} {where} failed: {err}")
 
 
@@ -98,8 +113,9 @@ class ObjectStore:
             raise describe(err, "HEAD", self.where(key)) from None
         except BotoCoreError as err:
             raise describe(err, "HEAD", self.where(key)) from None
-        return RemoteObject(resp["ContentLength"], resp.get("ChecksumSHA256"),
-                            resp.get("Metadata", {}).get(SHA256_METADATA))
+        return RemoteObject(
+            resp["ContentLength"], resp.get("ChecksumSHA256"), resp.get("Metadata", {}).get(SHA256_METADATA)
+        )
 
     def list_sizes(self, prefix: str) -> dict[str, int]:
         """One paginated listing, so only keys that exist with the right size cost a HEAD."""
@@ -126,23 +142,45 @@ class ObjectStore:
 
     def put_file(self, key: str, path: Path, digest: FileDigest) -> None:
         with path.open("rb") as body:
-            self._call("PUT", key, self.client.put_object, Body=body, ContentLength=digest.size,
-                       ChecksumAlgorithm="SHA256", ChecksumSHA256=digest.s3_checksum,
-                       Metadata={SHA256_METADATA: digest.sha256_hex}, **self._sse)
+            self._call(
+                "PUT",
+                key,
+                self.client.put_object,
+                Body=body,
+                ContentLength=digest.size,
+                ChecksumAlgorithm="SHA256",
+                ChecksumSHA256=digest.s3_checksum,
+                Metadata={SHA256_METADATA: digest.sha256_hex},
+                **self._sse,
+            )
 
-    def put_multipart(self, key: str, path: Path, digest: FileDigest, parts_pool: ThreadPoolExecutor,
-                      stop: threading.Event) -> None:
+    def put_multipart(
+        self, key: str, path: Path, digest: FileDigest, parts_pool: ThreadPoolExecutor, stop: threading.Event
+    ) -> None:
         """Parts go up in parallel, each with its SHA-256; any failure or stop aborts this upload."""
-        upload = self._call("CREATE-MULTIPART", key, self.client.create_multipart_upload, ChecksumAlgorithm="SHA256",
-                            Metadata={SHA256_METADATA: digest.sha256_hex}, **self._sse)
+        upload = self._call(
+            "CREATE-MULTIPART",
+            key,
+            self.client.create_multipart_upload,
+            ChecksumAlgorithm="SHA256",
+            Metadata={SHA256_METADATA: digest.sha256_hex},
+            **self._sse,
+        )
         upload_id = upload["UploadId"]
         futures: list[Future[dict[str, Any]]] = []
         try:
-            futures = [parts_pool.submit(self._put_part, key, upload_id, path, digest, n, stop)
-                       for n in range(1, len(digest.part_digests) + 1)]
+            futures = [
+                parts_pool.submit(self._put_part, key, upload_id, path, digest, n, stop)
+                for n in range(1, len(digest.part_digests) + 1)
+            ]
             parts = [f.result() for f in futures]
-            self._call("COMPLETE-MULTIPART", key, self.client.complete_multipart_upload, UploadId=upload_id,
-                       MultipartUpload={"Parts": parts})
+            self._call(
+                "COMPLETE-MULTIPART",
+                key,
+                self.client.complete_multipart_upload,
+                UploadId=upload_id,
+                MultipartUpload={"Parts": parts},
+            )
         except BaseException:
             for future in futures:
                 future.cancel()
@@ -150,16 +188,25 @@ class ObjectStore:
             self.abort(key, upload_id)
             raise
 
-    def _put_part(self, key: str, upload_id: str, path: Path, digest: FileDigest, number: int,
-                  stop: threading.Event) -> dict[str, Any]:
+    def _put_part(
+        self, key: str, upload_id: str, path: Path, digest: FileDigest, number: int, stop: threading.Event
+    ) -> dict[str, Any]:
         if stop.is_set():
             raise Interrupted(f"stopped before part {number} of {self.where(key)}")
         with path.open("rb") as handle:
             handle.seek((number - 1) * digest.part_size)
             body = handle.read(digest.part_size)
         checksum = b64(digest.part_digests[number - 1])
-        resp = self._call(f"UPLOAD-PART {number}", key, self.client.upload_part, UploadId=upload_id,
-                          PartNumber=number, Body=body, ChecksumAlgorithm="SHA256", ChecksumSHA256=checksum)
+        resp = self._call(
+            f"UPLOAD-PART {number}",
+            key,
+            self.client.upload_part,
+            UploadId=upload_id,
+            PartNumber=number,
+            Body=body,
+            ChecksumAlgorithm="SHA256",
+            ChecksumSHA256=checksum,
+        )
         return {"PartNumber": number, "ETag": resp["ETag"], "ChecksumSHA256": checksum}
 
     def abort(self, key: str, upload_id: str) -> None:
@@ -184,8 +231,15 @@ class ObjectStore:
     def put_if_absent(self, key: str, body: bytes) -> bool:
         """Create-only write (If-None-Match: *); False when the key already exists or a racing write won."""
         try:
-            self.client.put_object(Bucket=self.bucket, Key=key, Body=body, IfNoneMatch="*",
-                                   ContentType="application/json", ChecksumAlgorithm="SHA256", **self._sse)
+            self.client.put_object(
+                Bucket=self.bucket,
+                Key=key,
+                Body=body,
+                IfNoneMatch="*",
+                ContentType="application/json",
+                ChecksumAlgorithm="SHA256",
+                **self._sse,
+            )
         except ClientError as err:
             if _error_code(err) in _CONFLICT_CODES:
                 return False

@@ -67,10 +67,18 @@ class SyncReport:
     seconds: float = 0.0
 
     def summary(self) -> dict[str, Any]:
-        return {"modelId": self.model_id, "revision": self.revision, "manifest": self.manifest,
-                "outcome": self.outcome, "uploadedFiles": len(self.uploaded), "skippedFiles": len(self.skipped),
-                "uploadedBytes": self.uploaded_bytes, "totalBytes": self.total_bytes,
-                "staleUploadsAborted": self.stale_uploads_aborted, "seconds": round(self.seconds, 3)}
+        return {
+            "modelId": self.model_id,
+            "revision": self.revision,
+            "manifest": self.manifest,
+            "outcome": self.outcome,
+            "uploadedFiles": len(self.uploaded),
+            "skippedFiles": len(self.skipped),
+            "uploadedBytes": self.uploaded_bytes,
+            "totalBytes": self.total_bytes,
+            "staleUploadsAborted": self.stale_uploads_aborted,
+            "seconds": round(self.seconds, 3),
+        }
 
 
 def validate(cfg: SyncConfig) -> None:
@@ -78,13 +86,22 @@ def validate(cfg: SyncConfig) -> None:
     if not _MODEL_ID.match(cfg.model_id):
         raise SyncError(f"--model-id {cfg.model_id!r} must look like 'org/name' (letters, digits, '.', '_', '-')")
     if not _REVISION.match(cfg.revision):
-        raise SyncError(f"--revision {cfg.revision!r} must be a 40-character lowercase hex commit id (no branch or tag)")
+        raise SyncError(
+            f"--revision {cfg.revision!r} must be a 40-character lowercase hex commit id (no branch or tag)"
+        )
     if not _BUCKET.match(cfg.bucket):
         raise SyncError(f"--bucket {cfg.bucket!r} is not a valid S3 bucket name")
     parts = cfg.prefix.split("/")
-    if not cfg.prefix or cfg.prefix.startswith("/") or cfg.prefix.endswith("/") or any(p in ("", ".", "..") for p in parts):
-        raise SyncError(f"--prefix {cfg.prefix!r} must be a relative key prefix without empty, '.' or '..' segments "
-                        "and without leading/trailing '/'")
+    if (
+        not cfg.prefix
+        or cfg.prefix.startswith("/")
+        or cfg.prefix.endswith("/")
+        or any(p in ("", ".", "..") for p in parts)
+    ):
+        raise SyncError(
+            f"--prefix {cfg.prefix!r} must be a relative key prefix without empty, '.' or '..' segments "
+            "and without leading/trailing '/'"
+        )
     if cfg.concurrency < 1:
         raise SyncError(f"--concurrency {cfg.concurrency} must be >= 1")
     if cfg.part_size < 1 or cfg.multipart_threshold < 1:
@@ -109,9 +126,15 @@ def sync_model(cfg: SyncConfig, client: Any, stop: threading.Event | None = None
         broken = verify_manifest(store, cfg, existing, listed)
         if not broken:
             log.info("%s verifies (%d files); nothing to do", store.where(cfg.manifest_key), len(existing.files))
-            return SyncReport(cfg.model_id, cfg.revision, store.where(cfg.manifest_key), "already-published",
-                              skipped=tuple(f.path for f in existing.files), total_bytes=existing.total_size,
-                              seconds=time.monotonic() - started)
+            return SyncReport(
+                cfg.model_id,
+                cfg.revision,
+                store.where(cfg.manifest_key),
+                "already-published",
+                skipped=tuple(f.path for f in existing.files),
+                total_bytes=existing.total_size,
+                seconds=time.monotonic() - started,
+            )
         # Withdraw the manifest first: a model with a bad object must not look servable while it is repaired.
         log.warning("manifest lists objects that do not verify: %s; withdrawing it and repairing", ", ".join(broken))
         store.delete(cfg.manifest_key)
@@ -124,11 +147,18 @@ def sync_model(cfg: SyncConfig, client: Any, stop: threading.Event | None = None
     manifest = build_manifest(cfg.model_id, cfg.revision, [r.entry for r in results])
     outcome = publish(store, cfg.manifest_key, manifest)
     uploaded = [r for r in results if r.uploaded]
-    return SyncReport(cfg.model_id, cfg.revision, store.where(cfg.manifest_key), outcome,
-                      uploaded=tuple(r.entry.path for r in uploaded),
-                      skipped=tuple(r.entry.path for r in results if not r.uploaded),
-                      uploaded_bytes=sum(r.entry.size for r in uploaded), total_bytes=manifest.total_size,
-                      stale_uploads_aborted=aborted, seconds=time.monotonic() - started)
+    return SyncReport(
+        cfg.model_id,
+        cfg.revision,
+        store.where(cfg.manifest_key),
+        outcome,
+        uploaded=tuple(r.entry.path for r in uploaded),
+        skipped=tuple(r.entry.path for r in results if not r.uploaded),
+        uploaded_bytes=sum(r.entry.size for r in uploaded),
+        total_bytes=manifest.total_size,
+        stale_uploads_aborted=aborted,
+        seconds=time.monotonic() - started,
+    )
 
 
 def load_manifest(store: ObjectStore, key: str, listed: dict[str, int]) -> Manifest | None:
@@ -140,28 +170,43 @@ def load_manifest(store: ObjectStore, key: str, listed: dict[str, int]) -> Manif
 
 def require_same_model(manifest: Manifest, cfg: SyncConfig) -> None:
     if (manifest.model_id, manifest.revision) != (cfg.model_id, cfg.revision):
-        raise SyncError(f"s3://{cfg.bucket}/{cfg.manifest_key} already publishes {manifest.model_id}@{manifest.revision}, "
-                        f"not {cfg.model_id}@{cfg.revision}; each revision needs its own --prefix")
+        raise SyncError(
+            f"s3://{cfg.bucket}/{cfg.manifest_key} already publishes {manifest.model_id}@{manifest.revision}, "
+            f"not {cfg.model_id}@{cfg.revision}; each revision needs its own --prefix"
+        )
 
 
 def verify_manifest(store: ObjectStore, cfg: SyncConfig, manifest: Manifest, listed: dict[str, int]) -> list[str]:
     """HEADs every listed object; returns the paths whose size or checksums differ from the manifest."""
+
     def broken(entry: ManifestFile) -> bool:
         if listed.get(cfg.key(entry.path)) != entry.size:
             return True
         remote = store.head(cfg.key(entry.path))
-        return not (remote is not None and remote.size == entry.size and remote.sha256_hex == entry.sha256
-                    and checksum_matches(remote.checksum_sha256, entry.s3_checksum))
+        return not (
+            remote is not None
+            and remote.size == entry.size
+            and remote.sha256_hex == entry.sha256
+            and checksum_matches(remote.checksum_sha256, entry.s3_checksum)
+        )
 
     with ThreadPoolExecutor(cfg.concurrency) as pool:
         flags = list(pool.map(broken, manifest.files))
-    return [entry.path for entry, bad in zip(manifest.files, flags) if bad]
+    return [entry.path for entry, bad in zip(manifest.files, flags, strict=True) if bad]
 
 
 def materialize(cfg: SyncConfig) -> list[SourceFile]:
     if cfg.source == HUB:
-        return download_from_hub(cfg.model_id, cfg.revision, cfg.staging_dir, cfg.include, cfg.exclude,
-                                 cfg.hf_token, cfg.concurrency, cfg.hub_endpoint)
+        return download_from_hub(
+            cfg.model_id,
+            cfg.revision,
+            cfg.staging_dir,
+            cfg.include,
+            cfg.exclude,
+            cfg.hf_token,
+            cfg.concurrency,
+            cfg.hub_endpoint,
+        )
     return list_files(Path(cfg.source), cfg.include, cfg.exclude)
 
 
@@ -171,15 +216,19 @@ class FileResult:
     uploaded: bool
 
 
-def sync_files(store: ObjectStore, cfg: SyncConfig, files: list[SourceFile], listed: dict[str, int],
-               stop: threading.Event) -> list[FileResult]:
+def sync_files(
+    store: ObjectStore, cfg: SyncConfig, files: list[SourceFile], listed: dict[str, int], stop: threading.Event
+) -> list[FileResult]:
     """Files in parallel, and parts of big files in parallel; the first failure stops the rest."""
     # The parts pool outlives the files pool so no file waits on a pool that is shutting down.
-    with ThreadPoolExecutor(cfg.concurrency, thread_name_prefix="part") as parts_pool, \
-            ThreadPoolExecutor(cfg.concurrency, thread_name_prefix="file") as files_pool:
+    with (
+        ThreadPoolExecutor(cfg.concurrency, thread_name_prefix="part") as parts_pool,
+        ThreadPoolExecutor(cfg.concurrency, thread_name_prefix="file") as files_pool,
+    ):
         futures: list[Future[FileResult]] = [
             files_pool.submit(sync_file, store, cfg, f, listed.get(cfg.key(f.rel_path)), parts_pool, stop)
-            for f in files]
+            for f in files
+        ]
         try:
             results = [future.result() for future in as_completed(futures)]
         except BaseException:
@@ -189,8 +238,14 @@ def sync_files(store: ObjectStore, cfg: SyncConfig, files: list[SourceFile], lis
     return sorted(results, key=lambda r: r.entry.path)
 
 
-def sync_file(store: ObjectStore, cfg: SyncConfig, src: SourceFile, listed_size: int | None,
-              parts_pool: ThreadPoolExecutor, stop: threading.Event) -> FileResult:
+def sync_file(
+    store: ObjectStore,
+    cfg: SyncConfig,
+    src: SourceFile,
+    listed_size: int | None,
+    parts_pool: ThreadPoolExecutor,
+    stop: threading.Event,
+) -> FileResult:
     if stop.is_set():
         raise Interrupted(f"stopped before {src.rel_path}")
     key = cfg.key(src.rel_path)
@@ -207,8 +262,10 @@ def sync_file(store: ObjectStore, cfg: SyncConfig, src: SourceFile, listed_size:
         store.put_file(key, src.path, digest)
     remote = store.head(key)
     if not is_verified(remote, digest):
-        raise SyncError(f"checksum mismatch: {store.where(key)} does not verify after upload "
-                        f"({describe_remote(remote)}; expected size {digest.size}, ChecksumSHA256 {digest.s3_checksum})")
+        raise SyncError(
+            f"checksum mismatch: {store.where(key)} does not verify after upload "
+            f"({describe_remote(remote)}; expected size {digest.size}, ChecksumSHA256 {digest.s3_checksum})"
+        )
     log.info("uploaded %s (%d bytes)", src.rel_path, digest.size)
     return FileResult(entry_for(src, digest), uploaded=True)
 
@@ -236,6 +293,5 @@ def publish(store: ObjectStore, key: str, manifest: Manifest) -> str:
         if current.same_content(manifest):
             log.info("%s was published by a concurrent run with the same content", store.where(key))
             return "published-by-concurrent-run"
-        raise SyncError(f"{store.where(key)} was published concurrently with a different file list; "
-                        "rerun to verify it")
+        raise SyncError(f"{store.where(key)} was published concurrently with a different file list; rerun to verify it")
     raise SyncError(f"could not publish {store.where(key)}: conditional write kept conflicting")

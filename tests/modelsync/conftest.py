@@ -20,7 +20,6 @@ if str(ROOT) not in sys.path:
 from modelsync_testkit import AWS_ENV, MODEL_ID, PART, REVISION, TINY_MODEL, write_model  # noqa: E402
 
 
-
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -31,8 +30,12 @@ def _free_port() -> int:
 def s3_endpoint() -> Iterator[str]:
     port = _free_port()
     env = {**os.environ, **AWS_ENV, "S3_UPLOAD_PART_MIN_SIZE": str(PART)}
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -41,7 +44,7 @@ def s3_endpoint() -> Iterator[str]:
         except OSError:
             if server.poll() is not None or time.monotonic() > deadline:
                 server.kill()
-                raise RuntimeError("moto_server did not start on 127.0.0.1")
+                raise RuntimeError("moto_server did not start on 127.0.0.1") from None
             time.sleep(0.1)
     yield f"http://127.0.0.1:{port}"
     server.terminate()
@@ -79,9 +82,16 @@ def make_config(bucket: str, model_dir: Path) -> Callable[..., Any]:
     from modelsync.sync import SyncConfig
 
     def make(**overrides: Any) -> SyncConfig:
-        values: dict[str, Any] = dict(model_id=MODEL_ID, revision=REVISION, bucket=bucket,
-                                      prefix=f"{MODEL_ID}/{REVISION}", source=str(model_dir), concurrency=4,
-                                      multipart_threshold=PART, part_size=PART)
+        values: dict[str, Any] = dict(
+            model_id=MODEL_ID,
+            revision=REVISION,
+            bucket=bucket,
+            prefix=f"{MODEL_ID}/{REVISION}",
+            source=str(model_dir),
+            concurrency=4,
+            multipart_threshold=PART,
+            part_size=PART,
+        )
         values.update(overrides)
         return SyncConfig(**values)
 
@@ -90,6 +100,24 @@ def make_config(bucket: str, model_dir: Path) -> Callable[..., Any]:
 
 @pytest.fixture
 def cli_args(s3_endpoint: str, bucket: str, model_dir: Path) -> list[str]:
-    return ["sync", "--model-id", MODEL_ID, "--revision", REVISION, "--bucket", bucket,
-            "--prefix", f"{MODEL_ID}/{REVISION}", "--source", str(model_dir), "--endpoint-url", s3_endpoint,
-            "--region", "us-east-1", "--multipart-threshold", str(PART), "--part-size", str(PART)]
+    return [
+        "sync",
+        "--model-id",
+        MODEL_ID,
+        "--revision",
+        REVISION,
+        "--bucket",
+        bucket,
+        "--prefix",
+        f"{MODEL_ID}/{REVISION}",
+        "--source",
+        str(model_dir),
+        "--endpoint-url",
+        s3_endpoint,
+        "--region",
+        "us-east-1",
+        "--multipart-threshold",
+        str(PART),
+        "--part-size",
+        str(PART),
+    ]

@@ -9,8 +9,12 @@ REVISION = "0123456789abcdef0123456789abcdef01234567"
 MODEL_ID = "acme/tiny-model"
 # Small parts keep the tests fast while still exercising multipart (moto enforces the minimum part size).
 PART = 64 * 1024
-AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
-           "AWS_DEFAULT_REGION": "us-east-1"}
+AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_REGION": "us-east-1",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
 
 
 def write_model(root: Path, files: dict[str, int], seed: int = 0) -> Path:
@@ -23,8 +27,13 @@ def write_model(root: Path, files: dict[str, int], seed: int = 0) -> Path:
     return root
 
 
-TINY_MODEL = {"config.json": 300, "tokenizer.json": 5_000, "model-00001-of-00002.safetensors": 3 * PART + 123,
-              "model-00002-of-00002.safetensors": 2 * PART, "nested/extra.bin": 10}
+TINY_MODEL = {
+    "config.json": 300,
+    "tokenizer.json": 5_000,
+    "model-00001-of-00002.safetensors": 3 * PART + 123,
+    "model-00002-of-00002.safetensors": 2 * PART,
+    "nested/extra.bin": 10,
+}
 
 
 def record_operations(client: Any) -> list[str]:
@@ -80,10 +89,10 @@ class FakeHub:
                 tree = f"/api/models/{hub.repo_id}/tree/"
                 resolve = f"/{hub.repo_id}/resolve/"
                 if path.startswith(tree):
-                    revision = path[len(tree):].split("/")[0]
+                    revision = path[len(tree) :].split("/")[0]
                     return self._tree() if revision == hub.revision else self._error("RevisionNotFound")
                 if path.startswith(resolve):
-                    revision, _, name = path[len(resolve):].partition("/")
+                    revision, _, name = path[len(resolve) :].partition("/")
                     if revision != hub.revision:
                         return self._error("RevisionNotFound")
                     file = hub.root / name
@@ -91,9 +100,16 @@ class FakeHub:
                 return self._error("RepoNotFound", 401)
 
             def _tree(self) -> None:
-                entries = [{"type": "file", "oid": hashlib.sha1(p.read_bytes()).hexdigest(), "size": p.stat().st_size,
-                            "path": p.relative_to(hub.root).as_posix()}
-                           for p in sorted(hub.root.rglob("*")) if p.is_file()]
+                entries = [
+                    {
+                        "type": "file",
+                        "oid": hashlib.sha1(p.read_bytes()).hexdigest(),
+                        "size": p.stat().st_size,
+                        "path": p.relative_to(hub.root).as_posix(),
+                    }
+                    for p in sorted(hub.root.rglob("*"))
+                    if p.is_file()
+                ]
                 body = json.dumps(entries).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")

@@ -10,18 +10,34 @@ from pathlib import Path
 import pulumi
 import pytest
 
-from components.model_sync import (ModelSync, ModelSyncArgs, content_hash, ephemeral_storage, job_deadline_seconds,
-                                   job_manifest, manifest_wait_init_container, source_files)
+from components.model_sync import (
+    ModelSync,
+    ModelSyncArgs,
+    content_hash,
+    ephemeral_storage,
+    job_deadline_seconds,
+    job_manifest,
+    manifest_wait_init_container,
+    source_files,
+)
 from components.settings.models import ModelSettings
 from tests.harness import CapturingMonitor, PlatformMocks
 from tests.k8s_schemas import validate
 
 REVISION = "a" * 40
 MODELS = [
-    ModelSettings.model_validate({"name": "qwen-small", "huggingFaceId": "Qwen/Qwen2.5-0.5B-Instruct",
-                                  "revision": REVISION, "sizeGiB": 1.2}),
-    ModelSettings.model_validate({"name": "llama-big", "huggingFaceId": "meta-llama/Llama-3.1-70B-Instruct",
-                                  "revision": "b" * 40, "sizeGiB": 140, "s3Prefix": "llama/70b"}),
+    ModelSettings.model_validate(
+        {"name": "qwen-small", "huggingFaceId": "Qwen/Qwen2.5-0.5B-Instruct", "revision": REVISION, "sizeGiB": 1.2}
+    ),
+    ModelSettings.model_validate(
+        {
+            "name": "llama-big",
+            "huggingFaceId": "meta-llama/Llama-3.1-70B-Instruct",
+            "revision": "b" * 40,
+            "sizeGiB": 140,
+            "s3Prefix": "llama/70b",
+        }
+    ),
 ]
 
 
@@ -34,8 +50,17 @@ def run_component(**overrides) -> list:
 
     def program() -> None:
         provider = __import__("pulumi_kubernetes").Provider("k8s")
-        ModelSync("models-sync", ModelSyncArgs(models=MODELS, bucket_name="weights-bucket", namespace="serving",
-                                               region="us-west-2", provider=provider, **overrides))
+        ModelSync(
+            "models-sync",
+            ModelSyncArgs(
+                models=MODELS,
+                bucket_name="weights-bucket",
+                namespace="serving",
+                region="us-west-2",
+                provider=provider,
+                **overrides,
+            ),
+        )
 
     from pulumi.runtime.stack import run_pulumi_func
     from pulumi.runtime.sync_await import _sync_await
@@ -54,21 +79,29 @@ def of_type(captured: list, token: str) -> list:
 
 
 def as_object(resource, api_version: str, kind: str) -> dict:
-    return {"apiVersion": api_version, "kind": kind, **{k: v for k, v in resource.inputs.items()
-                                                       if k not in ("apiVersion", "kind")}}
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        **{k: v for k, v in resource.inputs.items() if k not in ("apiVersion", "kind")},
+    }
 
 
 def test_component_uses_its_type_token_and_parents_every_child(captured):
     (component,) = of_type(captured, "inference-platform:models:ModelSync")
     children = [r for r in captured if r.parent == component.urn]
-    assert {r.type for r in children} == {"kubernetes:core/v1:ServiceAccount", "kubernetes:core/v1:ConfigMap",
-                                          "kubernetes:batch/v1:Job"}
+    assert {r.type for r in children} == {
+        "kubernetes:core/v1:ServiceAccount",
+        "kubernetes:core/v1:ConfigMap",
+        "kubernetes:batch/v1:Job",
+    }
 
 
 def test_one_job_per_model_named_by_model_and_revision(captured):
     jobs = of_type(captured, "kubernetes:batch/v1:Job")
-    assert sorted(j.inputs["metadata"]["name"] for j in jobs) == ["model-sync-llama-big-bbbbbbbb",
-                                                                  "model-sync-qwen-small-aaaaaaaa"]
+    assert sorted(j.inputs["metadata"]["name"] for j in jobs) == [
+        "model-sync-llama-big-bbbbbbbb",
+        "model-sync-qwen-small-aaaaaaaa",
+    ]
 
 
 def test_jobs_and_configmap_validate_against_kubernetes_schemas(captured):
@@ -95,8 +128,11 @@ def test_job_syncs_the_pinned_revision_to_the_models_prefix_as_the_writer_servic
     assert args[args.index("--bucket") + 1] == "weights-bucket"
     assert pod["serviceAccountName"] == "model-sync"
     (account,) = of_type(captured, "kubernetes:core/v1:ServiceAccount")
-    assert account.inputs["metadata"] == {"name": "model-sync", "namespace": "serving",
-                                          "labels": account.inputs["metadata"]["labels"]}
+    assert account.inputs["metadata"] == {
+        "name": "model-sync",
+        "namespace": "serving",
+        "labels": account.inputs["metadata"]["labels"],
+    }
 
 
 def test_job_is_bounded_and_cleaned_up(captured):
@@ -169,21 +205,48 @@ def test_job_entrypoint_runs_the_mounted_package(tmp_path: Path):
     package.mkdir(parents=True)
     for name, text in source_files().items():
         (package / name).write_text(text)
-    script = container["command"][2].replace("/opt/modelsync", str(tmp_path / "opt/modelsync")) \
+    script = (
+        container["command"][2]
+        .replace("/opt/modelsync", str(tmp_path / "opt/modelsync"))
         .replace("/work", str(tmp_path / "work"))
+    )
     script = script.replace("python -m pip install", "true")
-    result = subprocess.run(["/bin/sh", "-c", script.replace("python -m modelsync", f"{sys.executable} -m modelsync"),
-                             "modelsync", "sync", "--model-id", "x/y", "--revision", "main", "--bucket", "bkt",
-                             "--prefix", "p"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            "/bin/sh",
+            "-c",
+            script.replace("python -m modelsync", f"{sys.executable} -m modelsync"),
+            "modelsync",
+            "sync",
+            "--model-id",
+            "x/y",
+            "--revision",
+            "main",
+            "--bucket",
+            "bkt",
+            "--prefix",
+            "p",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert "--revision 'main' must be a 40-character lowercase hex commit id" in result.stderr
 
 
 def test_wait_init_container_is_a_valid_container_of_a_pod():
     container = manifest_wait_init_container(MODELS[0], "/mnt/models")
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
-           "spec": {"initContainers": [container], "containers": [{"name": "c", "image": "busybox:1.37"}],
-                    "volumes": [{"name": "model-weights", "persistentVolumeClaim": {"claimName": "w", "readOnly": True}}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {
+            "initContainers": [container],
+            "containers": [{"name": "c", "image": "busybox:1.37"}],
+            "volumes": [{"name": "model-weights", "persistentVolumeClaim": {"claimName": "w", "readOnly": True}}],
+        },
+    }
 
     assert validate(pod) == []
     assert container["image"] == MODELS[0].image
@@ -192,13 +255,15 @@ def test_wait_init_container_is_a_valid_container_of_a_pod():
 
 def test_wait_init_container_checks_the_pinned_revision_of_the_mounted_prefix(tmp_path: Path):
     container = manifest_wait_init_container(MODELS[0], str(tmp_path))
-    args = [a if a != container["args"][container["args"].index("--timeout-seconds") + 1] else "0"
-            for a in container["args"]]
+    args = [
+        a if a != container["args"][container["args"].index("--timeout-seconds") + 1] else "0"
+        for a in container["args"]
+    ]
 
-    result = subprocess.run([sys.executable, "-I", *container["command"][1:], *args], capture_output=True, text=True,
-                            timeout=30)
+    result = subprocess.run(
+        [sys.executable, "-I", *container["command"][1:], *args], capture_output=True, text=True, timeout=30
+    )
 
     assert result.returncode == 1
     assert "refusing to serve a partial model" in result.stderr
     assert args[args.index("--revision") + 1] == REVISION
-

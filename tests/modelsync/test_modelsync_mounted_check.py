@@ -24,8 +24,24 @@ def publish_locally(root: Path, files: dict[str, bytes], revision: str = REVISIO
 
 def gate(model_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     # -I: isolated, like the serving image, so nothing from this repo is importable.
-    return subprocess.run([sys.executable, "-I", "-c", SCRIPT, "--dir", str(model_dir), "--revision", REVISION,
-                           "--model-id", MODEL_ID, *extra], capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            SCRIPT,
+            "--dir",
+            str(model_dir),
+            "--revision",
+            REVISION,
+            "--model-id",
+            MODEL_ID,
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 def test_complete_model_passes(tmp_path: Path):
@@ -64,9 +80,25 @@ def test_listed_file_missing_or_truncated_fails_naming_it(tmp_path: Path):
 
 
 def test_gate_waits_for_the_manifest_to_appear(tmp_path: Path):
-    waiting = subprocess.Popen([sys.executable, "-I", "-c", SCRIPT, "--dir", str(tmp_path), "--revision", REVISION,
-                                "--timeout-seconds", "20", "--interval-seconds", "0.1"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    waiting = subprocess.Popen(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            SCRIPT,
+            "--dir",
+            str(tmp_path),
+            "--revision",
+            REVISION,
+            "--timeout-seconds",
+            "20",
+            "--interval-seconds",
+            "0.1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         out_line = waiting.stdout.readline()  # type: ignore[union-attr]
         assert "waiting for the model" in out_line

@@ -19,7 +19,7 @@ from modelsync.cli import main
 from modelsync.errors import SyncError
 from modelsync.manifest import parse_manifest
 from modelsync.sync import sync_model
-from modelsync_testkit import MODEL_ID, PART, REVISION, TINY_MODEL, record_operations, write_model
+from modelsync_testkit import MODEL_ID, REVISION, TINY_MODEL, record_operations
 
 PREFIX = f"{MODEL_ID}/{REVISION}"
 MANIFEST_KEY = f"{PREFIX}/{MANIFEST_NAME}"
@@ -95,8 +95,13 @@ def test_corrupted_object_is_detected_replaced_and_the_model_republished(s3, buc
     manifest = parse_manifest(s3.get_object(Bucket=bucket, Key=MANIFEST_KEY)["Body"].read(), "test")
     recorded = {f.path: f.sha256 for f in manifest.files}[victim]
     # Same size, different bytes, and even the original sha256 forged into the metadata.
-    s3.put_object(Bucket=bucket, Key=f"{PREFIX}/{victim}", Body=b"X" * len(original), ChecksumAlgorithm="SHA256",
-                  Metadata={"sha256": recorded})
+    s3.put_object(
+        Bucket=bucket,
+        Key=f"{PREFIX}/{victim}",
+        Body=b"X" * len(original),
+        ChecksumAlgorithm="SHA256",
+        Metadata={"sha256": recorded},
+    )
 
     report = sync_model(make_config(), s3)
 
@@ -170,13 +175,14 @@ def test_a_manifest_for_another_revision_at_the_prefix_is_an_error(s3, bucket, m
     sync_model(make_config(), s3)
     other = "f" * 40
 
-    with pytest.raises(SyncError, match=f"each revision needs its own --prefix"):
+    with pytest.raises(SyncError, match="each revision needs its own --prefix"):
         sync_model(make_config(revision=other), s3)
 
 
 def test_stale_multipart_uploads_of_dead_runs_are_aborted(s3, bucket, make_config):
-    s3.create_multipart_upload(Bucket=bucket, Key=f"{PREFIX}/model-00001-of-00002.safetensors",
-                               ChecksumAlgorithm="SHA256")
+    s3.create_multipart_upload(
+        Bucket=bucket, Key=f"{PREFIX}/model-00001-of-00002.safetensors", ChecksumAlgorithm="SHA256"
+    )
     from datetime import timedelta
 
     report = sync_model(make_config(stale_upload_age=timedelta(hours=1)), s3)
@@ -206,14 +212,19 @@ sys.exit(cli.main(sys.argv[4:]))
 """
 
 
-def test_a_run_killed_mid_upload_is_resumed_without_reuploading_finished_files(s3, bucket, make_config, cli_args,
-                                                                                 tmp_path):
+def test_a_run_killed_mid_upload_is_resumed_without_reuploading_finished_files(
+    s3, bucket, make_config, cli_args, tmp_path
+):
     driver, marker = tmp_path / "driver.py", tmp_path / "hung"
     driver.write_text(KILL_DRIVER)
     # One file at a time in name order: config.json, model-00001 (4 parts), ... Freeze after part 2 of model-00001.
-    run = subprocess.Popen([sys.executable, str(driver), str(marker), "UploadPart", "2", *cli_args,
-                            "--concurrency", "1"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    run = subprocess.Popen(
+        [sys.executable, str(driver), str(marker), "UploadPart", "2", *cli_args, "--concurrency", "1"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 30
     while not marker.exists():
         assert run.poll() is None, run.communicate()
@@ -236,9 +247,14 @@ def test_a_run_killed_mid_upload_is_resumed_without_reuploading_finished_files(s
 def test_sigterm_aborts_the_in_flight_multipart_upload_and_exits_non_zero(s3, bucket, cli_args, tmp_path):
     driver, marker = tmp_path / "driver.py", tmp_path / "hung"
     driver.write_text(KILL_DRIVER.replace("time.sleep(600)", "time.sleep(2)"))
-    run = subprocess.Popen([sys.executable, str(driver), str(marker), "UploadPart", "1", *cli_args,
-                            "--concurrency", "1"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen(
+        [sys.executable, str(driver), str(marker), "UploadPart", "1", *cli_args, "--concurrency", "1"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while not marker.exists():
         assert run.poll() is None, run.communicate()

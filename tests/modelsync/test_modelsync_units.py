@@ -28,7 +28,7 @@ def test_digest_file_hashes_whole_file_and_each_part(tmp_path: Path):
     digest = digest_file(path, 4096)
 
     assert digest.sha256_hex == hashlib.sha256(data).hexdigest()
-    assert digest.part_digests == tuple(hashlib.sha256(data[i:i + 4096]).digest() for i in (0, 4096, 8192))
+    assert digest.part_digests == tuple(hashlib.sha256(data[i : i + 4096]).digest() for i in (0, 4096, 8192))
 
 
 def test_composite_checksum_is_sha256_of_concatenated_part_digests_with_part_count():
@@ -72,7 +72,10 @@ def test_checksum_comparison_accepts_missing_part_suffix_but_not_a_different_cou
 
 def test_only_uploads_older_than_the_age_limit_are_stale():
     now = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    uploads = [{"Key": "old", "Initiated": now - timedelta(hours=3)}, {"Key": "new", "Initiated": now - timedelta(minutes=5)}]
+    uploads = [
+        {"Key": "old", "Initiated": now - timedelta(hours=3)},
+        {"Key": "new", "Initiated": now - timedelta(minutes=5)},
+    ]
 
     assert [u["Key"] for u in stale_uploads(uploads, now, timedelta(hours=1))] == ["old"]
 
@@ -88,12 +91,18 @@ def test_manifest_round_trips_sorted_with_total_size():
     assert b'"totalSize": 3' in dump_manifest(manifest)
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda d: d.update(schemaVersion=2), "schemaVersion 2 is not the supported 1"),
-    (lambda d: d["files"][0].update(sha256="ABC"), r"files\[0\].sha256 'ABC' must be 64 lowercase hex"),
-    (lambda d: d["files"][0].update(path="../etc/passwd"), r"files\[0\].path '../etc/passwd' must be a non-empty relative"),
-    (lambda d: d.update(totalSize=99), "totalSize 99 is not the sum of file sizes 1"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: d.update(schemaVersion=2), "schemaVersion 2 is not the supported 1"),
+        (lambda d: d["files"][0].update(sha256="ABC"), r"files\[0\].sha256 'ABC' must be 64 lowercase hex"),
+        (
+            lambda d: d["files"][0].update(path="../etc/passwd"),
+            r"files\[0\].path '../etc/passwd' must be a non-empty relative",
+        ),
+        (lambda d: d.update(totalSize=99), "totalSize 99 is not the sum of file sizes 1"),
+    ],
+)
 def test_manifest_parse_rejects_bad_fields_naming_them(mutate, message):
     import json
 
@@ -153,14 +162,21 @@ def _hub_error(cls: type) -> Exception:
     return cls("hub said no", response=httpx2.Response(404, request=httpx2.Request("GET", "https://hub.invalid/x")))
 
 
-@pytest.mark.parametrize("error, message", [
-    (lambda: _hub_error(__import__("huggingface_hub.errors", fromlist=["x"]).RevisionNotFoundError),
-     f"revision {REVISION} does not exist in {MODEL_ID}"),
-    (lambda: _hub_error(__import__("huggingface_hub.errors", fromlist=["x"]).GatedRepoError), "is gated"),
-    (lambda: _hub_error(__import__("huggingface_hub.errors", fromlist=["x"]).RepositoryNotFoundError),
-     "not found on the hub, or private"),
-    (lambda: OSError(errno.ENOSPC, "No space left on device"), "disk full while writing under"),
-])
+@pytest.mark.parametrize(
+    "error, message",
+    [
+        (
+            lambda: _hub_error(__import__("huggingface_hub.errors", fromlist=["x"]).RevisionNotFoundError),
+            f"revision {REVISION} does not exist in {MODEL_ID}",
+        ),
+        (lambda: _hub_error(__import__("huggingface_hub.errors", fromlist=["x"]).GatedRepoError), "is gated"),
+        (
+            lambda: _hub_error(__import__("huggingface_hub.errors", fromlist=["x"]).RepositoryNotFoundError),
+            "not found on the hub, or private",
+        ),
+        (lambda: OSError(errno.ENOSPC, "No space left on device"), "disk full while writing under"),
+    ],
+)
 def test_hub_failures_become_clear_sync_errors(monkeypatch, tmp_path: Path, error, message):
     import huggingface_hub
 
