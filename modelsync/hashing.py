@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
+
+from .errors import SyncError
 
 READ_BLOCK = 4 * 1024 * 1024
 MAX_PARTS = 10_000  # S3's limit on parts per multipart upload
@@ -57,12 +61,14 @@ def part_size_for(size: int, part_size: int, multipart_threshold: int) -> int:
 
 def digest_file(path: Path, part_size: int) -> FileDigest:
     """Reads the file once; every byte feeds the whole-file hash and its part's hash."""
-    whole = hashlib.sha256()
-    parts: list[bytes] = []
-    part = hashlib.sha256()
-    in_part = 0
-    size = 0
     with path.open("rb") as handle:
+        if os.fstat(handle.fileno()).st_size <= part_size:
+            return _digest_single_part(handle, part_size)
+        whole = hashlib.sha256()
+        parts: list[bytes] = []
+        part = hashlib.sha256()
+        in_part = 0
+        size = 0
         while block := handle.read(min(READ_BLOCK, part_size - in_part)):
             whole.update(block)
             part.update(block)
@@ -74,3 +80,15 @@ def digest_file(path: Path, part_size: int) -> FileDigest:
     if in_part or not parts:
         parts.append(part.digest())
     return FileDigest(size=size, sha256_hex=whole.hexdigest(), part_size=part_size, part_digests=tuple(parts))
+
+
+def _digest_single_part(handle: BinaryIO, part_size: int) -> FileDigest:
+    """One part: its digest is the whole-file digest, so hash once."""
+    whole = hashlib.sha256()
+    size = 0
+    while block := handle.read(READ_BLOCK):
+        whole.update(block)
+        size += len(block)
+    if size > part_size:  # the file grew while being read; its parts would be wrong
+        raise SyncError(f"{handle.name} changed while it was being hashed")
+    return FileDigest(size=size, sha256_hex=whole.hexdigest(), part_size=part_size, part_digests=(whole.digest(),))
