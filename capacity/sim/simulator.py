@@ -40,6 +40,7 @@ PENDING, STARTING, READY, DRAINING, GONE = range(5)
 SPOT_WARNING_S = 120.0  # EC2 spot interruption notice
 HPA_OFFSET_S = 5.0  # HPA syncs are not aligned with scrapes
 KV_LOOKBACK_S = 300.0  # instant-vector lookback of a live series
+CLIENT_DELAY_S = 0.005  # closed-loop client turnaround
 
 # Request outcomes.
 OK, FAILED, REJECTED, UNFINISHED = range(4)
@@ -60,6 +61,10 @@ class SimConfig:
     drain_limit_s: float = 3600.0  # simulate at most this long after the last arrival
     ttft_slo_s: float = 2.0
     e2e_slo_s: float = 30.0
+    # Closed loop (calibration): this many clients each resend `CLIENT_DELAY_S` after their
+    # response, for `closed_loop_s`; the trace then only supplies request shapes, in order.
+    closed_loop_clients: int = 0
+    closed_loop_s: float = 0.0
 
 
 @dataclass
@@ -154,6 +159,11 @@ class Simulation:
         self.timeline = Timeline()
         self._arrived_since_sync = 0
         self._recent: list[int] = []  # request ids finished since the last sync
+        self.arrival = np.array(trace.arrivals, dtype=np.float64)
+        self._clients: list[float] = []  # closed loop: next send time per idle client (heap)
+        if config.closed_loop_clients:
+            self.arrival[:] = np.nan
+            self._clients = [CLIENT_DELAY_S * (k + 1) for k in range(config.closed_loop_clients)]
 
     # --- pods ------------------------------------------------------------------------
     def _push(self, t: float, kind: str, pod: _Pod) -> None:
@@ -267,6 +277,8 @@ class Simulation:
                 pod.e2e_hist[bisect_left(E2E_LATENCY_BUCKETS, e2e)] += 1
                 del pod.inflight[rid]
                 self._recent.append(rid)
+                if self.c.closed_loop_clients:
+                    heapq.heappush(self._clients, f.finish_time + CLIENT_DELAY_S)
             if pod.phase == DRAINING and not pod.inflight:
                 self._release(pod, t)
 
@@ -278,6 +290,7 @@ class Simulation:
         for pod in self.ready:
             self._advance(pod, t)
         pod = self.ready[self.router.pick(self.ready)]
+        self.arrival[rid] = t
         req = Request(rid, t, int(self.trace.prompt_tokens[rid]), int(self.trace.output_tokens[rid]))
         pod.engine.submit(req, t)  # type: ignore[union-attr]
         pod.inflight[rid] = req
@@ -359,11 +372,15 @@ class Simulation:
         n = len(arrivals)
         valid = self._admissible_mask()
         self.outcome[~valid] = REJECTED
-        stop = (float(arrivals[-1]) if n else 0.0) + c.drain_limit_s
+        closed = c.closed_loop_clients > 0
+        stop = c.closed_loop_s if closed else (float(arrivals[-1]) if n else 0.0) + c.drain_limit_s
         next_scrape, next_sync, last_sync = 0.0, HPA_OFFSET_S, 0.0
         i = 0
         while True:
-            t_arrival = float(arrivals[i]) if i < n else math.inf
+            if closed:
+                t_arrival = self._clients[0] if self._clients and i < n else math.inf
+            else:
+                t_arrival = float(arrivals[i]) if i < n else math.inf
             t_event = self.events[0][0] if self.events else math.inf
             t_tick = min(next_scrape, next_sync)
             t = min(t_arrival, t_event, t_tick)
@@ -381,6 +398,8 @@ class Simulation:
                     last_sync = t
                     next_sync += c.hpa_sync_s
             else:
+                if closed:
+                    heapq.heappop(self._clients)
                 if valid[i]:
                     self._arrive(i, t)
                 i += 1
@@ -390,7 +409,7 @@ class Simulation:
                 self._advance(pod, end)
                 self._release(pod, end)
         return SimResult(
-            arrival=arrivals,
+            arrival=self.arrival,
             ttft=self.ttft,
             e2e=self.e2e,
             outcome=self.outcome,

@@ -1,0 +1,40 @@
+"""Routing across ready replicas, and where/when new replicas start."""
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from capacity.sim.router import LeastOutstanding, RoundRobin
+from capacity.sim.startup import Pool, Startup, place
+
+SPOT = Pool("gpu-spot", "spot", 100, 2, 0.45)
+ON_DEMAND = Pool("gpu-on-demand", "on-demand", 10, 1, 1.0)
+
+
+def test_round_robin_cycles_through_replicas():
+    router, ready = RoundRobin(), [SimpleNamespace(outstanding=0)] * 3
+    assert [router.pick(ready) for _ in range(4)] == [0, 1, 2, 0]
+
+
+def test_least_outstanding_picks_the_least_loaded_and_the_first_on_ties():
+    ready = [SimpleNamespace(outstanding=n) for n in (3, 1, 1)]
+    assert LeastOutstanding().pick(ready) == 1
+
+
+def test_placement_prefers_the_highest_weight_pool():
+    assert place([ON_DEMAND, SPOT], {}, 1) is SPOT
+
+
+def test_placement_falls_back_when_the_gpu_limit_is_reached():
+    assert place([ON_DEMAND, SPOT], {"gpu-spot": 2}, 1) is ON_DEMAND
+
+
+def test_placement_fails_when_every_pool_is_full():
+    assert place([ON_DEMAND, SPOT], {"gpu-spot": 2, "gpu-on-demand": 1}, 1) is None
+
+
+def test_startup_is_the_sum_of_its_phases_within_their_ranges():
+    startup = Startup((60, 120), (60, 180), 20.0, (20, 60))
+    draws = [startup.sample(np.random.default_rng(s)) for s in range(50)]
+    assert 160 <= min(draws) and max(draws) <= 380
+    assert startup.mean_s == 90 + 120 + 20 + 40

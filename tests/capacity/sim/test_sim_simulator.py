@@ -1,0 +1,119 @@
+"""The simulator's cluster behaviour on small synthetic traces (a fast toy engine profile)."""
+
+import numpy as np
+import pytest
+
+from capacity.engine import EngineProfile
+from capacity.sim.policy import scaled_object, signals_of
+from capacity.sim.simulator import FAILED, OK, REJECTED, SimConfig, simulate
+from capacity.sim.startup import Pool, Startup
+from capacity.traces import Trace, load
+from components.settings.autoscaling import ModelAutoscaling
+
+TOY = EngineProfile(
+    "toy", "toy", "toy",
+    max_num_seqs=16, max_num_batched_tokens=2048, kv_cache_tokens=40_000, max_model_len=4096,
+    step_base_s=0.02, step_per_seq_s=0.002, step_per_kv_token_s=0.0, prefill_token_s=1e-4,
+)  # fmt: skip
+SPOT = Pool("gpu-spot", "spot", 100, 4, 0.5)
+ON_DEMAND = Pool("gpu-on-demand", "on-demand", 10, 2, 1.0)
+STARTUP = Startup((60, 60), (60, 60), 10.0, (20, 20))  # exactly 150 s
+POLICY = ModelAutoscaling.model_validate(
+    {
+        "minReplicas": 1,
+        "maxReplicas": 6,
+        "triggers": {"queueDepth": {"targetPerReplica": 2, "windowSeconds": 30}},
+        "behavior": {"scaleDown": {"stabilizationWindowSeconds": 60, "policies": [{"type": "Pods", "value": 1, "periodSeconds": 30}]}},
+    }
+)
+STEP = "synthetic:step:base=0.5,peak=12,at=120,length=600,duration=1500,prompt=256,output=64"
+
+
+def config(**overrides):
+    base = dict(profile=TOY, pools=(SPOT, ON_DEMAND), startup=STARTUP, initial_replicas=1)
+    return SimConfig(**{**base, **overrides})
+
+
+def run(trace=STEP, policy=POLICY, **overrides):
+    return simulate(config(**overrides), load(trace), scaled_object(policy), signals_of(policy))
+
+
+def ready_at(result, t):
+    tl = result.timeline
+    return tl.ready[int(np.searchsorted(tl.t, t, side="right")) - 1]  # at the last sync <= t
+
+
+def test_same_seed_gives_the_same_run():
+    a, b = run(seed=1, spot_interruptions_per_hour=2.0), run(seed=1, spot_interruptions_per_hour=2.0)
+    assert np.array_equal(a.e2e, b.e2e, equal_nan=True)
+    assert a.gpu_seconds == b.gpu_seconds
+
+
+def test_a_load_step_scales_out_and_back_in():
+    result = run()
+    assert max(result.timeline.desired) > 1
+    assert result.timeline.desired[-1] < max(result.timeline.desired)
+    assert result.scale_events >= 2
+
+
+def test_new_replicas_serve_only_after_the_startup_time():
+    result = run()
+    tl = result.timeline
+    first_up = next(t for t, d in zip(tl.t, tl.desired) if d > 1)
+    assert ready_at(result, first_up + 149) == 1
+    assert ready_at(result, first_up + 151 + 15) > 1
+
+
+def test_scale_in_drains_in_flight_requests():
+    result = run()
+    assert (result.outcome == FAILED).sum() == 0
+    assert (result.outcome == OK).sum() == len(result.outcome)
+
+
+def test_replicas_never_exceed_the_nodepool_gpu_limits():
+    policy = POLICY.model_copy(update={"max_replicas": 20})
+    assert run(policy=policy).max_replicas_used <= SPOT.gpu_limit + ON_DEMAND.gpu_limit
+
+
+def test_on_demand_is_used_only_when_spot_is_full():
+    result = run(pools=(SPOT.__class__("gpu-spot", "spot", 100, 1, 0.5), ON_DEMAND))
+    assert result.gpu_seconds.get("on-demand", 0) > 0
+    assert result.cost_usd == pytest.approx(
+        result.gpu_seconds["spot"] / 3600 * 0.5 + result.gpu_seconds["on-demand"] / 3600 * 1.0
+    )
+
+
+def test_spot_reclaims_are_replaced_and_fail_only_requests_past_the_warning():
+    quiet = "synthetic:step:base=2,peak=2,duration=3600,prompt=128,output=32"
+    result = run(trace=quiet, spot_interruptions_per_hour=6.0, pools=(SPOT,))
+    tl = result.timeline
+    # each reclaim leaves a gap while the replacement starts, but the fleet comes back
+    assert min(tl.ready) == 0 or min(tl.ready) < max(tl.ready)
+    assert tl.ready[-1] >= 1
+    # short requests finish within the 2-minute warning: only requests arriving with no ready replica fail
+    assert (result.outcome == OK).mean() > 0.8
+
+
+def test_requests_longer_than_max_model_len_are_rejected():
+    trace = Trace("t", np.array([0.0, 1.0]), np.array([100, 5000]), np.array([10, 10]))
+    result = simulate(config(), trace, None)
+    assert result.outcome.tolist() == [OK, REJECTED]
+
+
+def test_static_fleet_never_scales_and_bills_every_replica():
+    trace = load("synthetic:step:base=1,peak=1,duration=600,prompt=128,output=16")
+    result = simulate(config(initial_replicas=3), trace, None)
+    assert result.scale_events == 0
+    assert sum(result.gpu_seconds.values()) == pytest.approx(3 * result.end_time)
+
+
+def test_requests_without_a_ready_replica_fail():
+    trace = Trace("t", np.array([1.0]), np.array([100]), np.array([10]))
+    result = simulate(config(initial_replicas=0), trace, None)
+    assert result.outcome.tolist() == [FAILED]
+
+
+def test_round_robin_spreads_requests_evenly_over_a_static_fleet():
+    trace = load("synthetic:step:base=4,peak=4,duration=300,prompt=128,output=16")
+    result = simulate(config(initial_replicas=2, router="round-robin"), trace, None)
+    assert (result.outcome == OK).all()
