@@ -187,3 +187,32 @@ def test_hub_failures_become_clear_sync_errors(monkeypatch, tmp_path: Path, erro
 
     with pytest.raises(SyncError, match=message):
         download_from_hub(MODEL_ID, REVISION, tmp_path, [], [], None, 2)
+
+
+def test_access_denied_names_the_operation_the_object_and_the_writer_identity():
+    from botocore.exceptions import ClientError
+
+    from modelsync.store import describe
+
+    err = ClientError(
+        {"Error": {"Code": "AccessDenied", "Message": "denied"}, "ResponseMetadata": {"HTTPStatusCode": 403}},
+        "PutObject",
+    )
+
+    message = str(describe(err, "PUT", "s3://bkt/acme/m/rev/config.json"))
+
+    assert message.startswith("access denied: PUT s3://bkt/acme/m/rev/config.json (AccessDenied)")
+    assert "Pod Identity" in message
+
+
+def test_cli_without_aws_credentials_exits_non_zero_saying_so(cli_args, monkeypatch, tmp_path, capsys):
+    from modelsync.cli import main
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+    assert main(cli_args) == 1
+    assert "no AWS credentials" in capsys.readouterr().err
