@@ -12,6 +12,10 @@ import sys
 
 COMMANDS: dict[str, str] = {
     "model": "capacity.model_cmd",
+    "serve": "capacity.mock.cli",
+    "simulate": "capacity.sim.simulate_cmd",
+    "compare": "capacity.sim.compare_cmd",
+    "tune": "capacity.sim.tune_cmd",
 }
 
 

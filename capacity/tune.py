@@ -22,7 +22,6 @@ from pydantic import ValidationError
 from capacity.sim.run import RunOptions, run_policy, summarize
 from capacity.sim.stack import StackModel
 from capacity.traces import Trace
-from components.settings import SettingsError
 from components.settings.autoscaling import ModelAutoscaling
 
 Knob = tuple[str, Callable[[ModelAutoscaling], list[Any]], Callable[[ModelAutoscaling], Any]]
@@ -104,7 +103,7 @@ def _evaluate(raw: dict[str, Any]) -> dict[str, Any] | None:
     sm, trace, options = _JOB  # type: ignore[misc]
     try:
         candidate = sm.with_policy(raw)
-    except (SettingsError, ValidationError, ValueError):
+    except (ValidationError, ValueError):
         return None  # a policy the program would refuse to deploy
     return summarize(run_policy(candidate, trace, options), candidate, None)
 

@@ -16,7 +16,7 @@ import yaml
 
 from capacity.engine import EngineProfile, get_profile
 from capacity.sim.startup import Pool, Startup
-from components.settings import NAMESPACE, StackSettings, parse
+from components.settings import NAMESPACE, SettingsError, StackSettings, parse
 from components.settings.autoscaling import ModelAutoscaling
 from components.settings.models import ModelSettings
 
@@ -75,7 +75,10 @@ def _parse(config: dict[str, Any], autoscaling: dict[str, Any] | None = None) ->
     raw = _namespaced(config)
     if autoscaling is not None:
         raw["autoscaling"] = autoscaling
-    return parse(raw)
+    try:
+        return parse(raw)
+    except SettingsError as exc:  # the CLI reports ValueErrors as one clear message
+        raise ValueError(str(exc)) from None
 
 
 def read_policy_file(path: Path) -> dict[str, Any]:

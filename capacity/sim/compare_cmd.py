@@ -1,0 +1,47 @@
+"""Compare scaling policies on one trace: the stack's, each --policy, a static peak fleet, the oracle."""
+
+from __future__ import annotations
+
+import argparse
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from capacity import traces
+from capacity.sim.cli import add_common_arguments, emit, load_inputs
+from capacity.sim.run import RunOptions, run_oracle, run_policy, run_static, summarize
+from capacity.sim.stack import StackModel, read_policy_file
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_common_arguments(parser)
+    parser.add_argument("--policy", type=Path, action="append", default=[], help="autoscaling section file (repeatable)")
+    parser.add_argument("--static", type=int, help="static fleet size (default: the oracle's peak)")
+
+
+def _job(job: tuple[str, StackModel, traces.Trace, RunOptions, int | None]) -> dict[str, Any]:
+    name, sm, trace, options, static = job
+    result = run_static(sm, trace, static, options) if static else run_policy(sm, trace, options)
+    return summarize(result, sm, None)
+
+
+def run(args: argparse.Namespace) -> int:
+    sm, trace, options = load_inputs(args)
+    orc = run_oracle(sm, trace, options)
+    static = args.static or orc.peak_replicas
+    jobs = [(f"stack {sm.stack}", sm, trace, options, None)]
+    for path in args.policy:
+        jobs.append((str(path), sm.with_policy(read_policy_file(path)), trace, options, None))
+    jobs.append((f"static {static}", sm, trace, options, static))
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        summaries = list(pool.map(_job, jobs))
+    rows = []
+    for (name, *_), summary in zip(jobs, summaries):
+        summary["oracle_gpu_hours"] = round(orc.gpu_hours, 3)
+        summary["oracle_ratio"] = round(summary["gpu_hours"] / orc.gpu_hours, 3) if orc.gpu_hours else None
+        rows.append((name, summary))
+    oracle_row = {"gpu_hours": round(orc.gpu_hours, 3), "oracle_ratio": 1.0, "max_replicas_used": orc.peak_replicas}
+    rows.append((f"oracle ({orc.interval_s:.0f} s intervals)", oracle_row))
+    title = f"{sm.stack}/{sm.model.name} ({sm.profile.name}) on {trace.name}: {len(trace)} requests"
+    emit(args, {name: s for name, s in rows}, rows, title)
+    return 0

@@ -1,0 +1,37 @@
+"""Replay a trace through one model's scaling policy (the stack's or --policy FILE.yaml).
+
+Prints the summary (or JSON with --json) and writes a timeline PNG: load, signals against
+their targets, desired and ready replicas, latency against the SLO.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from capacity.sim.cli import add_common_arguments, emit, load_inputs
+from capacity.sim.report import plot_timeline
+from capacity.sim.run import run_oracle, run_policy, summarize
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_common_arguments(parser)
+    parser.add_argument("--policy", type=Path, help="autoscaling section (stack shape) replacing the stack's")
+    parser.add_argument("--png", type=Path, help="timeline PNG path (default: out/simulate-<stack>-<model>.png)")
+
+
+def run(args: argparse.Namespace) -> int:
+    sm, trace, options = load_inputs(args, args.policy)
+    result = run_policy(sm, trace, options)
+    orc = run_oracle(sm, trace, options)
+    summary = summarize(result, sm, orc.gpu_hours)
+    png = args.png or Path("out") / f"simulate-{sm.stack}-{sm.model.name}.png"
+    title = f"{sm.stack}/{sm.model.name} ({sm.profile.name}) on {trace.name}"
+    summary["timeline_png"] = str(plot_timeline(result, png, title, summary["slo"]))
+    summary["policy"] = str(args.policy) if args.policy else f"stack {sm.stack}"
+    emit(args, summary, [(summary["policy"], summary)], title)
+    if not args.json:
+        Console().print(f"timeline: {png}")
+    return 0
