@@ -5,11 +5,15 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
+from .autoscaling import Autoscaling, AutoscalingArgs
 from .cluster import Cluster, ClusterArgs
+from .gateway import Gateway, GatewayArgs
 from .gpu_capacity import GpuCapacity, GpuCapacityArgs
 from .model_store import ModelStore, ModelStoreArgs
 from .naming import base_tags, type_token
 from .network import Network, NetworkArgs
+from .observability import Observability, ObservabilityArgs
+from .serving import SERVICE_PORT, ModelReplicas, Serving, ServingArgs
 from .settings import StackSettings
 
 
@@ -67,6 +71,56 @@ class Platform(pulumi.ComponentResource):
             ),
             opts=child,
         )
+        self.observability = Observability(
+            f"{name}-obs",
+            ObservabilityArgs(
+                settings,
+                cluster_name=self.cluster.name,
+                provider=provider,
+                tags=tags,
+                serving_namespace=self.serving_namespace,
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.gpu]),
+        )
+        self.serving = Serving(
+            f"{name}-serving",
+            ServingArgs(
+                settings.serving,
+                models=settings.models,
+                replicas={
+                    m.name: ModelReplicas(
+                        settings.autoscaling_for(m.name).min_replicas, settings.autoscaling_for(m.name).max_replicas
+                    )
+                    for m in settings.models
+                },
+                depends_on=[self.serving_namespace, self.model_store],
+                provider=provider,
+            ),
+            opts=child,
+        )
+        self.gateway = Gateway(
+            f"{name}-gateway",
+            GatewayArgs(
+                settings.gateway,
+                models=settings.models,
+                service_hosts=self.serving.service_hosts,
+                service_port=SERVICE_PORT,
+                auto_mode=settings.cluster.auto_mode,
+                provider=provider,
+                depends_on=[self.serving],
+            ),
+            opts=child,
+        )
+        self.autoscaling = Autoscaling(
+            f"{name}-autoscaling",
+            AutoscalingArgs(
+                settings,
+                prometheus_url=self.observability.prometheus_url,
+                provider=provider,
+                depends_on=[self.serving, self.observability],
+            ),
+            opts=child,
+        )
 
         self.outputs = {
             "vpcId": self.network.vpc_id,
@@ -74,5 +128,10 @@ class Platform(pulumi.ComponentResource):
             "kubeconfig": self.cluster.kubeconfig,
             "modelBucket": self.model_store.bucket_name,
             "gpuNodePools": self.gpu.pool_names,
+            "prometheusUrl": self.observability.prometheus_url,
+            "grafanaAdminPassword": self.observability.grafana_admin_password,
+            "gatewayHostname": self.gateway.hostname,
+            "endpointUrl": self.gateway.endpoint_url,
+            "apiKeys": self.gateway.api_keys,
         }
         self.register_outputs(self.outputs)

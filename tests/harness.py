@@ -25,6 +25,7 @@ PROJECT = "inference-platform"
 # The signature Pulumi uses to mark a serialized resource reference.
 RESOURCE_REFERENCE_SIG = "5cf8f73096256a8f31e491e813e4eb8e"
 SPECIAL_SIG_KEY = "4dabf18193072939515e22adb298388d"
+SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
 
 
 @dataclass
@@ -37,6 +38,9 @@ class Captured:
     urn: str
     parent: str
     custom: bool
+    # Input paths (`stringData`, `spec.password`) the program passed as Pulumi secrets; their
+    # values appear unwrapped in `inputs`.
+    secret_paths: list[str] = field(default_factory=list)
 
     @property
     def kind(self) -> str | None:
@@ -103,6 +107,8 @@ class PlatformMocks(pulumi.runtime.Mocks):
             state.setdefault("arn", f"arn:aws:{typ.split(':')[1].split('/')[0]}:us-west-2:123456789012:{name}")
         if typ == "aws:s3/bucket:Bucket":
             state.setdefault("bucket", name)
+        if typ == "aws:amp/workspace:Workspace":
+            state.setdefault("prometheusEndpoint", f"https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-{name}/")
         if typ == "aws:sqs/queue:Queue":
             state.setdefault("name", name)
             state.setdefault("url", f"https://sqs.us-west-2.amazonaws.com/123456789012/{name}")
@@ -112,6 +118,10 @@ class PlatformMocks(pulumi.runtime.Mocks):
             metadata = dict(state.get("metadata") or {})
             metadata.setdefault("name", name)
             state["metadata"] = metadata
+        if typ == "random:index/randomPassword:RandomPassword":
+            state.setdefault("result", f"{name}-not-a-real-password")
+        if typ == "kubernetes:core/v1:Service" and (state.get("spec") or {}).get("type") == "LoadBalancer":
+            state["status"] = {"loadBalancer": {"ingress": [{"hostname": f"{name}.elb.us-west-2.amazonaws.com"}]}}
         return _fake_id(args), state
 
     def call(self, args: pulumi_mocks.MockCallArgs) -> dict[str, Any]:
@@ -160,11 +170,25 @@ class CapturingMonitor(pulumi_mocks.MockMonitor):
     def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
-            inputs = pulumi.runtime.rpc.deserialize_properties(request.object)
+            secret_paths: list[str] = []
+            inputs = _reveal(pulumi.runtime.rpc.deserialize_properties(request.object), "", secret_paths)
             self.captured.append(
-                Captured(request.type, request.name, inputs, response.urn, request.parent, bool(request.custom))
+                Captured(request.type, request.name, inputs, response.urn, request.parent, bool(request.custom),
+                         secret_paths)
             )
         return response
+
+
+def _reveal(value: Any, path: str, secret_paths: list[str]) -> Any:
+    """Unwrap Pulumi secret markers, recording where they were."""
+    if isinstance(value, dict):
+        if value.get(SPECIAL_SIG_KEY) == SECRET_SIG:
+            secret_paths.append(path)
+            return _reveal(value.get("value"), path, secret_paths)
+        return {k: _reveal(v, f"{path}.{k}" if path else k, secret_paths) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_reveal(v, f"{path}[{i}]", secret_paths) for i, v in enumerate(value)]
+    return value
 
 
 def stack_config(stack: str) -> dict[str, str]:

@@ -256,7 +256,7 @@ def karpenter() -> StackRun:
 
 
 def test_karpenter_provisioner_installs_the_pinned_chart(karpenter: StackRun) -> None:
-    (release,) = karpenter.of_type("kubernetes:helm.sh/v3:Release")
+    (release,) = [r for r in karpenter.of_type("kubernetes:helm.sh/v3:Release") if "karpenter" in r.inputs["chart"]]
     assert release.inputs["chart"] == "oci://public.ecr.aws/karpenter/karpenter"
     assert release.inputs["version"] == "1.14.1"
     assert release.inputs["values"]["settings"]["interruptionQueue"]

@@ -20,12 +20,13 @@ from .base import Section
 from .capacity_planning import CapacityPlanningSettings
 from .cluster import ClusterSettings
 from .errors import NAMESPACE, SettingsError, key_path, problems_of
+from .gateway import GatewaySettings, gateway_problems
 from .gpu_capacity import GpuCapacitySettings
 from .model_store import ModelStoreSettings
 from .models import ModelSettings
 from .network import NetworkSettings
 from .observability import ObservabilitySettings
-from .serving import ServingSettings
+from .serving import ServingSettings, gpu_fit_problems
 
 __all__ = ["StackSettings", "SettingsError", "parse", "load", "load_stack_file", "NAMESPACE"]
 
@@ -41,6 +42,7 @@ class StackSettings(Section):
     gpu_capacity: GpuCapacitySettings = Field(default_factory=GpuCapacitySettings)
     model_store: ModelStoreSettings = Field(default_factory=ModelStoreSettings)
     serving: ServingSettings = Field(default_factory=ServingSettings)
+    gateway: GatewaySettings
     models: list[ModelSettings] = Field(min_length=1)
     # Raw `autoscaling` mapping: `default` plus per-model overrides; see `autoscaling_for`.
     autoscaling: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -100,6 +102,8 @@ def _cross_section_problems(s: StackSettings) -> list[str]:
                     f"({model.gpus_per_replica}) of model {model.name!r}, which may run there"
                 )
     problems += _autoscaling_problems(s, pools)
+    problems += gpu_fit_problems(s.models, s.gpu_capacity.pools)
+    problems += gateway_problems(s)
     problems += _window_problems(s)
     return problems
 

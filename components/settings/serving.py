@@ -1,20 +1,73 @@
-"""Serving settings: where predictors run."""
+"""Serving settings: where predictors run and how they start and stop."""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 from .base import Section
+from .errors import NAMESPACE
+
+_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+# The most GPUs one instance of each family carries (g5/g6/g6e.48xlarge, p5.48xlarge: 8;
+# gr6 and the fractional-GPU g6f sizes: at most 1). A replica's GPUs must fit on one node.
+MAX_GPUS_PER_INSTANCE = {
+    "g4dn": 8, "g5": 8, "g6": 8, "g6e": 8, "g6f": 1, "gr6": 1,
+    "p4d": 8, "p4de": 8, "p5": 8, "p5e": 8, "p5en": 8, "p6-b200": 8,
+}
+
+
+class StartupSettings(Section):
+    """The startup-probe budget: engine start plus weight load at a pessimistic read rate.
+
+    Deliberately slower than `capacityPlanning.startup` (the simulator's expected case): a
+    probe that gives up early restarts a replica that was about to become ready.
+    """
+
+    engine_init_seconds: int = Field(default=300, ge=30, le=3600)
+    min_weight_load_gib_per_second: float = Field(default=0.1, alias="minWeightLoadGiBPerSecond", gt=0)
 
 
 class ServingSettings(Section):
     namespace: str = "inference"
+    kserve_namespace: str = "kserve"
+    # Must cover the gateway's longest request plus `drainSeconds` (checked across sections).
+    termination_grace_period_seconds: int = Field(default=360, ge=30, le=3600)
+    # preStop waits this long before anything else, so endpoint removal reaches Envoy and
+    # kube-proxy before the engine stops taking requests.
+    drain_seconds: int = Field(default=15, ge=0, le=120)
+    # `karpenter.sh/do-not-disrupt` on predictor pods: consolidation never cuts live streams.
+    do_not_disrupt: bool = True
+    # /dev/shm (memory-backed, counted against the pod's memory limit) per GPU of a replica;
+    # tensor parallelism exchanges activations through it.
+    shm_gib_per_gpu: int = Field(default=2, alias="shmGiBPerGpu", ge=1, le=64)
+    startup: StartupSettings = Field(default_factory=StartupSettings)
 
-    @field_validator("namespace")
+    @field_validator("namespace", "kserve_namespace")
     @classmethod
     def _namespace(cls, value: str) -> str:
-        if not re.match(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", value):
+        if not _DNS_LABEL.match(value):
             raise ValueError("must be a Kubernetes namespace name (DNS label)")
         return value
+
+
+def gpu_fit_problems(models: list[Any], pools: list[Any]) -> list[str]:
+    """Every (model, pool) where no instance family of the pool has gpusPerReplica GPUs."""
+    problems: list[str] = []
+    by_name = {p.name: p for p in pools}
+    for i, model in enumerate(models):
+        for pool_name in model.pools:
+            pool = by_name.get(pool_name)
+            if pool is None:
+                continue  # reported by the unknown-pool rule
+            largest = max(MAX_GPUS_PER_INSTANCE.get(f, 0) for f in pool.instance_families)
+            if model.gpus_per_replica > largest:
+                problems.append(
+                    f"{NAMESPACE}:models[{i}].gpusPerReplica ({model.gpus_per_replica}) is more GPUs than any "
+                    f"instance of pool {pool_name!r} carries (families {list(pool.instance_families)}: at most "
+                    f"{largest}); one replica must fit on one node"
+                )
+    return problems

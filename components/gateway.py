@@ -1,0 +1,485 @@
+"""Gateway: Envoy Gateway + Envoy AI Gateway in front of every predictor.
+
+One OpenAI-compatible endpoint routes by model name to one AIServiceBackend + Backend per
+model. Every policy attaches to the Gateway itself, so it covers every route the Gateway
+serves (the AIGatewayRoute and the HTTPRoute the AI gateway generates from it alike):
+- SecurityPolicy: API key per client (`Authorization: Bearer <key>`), client id forwarded,
+  key stripped before the backend;
+- BackendTrafficPolicy: per-client request rate and token budget (global, Redis-backed);
+- ClientTrafficPolicy: connection and stream timeouts, buffer limit.
+
+The object builders are pure functions, so tests and policies read exactly what is applied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pulumi_random as random
+
+from .naming import type_token
+from .settings.gateway import ClientSettings, GatewaySettings
+from .settings.models import ModelSettings
+
+ENVOY_GATEWAY_CHART = "oci://docker.io/envoyproxy/gateway-helm"
+ENVOY_GATEWAY_VERSION = "v1.9.0"
+ENVOY_GATEWAY_NAMESPACE = "envoy-gateway-system"
+AI_GATEWAY_CRDS_CHART = "oci://docker.io/envoyproxy/ai-gateway-crds-helm"
+AI_GATEWAY_CHART = "oci://docker.io/envoyproxy/ai-gateway-helm"
+AI_GATEWAY_VERSION = "v1.1.0"
+AI_GATEWAY_NAMESPACE = "envoy-ai-gateway-system"
+CONTROLLER_NAME = "gateway.envoyproxy.io/gatewayclass-controller"
+
+GATEWAY_API = "gateway.networking.k8s.io"
+ENVOY_API = "gateway.envoyproxy.io"
+AI_API = "aigateway.envoyproxy.io/v1beta1"
+
+GATEWAY_NAME = "inference"
+ENVOY_PROXY_NAME = "inference-proxy"
+ROUTE_NAME = "inference"
+API_KEYS_SECRET = "client-api-keys"
+# Above 1023, so Envoy listens on the same port without privileges (no port shifting).
+LISTENER_PORT = 8080
+# The AI gateway puts the request body's `model` here before route selection.
+MODEL_HEADER = "x-ai-eg-model"
+# Set by API-key auth to the authenticated client's id; it keys the rate limits.
+CLIENT_ID_HEADER = "x-client-id"
+# Where the AI gateway records each response's token counts (Envoy dynamic metadata).
+COST_NAMESPACE = "io.envoy.ai_gateway"
+COSTS = {"llm_input_token": "InputToken", "llm_output_token": "OutputToken", "llm_total_token": "TotalToken"}
+TOKEN_BUDGET_KEY = "llm_total_token"
+REDIS_NAME = "ratelimit-redis"
+REDIS_PORT = 6379
+ZONE = "topology.kubernetes.io/zone"
+
+
+def _ref(kind: str, name: str, group: str = GATEWAY_API) -> dict[str, str]:
+    return {"group": group, "kind": kind, "name": name}
+
+
+def gateway_ref() -> dict[str, str]:
+    return _ref("Gateway", GATEWAY_NAME)
+
+
+def zone_spread(labels: dict[str, str], strict: bool) -> list[dict[str, Any]]:
+    return [{
+        "maxSkew": 1,
+        "topologyKey": ZONE,
+        "whenUnsatisfiable": "DoNotSchedule" if strict else "ScheduleAnyway",
+        "labelSelector": {"matchLabels": labels},
+    }]
+
+
+def redis_url(gw: GatewaySettings) -> str:
+    return f"{REDIS_NAME}.{gw.namespace}.svc.cluster.local:{REDIS_PORT}"
+
+
+def envoy_gateway_values(gw: GatewaySettings) -> dict[str, Any]:
+    """Envoy Gateway as the AI gateway install requires: Backend API and EnvoyPatchPolicy on,
+    the AI gateway controller as extension server, global rate limiting on Redis."""
+    ha = gw.replicas > 1
+    return {
+        "deployment": {"replicas": 2 if ha else 1},
+        "config": {
+            "envoyGateway": {
+                "gateway": {"controllerName": CONTROLLER_NAME},
+                "logging": {"level": {"default": "info"}},
+                "provider": {
+                    "type": "Kubernetes",
+                    "kubernetes": {
+                        "rateLimitDeployment": {
+                            "replicas": gw.rate_limit.service_replicas,
+                            "pod": {"topologySpreadConstraints": zone_spread(
+                                {"app.kubernetes.io/name": "envoy-ratelimit"}, strict=False)},
+                        }
+                    },
+                },
+                "extensionApis": {"enableEnvoyPatchPolicy": True, "enableBackend": True},
+                "extensionManager": {
+                    "hooks": {
+                        "xdsTranslator": {
+                            "translation": {kind: {"includeAll": True} for kind in ("listener", "route", "cluster", "secret")},
+                            "post": ["Translation", "Cluster", "Route"],
+                        }
+                    },
+                    "service": {"fqdn": {"hostname": f"ai-gateway-controller.{AI_GATEWAY_NAMESPACE}.svc.cluster.local",
+                                         "port": 1063}},
+                },
+                "rateLimit": {
+                    "backend": {"type": "Redis", "redis": {"url": redis_url(gw)}},
+                    # See RateLimitSettings.fail_closed: prod fails open (Redis is one replica).
+                    "failClosed": gw.rate_limit.fail_closed,
+                },
+            }
+        },
+    }
+
+
+def ai_gateway_values(gw: GatewaySettings) -> dict[str, Any]:
+    return {"controller": {"replicaCount": 2 if gw.replicas > 1 else 1, "leaderElection": {"enabled": True}}}
+
+
+def envoy_proxy(gw: GatewaySettings) -> dict[str, Any]:
+    """The data plane: replicas spread over zones, a PDB when there is more than one, and a
+    drain long enough for the longest request before an Envoy pod exits."""
+    ha = gw.replicas > 1
+    drain = gw.timeouts.request_seconds + 15
+    kubernetes: dict[str, Any] = {
+        "envoyDeployment": {
+            "replicas": gw.replicas,
+            "pod": {"topologySpreadConstraints": zone_spread(
+                {"gateway.envoyproxy.io/owning-gateway-name": GATEWAY_NAME}, strict=ha)},
+        },
+        # The NLB is a Service of this program (see `load_balancer_service`), so its hostname
+        # is a stack output; Envoy Gateway's own Service stays cluster-internal.
+        "envoyService": {"type": "ClusterIP"},
+    }
+    if ha:
+        kubernetes["envoyPDB"] = {"minAvailable": gw.replicas - 1}
+    return {
+        "apiVersion": f"{ENVOY_API}/v1alpha1",
+        "kind": "EnvoyProxy",
+        "metadata": {"name": ENVOY_PROXY_NAME, "namespace": gw.namespace},
+        "spec": {
+            "provider": {"type": "Kubernetes", "kubernetes": kubernetes},
+            "shutdown": {"drainTimeout": f"{drain}s", "minDrainDuration": "15s"},
+        },
+    }
+
+
+def gateway_class() -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GATEWAY_API}/v1",
+        "kind": "GatewayClass",
+        "metadata": {"name": GATEWAY_NAME},
+        "spec": {"controllerName": CONTROLLER_NAME},
+    }
+
+
+def gateway(gw: GatewaySettings) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GATEWAY_API}/v1",
+        "kind": "Gateway",
+        "metadata": {"name": GATEWAY_NAME, "namespace": gw.namespace},
+        "spec": {
+            "gatewayClassName": GATEWAY_NAME,
+            # Only routes in this namespace (the platform's) may attach.
+            "listeners": [{"name": "http", "protocol": "HTTP", "port": LISTENER_PORT,
+                           "allowedRoutes": {"namespaces": {"from": "Same"}}}],
+            "infrastructure": {"parametersRef": _ref("EnvoyProxy", ENVOY_PROXY_NAME, ENVOY_API)},
+        },
+    }
+
+
+def envoy_pod_selector(gw: GatewaySettings) -> dict[str, str]:
+    """Labels Envoy Gateway puts on the proxy pods of this Gateway."""
+    return {
+        "app.kubernetes.io/name": "envoy",
+        "app.kubernetes.io/component": "proxy",
+        "gateway.envoyproxy.io/owning-gateway-name": GATEWAY_NAME,
+        "gateway.envoyproxy.io/owning-gateway-namespace": gw.namespace,
+    }
+
+
+def load_balancer_service(gw: GatewaySettings, auto_mode: bool) -> dict[str, Any]:
+    """The NLB in front of the Envoy pods (IP targets, cross-zone), TLS on 443 when an ACM
+    certificate is configured. Auto Mode provisions it itself; otherwise the AWS Load Balancer
+    Controller must be installed."""
+    prefix = "service.beta.kubernetes.io/aws-load-balancer"
+    annotations = {
+        f"{prefix}-scheme": gw.scheme,
+        f"{prefix}-nlb-target-type": "ip",
+        f"{prefix}-attributes": "load_balancing.cross_zone.enabled=true",
+    }
+    port = 80
+    if gw.tls_certificate_arn:
+        annotations |= {f"{prefix}-ssl-cert": gw.tls_certificate_arn, f"{prefix}-ssl-ports": "443"}
+        port = 443
+    spec: dict[str, Any] = {
+        "type": "LoadBalancer",
+        "loadBalancerClass": "eks.amazonaws.com/nlb" if auto_mode else "service.k8s.aws/nlb",
+        "selector": envoy_pod_selector(gw),
+        "ports": [{"name": gw.url_scheme, "port": port, "targetPort": LISTENER_PORT, "protocol": "TCP"}],
+    }
+    if gw.source_ranges:
+        spec["loadBalancerSourceRanges"] = list(gw.source_ranges)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": f"{GATEWAY_NAME}-gateway", "namespace": ENVOY_GATEWAY_NAMESPACE,
+                     "annotations": annotations},
+        "spec": spec,
+    }
+
+
+def backend_name(model: ModelSettings) -> str:
+    return model.name
+
+
+def backend(model: ModelSettings, gw: GatewaySettings, service_host: str, service_port: int) -> dict[str, Any]:
+    """The predictor Service as an Envoy Gateway Backend."""
+    return {
+        "apiVersion": f"{ENVOY_API}/v1alpha1",
+        "kind": "Backend",
+        "metadata": {"name": backend_name(model), "namespace": gw.namespace},
+        "spec": {"endpoints": [{"fqdn": {"hostname": service_host, "port": service_port}}]},
+    }
+
+
+def ai_service_backend(model: ModelSettings, gw: GatewaySettings) -> dict[str, Any]:
+    return {
+        "apiVersion": AI_API,
+        "kind": "AIServiceBackend",
+        "metadata": {"name": backend_name(model), "namespace": gw.namespace},
+        "spec": {"schema": {"name": "OpenAI"}, "backendRef": _ref("Backend", backend_name(model), ENVOY_API)},
+    }
+
+
+def route_rule(model: ModelSettings, gw: GatewaySettings) -> dict[str, Any]:
+    t = gw.timeouts
+    return {
+        "name": model.name,
+        "matches": [{"headers": [{"type": "Exact", "name": MODEL_HEADER, "value": model.name}]}],
+        "backendRefs": [{"name": backend_name(model)}],
+        # The request deadline the predictors' grace period is sized for.
+        "timeouts": {"request": f"{t.request_seconds}s"},
+        "streamIdleTimeout": f"{t.stream_idle_seconds}s",
+    }
+
+
+def ai_gateway_route(models: list[ModelSettings], gw: GatewaySettings) -> dict[str, Any]:
+    return {
+        "apiVersion": AI_API,
+        "kind": "AIGatewayRoute",
+        "metadata": {"name": ROUTE_NAME, "namespace": gw.namespace},
+        "spec": {
+            "parentRefs": [gateway_ref()],
+            "rules": [route_rule(m, gw) for m in models],
+            # Token counts of every response, as dynamic metadata the rate limiter charges.
+            "llmRequestCosts": [{"metadataKey": key, "type": kind} for key, kind in COSTS.items()],
+        },
+    }
+
+
+def security_policy(gw: GatewaySettings) -> dict[str, Any]:
+    """API-key auth on the Gateway: every route on it, whatever its name, requires a key."""
+    return {
+        "apiVersion": f"{ENVOY_API}/v1alpha1",
+        "kind": "SecurityPolicy",
+        "metadata": {"name": "client-api-keys", "namespace": gw.namespace},
+        "spec": {
+            "targetRefs": [gateway_ref()],
+            "apiKeyAuth": {
+                "credentialRefs": [{"group": "", "kind": "Secret", "name": API_KEYS_SECRET}],
+                # OpenAI SDKs send `Authorization: Bearer <key>`; Envoy strips the `Bearer ` prefix.
+                "extractFrom": [{"headers": ["authorization"]}],
+                "forwardClientIDHeader": CLIENT_ID_HEADER,
+                "sanitize": True,
+            },
+        },
+    }
+
+
+def _client_selector(client: ClientSettings) -> list[dict[str, Any]]:
+    return [{"headers": [{"name": CLIENT_ID_HEADER, "type": "Exact", "value": client.name}]}]
+
+
+def rate_limit_rules(client: ClientSettings) -> list[dict[str, Any]]:
+    """Two shared buckets per client, across every model: requests per window, and total
+    tokens per window (checked before a request, charged with its token count after it)."""
+    requests = {
+        "clientSelectors": _client_selector(client),
+        "limit": {"requests": client.requests.limit, "unit": client.requests.unit},
+        "shared": True,
+    }
+    tokens = {
+        "clientSelectors": _client_selector(client),
+        "limit": {"requests": client.tokens.limit, "unit": client.tokens.unit},
+        "cost": {
+            "request": {"from": "Number", "number": 0},
+            "response": {"from": "Metadata", "metadata": {"namespace": COST_NAMESPACE, "key": TOKEN_BUDGET_KEY}},
+        },
+        "shared": True,
+    }
+    return [requests, tokens]
+
+
+def backend_traffic_policy(gw: GatewaySettings) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{ENVOY_API}/v1alpha1",
+        "kind": "BackendTrafficPolicy",
+        "metadata": {"name": "client-limits", "namespace": gw.namespace},
+        "spec": {
+            "targetRefs": [gateway_ref()],
+            "rateLimit": {
+                "type": "Global",
+                "global": {"rules": [rule for c in gw.clients for rule in rate_limit_rules(c)]},
+            },
+        },
+    }
+
+
+def client_traffic_policy(gw: GatewaySettings) -> dict[str, Any]:
+    t = gw.timeouts
+    return {
+        "apiVersion": f"{ENVOY_API}/v1alpha1",
+        "kind": "ClientTrafficPolicy",
+        "metadata": {"name": "client-connections", "namespace": gw.namespace},
+        "spec": {
+            "targetRefs": [gateway_ref()],
+            "timeout": {"http": {"idleTimeout": f"{t.connection_idle_seconds}s",
+                                 "streamIdleTimeout": f"{t.stream_idle_seconds}s"}},
+            "connection": {"bufferLimit": gw.buffer_limit},
+        },
+    }
+
+
+def redis_labels() -> dict[str, str]:
+    return {"app.kubernetes.io/name": REDIS_NAME}
+
+
+def redis_deployment(gw: GatewaySettings) -> dict[str, Any]:
+    """Rate-limit counters only: no persistence (a restart resets the windows), bounded memory.
+    One replica; the rate-limit filter fails open without it (see RateLimitSettings)."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": REDIS_NAME, "namespace": gw.namespace, "labels": redis_labels()},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": redis_labels()},
+            "template": {
+                "metadata": {"labels": redis_labels()},
+                "spec": {
+                    "automountServiceAccountToken": False,
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": 999, "runAsGroup": 999,
+                                        "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [{
+                        "name": "redis",
+                        "image": gw.rate_limit.redis_image,
+                        "args": ["--save", "", "--appendonly", "no", "--maxmemory", "200mb",
+                                 "--maxmemory-policy", "volatile-ttl"],
+                        "ports": [{"name": "redis", "containerPort": REDIS_PORT, "protocol": "TCP"}],
+                        "readinessProbe": {"exec": {"command": ["redis-cli", "ping"]}, "periodSeconds": 5},
+                        "livenessProbe": {"tcpSocket": {"port": "redis"}, "periodSeconds": 10},
+                        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
+                                      "limits": {"memory": "256Mi"}},
+                        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                            "capabilities": {"drop": ["ALL"]}},
+                        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                    }],
+                    "volumes": [{"name": "data", "emptyDir": {}}],
+                },
+            },
+        },
+    }
+
+
+def redis_service(gw: GatewaySettings) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": REDIS_NAME, "namespace": gw.namespace, "labels": redis_labels()},
+        "spec": {"selector": redis_labels(),
+                 "ports": [{"name": "redis", "port": REDIS_PORT, "targetPort": "redis", "protocol": "TCP"}]},
+    }
+
+
+@dataclass(frozen=True)
+class GatewayArgs:
+    settings: GatewaySettings
+    models: list[ModelSettings]
+    # Model name -> the predictor Service's cluster DNS name (from Serving).
+    service_hosts: dict[str, str]
+    service_port: int
+    auto_mode: bool
+    provider: k8s.Provider
+    depends_on: list[pulumi.Resource]
+
+
+class Gateway(pulumi.ComponentResource):
+    hostname: pulumi.Output[str]
+    endpoint_url: pulumi.Output[str]
+    api_keys: pulumi.Output[dict[str, str]]
+
+    def __init__(self, name: str, args: GatewayArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(type_token("gateway", "Gateway"), name, None, opts)
+        gw = args.settings
+        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
+
+        def after(*deps: pulumi.Resource) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=list(deps)))
+
+        def apply(logical: str, obj: dict[str, Any], *deps: pulumi.Resource) -> pulumi.CustomResource:
+            return k8s.apiextensions.CustomResource(
+                f"{name}-{logical}", api_version=obj["apiVersion"], kind=obj["kind"],
+                metadata=obj["metadata"], spec=obj["spec"], opts=after(*deps),
+            )
+
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-ns", metadata={"name": gw.namespace, "labels": {"app.kubernetes.io/part-of": "inference-platform"}},
+            opts=k8s_opts,
+        )
+        redis = redis_deployment(gw)
+        k8s.apps.v1.Deployment(f"{name}-redis", metadata=redis["metadata"], spec=redis["spec"], opts=after(namespace))
+        redis_svc = redis_service(gw)
+        k8s.core.v1.Service(f"{name}-redis", metadata=redis_svc["metadata"], spec=redis_svc["spec"],
+                            opts=after(namespace))
+
+        envoy_gateway = k8s.helm.v3.Release(
+            f"{name}-envoy-gateway", chart=ENVOY_GATEWAY_CHART, version=ENVOY_GATEWAY_VERSION,
+            namespace=ENVOY_GATEWAY_NAMESPACE, create_namespace=True, values=envoy_gateway_values(gw),
+            atomic=True, opts=k8s_opts,
+        )
+        ai_crds = k8s.helm.v3.Release(
+            f"{name}-ai-gateway-crds", chart=AI_GATEWAY_CRDS_CHART, version=AI_GATEWAY_VERSION,
+            namespace=AI_GATEWAY_NAMESPACE, create_namespace=True, opts=k8s_opts,
+        )
+        ai_gateway = k8s.helm.v3.Release(
+            f"{name}-ai-gateway", chart=AI_GATEWAY_CHART, version=AI_GATEWAY_VERSION,
+            namespace=AI_GATEWAY_NAMESPACE, create_namespace=True, values=ai_gateway_values(gw),
+            atomic=True, opts=after(ai_crds, envoy_gateway),
+        )
+        installed = (namespace, envoy_gateway, ai_gateway)
+
+        keys = {
+            c.name: random.RandomPassword(f"{name}-{c.name}-key", length=48, special=False,
+                                          opts=pulumi.ResourceOptions(parent=self))
+            for c in gw.clients
+        }
+        # apiKeyAuth reads one entry per client: key = client id, value = its API key.
+        secret = k8s.core.v1.Secret(
+            f"{name}-api-keys",
+            metadata={"name": API_KEYS_SECRET, "namespace": gw.namespace},
+            type="Opaque",
+            string_data={client: pulumi.Output.secret(key.result) for client, key in keys.items()},
+            opts=after(namespace),
+        )
+
+        apply("class", gateway_class(), envoy_gateway)
+        proxy = apply("proxy", envoy_proxy(gw), *installed)
+        gw_obj = apply("gateway", gateway(gw), proxy, *installed)
+        for model in args.models:
+            apply(f"{model.name}-backend",
+                  backend(model, gw, args.service_hosts[model.name], args.service_port), *installed)
+            apply(f"{model.name}-ai-backend", ai_service_backend(model, gw), *installed)
+        apply("route", ai_gateway_route(args.models, gw), gw_obj, *installed, *args.depends_on)
+        apply("auth", security_policy(gw), gw_obj, secret)
+        apply("limits", backend_traffic_policy(gw), gw_obj)
+        apply("connections", client_traffic_policy(gw), gw_obj)
+
+        lb = load_balancer_service(gw, args.auto_mode)
+        nlb = k8s.core.v1.Service(f"{name}-nlb", metadata=lb["metadata"], spec=lb["spec"], opts=after(gw_obj))
+
+        self.hostname = nlb.status.apply(_ingress_hostname)
+        self.endpoint_url = self.hostname.apply(lambda host: f"{gw.url_scheme}://{host}/v1")
+        self.api_keys = pulumi.Output.secret(pulumi.Output.all(**{c: k.result for c, k in keys.items()}))
+        self.register_outputs({"hostname": self.hostname, "endpointUrl": self.endpoint_url, "apiKeys": self.api_keys})
+
+
+def _ingress_hostname(status: Any) -> str:
+    ingress = (status.load_balancer.ingress or []) if status and status.load_balancer else []
+    return ingress[0].hostname if ingress and ingress[0].hostname else ""

@@ -1,0 +1,325 @@
+"""Serving: KServe (Standard mode, external autoscaler) and one vLLM InferenceService per model.
+
+Each predictor runs the pinned vLLM OpenAI server against its model's read-only weights
+claim. The object builders are pure functions, so tests and policies read exactly what the
+program applies.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from . import predictor
+from .gpu_capacity import GPU_RESOURCE, GPU_TAINT, POOL_LABEL
+from .model_store import claim_name
+from .model_sync import manifest_wait_init_container
+from .naming import type_token
+from .settings.models import ModelSettings
+from .settings.serving import ServingSettings
+from .signals import Vllm
+
+CERT_MANAGER_CHART = "cert-manager"
+CERT_MANAGER_REPO = "https://charts.jetstack.io"
+CERT_MANAGER_VERSION = "v1.19.1"
+CERT_MANAGER_NAMESPACE = "cert-manager"
+KSERVE_CRD_CHART = "oci://ghcr.io/kserve/charts/kserve-crd"
+KSERVE_CHART = "oci://ghcr.io/kserve/charts/kserve-resources"
+KSERVE_VERSION = "v0.20.0"
+
+# KServe's Standard mode (RawDeployment is deprecated in v0.20) builds a plain Deployment and
+# Service; `external` leaves scaling to the KEDA ScaledObject of the autoscaling component.
+DEPLOYMENT_MODE = "Standard"
+AUTOSCALER_CLASS = "external"
+# KServe's predictor Service listens on 80 and forwards to the container port.
+SERVICE_PORT = 80
+MODEL_MOUNT = "/mnt/models"
+WEIGHTS_VOLUME = "model-weights"
+CONTAINER = "kserve-container"
+PROBE_PATH = "/health"
+STARTUP_PERIOD_SECONDS = 10
+
+
+def kserve_values(serving: ServingSettings) -> dict[str, Any]:
+    return {
+        "kserve": {
+            "controller": {
+                "deploymentMode": DEPLOYMENT_MODE,
+                # The AI gateway is the only way in; KServe creates no Ingress or HTTPRoute.
+                "gateway": {"disableIngressCreation": True},
+            }
+        }
+    }
+
+
+def startup_budget_seconds(model: ModelSettings, serving: ServingSettings) -> int:
+    """Weight load at the pessimistic read rate plus engine start (profiling, KV cache, CUDA graphs)."""
+    load = model.size_gib / serving.startup.min_weight_load_gib_per_second
+    return math.ceil(load + serving.startup.engine_init_seconds)
+
+
+def shm_size(model: ModelSettings, serving: ServingSettings) -> str:
+    return f"{serving.shm_gib_per_gpu * model.gpus_per_replica}Gi"
+
+
+def vllm_args(model: ModelSettings) -> list[str]:
+    engine = model.engine
+    return [
+        MODEL_MOUNT,
+        f"--served-model-name={model.name}",
+        f"--port={predictor.PORT}",
+        f"--tensor-parallel-size={model.gpus_per_replica}",
+        f"--max-model-len={engine.max_model_len}",
+        f"--gpu-memory-utilization={engine.gpu_memory_utilization}",
+        f"--max-num-seqs={engine.max_num_seqs}",
+        f"--max-num-batched-tokens={engine.max_num_batched_tokens}",
+        *engine.extra_args,
+    ]
+
+
+# preStop: wait for endpoint removal to reach every Envoy, then until the engine has no
+# running or queued request. The kubelet sends SIGTERM only after this returns, and kills at
+# the grace period, which covers the gateway's request deadline (checked by the settings).
+_DRAIN_SCRIPT = """\
+import sys, time, urllib.request
+time.sleep(int(sys.argv[1]))
+while True:
+    try:
+        body = urllib.request.urlopen("http://127.0.0.1:%s%s", timeout=2).read().decode()
+    except Exception:
+        break
+    busy = sum(float(line.rsplit(" ", 1)[-1]) for line in body.splitlines()
+               if line.startswith(("%s{", "%s{")))
+    if busy == 0:
+        break
+    time.sleep(2)
+""" % (predictor.PORT, predictor.METRICS_PATH, Vllm.REQUESTS_RUNNING, Vllm.REQUESTS_WAITING)
+
+
+def pre_stop(serving: ServingSettings) -> dict[str, Any]:
+    return {"exec": {"command": ["python3", "-c", _DRAIN_SCRIPT, str(serving.drain_seconds)]}}
+
+
+def probes(model: ModelSettings, serving: ServingSettings) -> dict[str, Any]:
+    check = {"path": PROBE_PATH, "port": predictor.PORT_NAME}
+    budget = startup_budget_seconds(model, serving)
+    return {
+        # Liveness and readiness start only after /health first answers within this budget.
+        "startupProbe": {
+            "httpGet": check,
+            "periodSeconds": STARTUP_PERIOD_SECONDS,
+            "timeoutSeconds": 5,
+            "failureThreshold": math.ceil(budget / STARTUP_PERIOD_SECONDS),
+        },
+        "readinessProbe": {"httpGet": check, "periodSeconds": 5, "timeoutSeconds": 3, "failureThreshold": 3},
+        # Generous: a busy engine answers /health late; a restart costs minutes of weight loading.
+        "livenessProbe": {"httpGet": check, "periodSeconds": 15, "timeoutSeconds": 10, "failureThreshold": 4},
+    }
+
+
+def service_account_name(model: ModelSettings) -> str:
+    return f"{predictor.inference_service_name(model)}-predictor"
+
+
+def pod_labels(model: ModelSettings) -> dict[str, str]:
+    return {predictor.MODEL_LABEL: model.name}
+
+
+def container(model: ModelSettings, serving: ServingSettings) -> dict[str, Any]:
+    gpus = str(model.gpus_per_replica)
+    res = model.resources
+    return {
+        "name": CONTAINER,
+        "image": model.image,
+        "command": ["vllm", "serve"],
+        "args": vllm_args(model),
+        # Weights come only from the mounted, verified revision; never from the Hub.
+        "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}, {"name": "VLLM_NO_USAGE_STATS", "value": "1"}],
+        "ports": [{"name": predictor.PORT_NAME, "containerPort": predictor.PORT, "protocol": "TCP"}],
+        # Requests == limits for GPUs: a GPU is never shared or overcommitted.
+        "resources": {
+            "requests": {"cpu": res.requests.cpu, "memory": res.requests.memory, GPU_RESOURCE: gpus},
+            "limits": {"cpu": res.limits.cpu, "memory": res.limits.memory, GPU_RESOURCE: gpus},
+        },
+        **probes(model, serving),
+        "lifecycle": {"preStop": pre_stop(serving)},
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [
+            {"name": WEIGHTS_VOLUME, "mountPath": MODEL_MOUNT, "readOnly": True},
+            {"name": "dshm", "mountPath": "/dev/shm"},
+        ],
+    }
+
+
+def inference_service(
+    model: ModelSettings, serving: ServingSettings, min_replicas: int, max_replicas: int
+) -> dict[str, Any]:
+    """The whole `serving.kserve.io/v1beta1` InferenceService of one model."""
+    annotations = {"karpenter.sh/do-not-disrupt": "true"} if serving.do_not_disrupt else {}
+    spec = {
+        "minReplicas": min_replicas,
+        "maxReplicas": max_replicas,
+        "labels": pod_labels(model),
+        "annotations": annotations,
+        "serviceAccountName": service_account_name(model),
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": serving.termination_grace_period_seconds,
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": POOL_LABEL, "operator": "In", "values": list(model.pools)}]}
+                    ]
+                }
+            }
+        },
+        "tolerations": [{"key": GPU_TAINT["key"], "operator": "Equal", "value": GPU_TAINT["value"],
+                         "effect": GPU_TAINT["effect"]}],
+        # Prefer replicas in different zones, but never leave one pending for it.
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": {predictor.ISVC_LABEL: predictor.inference_service_name(model)}},
+            }
+        ],
+        "initContainers": [manifest_wait_init_container(model, MODEL_MOUNT, volume_name=WEIGHTS_VOLUME)],
+        "containers": [container(model, serving)],
+        "volumes": [
+            {"name": WEIGHTS_VOLUME, "persistentVolumeClaim": {"claimName": claim_name(model), "readOnly": True}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size(model, serving)}},
+        ],
+    }
+    if not annotations:
+        del spec["annotations"]
+    return {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {
+            "name": predictor.inference_service_name(model),
+            "namespace": serving.namespace,
+            "labels": pod_labels(model),
+            "annotations": {
+                "serving.kserve.io/deploymentMode": DEPLOYMENT_MODE,
+                "serving.kserve.io/autoscalerClass": AUTOSCALER_CLASS,
+            },
+        },
+        "spec": {"predictor": spec},
+    }
+
+
+def pod_disruption_budget(model: ModelSettings, serving: ServingSettings) -> dict[str, Any]:
+    """Voluntary evictions (node drains, consolidation) take one replica at a time."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": predictor.deployment_name(model), "namespace": serving.namespace,
+                     "labels": pod_labels(model)},
+        "spec": {
+            "maxUnavailable": 1,
+            "selector": {"matchLabels": {predictor.ISVC_LABEL: predictor.inference_service_name(model)}},
+        },
+    }
+
+
+def service_account(model: ModelSettings, serving: ServingSettings) -> dict[str, Any]:
+    """No IRSA annotation and no Pod Identity association: predictors hold no AWS permissions
+    (the weights arrive through the Mountpoint volume, whose driver has its own role)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": service_account_name(model), "namespace": serving.namespace,
+                     "labels": pod_labels(model)},
+        "automountServiceAccountToken": False,
+    }
+
+
+@dataclass(frozen=True)
+class ModelReplicas:
+    min: int
+    max: int
+
+
+@dataclass(frozen=True)
+class ServingArgs:
+    settings: ServingSettings
+    models: list[ModelSettings]
+    replicas: dict[str, ModelReplicas]
+    # The weights claims (ModelStore) and model-sync Jobs the predictors wait for.
+    depends_on: list[pulumi.Resource]
+    provider: k8s.Provider
+
+
+class Serving(pulumi.ComponentResource):
+    service_hosts: dict[str, str]
+
+    def __init__(self, name: str, args: ServingArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(type_token("serving", "Serving"), name, None, opts)
+        s = args.settings
+        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
+
+        cert_manager = k8s.helm.v3.Release(
+            f"{name}-cert-manager",
+            chart=CERT_MANAGER_CHART,
+            version=CERT_MANAGER_VERSION,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=CERT_MANAGER_REPO),
+            namespace=CERT_MANAGER_NAMESPACE,
+            create_namespace=True,
+            # KServe's webhook certificates are cert-manager Certificates.
+            values={"crds": {"enabled": True}},
+            atomic=True,
+            opts=k8s_opts,
+        )
+        crds = k8s.helm.v3.Release(
+            f"{name}-kserve-crd",
+            chart=KSERVE_CRD_CHART,
+            version=KSERVE_VERSION,
+            namespace=s.kserve_namespace,
+            create_namespace=True,
+            opts=k8s_opts,
+        )
+        kserve = k8s.helm.v3.Release(
+            f"{name}-kserve",
+            chart=KSERVE_CHART,
+            version=KSERVE_VERSION,
+            namespace=s.kserve_namespace,
+            create_namespace=True,
+            values=kserve_values(s),
+            atomic=True,
+            opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[cert_manager, crds])),
+        )
+
+        self.service_hosts = {}
+        for model in args.models:
+            replicas = args.replicas[model.name]
+            model_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
+            account = service_account(model, s)
+            sa = k8s.core.v1.ServiceAccount(
+                f"{name}-{model.name}",
+                metadata=account["metadata"],
+                automount_service_account_token=False,
+                opts=model_opts,
+            )
+            isvc = inference_service(model, s, replicas.min, replicas.max)
+            k8s.apiextensions.CustomResource(
+                f"{name}-{model.name}",
+                api_version=isvc["apiVersion"],
+                kind=isvc["kind"],
+                metadata=isvc["metadata"],
+                spec=isvc["spec"],
+                opts=pulumi.ResourceOptions.merge(
+                    model_opts, pulumi.ResourceOptions(depends_on=[kserve, sa, *args.depends_on])
+                ),
+            )
+            pdb = pod_disruption_budget(model, s)
+            k8s.policy.v1.PodDisruptionBudget(
+                f"{name}-{model.name}", metadata=pdb["metadata"], spec=pdb["spec"], opts=model_opts
+            )
+            self.service_hosts[model.name] = f"{predictor.service_name(model)}.{s.namespace}.svc.cluster.local"
+
+        self.register_outputs({"serviceHosts": self.service_hosts})
