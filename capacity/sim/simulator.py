@@ -282,6 +282,11 @@ class Simulation:
             if pod.phase == DRAINING and not pod.inflight:
                 self._release(pod, t)
 
+    @staticmethod
+    def _next_engine_event(pod: _Pod) -> float:
+        t = pod.engine.next_event_time()  # type: ignore[union-attr]
+        return math.inf if t is None else t
+
     def _arrive(self, rid: int, t: float) -> None:
         self._arrived_since_sync += 1
         if not self.ready:
@@ -377,16 +382,22 @@ class Simulation:
         next_scrape, next_sync, last_sync = 0.0, HPA_OFFSET_S, 0.0
         i = 0
         while True:
+            t_engine = math.inf
             if closed:
+                # Clients react to completions, so engines' own events must be visited.
                 t_arrival = self._clients[0] if self._clients and i < n else math.inf
+                t_engine = min((self._next_engine_event(p) for p in self.ready), default=math.inf)
             else:
                 t_arrival = float(arrivals[i]) if i < n else math.inf
             t_event = self.events[0][0] if self.events else math.inf
             t_tick = min(next_scrape, next_sync)
-            t = min(t_arrival, t_event, t_tick)
+            t = min(t_arrival, t_event, t_tick, t_engine)
             if t > stop or (i >= n and not any(p.inflight for p in self.pods)):
                 break
-            if t == t_event:
+            if t == t_engine and t < min(t_arrival, t_event, t_tick):
+                for pod in list(self.ready):
+                    self._advance(pod, t)
+            elif t == t_event:
                 _, _, kind, pod = heapq.heappop(self.events)
                 getattr(self, f"_on_{kind}")(pod, t)
             elif t == t_tick:
