@@ -139,9 +139,7 @@ def sync_model(cfg: SyncConfig, client: Any, stop: threading.Event | None = None
         log.warning("manifest lists objects that do not verify: %s; withdrawing it and repairing", ", ".join(broken))
         store.delete(cfg.manifest_key)
 
-    aborted = store.abort_stale_uploads(cfg.prefix + "/", cfg.stale_upload_age) if cfg.stale_upload_age else 0
-    if aborted:
-        log.info("aborted %d stale multipart uploads left by killed runs", aborted)
+    aborted = abort_stale_uploads(store, cfg)
     files = materialize(cfg)
     results = sync_files(store, cfg, files, listed, stop)
     manifest = build_manifest(cfg.model_id, cfg.revision, [r.entry for r in results])
@@ -159,6 +157,20 @@ def sync_model(cfg: SyncConfig, client: Any, stop: threading.Event | None = None
         stale_uploads_aborted=aborted,
         seconds=time.monotonic() - started,
     )
+
+
+def abort_stale_uploads(store: ObjectStore, cfg: SyncConfig) -> int:
+    """Best effort: the bucket's AbortIncompleteMultipartUpload lifecycle rule is the backstop."""
+    if not cfg.stale_upload_age:
+        return 0
+    try:
+        aborted = store.abort_stale_uploads(cfg.prefix + "/", cfg.stale_upload_age)
+    except SyncError as err:
+        log.warning("could not clean up multipart uploads of dead runs (%s); continuing", err)
+        return 0
+    if aborted:
+        log.info("aborted %d stale multipart uploads left by killed runs", aborted)
+    return aborted
 
 
 def load_manifest(store: ObjectStore, key: str, listed: dict[str, int]) -> Manifest | None:

@@ -302,3 +302,18 @@ def test_include_patterns_select_the_published_files(s3, bucket, make_config):
     report = sync_model(make_config(include=["*.json"]), s3)
 
     assert sorted(report.uploaded) == ["config.json", "tokenizer.json"]
+
+
+def test_a_writer_not_allowed_to_list_multipart_uploads_still_syncs(s3, bucket, make_config):
+    from datetime import timedelta
+
+    from botocore.exceptions import ClientError
+
+    def deny(**_: Any) -> None:
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "ListMultipartUploads")
+
+    s3.meta.events.register("before-call.s3.ListMultipartUploads", deny)
+
+    report = sync_model(make_config(stale_upload_age=timedelta(hours=1)), s3)
+
+    assert report.outcome == "published" and report.stale_uploads_aborted == 0
