@@ -13,6 +13,7 @@ import sys
 COMMANDS: dict[str, str] = {
     "model": "capacity.model_cmd",
     "serve": "capacity.mock.cli",
+    "load": "capacity.loadgen_cmd",
     "simulate": "capacity.sim.simulate_cmd",
     "compare": "capacity.sim.compare_cmd",
     "tune": "capacity.sim.tune_cmd",

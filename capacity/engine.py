@@ -98,6 +98,8 @@ class IterationStats:
     preemptions: int = 0
     # (seconds between consecutive tokens of one request, how many such gaps)
     inter_token_latencies: list[tuple[float, int]] = field(default_factory=list)
+    # (tokens computed in one engine step, how many such steps)
+    step_tokens: list[tuple[int, int]] = field(default_factory=list)
 
 
 class _Seq:
@@ -391,6 +393,7 @@ class ReplicaEngine:
         if self._record:
             self.stats.prompt_tokens += tokens
             self.stats.generation_tokens += b
+            self.stats.step_tokens.append((tokens + b, 1))
             if b:
                 self.stats.inter_token_latencies.append((dur, b))
         completed: list[_Seq] = []
@@ -442,6 +445,7 @@ class ReplicaEngine:
         self._clock += dur
         if self._record:
             self.stats.generation_tokens += b * k
+            self.stats.step_tokens.append((b, k))
             self.stats.inter_token_latencies.append((dur / k, b * k))
         self._pop_finished(self._clock, done)
         for s in self._decoding.values():

@@ -1,0 +1,99 @@
+"""Drive load at an OpenAI-compatible URL (closed loop, Poisson, or trace replay); write JSONL + summary."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from capacity.loadgen import LoadConfig, run_load, write_outputs
+
+
+def add_load_arguments(parser: argparse.ArgumentParser, *, sweep: bool = False) -> None:
+    """Options shared by `load` and `sweep`."""
+    parser.add_argument("--url", action="append", required=True,
+                        help="base URL (e.g. http://127.0.0.1:8000); repeat for round-robin over replicas")  # fmt: skip
+    parser.add_argument("--model", default=None, help="model name to request (default: the first in /v1/models)")
+    parser.add_argument("--api", choices=("completions", "chat"), default="completions")
+    parser.add_argument("--stream", action="store_true", help="streaming requests (measures TTFT and ITL)")
+    parser.add_argument("--api-key", default=None, help="sent as 'Authorization: Bearer KEY'")
+    parser.add_argument("--prompt-tokens", type=int, default=1024)
+    parser.add_argument("--output-tokens", type=int, default=128)
+    parser.add_argument("--warmup", type=float, default=30.0, help="seconds")
+    parser.add_argument("--duration", type=float, default=120.0, help="measured seconds")
+    parser.add_argument("--tokenizer", default=None, help="tokenizer.json (or its folder) for exact token counts")
+    parser.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, seconds")
+    parser.add_argument("--time-scale", type=float, default=1.0,
+                        help="model seconds per wall second (a mock's --speedup); times are in model seconds")  # fmt: skip
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-progress", action="store_true", help="no live progress bar")
+    if not sweep:
+        mode = parser.add_mutually_exclusive_group(required=True)
+        mode.add_argument("--concurrency", type=int, help="closed loop with this many requests in flight")
+        mode.add_argument("--rate", type=float, help="open loop, Poisson arrivals at this many requests/s")
+        mode.add_argument("--trace", type=Path, help="replay a CSV/JSONL trace (arrival offsets and lengths)")
+        parser.add_argument("--trace-speed", type=float, default=1.0, help="replay this many times faster")
+        parser.add_argument("--max-requests", type=int, default=None)
+        parser.add_argument("--out", type=Path, default=Path("out/load"), help="folder for requests.jsonl and summary.json")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_load_arguments(parser)
+
+
+def config_from_args(args: argparse.Namespace, **overrides: object) -> LoadConfig:
+    values = dict(
+        urls=tuple(args.url),
+        model=args.model,
+        api=args.api,
+        stream=args.stream,
+        api_key=args.api_key,
+        prompt_tokens=args.prompt_tokens,
+        output_tokens=args.output_tokens,
+        warmup_s=args.warmup,
+        duration_s=args.duration,
+        tokenizer=args.tokenizer,
+        timeout_s=args.timeout,
+        time_scale=args.time_scale,
+        seed=args.seed,
+    )
+    for key in ("concurrency", "rate", "trace", "trace_speed", "max_requests"):
+        if hasattr(args, key):
+            values[key] = getattr(args, key)
+    values.update(overrides)
+    return LoadConfig(**values)  # type: ignore[arg-type]
+
+
+@contextmanager
+def progress_bar(enabled: bool, label: str):  # noqa: ANN201 - yields a callback or None
+    """A rich progress bar fed by the load generator's ticks (none when disabled or not a TTY)."""
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
+                  TimeElapsedColumn(), transient=True) as bar:  # fmt: skip
+        task = bar.add_task(label, total=1.0, info="")
+
+        def update(state: dict) -> None:
+            p99 = state["recent_p99_s"]
+            info = f"{state['phase']}  done {state['completed']}  measured {state['measured_ok']}"
+            info += f"  p99 {p99:.2f}s" if p99 is not None else ""
+            bar.update(task, completed=min(1.0, state["now_s"] / state["end_s"]), info=info)
+
+        yield update
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    with progress_bar(not args.no_progress, f"load {config.mode}") as update:
+        result = asyncio.run(run_load(config, update))
+    write_outputs(result, args.out / "requests.jsonl", args.out / "summary.json")
+    s = result.summary
+    print(json.dumps({k: s[k] for k in ("successful", "successful_rps", "total_tokens_per_s", "latency_s", "ttft_s", "errors")}, indent=2))
+    print(f"wrote {args.out / 'requests.jsonl'} and {args.out / 'summary.json'}")
+    return 0 if s["successful"] else 1

@@ -1,0 +1,1 @@
+"""A metrics-faithful mock vLLM replica whose timing comes from the engine model."""

@@ -1,0 +1,49 @@
+"""Serve mock vLLM replicas (OpenAI API + vLLM metrics) on loopback, timed by an engine profile."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from capacity.engine import get_profile
+from capacity.mock.server import serve_replicas
+from capacity.profiles import DEFAULT_PROFILE, PROFILES
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=int, default=8000, help="first port; replica i listens on PORT+i")
+    parser.add_argument("--replicas", type=int, default=1)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--profile", default=DEFAULT_PROFILE, help=f"one of: {', '.join(sorted(PROFILES))}")
+    parser.add_argument("--speedup", type=float, default=1.0, help="model seconds per wall second")
+    parser.add_argument("--served-model-name", default=None, help="the model name clients send (default: the profile's)")
+    parser.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1 (like vLLM)")
+    parser.add_argument("--stream-interval", type=float, default=0.02, help="wall seconds between SSE chunks")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.replicas < 1:
+        raise ValueError(f"--replicas must be >= 1, got {args.replicas}")
+    profile = get_profile(args.profile)
+    ports = [args.port + i for i in range(args.replicas)]
+
+    async def main() -> None:
+        async with serve_replicas(
+            profile,
+            host=args.host,
+            ports=ports,
+            speedup=args.speedup,
+            served_model_name=args.served_model_name,
+            api_key=args.api_key,
+            stream_interval_s=args.stream_interval,
+        ) as replicas:
+            for r in replicas:
+                print(f"mock vLLM '{r.replica.model_name}' ({profile.name}, speedup {args.speedup:g}) on {args.host}:{r.port}",
+                      flush=True)  # fmt: skip
+            await asyncio.Event().wait()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
+    return 0

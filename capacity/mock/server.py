@@ -1,0 +1,451 @@
+"""Mock vLLM OpenAI-compatible server: real HTTP, vLLM's metrics, engine-model timing.
+
+Time: the engine runs in model seconds; with `speedup` X one model second passes in 1/X
+wall seconds. Everything the replica reports (histograms, usage) is in model seconds, so a
+sped-up replica looks like the real GPU it models; only wall-clock rates are X times higher.
+
+Streaming sends one SSE chunk per request per `stream_interval_s` (wall) carrying every token
+generated since the last chunk, like vLLM's API server coalescing under load. Each response
+ends with a `: engine-latency=<wall seconds>` SSE comment (streaming) or an
+`x-engine-latency` header so a load generator can measure its own overhead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from capacity.engine import EngineProfile, Finished, ReplicaEngine, Request
+from capacity.mock.metrics import VllmMetrics
+
+DEFAULT_MAX_TOKENS = 256  # used when a request sets no max_tokens (vLLM would use the context left)
+_WORD = " tok"
+
+
+@dataclass
+class _Pending:
+    request: Request
+    stream: bool
+    done: asyncio.Future[Finished]
+    generated: int = 0
+    first_token_time: float = -1.0
+    progress: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class MockReplica:
+    """One replica: an engine model driven in real time, plus its vLLM metrics."""
+
+    def __init__(
+        self,
+        profile: EngineProfile,
+        *,
+        speedup: float = 1.0,
+        served_model_name: str | None = None,
+        api_key: str | None = None,
+        stream_interval_s: float = 0.02,
+    ) -> None:
+        if speedup <= 0:
+            raise ValueError(f"speedup must be > 0, got {speedup}")
+        self.profile = profile
+        self.speedup = speedup
+        self.model_name = served_model_name or profile.served_model_name
+        self.api_key = api_key
+        self.stream_interval_s = stream_interval_s
+        self.engine = ReplicaEngine(profile, record_stats=True)
+        self.metrics = VllmMetrics(self.model_name, profile.max_model_len)
+        self.metrics.bind_gauges(self._running, self._waiting, self._kv)
+        self._pending: dict[int, _Pending] = {}
+        self._streams: dict[int, _Pending] = {}
+        self._ids = 0
+        self._t0 = time.monotonic()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = float("inf")
+
+    # --- clock -------------------------------------------------------------------------
+    def model_now(self) -> float:
+        return (time.monotonic() - self._t0) * self.speedup
+
+    def _wall(self, model_seconds: float) -> float:
+        return model_seconds / self.speedup
+
+    # --- engine driving --------------------------------------------------------------------
+    def submit(self, prompt_tokens: int, output_tokens: int, *, stream: bool, max_tokens: int | None) -> _Pending:
+        now = self.model_now()
+        self._sync(now)
+        self._ids += 1
+        request = Request(self._ids, now, prompt_tokens, output_tokens)
+        self.engine.submit(request, now)  # raises ValueError for requests the model cannot hold
+        pending = _Pending(request, stream, asyncio.get_running_loop().create_future())
+        self._pending[request.id] = pending
+        if stream:
+            self._streams[request.id] = pending
+        m = self.metrics
+        m.params_n.observe(1)
+        m.max_num_generation_tokens.observe(output_tokens)
+        if max_tokens is not None:
+            m.params_max_tokens.observe(max_tokens)
+        self._schedule()
+        return pending
+
+    def _sync(self, now: float | None = None) -> None:
+        now = self.model_now() if now is None else now
+        finished = self.engine.advance(now)
+        m = self.metrics
+        for request, t in self.engine.first_tokens():
+            m.ttft.observe(t - request.arrival)
+            pending = self._pending.get(request.id)
+            if pending is not None:
+                pending.first_token_time = t
+        stats = self.engine.drain_stats()
+        if stats.prompt_tokens:
+            m.prompt_tokens.inc(stats.prompt_tokens)
+        if stats.generation_tokens:
+            m.generation_tokens.inc(stats.generation_tokens)
+        if stats.preemptions:
+            m.preemptions.inc(stats.preemptions)
+        for seconds, count in stats.inter_token_latencies:
+            m.inter_token_latency.observe(seconds, count)
+        for tokens, count in stats.step_tokens:
+            m.iteration_tokens.observe(tokens, count)
+        for f in finished:
+            self._observe_finished(f)
+            pending = self._pending.pop(f.request.id, None)
+            if pending is None:
+                continue
+            pending.generated = f.request.output_tokens
+            self._streams.pop(f.request.id, None)
+            if not pending.done.done():
+                pending.done.set_result(f)
+            pending.progress.set()
+        if self._streams:
+            progress = self.engine.running_progress()
+            for rid, pending in self._streams.items():
+                n = progress.get(rid, 0)
+                if n > pending.generated:
+                    pending.generated = n
+                    pending.progress.set()
+
+    def _observe_finished(self, f: Finished) -> None:
+        m = self.metrics
+        r = f.request
+        m.request_success["length"].inc()
+        m.e2e_latency.observe(f.finish_time - r.arrival)
+        m.queue_time.observe(f.scheduled_time - r.arrival)
+        m.inference_time.observe(f.finish_time - f.scheduled_time)
+        m.prefill_time.observe(f.first_token_time - f.scheduled_time)
+        m.decode_time.observe(f.finish_time - f.first_token_time)
+        if r.output_tokens > 1:
+            m.request_time_per_output_token.observe((f.finish_time - f.first_token_time) / (r.output_tokens - 1))
+        m.request_prompt_tokens.observe(r.prompt_tokens)
+        m.request_generation_tokens.observe(r.output_tokens)
+
+    def _schedule(self) -> None:
+        """Arm one timer for the next engine event (or the next streaming tick)."""
+        loop = asyncio.get_running_loop()
+        nxt = self.engine.next_event_time()
+        at = float("inf") if nxt is None else self._t0 + self._wall(nxt)
+        if self._streams:
+            at = min(at, time.monotonic() + self.stream_interval_s)
+        if at == self._timer_at and self._timer is not None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = at
+        if at != float("inf"):
+            # loop.time() and time.monotonic() share a clock on every asyncio loop we use
+            self._timer = loop.call_at(max(at, loop.time()) + 1e-4, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = float("inf")
+        self._sync()
+        self._schedule()
+
+    def _running(self) -> float:
+        return self.engine.num_running
+
+    def _waiting(self) -> float:
+        return self.engine.num_waiting
+
+    def _kv(self) -> float:
+        return self.engine.kv_usage
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        for pending in self._pending.values():
+            if not pending.done.done():
+                pending.done.cancel()
+            pending.progress.set()
+
+    # --- HTTP -------------------------------------------------------------------------------
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._auth])
+        app.router.add_get("/health", self._health)
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/completions", self._completions)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.on_cleanup.append(self._on_cleanup)
+        return app
+
+    async def _on_cleanup(self, _app: web.Application) -> None:
+        self.close()
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler):  # noqa: ANN001, ANN202
+        # like vLLM's --api-key: only the /v1 API is protected
+        if self.api_key and request.path.startswith("/v1"):
+            if request.headers.get("Authorization") != f"Bearer {self.api_key}":
+                return web.json_response({"error": "Unauthorized"}, status=401)
+        return await handler(request)
+
+    async def _health(self, _request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def _metrics(self, _request: web.Request) -> web.Response:
+        self._sync()
+        body = generate_latest(self.metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _models(self, _request: web.Request) -> web.Response:
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.model_name,
+                        "object": "model",
+                        "created": int(time.time()),
+                        "owned_by": "vllm",
+                        "root": self.model_name,
+                        "parent": None,
+                        "max_model_len": self.profile.max_model_len,
+                    }
+                ],
+            }
+        )
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        body = await _json_body(request)
+        if isinstance(body, web.Response):
+            return body
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], int):
+            prompt_tokens = len(prompt)
+        elif isinstance(prompt, str):
+            prompt_tokens = count_words(prompt)
+        elif isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+            prompt_tokens = count_words(prompt[0])
+        else:
+            return _error(400, "'prompt' must be a string, a one-element list of strings, or a list of token ids")
+        return await self._serve(request, body, prompt_tokens, chat=False)
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        body = await _json_body(request)
+        if isinstance(body, web.Response):
+            return body
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return _error(400, "'messages' must be a non-empty list")
+        prompt_tokens = 0
+        for message in messages:
+            content = message.get("content") if isinstance(message, dict) else None
+            if isinstance(content, list):
+                content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+            prompt_tokens += count_words(content or "")
+        return await self._serve(request, body, max(prompt_tokens, 1), chat=True)
+
+    async def _serve(self, request: web.Request, body: dict, prompt_tokens: int, *, chat: bool) -> web.StreamResponse:
+        model = body.get("model")
+        if model != self.model_name:
+            return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
+        max_tokens = body.get("max_completion_tokens", body.get("max_tokens")) if chat else body.get("max_tokens")
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            return _error(400, f"max_tokens must be at least 1, got {max_tokens}.")
+        output_tokens = max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS
+        # The mock never emits EOS, so every request runs to max_tokens as if `ignore_eos` were set;
+        # without max_tokens it stops after DEFAULT_MAX_TOKENS with finish_reason "stop".
+        finish_reason = "length" if max_tokens is not None else "stop"
+        total = prompt_tokens + output_tokens
+        if total > self.profile.max_model_len:
+            return _error(
+                400,
+                f"This model's maximum context length is {self.profile.max_model_len} tokens. However, you "
+                f"requested {total} tokens ({prompt_tokens} in the messages, {output_tokens} in the completion). "
+                "Please reduce the length of the messages or completion.",
+            )
+        stream = bool(body.get("stream"))
+        try:
+            pending = self.submit(prompt_tokens, output_tokens, stream=stream, max_tokens=max_tokens)
+        except ValueError as error:
+            return _error(400, str(error))
+        kind = _Chat(self.model_name) if chat else _Text(self.model_name)
+        if stream:
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return await self._stream(request, pending, kind, finish_reason, include_usage)
+        finished = await pending.done
+        payload = kind.full(output_tokens, finish_reason, _usage(prompt_tokens, output_tokens))
+        latency = self._wall(finished.finish_time - finished.request.arrival)
+        return web.json_response(payload, headers={"x-engine-latency": f"{latency:.6f}"})
+
+    async def _stream(self, request: web.Request, pending: _Pending, kind: "_Text | _Chat", finish_reason: str,
+                      include_usage: bool) -> web.StreamResponse:  # fmt: skip
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        sent = 0
+        target = pending.request.output_tokens
+        opening = kind.opening()
+        if opening:
+            await response.write(_sse(opening))
+        while sent < target:
+            await pending.progress.wait()
+            pending.progress.clear()
+            n = min(pending.generated, target)
+            if n > sent:
+                last = n >= target
+                await response.write(_sse(kind.delta(n - sent, finish_reason if last else None)))
+                sent = n
+            elif pending.done.cancelled():
+                break
+        if include_usage:
+            await response.write(_sse(kind.usage_chunk(_usage(pending.request.prompt_tokens, target))))
+        if pending.done.done() and not pending.done.cancelled():
+            f = pending.done.result()
+            await response.write(f": engine-latency={self._wall(f.finish_time - f.request.arrival):.6f}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+
+def count_words(text: str) -> int:
+    """The mock's tokenizer: whitespace-separated words (what the load generator's prompts count)."""
+    return len(text.split())
+
+
+def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}  # fmt: skip
+
+
+def _sse(payload: dict) -> bytes:
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Response:
+    return web.json_response({"error": {"message": message, "type": kind, "param": None, "code": status}}, status=status)
+
+
+async def _json_body(request: web.Request) -> dict | web.Response:
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return _error(400, "request body must be JSON")
+    if not isinstance(body, dict):
+        return _error(400, "request body must be a JSON object")
+    return body
+
+
+class _Text:
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.id = f"cmpl-{uuid.uuid4().hex}"
+        self.created = int(time.time())
+
+    def _base(self) -> dict:
+        return {"id": self.id, "object": "text_completion", "created": self.created, "model": self.model}
+
+    def full(self, n: int, finish_reason: str, usage: dict) -> dict:
+        choice = {"index": 0, "text": _WORD * n, "logprobs": None, "finish_reason": finish_reason, "stop_reason": None}
+        return {**self._base(), "choices": [choice], "usage": usage}
+
+    def opening(self) -> dict | None:
+        return None
+
+    def delta(self, n: int, finish_reason: str | None) -> dict:
+        choice = {"index": 0, "text": _WORD * n, "logprobs": None, "finish_reason": finish_reason, "stop_reason": None}
+        return {**self._base(), "choices": [choice]}
+
+    def usage_chunk(self, usage: dict) -> dict:
+        return {**self._base(), "choices": [], "usage": usage}
+
+
+class _Chat(_Text):
+    def __init__(self, model: str) -> None:
+        super().__init__(model)
+        self.id = f"chatcmpl-{uuid.uuid4().hex}"
+
+    def _base(self, chunk: bool = True) -> dict:
+        kind = "chat.completion.chunk" if chunk else "chat.completion"
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model}
+
+    def full(self, n: int, finish_reason: str, usage: dict) -> dict:
+        message = {"role": "assistant", "content": _WORD * n, "tool_calls": []}
+        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason, "stop_reason": None}
+        return {**self._base(chunk=False), "choices": [choice], "usage": usage}
+
+    def opening(self) -> dict:
+        choice = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+        return {**self._base(), "choices": [choice]}
+
+    def delta(self, n: int, finish_reason: str | None) -> dict:
+        choice = {"index": 0, "delta": {"content": _WORD * n}, "logprobs": None, "finish_reason": finish_reason}
+        return {**self._base(), "choices": [choice]}
+
+
+# --- running replicas --------------------------------------------------------------------------
+
+
+@dataclass
+class RunningReplica:
+    replica: MockReplica
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    return sock
+
+
+@asynccontextmanager
+async def serve_replicas(
+    profile: EngineProfile,
+    count: int = 1,
+    *,
+    host: str = "127.0.0.1",
+    ports: list[int] | None = None,
+    **replica_options: object,
+) -> AsyncIterator[list[RunningReplica]]:
+    """Run `count` replicas on loopback (free ports unless given); stop them on exit."""
+    ports = ports or [0] * count
+    runners: list[web.AppRunner] = []
+    running: list[RunningReplica] = []
+    try:
+        for port in ports:
+            replica = MockReplica(profile, **replica_options)  # type: ignore[arg-type]
+            runner = web.AppRunner(replica.app(), access_log=None, handle_signals=False)
+            await runner.setup()
+            runners.append(runner)
+            sock = _bind(host, port)
+            await web.SockSite(runner, sock).start()
+            running.append(RunningReplica(replica, sock.getsockname()[1]))
+        yield running
+    finally:
+        for runner in runners:
+            await runner.cleanup()
