@@ -10,6 +10,7 @@ from typing import Any
 
 from capacity import traces
 from capacity.sim.report import print_table
+from capacity.sim.router import ROUTERS
 from capacity.sim.run import RunOptions
 from capacity.sim.stack import StackModel, load_stack_model
 
@@ -21,7 +22,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", required=True, help="Azure CSV, JSONL, or synthetic:KIND[:k=v,...]")
     p.add_argument("--rate-scale", type=float, default=1.0, help="x times the requests over the same duration")
     p.add_argument("--time-scale", type=float, default=1.0, help="stretch the trace's time by this factor")
-    p.add_argument("--router", choices=["least-outstanding", "round-robin"], default="least-outstanding")
+    p.add_argument("--router", choices=ROUTERS, default="least-request", help="least-request = Envoy P2C (the gateway default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--initial-replicas", type=int, help="warm replicas at t=0 (default: minReplicas)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")

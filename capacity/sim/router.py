@@ -1,11 +1,18 @@
-"""Request routing across the ready replicas of one model (the gateway's load balancer)."""
+"""Request routing across the ready replicas of one model (the gateway's load balancer).
+
+`least-request` is Envoy's LEAST_REQUEST with equal weights (Envoy Gateway's default): pick
+two distinct replicas at random, send to the one with fewer active requests ("power of two
+choices"). `least-outstanding` scans every replica; `round-robin` cycles.
+"""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import Literal, Protocol
 
-RouterName = Literal["round-robin", "least-outstanding"]
+RouterName = Literal["least-request", "least-outstanding", "round-robin"]
+ROUTERS: tuple[str, ...] = ("least-request", "least-outstanding", "round-robin")
 
 
 class Backend(Protocol):
@@ -17,27 +24,43 @@ class RoundRobin:
     def __init__(self) -> None:
         self._next = 0
 
-    def pick(self, ready: Sequence[Backend]) -> int:
-        index = self._next % len(ready)
-        self._next = index + 1
-        return index
+    def candidates(self, n: int) -> Sequence[int]:
+        return (self._next % n,)
+
+    def pick(self, ready: Sequence[Backend], candidates: Sequence[int]) -> int:
+        self._next = candidates[0] + 1
+        return candidates[0]
 
 
 class LeastOutstanding:
     """Fewest requests in flight; ties go to the first (oldest) replica, deterministically."""
 
-    def pick(self, ready: Sequence[Backend]) -> int:
-        best, best_load = 0, ready[0].outstanding
-        for i in range(1, len(ready)):
-            load = ready[i].outstanding
-            if load < best_load:
-                best, best_load = i, load
-        return best
+    def candidates(self, n: int) -> Sequence[int]:
+        return range(n)
+
+    def pick(self, ready: Sequence[Backend], candidates: Sequence[int]) -> int:
+        return min(candidates, key=lambda i: ready[i].outstanding)
 
 
-def make_router(name: RouterName) -> RoundRobin | LeastOutstanding:
+class LeastRequest(LeastOutstanding):
+    """Envoy's power of two choices, seeded."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self._rng = random.Random(seed)
+
+    def candidates(self, n: int) -> Sequence[int]:
+        if n <= 2:
+            return range(n)
+        first = self._rng.randrange(n)
+        second = self._rng.randrange(n - 1)
+        return (first, second + (second >= first))
+
+
+def make_router(name: RouterName, seed: int = 0) -> RoundRobin | LeastOutstanding:
     if name == "round-robin":
         return RoundRobin()
     if name == "least-outstanding":
         return LeastOutstanding()
-    raise ValueError(f"router {name!r} is unknown; use 'round-robin' or 'least-outstanding'")
+    if name == "least-request":
+        return LeastRequest(seed)
+    raise ValueError(f"router {name!r} is unknown; use one of {', '.join(ROUTERS)}")

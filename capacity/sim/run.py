@@ -18,9 +18,11 @@ from capacity.traces import Trace
 
 @dataclass(frozen=True)
 class RunOptions:
-    router: RouterName = "least-outstanding"
+    router: RouterName = "least-request"
     seed: int = 0
-    initial_replicas: int | None = None  # default: the policy's minReplicas (>= 1)
+    # Warm replicas at t = 0. Default: what the trace's first interval needs (the oracle's
+    # count, within min/max), as if the policy had been running before the trace starts.
+    initial_replicas: int | None = None
     oracle_interval_s: float = 300.0
 
 
@@ -40,9 +42,16 @@ def sim_config(sm: StackModel, options: RunOptions, initial: int) -> SimConfig:
     )
 
 
+def initial_replicas(sm: StackModel, trace: Trace, options: RunOptions) -> int:
+    if options.initial_replicas is not None:
+        return options.initial_replicas
+    first = int(run_oracle(sm, trace, options).replicas[0])
+    return min(max(first, sm.policy.min_replicas, 1), sm.policy.max_replicas)
+
+
 def run_policy(sm: StackModel, trace: Trace, options: RunOptions = RunOptions()) -> SimResult:
     """The stack model's autoscaling policy, through KEDA + HPA."""
-    initial = options.initial_replicas or max(sm.policy.min_replicas, 1)
+    initial = initial_replicas(sm, trace, options)
     return simulate(sim_config(sm, options, initial), trace, scaled_object(sm.policy), signals_of(sm.policy))
 
 
@@ -91,6 +100,7 @@ def summarize(result: SimResult, sm: StackModel, oracle_gpu_hours: float | None)
         if not oracle_gpu_hours
         else round(gpu_hours / oracle_gpu_hours, 3),
         "scale_events": result.scale_events,
+        "initial_replicas": result.initial_replicas,
         "max_replicas_used": result.max_replicas_used,
         "failed_requests": int((result.outcome == FAILED).sum()),
         "rejected_requests": int((~accepted).sum()),

@@ -55,7 +55,7 @@ class SimConfig:
     spot_interruptions_per_hour: float = 0.0
     scrape_interval_s: float = 15.0
     hpa_sync_s: float = 15.0
-    router: RouterName = "least-outstanding"
+    router: RouterName = "least-request"
     seed: int = 0
     initial_replicas: int = 1  # warm at t = 0
     drain_limit_s: float = 3600.0  # simulate at most this long after the last arrival
@@ -91,6 +91,7 @@ class SimResult:
     scale_events: int
     max_replicas_used: int
     end_time: float
+    initial_replicas: int
     timeline: Timeline
     triggers: dict[str, float]  # trigger name -> target, for plots
 
@@ -142,7 +143,7 @@ class Simulation:
         self.so = scaled_object  # None: a static fleet of `initial_replicas`
         self.signals = signals
         self.rng = np.random.default_rng(config.seed)
-        self.router = make_router(config.router)
+        self.router = make_router(config.router, config.seed)
         self.pods: list[_Pod] = []
         self.ready: list[_Pod] = []
         self.used_gpus: dict[str, int] = {}
@@ -292,9 +293,11 @@ class Simulation:
         if not self.ready:
             self.outcome[rid] = FAILED  # the gateway has no healthy upstream
             return
-        for pod in self.ready:
-            self._advance(pod, t)
-        pod = self.ready[self.router.pick(self.ready)]
+        # Only the replicas the router looks at need their completions up to date.
+        candidates = self.router.candidates(len(self.ready))
+        for k in candidates:
+            self._advance(self.ready[k], t)
+        pod = self.ready[self.router.pick(self.ready, candidates)]
         self.arrival[rid] = t
         req = Request(rid, t, int(self.trace.prompt_tokens[rid]), int(self.trace.output_tokens[rid]))
         pod.engine.submit(req, t)  # type: ignore[union-attr]
@@ -429,6 +432,7 @@ class Simulation:
             scale_events=self.scale_events,
             max_replicas_used=self.max_used,
             end_time=end,
+            initial_replicas=c.initial_replicas,
             timeline=self.timeline,
             triggers={t.name: t.target for t in self.so.triggers} if self.so else {},
         )

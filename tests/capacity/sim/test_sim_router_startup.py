@@ -4,21 +4,45 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from capacity.sim.router import LeastOutstanding, RoundRobin
+from capacity.sim.router import LeastOutstanding, LeastRequest, RoundRobin, make_router
 from capacity.sim.startup import Pool, Startup, place
 
 SPOT = Pool("gpu-spot", "spot", 100, 2, 0.45)
 ON_DEMAND = Pool("gpu-on-demand", "on-demand", 10, 1, 1.0)
 
 
+def route(router, ready):
+    return router.pick(ready, router.candidates(len(ready)))
+
+
 def test_round_robin_cycles_through_replicas():
     router, ready = RoundRobin(), [SimpleNamespace(outstanding=0)] * 3
-    assert [router.pick(ready) for _ in range(4)] == [0, 1, 2, 0]
+    assert [route(router, ready) for _ in range(4)] == [0, 1, 2, 0]
 
 
 def test_least_outstanding_picks_the_least_loaded_and_the_first_on_ties():
     ready = [SimpleNamespace(outstanding=n) for n in (3, 1, 1)]
-    assert LeastOutstanding().pick(ready) == 1
+    assert route(LeastOutstanding(), ready) == 1
+
+
+def test_least_request_compares_two_distinct_random_replicas():
+    router = LeastRequest(seed=3)
+    pairs = [tuple(router.candidates(5)) for _ in range(200)]
+    assert all(a != b for a, b in pairs)
+    assert {i for pair in pairs for i in pair} == set(range(5))
+
+
+def test_least_request_sends_to_the_less_loaded_of_its_two_choices():
+    ready = [SimpleNamespace(outstanding=n) for n in (5, 0, 9)]
+    assert LeastRequest().pick(ready, (0, 2)) == 0
+    assert LeastRequest().pick(ready, (2, 1)) == 1
+
+
+def test_unknown_router_lists_the_known_ones():
+    import pytest
+
+    with pytest.raises(ValueError, match="least-request, least-outstanding, round-robin"):
+        make_router("random")
 
 
 def test_placement_prefers_the_highest_weight_pool():
