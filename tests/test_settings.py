@@ -95,6 +95,14 @@ REJECTED = [
     ("dev", ["autoscaling", "default", "maxReplicas"], 4, "autoscaling", "gpuLimit"),
     ("dev", ["environment"], "staging", "environment", "dev"),
     ("dev", ["netwrok"], {}, "netwrok", "not a known setting"),
+    ("dev", ["autoscaling", "default", "triggers", "queueDepth", "windowSeconds"], 20,
+     "autoscaling.default.triggers.queueDepth.windowSeconds", ">= 2 x observability.scrapeIntervalSeconds"),
+    ("dev", ["observability", "latencyWindowSeconds"], 20, "observability.latencyWindowSeconds", ">= 2 x"),
+    ("dev", ["observability", "scrapeIntervalSeconds"], 60, "observability.scrapeIntervalSeconds", "less than or equal to 30"),
+    ("dev", ["observability", "prometheus", "retention"], "two weeks", "observability.prometheus.retention", "duration"),
+    ("dev", ["observability", "alerts", "kvCacheNearFullFraction"], 0,
+     "observability.alerts.kvCacheNearFullFraction", "greater than 0"),
+    ("dev", ["autoscaling", "default", "fallbackBehavior"], "dynamic", "autoscaling.default.fallbackBehavior", "static"),
 ]
 
 

@@ -22,7 +22,7 @@ _RECEIVER = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 class PrometheusStorage(Section):
     retention: str = "15d"
     # The PersistentVolume; retentionSize is 85% of it, so the oldest blocks go before the disk fills.
-    volume_gib: int = Field(default=50, ge=5, le=16384)
+    volume_gib: int = Field(default=50, alias="volumeGiB", ge=5, le=16384)
 
     @field_validator("retention")
     @classmethod

@@ -1,0 +1,218 @@
+"""Autoscaling: KEDA pinned, one ScaledObject per model built from the stack's config, and every
+KEDA query returns exactly one series when a real Prometheus engine (promtool) evaluates it
+against series from several predictor pods."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.autoscaling import KEDA_VERSION, scaled_object_spec, triggers
+from components.observability import prometheus_url
+from components.rules import MonitoredModel, monitored_models
+from components.settings import StackSettings, load_stack_file
+from tests.harness import StackRun
+from tests.rules.promtool import run_rule_tests
+
+ROOT = Path(__file__).resolve().parents[1]
+URL = "http://prometheus.test:9090"
+SAMPLES = 40  # 10 minutes at 15 s
+
+
+def settings(stack: str) -> StackSettings:
+    return load_stack_file(ROOT / f"Pulumi.{stack}.yaml")
+
+
+def with_default(stack: str, **overrides: Any) -> StackSettings:
+    """The stack with `autoscaling.default` deep-updated by `overrides` (camelCase keys)."""
+    s = settings(stack)
+    section = copy.deepcopy(s.autoscaling)
+    default = section.setdefault("default", {})
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(default.get(key), dict):
+            default[key] = {**default[key], **value}
+        else:
+            default[key] = value
+    return s.with_autoscaling(section)
+
+
+def model(s: StackSettings, name: str | None = None) -> MonitoredModel:
+    models = monitored_models(s)
+    return next(m for m in models if name in (None, m.name))
+
+
+def by_name(found: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {t["name"]: t for t in found}
+
+
+def all_triggers_enabled() -> MonitoredModel:
+    s = with_default("prod", triggers={"ttft": {"enabled": True, "thresholdSeconds": 3},
+                                       "cron": {"enabled": True, "desiredReplicas": 3}})
+    return model(s, "qwen25-14b-awq")
+
+
+# --- ScaledObjects in the program -----------------------------------------------------
+
+
+def scaled_objects(run: StackRun) -> list[dict[str, Any]]:
+    return [r.inputs for r in run.of_kind("keda.sh/v1alpha1", "ScaledObject")]
+
+
+def test_keda_chart_is_pinned_to_2_20_2(stack: StackRun) -> None:
+    releases = [r.inputs for r in stack.of_type("kubernetes:helm.sh/v3:Release") if r.inputs.get("chart") == "keda"]
+    assert [(r["version"], r["repositoryOpts"]["repo"]) for r in releases] == [
+        (KEDA_VERSION, "https://kedacore.github.io/charts")
+    ]
+    assert KEDA_VERSION == "2.20.2"
+
+
+def test_one_scaled_object_per_model_targets_its_predictor_deployment(prod: StackRun) -> None:
+    targets = {(o["metadata"]["namespace"], o["spec"]["scaleTargetRef"]["name"]) for o in scaled_objects(prod)}
+    assert targets == {("inference", "qwen25-14b-awq-predictor"), ("inference", "qwen25-7b-awq-predictor")}
+
+
+def test_scaled_objects_query_the_in_cluster_prometheus(stack: StackRun) -> None:
+    addresses = {
+        t["metadata"]["serverAddress"]
+        for o in scaled_objects(stack)
+        for t in o["spec"]["triggers"]
+        if t["type"] == "prometheus"
+    }
+    assert addresses == {prometheus_url("monitoring")}
+
+
+def test_per_model_override_sets_that_models_threshold_only(prod: StackRun) -> None:
+    queue = {
+        o["metadata"]["name"]: by_name(o["spec"]["triggers"])["queue-depth"]["metadata"]["threshold"]
+        for o in scaled_objects(prod)
+    }
+    assert queue == {"qwen25-14b-awq": "3", "qwen25-7b-awq": "4"}
+
+
+# --- Trigger semantics -------------------------------------------------------------------
+
+
+def test_additive_signals_use_average_value_and_quantiles_use_value() -> None:
+    types = {name: t.get("metricType") for name, t in by_name(triggers(all_triggers_enabled(), URL)).items()}
+    assert types == {
+        "queue-depth": "AverageValue",
+        "kv-cache": "AverageValue",
+        "e2e-latency": "Value",
+        "ttft": "Value",
+        "warm-peak": None,
+    }
+
+
+def test_queue_depth_query_is_the_windowed_sum_of_waiting_requests() -> None:
+    query = by_name(triggers(model(settings("dev")), URL))["queue-depth"]["metadata"]["query"]
+    assert query == (
+        'sum(avg_over_time(vllm:num_requests_waiting{namespace="inference",model_name="qwen25-1p5b"}[60s]))'
+    )
+
+
+def test_kv_cache_query_is_a_sum_over_replicas() -> None:
+    query = by_name(triggers(model(settings("dev")), URL))["kv-cache"]["metadata"]["query"]
+    assert query == 'sum(vllm:kv_cache_usage_perc{namespace="inference",model_name="qwen25-1p5b"})'
+
+
+def test_a_disabled_trigger_is_left_out() -> None:
+    s = with_default("dev", triggers={"kvCache": {"enabled": False}})
+    assert "kv-cache" not in by_name(triggers(model(s), URL))
+
+
+def test_cron_trigger_warms_capacity_between_start_and_end() -> None:
+    cron = by_name(triggers(all_triggers_enabled(), URL))["warm-peak"]
+    assert cron["type"] == "cron"
+    assert cron["metadata"] == {"timezone": "UTC", "start": "0 8 * * 1-5", "end": "0 20 * * 1-5", "desiredReplicas": "3"}
+
+
+def test_an_empty_result_is_an_error_for_interactive_models_so_fallback_applies() -> None:
+    for trigger in triggers(model(settings("prod")), URL):
+        assert trigger["metadata"]["ignoreNullValues"] == "false"
+
+
+def test_a_batch_model_scaled_to_zero_reads_an_empty_result_as_zero() -> None:
+    s = settings("dev")
+    raw_models = [m.model_copy(update={"workload": "batch"}) for m in s.models]
+    s = s.model_copy(update={"models": raw_models}).with_autoscaling({"default": {**s.autoscaling["default"], "minReplicas": 0}})
+    spec = scaled_object_spec(model(s), URL)
+    assert spec["minReplicaCount"] == 0
+    assert {t["metadata"]["ignoreNullValues"] for t in spec["triggers"]} == {"true"}
+
+
+def test_replica_bounds_polling_cooldown_and_fallback_come_from_config() -> None:
+    spec = scaled_object_spec(model(settings("prod"), "qwen25-14b-awq"), URL)
+    assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (2, 12)
+    assert (spec["pollingInterval"], spec["cooldownPeriod"]) == (15, 300)
+    assert spec["fallback"] == {"failureThreshold": 3, "replicas": 2, "behavior": "currentReplicasIfHigher"}
+
+
+def test_hpa_behavior_scales_up_fast_and_down_slowly_from_config() -> None:
+    s = with_default("dev", behavior={
+        "scaleUp": {"stabilizationWindowSeconds": 30, "policies": [{"type": "Percent", "value": 100, "periodSeconds": 60}]},
+        "scaleDown": {"stabilizationWindowSeconds": 900, "policies": [{"type": "Pods", "value": 1, "periodSeconds": 600}]},
+    })
+    behavior = scaled_object_spec(model(s), URL)["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert behavior["scaleUp"] == {
+        "stabilizationWindowSeconds": 30, "selectPolicy": "Max",
+        "policies": [{"type": "Percent", "value": 100, "periodSeconds": 60}],
+    }
+    assert behavior["scaleDown"]["stabilizationWindowSeconds"] == 900
+    assert behavior["scaleDown"]["policies"] == [{"type": "Pods", "value": 1, "periodSeconds": 600}]
+
+
+# --- Exactly one series, evaluated by Prometheus' engine -----------------------------------
+
+PODS = ("a1", "b2", "c3")
+
+
+def _series(metric: str, model_name: str, pod: str, values: str, **extra: str) -> dict[str, str]:
+    labels = {"namespace": "inference", "model_name": model_name, "pod": f"{model_name}-predictor-7d9f8-{pod}", **extra}
+    rendered = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    return {"series": f"{metric}{{{rendered}}}", "values": values}
+
+
+def fleet(model_name: str, busy: bool) -> list[dict[str, str]]:
+    """Three replicas of `model_name` (waiting 2/4/6, KV 0.2/0.4/0.6) plus one replica of another
+    model that must not leak into the query; histograms flat when idle."""
+    series: list[dict[str, str]] = []
+    for name, pods in ((model_name, PODS), ("other-model", ("z9",))):
+        for i, pod in enumerate(pods, start=1):
+            series.append(_series("vllm:num_requests_waiting", name, pod, f"{2 * i}x{SAMPLES}"))
+            series.append(_series("vllm:kv_cache_usage_perc", name, pod, f"{0.2 * i:.1f}x{SAMPLES}"))
+            for histogram in ("vllm:e2e_request_latency_seconds", "vllm:time_to_first_token_seconds"):
+                for le in ("0.5", "5", "60", "+Inf"):
+                    step = "0+3" if busy else "0+0"
+                    series.append(_series(f"{histogram}_bucket", name, pod, f"{step}x{SAMPLES}", le=le))
+    return series
+
+
+def one_series(query: str) -> dict[str, Any]:
+    return {"expr": f"count({query})", "eval_time": "9m", "exp_samples": [{"labels": "{}", "value": 1}]}
+
+
+KEDA_QUERIES = [
+    (name, trigger["metadata"]["query"])
+    for name, trigger in by_name(triggers(all_triggers_enabled(), URL)).items()
+    if trigger["type"] == "prometheus"
+]
+
+
+@pytest.mark.parametrize("busy", [True, False], ids=["busy", "idle"])
+@pytest.mark.parametrize(("trigger", "query"), KEDA_QUERIES, ids=[name for name, _ in KEDA_QUERIES])
+def test_keda_query_returns_exactly_one_series_across_replicas(trigger: str, query: str, busy: bool,
+                                                                tmp_path: Path) -> None:
+    test = {"interval": "15s", "input_series": fleet("qwen25-14b-awq", busy), "promql_expr_test": [one_series(query)]}
+    result = run_rule_tests([], [test], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_queue_depth_sums_every_replica_of_the_model_and_nothing_else(tmp_path: Path) -> None:
+    query = dict(KEDA_QUERIES)["queue-depth"]
+    expected = {"expr": query, "eval_time": "9m", "exp_samples": [{"labels": "{}", "value": 12}]}  # 2 + 4 + 6
+    test = {"interval": "15s", "input_series": fleet("qwen25-14b-awq", True), "promql_expr_test": [expected]}
+    result = run_rule_tests([], [test], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr

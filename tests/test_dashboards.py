@@ -1,0 +1,101 @@
+"""Dashboards: generated from `signals`, provisioned as ConfigMaps Grafana's sidecar loads,
+valid JSON whose every query parses, thresholds drawn from the stack's config."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components import signals
+from components.dashboards import SIDECAR_LABEL, dashboards, queries
+from components.settings import load_stack_file
+from tests.harness import StackRun
+from tests.rules.promtool import parse_queries
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def provisioned(run: StackRun) -> dict[str, dict[str, Any]]:
+    """Dashboard file name -> parsed JSON, from the ConfigMaps the program emits."""
+    found = {}
+    for config_map in run.of_kind("v1", "ConfigMap"):
+        if config_map.inputs["metadata"].get("labels", {}).get(SIDECAR_LABEL) == "1":
+            for file_name, text in config_map.inputs["data"].items():
+                found[file_name] = json.loads(text)
+    return found
+
+
+def generated(stack: str) -> dict[str, dict[str, Any]]:
+    return dashboards(load_stack_file(ROOT / f"Pulumi.{stack}.yaml"))
+
+
+def model_rows(dashboard: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    rows: dict[str, list[dict[str, Any]]] = {}
+    current: list[dict[str, Any]] = []
+    for panel in dashboard["panels"]:
+        if panel["type"] == "row":
+            current = rows.setdefault(panel["title"], [])
+        else:
+            current.append(panel)
+    return rows
+
+
+def exprs(panels: list[dict[str, Any]]) -> list[str]:
+    return [t["expr"] for p in panels for t in p["targets"]]
+
+
+def test_capacity_latency_and_gpu_dashboards_are_provisioned_as_valid_json(stack: StackRun) -> None:
+    found = provisioned(stack)
+    assert sorted(found) == ["capacity.json", "gpu.json", "latency.json"]
+    assert all(d["uid"] and d["panels"] for d in found.values())
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_every_dashboard_query_parses(stack: str, tmp_path: Path) -> None:
+    all_queries = [q for d in generated(stack).values() for q in queries(d)]
+    result = parse_queries(all_queries, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_panel_ids_are_unique_within_each_dashboard() -> None:
+    for dashboard in generated("prod").values():
+        ids = [p["id"] for p in dashboard["panels"]]
+        assert len(ids) == len(set(ids))
+
+
+def test_capacity_draws_each_scaling_signal_next_to_its_configured_threshold() -> None:
+    rows = model_rows(generated("prod")["capacity"])
+    big = exprs(rows["qwen25-14b-awq"])
+    assert signals.constant(3) in big  # queueDepth.targetPerReplica override for this model
+    assert signals.constant(0.7) in big  # kvCache.targetPerReplica
+    assert signals.constant(40) in big  # e2eLatency.thresholdSeconds
+    assert signals.constant(4) in exprs(rows["qwen25-7b-awq"])  # the default queue target
+
+
+def test_capacity_shows_desired_current_ready_replicas_pending_pods_and_gpus() -> None:
+    panel_exprs = exprs(model_rows(generated("dev")["capacity"])["qwen25-1p5b"])
+    for name in (signals.KubeState.HPA_DESIRED_REPLICAS, signals.KubeState.DEPLOYMENT_SPEC_REPLICAS,
+                 signals.KubeState.DEPLOYMENT_READY_REPLICAS, signals.KubeState.POD_PHASE,
+                 signals.KubeState.POD_RESOURCE_REQUESTS):
+        assert any(name in e for e in panel_exprs), name
+
+
+def test_latency_shows_ttft_itl_and_end_to_end_quantiles_per_model() -> None:
+    rows = model_rows(generated("prod")["latency"])
+    assert sorted(rows) == ["qwen25-14b-awq", "qwen25-7b-awq"]
+    for panels in rows.values():
+        assert [p["title"] for p in panels] == ["Time to first token", "Inter-token latency", "End-to-end latency"]
+        for panel in panels:
+            assert {t["legendFormat"] for t in panel["targets"]} >= {"p50", "p95", "p99"}
+
+
+def test_gpu_dashboard_plots_dcgm_utilisation_memory_power_and_temperature_per_node() -> None:
+    panels = [p for p in generated("dev")["gpu"]["panels"] if p["type"] != "row"]
+    metrics = (signals.Dcgm.GPU_UTIL, signals.Dcgm.FB_USED, signals.Dcgm.POWER_USAGE, signals.Dcgm.GPU_TEMP)
+    for metric, panel in zip(metrics, panels, strict=True):
+        (target,) = panel["targets"]
+        assert metric in target["expr"] and f"by ({signals.NODE_LABEL})" in target["expr"]
+        assert target["legendFormat"] == "{{node}}"

@@ -1,0 +1,136 @@
+"""Observability: pinned charts, retention and storage from config, Grafana's admin password
+a secret, Alertmanager receivers from config, DCGM only on GPU nodes, a PodMonitor per
+predictor, and Amazon Managed Service for Prometheus when the stack asks for it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components import observability as obs_module
+from components.gpu_capacity import GPU_TAINT, POOL_LABEL
+from components.observability import alertmanager_config, prometheus_url
+from components.settings import SettingsError, parse
+from components.settings.observability import Receiver
+from tests.harness import StackRun
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def release(run: StackRun, chart: str) -> dict[str, Any]:
+    (found,) = [r.inputs for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.inputs.get("chart") == chart]
+    return found
+
+
+def test_kube_prometheus_stack_is_pinned_to_the_release_shipping_operator_v0_93(stack: StackRun) -> None:
+    stack_release = release(stack, "kube-prometheus-stack")
+    assert stack_release["version"] == "88.0.0"
+    assert stack_release["repositoryOpts"]["repo"] == "https://prometheus-community.github.io/helm-charts"
+
+
+def test_dcgm_exporter_chart_is_pinned(stack: StackRun) -> None:
+    dcgm = release(stack, "dcgm-exporter")
+    assert (dcgm["version"], dcgm["repositoryOpts"]["repo"]) == ("4.8.3", "https://nvidia.github.io/dcgm-exporter/helm-charts")
+
+
+@pytest.mark.parametrize(("stack_name", "retention", "volume"), [("dev", "3d", "20Gi"), ("prod", "30d", "200Gi")])
+def test_retention_and_storage_come_from_config(stack_name: str, retention: str, volume: str,
+                                                request: pytest.FixtureRequest) -> None:
+    run: StackRun = request.getfixturevalue(stack_name)
+    spec = release(run, "kube-prometheus-stack")["values"]["prometheus"]["prometheusSpec"]
+    assert spec["retention"] == retention
+    assert spec["storageSpec"]["volumeClaimTemplate"]["spec"]["resources"]["requests"]["storage"] == volume
+    assert spec["scrapeInterval"] == "15s"
+
+
+def test_grafana_admin_password_is_random_and_exported_as_a_secret(stack: StackRun) -> None:
+    assert stack.of_type("random:index/randomPassword:RandomPassword")
+    assert "grafanaAdminPassword" in stack.secret_outputs
+    grafana = release(stack, "kube-prometheus-stack")["values"]["grafana"]
+    assert grafana["admin"]["existingSecret"] == obs_module.GRAFANA_ADMIN_SECRET
+    assert "adminPassword" not in grafana  # never a plain chart value
+
+
+def test_dev_alertmanager_has_no_receivers(dev: StackRun) -> None:
+    (secret,) = [r.inputs for r in dev.of_kind("v1", "Secret")
+                 if r.inputs["metadata"]["name"] == obs_module.ALERTMANAGER_CONFIG_SECRET]
+    config = yaml.safe_load(secret["stringData"]["alertmanager.yaml"])
+    assert config["receivers"] == [{"name": "null"}] and config["route"]["routes"] == []
+
+
+def test_each_receiver_gets_the_alerts_of_its_severities() -> None:
+    pager = Receiver(name="pager", webhook_url="https://hooks.example.com/T0", severities=["critical"])
+    config = alertmanager_config([pager])
+    assert config["route"]["routes"] == [{"receiver": "pager", "matchers": ['severity=~"critical"'], "continue": True}]
+    assert config["receivers"][1]["webhook_configs"] == [{"url": "https://hooks.example.com/T0", "send_resolved": True}]
+
+
+def test_a_plain_http_webhook_is_rejected_naming_its_key() -> None:
+    raw = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
+    raw = {k.removeprefix("inference-platform:"): v for k, v in raw.items() if k.startswith("inference-platform:")}
+    raw["observability"]["alertmanager"] = {"receivers": [{"name": "pager", "webhookUrl": "http://hooks.example.com"}]}
+    with pytest.raises(SettingsError, match=r"observability\.alertmanager\.receivers\[0\]\.webhookUrl"):
+        parse(raw)
+
+
+def test_dcgm_exporter_runs_only_on_gpu_nodes_and_tolerates_their_taint(dev: StackRun) -> None:
+    values = release(dev, "dcgm-exporter")["values"]
+    terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": POOL_LABEL, "operator": "Exists"}]}]
+    assert values["tolerations"] == [{**GPU_TAINT, "operator": "Equal"}]
+
+
+def test_dcgm_series_carry_the_node_name_and_a_fixed_job(dev: StackRun) -> None:
+    (monitor,) = [r.inputs for r in dev.of_kind("monitoring.coreos.com/v1", "ServiceMonitor")]
+    relabel = monitor["spec"]["endpoints"][0]["relabelings"]
+    assert {"action": "replace", "sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"} in relabel
+    assert {"action": "replace", "targetLabel": "job", "replacement": "dcgm-exporter"} in relabel
+
+
+def test_every_predictor_has_a_pod_monitor_on_its_metrics_port(prod: StackRun) -> None:
+    monitors = {
+        r.inputs["spec"]["selector"]["matchLabels"]["inference-platform/model"]: r.inputs
+        for r in prod.of_kind("monitoring.coreos.com/v1", "PodMonitor")
+    }
+    assert sorted(monitors) == ["qwen25-14b-awq", "qwen25-7b-awq"]
+    for monitor in monitors.values():
+        assert monitor["metadata"]["namespace"] == "inference"
+        assert monitor["spec"]["podMetricsEndpoints"] == [{"port": "http1", "path": "/metrics", "interval": "15s"}]
+
+
+def test_platform_rules_are_one_prometheus_rule_with_recording_and_alert_groups(stack: StackRun) -> None:
+    (rule,) = [r.inputs for r in stack.of_kind("monitoring.coreos.com/v1", "PrometheusRule")]
+    assert [g["name"] for g in rule["spec"]["groups"]] == ["inference-recording", "inference-alerts", "gpu-alerts"]
+
+
+def test_prometheus_selects_monitors_and_rules_whatever_their_labels(dev: StackRun) -> None:
+    spec = release(dev, "kube-prometheus-stack")["values"]["prometheus"]["prometheusSpec"]
+    for key in ("podMonitorSelectorNilUsesHelmValues", "serviceMonitorSelectorNilUsesHelmValues",
+                "ruleSelectorNilUsesHelmValues"):
+        assert spec[key] is False
+
+
+def test_prometheus_url_names_the_stack_release_service(dev: StackRun) -> None:
+    values = release(dev, "kube-prometheus-stack")["values"]
+    assert prometheus_url("monitoring") == f"http://{values['fullnameOverride']}-prometheus.monitoring.svc:9090"
+    assert dev.outputs["prometheusUrl"] == prometheus_url("monitoring")
+
+
+def test_prod_remote_writes_to_managed_prometheus_through_pod_identity(prod: StackRun) -> None:
+    assert len(prod.of_type("aws:amp/workspace:Workspace")) == 1
+    (association,) = [r.inputs for r in prod.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+                      if r.inputs["serviceAccount"] == obs_module.PROMETHEUS_SERVICE_ACCOUNT]
+    assert association["namespace"] == "monitoring"
+    values = release(prod, "kube-prometheus-stack")["values"]["prometheus"]
+    assert values["serviceAccount"]["name"] == obs_module.PROMETHEUS_SERVICE_ACCOUNT
+    (remote,) = values["prometheusSpec"]["remoteWrite"]
+    assert remote["url"].endswith("/api/v1/remote_write") and remote["sigv4"] == {"region": "us-west-2"}
+
+
+def test_dev_has_no_managed_prometheus(dev: StackRun) -> None:
+    assert dev.of_type("aws:amp/workspace:Workspace") == []
+    assert "remoteWrite" not in release(dev, "kube-prometheus-stack")["values"]["prometheus"]["prometheusSpec"]
+
