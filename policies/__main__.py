@@ -1,0 +1,18 @@
+"""The inference platform's policy pack: `pulumi preview --policy-pack policies`.
+
+The policies import the platform's own constants (GPU taint, vLLM metric names, naming
+contract) from `components/`, one directory up; Pulumi runs this file with the pack
+directory on sys.path, so the project root is added here. Nothing else happens here:
+constructing a PolicyPack starts the analyzer's gRPC server and never returns.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pulumi_policy import EnforcementLevel, PolicyPack  # noqa: E402
+
+from platform_policies import PACK_NAME, POLICIES  # noqa: E402
+
+PolicyPack(name=PACK_NAME, enforcement_level=EnforcementLevel.MANDATORY, policies=POLICIES)

@@ -1,0 +1,24 @@
+"""The inference platform's CrossGuard policies, importable without starting a policy pack
+(tests call each policy's `validate` directly; `policies/__main__.py` builds the pack)."""
+
+from __future__ import annotations
+
+from pulumi_policy import Policy
+
+from . import cluster, gateway, gpu, scaling, serving, storage, supply_chain
+
+PACK_NAME = "inference-platform"
+
+POLICIES: list[Policy] = [
+    *scaling.POLICIES,
+    *gpu.POLICIES,
+    *storage.POLICIES,
+    *supply_chain.POLICIES,
+    *gateway.POLICIES,
+    *serving.POLICIES,
+    *cluster.POLICIES,
+]
+
+BY_NAME: dict[str, Policy] = {policy.name: policy for policy in POLICIES}
+if len(BY_NAME) != len(POLICIES):
+    raise RuntimeError("policy names must be unique within the pack")

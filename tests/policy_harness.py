@@ -1,0 +1,164 @@
+"""Run the policy pack's policies on resources captured from the mocked program, exactly as
+the CrossGuard analyzer would hand them over: the real `pulumi_policy` argument classes,
+props wrapped in its unknown-checking proxy, stack resources linked to their parents and
+to the resources their inputs came from."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    Policy,
+    PolicyCustomTimeouts,
+    PolicyResource,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+from pulumi_policy.proxy import unknown_checking_proxy
+
+from policies.platform_policies import BY_NAME, POLICIES
+from tests.harness import ROOT, Captured
+
+CONFIG_DIR = ROOT / "policies" / "config"
+
+
+@dataclass(frozen=True)
+class Violation:
+    policy: str
+    level: EnforcementLevel
+    message: str
+    urn: str
+
+
+def _options(captured: Captured) -> PolicyResourceOptions:
+    return PolicyResourceOptions(
+        protect=False,
+        ignore_changes=[],
+        delete_before_replace=None,
+        aliases=[],
+        custom_timeouts=PolicyCustomTimeouts(0, 0, 0),
+        additional_secret_outputs=[],
+        parent=captured.parent or None,
+    )
+
+
+def resource_args(captured: Captured, config: Mapping[str, Any] | None = None) -> ResourceValidationArgs:
+    props = unknown_checking_proxy(copy.deepcopy(captured.inputs))
+    return ResourceValidationArgs(captured.type, props, captured.urn, captured.name, _options(captured), None, config)
+
+
+def _mock_id(captured: Captured) -> str:
+    # tests/harness.py gives every mocked resource the id `<name>-id`.
+    return f"{captured.name}-id"
+
+
+def stack_args(resources: Iterable[Captured], config: Mapping[str, Any] | None = None) -> StackValidationArgs:
+    """Every resource of a stack with its parent and the resources its inputs came from (the
+    engine's property dependencies; rebuilt here from the mock ids inputs carry)."""
+    captured = list(resources)
+    policy_resources = {
+        c.urn: PolicyResource(
+            c.type, unknown_checking_proxy(copy.deepcopy(c.inputs)), c.urn, c.name, _options(c), None, None, [], {}
+        )
+        for c in captured
+    }
+    by_id = {_mock_id(c): policy_resources[c.urn] for c in captured if c.custom}
+    for c in captured:
+        resource = policy_resources[c.urn]
+        resource.parent = policy_resources.get(c.parent)
+        for key, value in c.inputs.items():
+            if isinstance(value, str) and value in by_id:
+                resource.property_dependencies[key] = [by_id[value]]
+                resource.dependencies.append(by_id[value])
+    return StackValidationArgs(list(policy_resources.values()), config)
+
+
+def load_config(stack: str) -> dict[str, Any]:
+    return json.loads((CONFIG_DIR / f"{stack}.json").read_text())
+
+
+def _level_and_props(policy: Policy, config: Mapping[str, Any]) -> tuple[EnforcementLevel, dict[str, Any]]:
+    """Apply a `--policy-pack-config` document the way the CLI does: a string is a level, an
+    object may carry `enforcementLevel` plus the policy's properties (schema defaults first)."""
+    level = policy.enforcement_level or EnforcementLevel.ADVISORY
+    defaults = {k: v["default"] for k, v in (policy.config_schema.properties if policy.config_schema else {}).items() if "default" in v}
+    entry = config.get(policy.name, config.get("all"))
+    if isinstance(entry, str):
+        return EnforcementLevel(entry), defaults
+    if isinstance(entry, Mapping):
+        props = {k: v for k, v in entry.items() if k != "enforcementLevel"}
+        return EnforcementLevel(entry.get("enforcementLevel", level.value)), {**defaults, **props}
+    return level, defaults
+
+
+def run_policy(policy: Policy, resources: Iterable[Captured], config: Mapping[str, Any] | None = None) -> list[Violation]:
+    """Every violation one policy reports on these resources, at the level `config` gives it."""
+    level, props = _level_and_props(policy, config or {})
+    found: list[Violation] = []
+    resources = list(resources)
+
+    def reporter(urn_default: str) -> Callable[[str, str | None], None]:
+        def report(message: str, urn: str | None = None) -> None:
+            found.append(Violation(policy.name, level, message, urn or urn_default))
+
+        return report
+
+    if isinstance(policy, ResourceValidationPolicy):
+        for captured in resources:
+            policy.validate(resource_args(captured, props), reporter(captured.urn))
+    elif isinstance(policy, StackValidationPolicy):
+        policy.validate(stack_args(resources, props), reporter(""))
+    return found
+
+
+def run_pack(resources: Iterable[Captured], config: Mapping[str, Any] | None = None) -> list[Violation]:
+    resources = list(resources)
+    return [v for policy in POLICIES for v in run_policy(policy, resources, config)]
+
+
+def policy(name: str) -> Policy:
+    return BY_NAME[name]
+
+
+def with_inputs(captured: Captured, mutate: Callable[[dict[str, Any]], None]) -> Captured:
+    """A copy of a captured resource whose inputs `mutate` changed in place."""
+    inputs = copy.deepcopy(captured.inputs)
+    mutate(inputs)
+    return replace(captured, inputs=inputs)
+
+
+def swap(resources: list[Captured], old: Captured, new: Captured | None) -> list[Captured]:
+    """The stack with `old` replaced by `new` (or removed when `new` is None)."""
+    return [new if r is old else r for r in resources if not (r is old and new is None)]
+
+
+def k8s_object(api_version: str, kind: str, metadata: dict[str, Any], spec: dict[str, Any], name: str | None = None) -> Captured:
+    """A Kubernetes object as the program would register it (for shapes it does not emit yet)."""
+    group_version = api_version if "/" in api_version else f"core/{api_version}"
+    logical = name or metadata["name"]
+    type_token = f"kubernetes:{group_version}:{kind}"
+    inputs = {"apiVersion": api_version, "kind": kind, "metadata": metadata, "spec": spec}
+    return Captured(type_token, logical, inputs, f"urn:pulumi:test::inference-platform::{type_token}::{logical}", "", True)
+
+
+__all__ = [
+    "Violation",
+    "POLICIES",
+    "load_config",
+    "run_policy",
+    "run_pack",
+    "policy",
+    "with_inputs",
+    "swap",
+    "k8s_object",
+    "resource_args",
+    "stack_args",
+]
