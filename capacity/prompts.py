@@ -57,6 +57,8 @@ class PromptBuilder:
     def _build_tokenized(self, fingerprint: str, tokens: int) -> str:
         tok = self._tokenizer
         head = tok.encode(fingerprint, add_special_tokens=False).ids
+        if tokens < len(head):
+            raise ValueError(f"prompt tokens ({tokens}) must be >= the fingerprint's {len(head)} tokens")
         n = max(0, tokens - len(head))
         for _ in range(16):  # merges across the seam can shift the count by a token or two
             text = fingerprint + tok.decode(self._filler_ids[:n])

@@ -1,0 +1,115 @@
+"""The official `openai` client works unchanged against the mock vLLM server."""
+
+import openai
+import pytest
+
+from capacity.engine import get_profile
+from capacity.mock.server import serve_replicas
+
+FAST = get_profile("8gb-qwen2.5-1.5b")
+MODEL = FAST.served_model_name
+
+
+@pytest.mark.asyncio
+async def test_openai_client_completion_non_streaming_reports_usage_and_length():
+    async with serve_replicas(FAST, speedup=10) as [replica]:
+        client = openai.AsyncOpenAI(base_url=replica.url + "/v1", api_key="unused")
+        result = await client.completions.create(model=MODEL, prompt="one two three four", max_tokens=7,
+                                                 extra_body={"ignore_eos": True})  # fmt: skip
+        await client.close()
+    assert result.usage.prompt_tokens == 4
+    assert result.usage.completion_tokens == 7
+    assert result.choices[0].finish_reason == "length"
+    assert len(result.choices[0].text.split()) == 7
+
+
+@pytest.mark.asyncio
+async def test_openai_client_completion_streaming_delivers_every_token_then_usage():
+    async with serve_replicas(FAST, speedup=10) as [replica]:
+        client = openai.AsyncOpenAI(base_url=replica.url + "/v1", api_key="unused")
+        stream = await client.completions.create(model=MODEL, prompt="a b c", max_tokens=40, stream=True,
+                                                 stream_options={"include_usage": True})  # fmt: skip
+        texts, usage, reasons = [], None, []
+        async for chunk in stream:
+            if chunk.choices:
+                texts.append(chunk.choices[0].text)
+                reasons.append(chunk.choices[0].finish_reason)
+            if chunk.usage:
+                usage = chunk.usage
+        await client.close()
+    assert len("".join(texts).split()) == 40
+    assert reasons[-1] == "length"
+    assert usage.completion_tokens == 40 and usage.prompt_tokens == 3
+
+
+@pytest.mark.asyncio
+async def test_openai_client_chat_non_streaming_returns_an_assistant_message():
+    async with serve_replicas(FAST, speedup=10) as [replica]:
+        client = openai.AsyncOpenAI(base_url=replica.url + "/v1", api_key="unused")
+        result = await client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "hello there"}], max_tokens=5
+        )
+        await client.close()
+    assert result.choices[0].message.role == "assistant"
+    assert len(result.choices[0].message.content.split()) == 5
+    assert result.usage.total_tokens == 7
+
+
+@pytest.mark.asyncio
+async def test_openai_client_chat_streaming_opens_with_the_role_and_streams_content():
+    async with serve_replicas(FAST, speedup=10) as [replica]:
+        client = openai.AsyncOpenAI(base_url=replica.url + "/v1", api_key="unused")
+        stream = await client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=25, stream=True
+        )
+        chunks = [chunk async for chunk in stream]
+        await client.close()
+    assert chunks[0].choices[0].delta.role == "assistant"
+    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert len(content.split()) == 25
+    assert chunks[-1].choices[0].finish_reason == "length"
+
+
+@pytest.mark.asyncio
+async def test_openai_client_lists_the_served_model():
+    async with serve_replicas(FAST, speedup=10, served_model_name="my-model") as [replica]:
+        client = openai.AsyncOpenAI(base_url=replica.url + "/v1", api_key="unused")
+        models = await client.models.list()
+        await client.close()
+    assert [m.id for m in models.data] == ["my-model"]
+
+
+@pytest.mark.asyncio
+async def test_unknown_model_is_a_404_not_found_error():
+    async with serve_replicas(FAST, speedup=10) as [replica]:
+        client = openai.AsyncOpenAI(base_url=replica.url + "/v1", api_key="unused", max_retries=0)
+        with pytest.raises(openai.NotFoundError):
+            await client.completions.create(model="other", prompt="x", max_tokens=1)
+        await client.close()
+
+
+@pytest.mark.asyncio
+async def test_request_beyond_max_model_len_is_a_400_naming_the_limit():
+    async with serve_replicas(FAST, speedup=10) as [replica]:
+        client = openai.AsyncOpenAI(base_url=replica.url + "/v1", api_key="unused", max_retries=0)
+        with pytest.raises(openai.BadRequestError, match="maximum context length is 32768"):
+            await client.completions.create(model=MODEL, prompt="x", max_tokens=40_000)
+        await client.close()
+
+
+@pytest.mark.asyncio
+async def test_api_key_is_enforced_on_v1_but_not_on_health_or_metrics():
+    async with serve_replicas(FAST, speedup=10, api_key="s3cret") as [replica]:
+        bad = openai.AsyncOpenAI(base_url=replica.url + "/v1", api_key="wrong", max_retries=0)
+        with pytest.raises(openai.AuthenticationError):
+            await bad.models.list()
+        good = openai.AsyncOpenAI(base_url=replica.url + "/v1", api_key="s3cret")
+        assert (await good.models.list()).data
+        await bad.close()
+        await good.close()
+        import aiohttp
+
+        async with aiohttp.ClientSession() as session:
+            for path in ("/health", "/metrics"):
+                async with session.get(replica.url + path) as response:
+                    assert response.status == 200, path
