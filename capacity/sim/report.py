@@ -42,7 +42,10 @@ def summary_table(rows: Sequence[tuple[str, dict[str, Any]]], title: str) -> Tab
 
 
 def print_table(rows: Sequence[tuple[str, dict[str, Any]]], title: str, console: Console | None = None) -> None:
-    (console or Console()).print(summary_table(rows, title))
+    console = console or Console()
+    if not console.is_terminal:  # piped: do not squeeze the table into 80 columns
+        console = Console(width=160)
+    console.print(summary_table(rows, title))
 
 
 def plot_timeline(result: SimResult, path: Path, title: str, slo: dict[str, float]) -> Path:
