@@ -134,3 +134,9 @@ def test_dev_has_no_managed_prometheus(dev: StackRun) -> None:
     assert dev.of_type("aws:amp/workspace:Workspace") == []
     assert "remoteWrite" not in release(dev, "kube-prometheus-stack")["values"]["prometheus"]["prometheusSpec"]
 
+
+
+def test_alertmanager_config_and_grafana_password_stay_pulumi_secrets(prod: StackRun) -> None:
+    secrets = {r.inputs["metadata"]["name"]: r.secret_paths for r in prod.of_kind("v1", "Secret")}
+    assert any(p.startswith("stringData") for p in secrets[obs_module.ALERTMANAGER_CONFIG_SECRET])
+    assert any(p.startswith("stringData") for p in secrets[obs_module.GRAFANA_ADMIN_SECRET])
