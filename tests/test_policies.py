@@ -720,3 +720,95 @@ def test_eks_rule_is_advisory_in_dev_and_mandatory_in_prod(stack_name: str, leve
 def test_stack_policies_are_stack_validation_policies() -> None:
     stack_level = {p.name for p in POLICIES if isinstance(p, StackValidationPolicy)}
     assert stack_level == {POOLS, BUDGET, S3, ROUTES, DRAIN}
+
+
+# --- the pack as the Pulumi CLI runs it ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pack() -> Any:
+    """`policies/` started the way the CLI's Python analyzer starts it (`python -m pulumi.policy
+    <engine> <pack dir>`, from the pack directory); a gRPC stub to its Analyzer service."""
+    import subprocess
+    import sys
+
+    import grpc
+    from pulumi.runtime.proto import analyzer_pb2_grpc
+
+    from tests.harness import ROOT
+
+    process = subprocess.Popen(
+        [sys.executable, "-u", "-m", "pulumi.policy", "127.0.0.1:1", "."],
+        cwd=ROOT / "policies", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        port = process.stdout.readline().strip()  # the pack prints its port once it serves
+        assert port.isdigit(), f"policy pack did not start: {process.stderr.read() if process.poll() is not None else port}"
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        grpc.channel_ready_future(channel).result(timeout=20)
+        yield analyzer_pb2_grpc.AnalyzerStub(channel)
+        channel.close()
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+
+
+def _struct(value: dict[str, Any]) -> Any:
+    import json
+
+    from google.protobuf import struct_pb2
+
+    struct = struct_pb2.Struct()
+    struct.update(json.loads(json.dumps(value, default=str)))
+    return struct
+
+
+def _configure(pack: Any, stack_name: str) -> None:
+    from pulumi.runtime.proto import analyzer_pb2
+
+    levels = {"advisory": analyzer_pb2.ADVISORY, "mandatory": analyzer_pb2.MANDATORY, "disabled": analyzer_pb2.DISABLED}
+    config = {}
+    for p in POLICIES:
+        entry = load_config(stack_name).get(p.name, {})
+        level = entry if isinstance(entry, str) else entry.get("enforcementLevel", p.enforcement_level.value)
+        props = {k: v for k, v in entry.items() if k != "enforcementLevel"} if isinstance(entry, dict) else {}
+        config[p.name] = analyzer_pb2.PolicyConfig(enforcementLevel=levels[level], properties=_struct(props))
+    pack.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig=config))
+
+
+def test_pack_process_lists_every_policy_as_mandatory(pack: Any) -> None:
+    from google.protobuf import empty_pb2
+    from pulumi.runtime.proto import analyzer_pb2
+
+    info = pack.GetAnalyzerInfo(empty_pb2.Empty())
+    assert {(p.name, p.enforcementLevel) for p in info.policies} == {(p.name, analyzer_pb2.MANDATORY) for p in POLICIES}
+
+
+def test_pack_process_reports_a_mutated_scaled_object(pack: Any, prod: StackRun) -> None:
+    from pulumi.runtime.proto import analyzer_pb2
+
+    _configure(pack, "prod")
+    scaled = with_query(first(prod, "ScaledObject"), "kv-cache", "vllm:kv_cache_usage_perc")
+    response = pack.Analyze(analyzer_pb2.AnalyzeRequest(
+        type=scaled.type, properties=_struct(scaled.inputs), urn=scaled.urn, name=scaled.name))
+    assert [d.policyName for d in response.diagnostics] == [QUERIES]
+    assert response.diagnostics[0].enforcementLevel == analyzer_pb2.MANDATORY
+
+
+def test_pack_process_finds_prod_clean_and_dev_eks_rule_advisory(pack: Any, prod: StackRun) -> None:
+    from pulumi.runtime.proto import analyzer_pb2
+
+    def analyze_stack(resources: list[Captured]) -> Any:
+        return pack.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(resources=[
+            analyzer_pb2.AnalyzerResource(type=r.type, properties=_struct(r.inputs), urn=r.urn, name=r.name,
+                                          parent=r.parent)
+            for r in resources
+        ]))
+
+    _configure(pack, "prod")
+    assert list(analyze_stack(prod.resources).diagnostics) == []
+    _configure(pack, "dev")
+    cluster = with_inputs(eks_cluster(prod), lambda i: i.update(endpointPublicAccess=True))
+    response = pack.Analyze(analyzer_pb2.AnalyzeRequest(
+        type=cluster.type, properties=_struct(cluster.inputs), urn=cluster.urn, name=cluster.name))
+    assert [(d.policyName, d.enforcementLevel) for d in response.diagnostics] == [(EKS, analyzer_pb2.ADVISORY)]

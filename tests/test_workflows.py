@@ -1,0 +1,151 @@
+"""The GitHub workflows: valid against GitHub's workflow schema, tests on every pull request,
+a policy-checked preview of every stack commented on the pull request, OIDC credentials
+only, and deployments only from main with a manual approval before prod."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.harness import ROOT
+
+WORKFLOWS = ROOT / ".github" / "workflows"
+FILES = sorted(WORKFLOWS.glob("*.yml"))
+STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml"))
+PULUMI_ACTION = "pulumi/actions@v6"
+AWS_CREDENTIALS_ACTION = "aws-actions/configure-aws-credentials@v4"
+APPLYING_COMMANDS = {"up", "update", "destroy", "refresh"}
+
+
+def load(path: Path) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text())
+
+
+def triggers(workflow: dict[str, Any]) -> dict[str, Any]:
+    # YAML 1.1 reads the bare key `on` as the boolean True.
+    on = workflow.get("on", workflow.get(True))
+    return on if isinstance(on, dict) else {name: None for name in ([on] if isinstance(on, str) else on)}
+
+
+def steps(workflow: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(job id, job, step) for every step of every job."""
+    return [(job_id, job, step) for job_id, job in workflow["jobs"].items() for step in job.get("steps", [])]
+
+
+def pulumi_steps(workflow: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    return [(j, job, s) for j, job, s in steps(workflow) if s.get("uses", "").startswith("pulumi/actions@")]
+
+
+def by_name(name: str) -> dict[str, Any]:
+    return load(WORKFLOWS / f"{name}.yml")
+
+
+def test_there_are_ci_preview_and_deploy_workflows() -> None:
+    assert {p.stem for p in FILES} >= {"ci", "preview", "deploy"}
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_workflow_validates_against_the_github_workflow_schema(path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", str(path)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_schema_check_rejects_an_invalid_workflow(tmp_path: Path) -> None:
+    """The schema check can fail: a job without `runs-on` (or `uses`) is not a workflow job."""
+    broken = tmp_path / "broken.yml"
+    broken.write_text("on: push\njobs:\n  build:\n    steps:\n      - run: make test\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", str(broken)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode != 0
+
+
+def test_ci_runs_the_readme_test_command_on_pull_requests() -> None:
+    ci = by_name("ci")
+    assert "pull_request" in triggers(ci)
+    runs = [s.get("run", "") for _, _, s in steps(ci)]
+    assert any(".ci/run" in r for r in runs)
+    # .ci/run is the README's `make test`.
+    assert "make test" in (ROOT / ".ci" / "run").read_text() and "make test" in (ROOT / "README.md").read_text()
+
+
+def test_preview_runs_every_stack_with_the_policy_pack_and_its_config() -> None:
+    preview = by_name("preview")
+    [(job_id, job, step)] = pulumi_steps(preview)
+    assert step["uses"] == PULUMI_ACTION
+    assert step["with"]["command"] == "preview"
+    assert sorted(job["strategy"]["matrix"]["stack"]) == STACKS
+    assert step["with"]["stack-name"] == "${{ matrix.stack }}"
+    assert step["with"]["policyPacks"] == "policies"
+    assert step["with"]["policyPackConfigs"] == "policies/config/${{ matrix.stack }}.json"
+    for stack in STACKS:
+        assert (ROOT / "policies" / "config" / f"{stack}.json").is_file()
+
+
+def test_preview_comments_the_diff_on_the_pull_request() -> None:
+    preview = by_name("preview")
+    [(_, _, step)] = pulumi_steps(preview)
+    assert set(triggers(preview)) == {"pull_request"}
+    assert step["with"]["comment-on-pr"] is True and step["with"]["diff"] is True
+    assert preview["permissions"]["pull-requests"] == "write"
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_no_pull_request_workflow_applies_changes(path: Path) -> None:
+    workflow = load(path)
+    on = triggers(workflow)
+    if not {"pull_request", "pull_request_target"} & set(on):
+        return
+    commands = {s["with"].get("command") for _, _, s in pulumi_steps(workflow)}
+    assert not commands & APPLYING_COMMANDS
+    assert not any("pulumi up" in s.get("run", "") or "pulumi destroy" in s.get("run", "") for _, _, s in steps(workflow))
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_cloud_credentials_come_from_oidc_role_assumption(path: Path) -> None:
+    workflow = load(path)
+    text = path.read_text()
+    assert "aws-access-key-id" not in text and "AWS_SECRET_ACCESS_KEY" not in text and "PULUMI_ACCESS_TOKEN" not in text
+    for job_id, job, _ in pulumi_steps(workflow):
+        job_steps = job["steps"]
+        credentials = [s for s in job_steps if s.get("uses") == AWS_CREDENTIALS_ACTION]
+        assert credentials, f"{path.name}:{job_id} runs Pulumi without assuming a role"
+        assert credentials[0]["with"]["role-to-assume"].startswith("${{ vars.")
+        first_pulumi = next(i for i, s in enumerate(job_steps) if s.get("uses", "").startswith("pulumi/actions@"))
+        assert job_steps.index(credentials[0]) < first_pulumi, f"{path.name}:{job_id} assumes the role too late"
+        permissions = job.get("permissions", workflow.get("permissions", {}))
+        assert permissions.get("id-token") == "write", f"{path.name}:{job_id} cannot request an OIDC token"
+
+
+def test_deploy_runs_only_for_pushes_to_main() -> None:
+    deploy = by_name("deploy")
+    assert triggers(deploy) == {"push": {"branches": ["main"]}}
+    for job_id, job, _ in pulumi_steps(deploy):
+        assert "refs/heads/main" in job["if"], job_id
+
+
+def test_deploy_tests_first_then_dev_then_prod_behind_its_environment() -> None:
+    jobs = by_name("deploy")["jobs"]
+    assert jobs["test"]["uses"] == "./.github/workflows/ci.yml"
+    assert jobs["dev"]["needs"] == "test" and jobs["dev"]["environment"] == "dev"
+    assert jobs["prod"]["needs"] == "dev" and jobs["prod"]["environment"] == "prod"
+    [(_, _, step)] = [s for s in pulumi_steps(by_name("deploy")) if s[0] == "prod"]
+    assert step["with"]["command"] == "up" and step["with"]["stack-name"] == "prod"
+    assert step["with"]["policyPackConfigs"] == "policies/config/prod.json"
+
+
+def test_deploy_never_cancels_a_running_update() -> None:
+    assert by_name("deploy")["concurrency"]["cancel-in-progress"] is False
+
+
+def test_ci_is_callable_from_the_deploy_workflow() -> None:
+    assert "workflow_call" in triggers(by_name("ci"))
