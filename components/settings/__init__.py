@@ -170,7 +170,8 @@ def _window_problems(s: StackSettings) -> list[str]:
             continue  # reported by the autoscaling rules
         windows |= {f"autoscaling.{scope}.{path}": value for path, value in policy.windows().items()}
     return [
-        f"{NAMESPACE}:{key} ({value}) must be >= 2 x observability.scrapeIntervalSeconds ({2 * interval}s)"
+        f"{NAMESPACE}:{key} ({value}) must be >= 2 x observability.scrapeIntervalSeconds "
+        f"({interval}s) = {2 * interval}s"
         for key, value in windows.items()
         if value < 2 * interval
     ]
