@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from capacity.engine import EngineProfile, Request, ReplicaEngine
+from capacity.hpa import TimedValue
 from capacity.keda import ScaledObject
 from capacity.sim.promql import (
     E2E_LATENCY_BUCKETS,
@@ -376,6 +377,10 @@ class Simulation:
         c = self.c
         for _ in range(c.initial_replicas):
             self._create_pod(0.0, warm=True)
+        if self.so is not None:
+            # A warm fleet has a history: the HPA has been recommending this count, so the
+            # first syncs (metrics not yet in) do not read as a drop inside the window.
+            self.so.hpa.recommendations.append(TimedValue(0.0, c.initial_replicas))
         arrivals = self.trace.arrivals
         n = len(arrivals)
         valid = self._admissible_mask()

@@ -117,3 +117,9 @@ def test_round_robin_spreads_requests_evenly_over_a_static_fleet():
     trace = load("synthetic:step:base=4,peak=4,duration=300,prompt=128,output=16")
     result = simulate(config(initial_replicas=2, router="round-robin"), trace, None)
     assert (result.outcome == OK).all()
+
+
+def test_a_warm_fleet_is_not_scaled_down_before_the_metrics_arrive():
+    quiet = "synthetic:step:base=0.2,peak=0.2,duration=300,prompt=128,output=16"
+    result = run(trace=quiet, initial_replicas=4)
+    assert result.timeline.desired[0] == 4
