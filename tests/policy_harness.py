@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+from unittest import mock
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -22,12 +23,15 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
-from pulumi_policy.proxy import unknown_checking_proxy
+from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
 from policies.platform_policies import BY_NAME, POLICIES
-from tests.harness import ROOT, Captured
+from tests import harness
+from tests.harness import ROOT, Captured, StackRun
 
 CONFIG_DIR = ROOT / "policies" / "config"
+# What the engine sends for a string it cannot know during preview.
+UNKNOWN = UNKNOWN_STRING_VALUE
 
 
 @dataclass(frozen=True)
@@ -55,29 +59,57 @@ def resource_args(captured: Captured, config: Mapping[str, Any] | None = None) -
     return ResourceValidationArgs(captured.type, props, captured.urn, captured.name, _options(captured), None, config)
 
 
-def _mock_id(captured: Captured) -> str:
-    # tests/harness.py gives every mocked resource the id `<name>-id`.
-    return f"{captured.name}-id"
+# URN -> input name -> URNs of the resources that input was computed from.
+Dependencies = dict[str, dict[str, list[str]]]
 
 
-def stack_args(resources: Iterable[Captured], config: Mapping[str, Any] | None = None) -> StackValidationArgs:
-    """Every resource of a stack with its parent and the resources its inputs came from (the
-    engine's property dependencies; rebuilt here from the mock ids inputs carry)."""
+def record_dependencies(stack: str) -> tuple[StackRun, Dependencies]:
+    """Run the program like `harness.run_program`, also recording the property dependencies the
+    SDK sends with every registration (what CrossGuard's stack policies receive)."""
+    recorded: Dependencies = {}
+
+    class Recording(harness.CapturingMonitor):
+        def RegisterResource(self, request: Any) -> Any:
+            response = super().RegisterResource(request)
+            recorded[response.urn] = {k: list(v.urns) for k, v in request.propertyDependencies.items()}
+            return response
+
+    with mock.patch.object(harness, "CapturingMonitor", Recording):
+        run = harness.run_program(stack)
+    return run, recorded
+
+
+def stack_args(
+    resources: Iterable[Captured],
+    config: Mapping[str, Any] | None = None,
+    unknown: Mapping[str, set[str]] | None = None,
+    dependencies: Dependencies | None = None,
+) -> StackValidationArgs:
+    """Every resource of a stack with its parent and, given `dependencies` (recorded by
+    `record_dependencies`), the resources each input came from, as the engine links them.
+
+    `unknown` maps a URN to top-level inputs that a first preview cannot know yet (ids, ARNs of
+    resources created in the same update): they become the engine's unknown sentinel, while
+    their property dependencies stay, as in a real preview."""
     captured = list(resources)
+    unknown = unknown or {}
+
+    def props(c: Captured) -> Any:
+        inputs = copy.deepcopy(c.inputs)
+        for key in unknown.get(c.urn, ()):
+            inputs[key] = UNKNOWN
+        return unknown_checking_proxy(inputs)
+
     policy_resources = {
-        c.urn: PolicyResource(
-            c.type, unknown_checking_proxy(copy.deepcopy(c.inputs)), c.urn, c.name, _options(c), None, None, [], {}
-        )
-        for c in captured
+        c.urn: PolicyResource(c.type, props(c), c.urn, c.name, _options(c), None, None, [], {}) for c in captured
     }
-    by_id = {_mock_id(c): policy_resources[c.urn] for c in captured if c.custom}
     for c in captured:
         resource = policy_resources[c.urn]
         resource.parent = policy_resources.get(c.parent)
-        for key, value in c.inputs.items():
-            if isinstance(value, str) and value in by_id:
-                resource.property_dependencies[key] = [by_id[value]]
-                resource.dependencies.append(by_id[value])
+        for key, urns in (dependencies or {}).get(c.urn, {}).items():
+            sources = [policy_resources[u] for u in urns if u in policy_resources]
+            resource.property_dependencies[key] = sources
+            resource.dependencies.extend(s for s in sources if s not in resource.dependencies)
     return StackValidationArgs(list(policy_resources.values()), config)
 
 
@@ -99,8 +131,15 @@ def _level_and_props(policy: Policy, config: Mapping[str, Any]) -> tuple[Enforce
     return level, defaults
 
 
-def run_policy(policy: Policy, resources: Iterable[Captured], config: Mapping[str, Any] | None = None) -> list[Violation]:
-    """Every violation one policy reports on these resources, at the level `config` gives it."""
+def run_policy(
+    policy: Policy,
+    resources: Iterable[Captured],
+    config: Mapping[str, Any] | None = None,
+    unknown: Mapping[str, set[str]] | None = None,
+    dependencies: Dependencies | None = None,
+) -> list[Violation]:
+    """Every violation one policy reports on these resources, at the level `config` gives it
+    (`unknown`: inputs a first preview cannot know, see `stack_args`)."""
     level, props = _level_and_props(policy, config or {})
     found: list[Violation] = []
     resources = list(resources)
@@ -115,7 +154,7 @@ def run_policy(policy: Policy, resources: Iterable[Captured], config: Mapping[st
         for captured in resources:
             policy.validate(resource_args(captured, props), reporter(captured.urn))
     elif isinstance(policy, StackValidationPolicy):
-        policy.validate(stack_args(resources, props), reporter(""))
+        policy.validate(stack_args(resources, props, unknown, dependencies), reporter(""))
     return found
 
 
@@ -150,6 +189,9 @@ def k8s_object(api_version: str, kind: str, metadata: dict[str, Any], spec: dict
 
 
 __all__ = [
+    "UNKNOWN",
+    "Dependencies",
+    "record_dependencies",
     "Violation",
     "POLICIES",
     "load_config",

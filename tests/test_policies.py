@@ -9,6 +9,7 @@ resource.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -18,6 +19,9 @@ from components import signals
 from tests.harness import Captured, StackRun
 from tests.policy_harness import (
     POLICIES,
+    UNKNOWN,
+    Dependencies,
+    record_dependencies,
     Violation,
     k8s_object,
     load_config,
@@ -812,3 +816,66 @@ def test_pack_process_finds_prod_clean_and_dev_eks_rule_advisory(pack: Any, prod
     response = pack.Analyze(analyzer_pb2.AnalyzeRequest(
         type=cluster.type, properties=_struct(cluster.inputs), urn=cluster.urn, name=cluster.name))
     assert [(d.policyName, d.enforcementLevel) for d in response.diagnostics] == [(EKS, analyzer_pb2.ADVISORY)]
+
+
+# --- a first preview: values the engine cannot know yet ---------------------------------------------
+
+
+def s3_unknowns(run: StackRun) -> dict[str, set[str]]:
+    """Before the first update the bucket's id and ARN are unknown: every setting's `bucket`, the policy text."""
+    unknown = {r.urn: {"bucket"} for r in run.resources if r.type.startswith("aws:s3/") and "bucket" in r.inputs}
+    unknown[bucket_setting(run, ":BucketPolicy").urn] |= {"policy"}
+    return unknown
+
+
+def unparented(resources: list[Captured]) -> list[Captured]:
+    """The stack with bucket settings no longer children of their bucket: only the engine's
+    property dependencies (their `bucket` input came from the bucket) link them."""
+    return [replace(r, parent="") if r.type.startswith("aws:s3/") else r for r in resources]
+
+
+@pytest.fixture(scope="module")
+def prod_linked() -> tuple[StackRun, Dependencies]:
+    """Prod with the property dependencies the SDK registers (a bucket setting's `bucket` -> the bucket)."""
+    return record_dependencies("prod")
+
+
+def test_first_preview_with_unknown_bucket_ids_passes_the_model_store(prod_linked: tuple[StackRun, Dependencies]) -> None:
+    run, deps = prod_linked
+    assert run_policy(policy(S3), unparented(run.resources), None, s3_unknowns(run), deps) == []
+
+
+def test_first_preview_with_unknown_bucket_ids_still_reports_suspended_versioning(
+    prod_linked: tuple[StackRun, Dependencies],
+) -> None:
+    run, deps = prod_linked
+    versioning = bucket_setting(run, ":BucketVersioning")
+    mutated = with_inputs(versioning, lambda i: i["versioningConfiguration"].update(status="Suspended"))
+    violations = run_policy(policy(S3), unparented(swap(run.resources, versioning, mutated)), None, s3_unknowns(run), deps)
+    assert_reported(violations, S3, "llm-prod-models-weights", "versioning")
+
+
+def test_without_property_dependencies_or_parents_unknown_bucket_ids_link_nothing(prod: StackRun) -> None:
+    """The control for the two tests above: the links, not luck, make them pass."""
+    violations = run_policy(policy(S3), unparented(prod.resources), None, s3_unknowns(prod))
+    assert_reported(violations, S3, "llm-prod-models-weights", "BucketPublicAccessBlock")
+
+
+def test_unknown_kms_key_counts_as_secrets_encryption_during_preview(prod: StackRun) -> None:
+    cluster = with_inputs(eks_cluster(prod), lambda i: i.update(encryptionConfigKeyArn=UNKNOWN))
+    assert check(EKS, [cluster]) == []
+    aws_cluster = with_inputs(as_aws_cluster(eks_cluster(prod)),
+                              lambda i: i["encryptionConfig"]["provider"].update(keyArn=UNKNOWN))
+    assert check(EKS, [aws_cluster]) == []
+
+
+def test_unknown_argument_does_not_hide_a_branch_revision(prod: StackRun) -> None:
+    isvc = first(prod, "InferenceService")
+
+    def preview(i: dict[str, Any]) -> None:
+        for container in predictor_spec(i)["initContainers"]:
+            args = container["args"]
+            args[args.index("--revision") + 1] = "main"
+            args.append(UNKNOWN)
+
+    assert_reported(check(PINNED, [with_inputs(isvc, preview)]), PINNED, meta_name(isvc), "--revision 'main'")

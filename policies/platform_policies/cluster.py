@@ -20,16 +20,17 @@ def _settings(subject: Subject) -> tuple[list[str], bool, bool, list[str]] | Non
     props = subject.props
     if subject.resource_type == AWS_EKS_CLUSTER:
         logs = [str(v) for v in k8s.items(props, "enabledClusterLogTypes")]
+        configs = k8s.get(props, "encryptionConfig")
         encrypted = any(
-            "secrets" in [str(r) for r in k8s.items(config, "resources")] and k8s.get(config, "provider", "keyArn")
-            for config in ([k8s.get(props, "encryptionConfig")] if k8s.is_map(k8s.get(props, "encryptionConfig")) else k8s.items(props, "encryptionConfig"))
+            "secrets" in [str(r) for r in k8s.items(config, "resources")] and k8s.is_set(config, "provider", "keyArn")
+            for config in ([configs] if k8s.is_map(configs) else k8s.items(props, "encryptionConfig"))
         )
         # The EKS API opens the public endpoint unless told otherwise.
         public = k8s.get(props, "vpcConfig", "endpointPublicAccess", default=True) is not False
         cidrs = [str(c) for c in k8s.items(props, "vpcConfig", "publicAccessCidrs")]
     elif subject.resource_type == EKS_COMPONENT:
         logs = [str(v) for v in k8s.items(props, "enabledClusterLogTypes")]
-        encrypted = bool(k8s.get(props, "encryptionConfigKeyArn"))
+        encrypted = k8s.is_set(props, "encryptionConfigKeyArn")
         public = k8s.get(props, "endpointPublicAccess", default=True) is not False
         cidrs = [str(c) for c in k8s.items(props, "publicAccessCidrs")]
     else:

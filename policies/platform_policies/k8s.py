@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from pulumi_policy.proxy import UnknownValueError
+
 # `apiVersion` group (without version) and kind, e.g. ("keda.sh", "ScaledObject").
 GroupKind = tuple[str, str]
 
@@ -37,23 +39,62 @@ def is_list(value: Any) -> bool:
     return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
 
 
-def get(obj: Any, *path: str | int, default: Any = None) -> Any:
-    """`obj[path[0]][path[1]]...`, or `default` when any step is missing."""
-    for key in path:
-        if isinstance(key, int):
-            if not is_list(obj) or not -len(obj) <= key < len(obj):
-                return default
-            obj = obj[key]
-        else:
-            if not is_map(obj) or key not in obj:
-                return default
-            obj = obj[key]
-    return obj
+_RAISE = object()
+
+
+def get(obj: Any, *path: str | int, default: Any = None, unknown: Any = _RAISE) -> Any:
+    """`obj[path[0]][path[1]]...`, or `default` when any step is missing.
+
+    A value the engine cannot know during preview raises `UnknownValueError` (CrossGuard then
+    reports that the policy could not run, instead of passing or failing on a guess), unless
+    the caller says what an unknown value means with `unknown=`."""
+    try:
+        for key in path:
+            if isinstance(key, int):
+                if not is_list(obj) or not -len(obj) <= key < len(obj):
+                    return default
+                obj = obj[key]
+            else:
+                if not is_map(obj) or key not in _keys(obj):
+                    return default
+                obj = obj[key]
+        return obj
+    except UnknownValueError:
+        if unknown is _RAISE:
+            raise
+        return unknown
+
+
+def _keys(obj: Mapping[str, Any]) -> set[Any]:
+    # Iterating a props proxy reads keys only; `key in proxy` would read (and check) the value.
+    return set(iter(obj))
+
+
+def is_set(obj: Any, *path: str) -> bool:
+    """Whether the last key of `path` is present with a non-empty value, counting a value that is
+    unknown during preview (an ARN of a resource created in the same update) as set."""
+    value = get(obj, *path, unknown=True)
+    return bool(value)
 
 
 def items(obj: Any, *path: str) -> list[Any]:
     value = get(obj, *path)
     return list(value) if is_list(value) else []
+
+
+def known_items(obj: Any, *path: str) -> list[Any]:
+    """The elements of a list that are known during preview (e.g. a container's args, one of
+    which is a bucket name the engine does not know yet)."""
+    value = get(obj, *path, unknown=[])
+    if not is_list(value):
+        return []
+    found = []
+    for index in range(len(value)):
+        try:
+            found.append(value[index])
+        except UnknownValueError:
+            continue
+    return found
 
 
 def group_kind(resource_type: str, props: Mapping[str, Any]) -> GroupKind | None:
@@ -77,18 +118,18 @@ def describe(resource_type: str, props: Mapping[str, Any], name: str) -> str:
     gk = group_kind(resource_type, props)
     if gk is None:
         return f"{resource_type.split(':')[-1]} '{name}'"
-    meta_name = get(props, "metadata", "name", default=name)
-    namespace = get(props, "metadata", "namespace")
+    meta_name = get(props, "metadata", "name", default=name, unknown=name)
+    namespace = get(props, "metadata", "namespace", unknown="(unknown)")
     return f"{gk[1]} {namespace}/{meta_name}" if namespace else f"{gk[1]} {meta_name}"
 
 
 def metadata_name(props: Mapping[str, Any], fallback: str) -> str:
-    value = get(props, "metadata", "name")
+    value = get(props, "metadata", "name", unknown=None)
     return value if isinstance(value, str) else fallback
 
 
 def namespace_of(props: Mapping[str, Any]) -> str | None:
-    value = get(props, "metadata", "namespace")
+    value = get(props, "metadata", "namespace", unknown=None)
     return value if isinstance(value, str) else None
 
 

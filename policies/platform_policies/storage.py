@@ -23,6 +23,7 @@ VERSIONING = {"aws:s3/bucketVersioning:BucketVersioning", "aws:s3/bucketVersioni
 BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
 PUBLIC_ACCESS_FLAGS = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
 SSE_ALGORITHMS = {"aws:kms", "aws:kms:dsse", "AES256"}
+_UNKNOWN = object()
 
 
 def _belongs_to(resource: Any, bucket: Any) -> bool:
@@ -32,8 +33,10 @@ def _belongs_to(resource: Any, bucket: Any) -> bool:
     deps = getattr(resource, "property_dependencies", {}) or {}
     if any(dep.urn == bucket.urn for dep in deps.get("bucket", [])):
         return True
-    value = k8s.get(resource.props, "bucket")
-    if isinstance(value, str) and value in (k8s.get(bucket.props, "bucket"), k8s.get(bucket.props, "id")):
+    # Before the first update the bucket's name is unknown: then only the links above can tell.
+    value = k8s.get(resource.props, "bucket", unknown=None)
+    names = (k8s.get(bucket.props, "bucket", unknown=None), k8s.get(bucket.props, "id", unknown=None))
+    if isinstance(value, str) and value in names:
         return True
     parent = getattr(resource, "parent", None)
     return parent is not None and getattr(parent, "urn", None) == bucket.urn
@@ -88,7 +91,12 @@ def _check_buckets(resources: list[Any], _config: Mapping[str, Any]) -> Iterator
             yield f"{label}: versioning is not Enabled", bucket.urn
 
         policies = [r for r in settings if r.resource_type == BUCKET_POLICY]
-        if not any(_denies_insecure_transport(k8s.get(p.props, "policy")) for p in policies):
+        documents = [k8s.get(p.props, "policy", unknown=_UNKNOWN) for p in policies]
+        # A policy built from the bucket's ARN is unknown before the first update; the stack
+        # policy runs again on the real outputs after `pulumi up`, where it is known.
+        if _UNKNOWN in documents:
+            continue
+        if not any(_denies_insecure_transport(d) for d in documents):
             yield f"{label}: no bucket policy denies requests without TLS (aws:SecureTransport = false)", bucket.urn
 
 

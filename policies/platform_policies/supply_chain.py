@@ -38,17 +38,19 @@ def image_problem(image: str) -> str | None:
 
 def _revisions(container: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     """(where, value) of every model revision a container is given (CLI flags, *REVISION env vars)."""
-    args = [str(a) for a in (*k8s.items(container, "command"), *k8s.items(container, "args"))]
+    # Unknown elements (a bucket name from this update) are skipped; known ones are still checked.
+    args = [str(a) for a in (*k8s.known_items(container, "command"), *k8s.known_items(container, "args"))]
     for index, arg in enumerate(args):
         for flag in REVISION_FLAGS:
             if arg == flag:
                 yield flag, args[index + 1] if index + 1 < len(args) else ""
             elif arg.startswith(flag + "="):
                 yield flag, arg.split("=", 1)[1]
-    for env in k8s.items(container, "env"):
-        name = str(k8s.get(env, "name", default=""))
-        if name.upper().endswith("REVISION") and k8s.get(env, "value") is not None:
-            yield f"env {name}", str(k8s.get(env, "value"))
+    for env in k8s.known_items(container, "env"):
+        name = str(k8s.get(env, "name", default="", unknown=""))
+        value = k8s.get(env, "value", unknown=None)
+        if name.upper().endswith("REVISION") and value is not None:
+            yield f"env {name}", str(value)
 
 
 def _check_pinned(subject: Subject, _config: Mapping[str, Any]) -> Iterator[str]:
