@@ -260,6 +260,20 @@ def _pod_spec_of_target(resources: list[Any], workload: ScaledWorkload) -> Mappi
     return None
 
 
+def gpus_per_replica(pod_spec: Mapping[str, Any]) -> float:
+    """GPUs one pod holds: its containers together, or its largest init container if that is more
+    (init containers run one at a time, before the containers start)."""
+
+    def gpus(container: Mapping[str, Any]) -> float:
+        request, limit = gpus_of(container)
+        return limit if limit is not None else request or 0.0
+
+    main, init = [], []
+    for name, container in k8s.containers(pod_spec):
+        (init if name.startswith("initContainers") else main).append(gpus(container))
+    return max(sum(main), max(init, default=0.0))
+
+
 def _reachable_pools(pod_spec: Mapping[str, Any], pools: list[Pool]) -> list[Pool]:
     """The GPU pools a pod may land on: those its pool selector or required affinity names, else all."""
     selected = k8s.get(pod_spec, "nodeSelector", POOL_LABEL)
@@ -297,7 +311,7 @@ def _check_gpu_budget(resources: list[Any], config: Mapping[str, Any]) -> Iterat
                     workload.autoscaler.urn,
                 )
             continue
-        per_replica = sum(gpus_of(c)[1] or gpus_of(c)[0] or 0 for _, c in k8s.containers(pod_spec))
+        per_replica = gpus_per_replica(pod_spec)
         if per_replica <= 0:
             continue
         needed = workload.max_replicas * per_replica
