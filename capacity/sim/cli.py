@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from capacity import traces
 from capacity.sim.report import print_table
 from capacity.sim.router import ROUTERS
-from capacity.sim.run import RunOptions
+from capacity.oracle import OracleResult
+from capacity.sim.run import RunOptions, run_oracle
 from capacity.sim.stack import StackModel, load_stack_model
 
 
@@ -28,7 +30,10 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-def load_inputs(args: argparse.Namespace, policy: Path | None = None) -> tuple[StackModel, traces.Trace, RunOptions]:
+def load_inputs(
+    args: argparse.Namespace, policy: Path | None = None
+) -> tuple[StackModel, traces.Trace, RunOptions, OracleResult]:
+    """Stack model, trace and options; the oracle too, whose first interval warms the fleet."""
     sm = load_stack_model(args.stack, args.model, args.profile, policy)
     trace = traces.load(args.trace)
     if args.time_scale != 1.0:
@@ -36,7 +41,9 @@ def load_inputs(args: argparse.Namespace, policy: Path | None = None) -> tuple[S
     if args.rate_scale != 1.0:
         trace = traces.rate_scale(trace, args.rate_scale, seed=args.seed)
     options = RunOptions(router=args.router, seed=args.seed, initial_replicas=args.initial_replicas)
-    return sm, trace, options
+    orc = run_oracle(sm, trace, options)
+    warm = int(orc.replicas[0]) if len(orc.replicas) else None
+    return sm, trace, replace(options, warm_start=warm), orc
 
 
 def emit(args: argparse.Namespace, payload: Any, rows: list[tuple[str, dict]], title: str) -> None:

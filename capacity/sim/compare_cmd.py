@@ -9,7 +9,7 @@ from typing import Any
 
 from capacity import traces
 from capacity.sim.cli import add_common_arguments, emit, load_inputs
-from capacity.sim.run import RunOptions, run_oracle, run_policy, run_static, summarize
+from capacity.sim.run import RunOptions, run_policy, run_static, summarize
 from capacity.sim.stack import StackModel, read_policy_file
 
 
@@ -26,8 +26,7 @@ def _job(job: tuple[str, StackModel, traces.Trace, RunOptions, int | None]) -> d
 
 
 def run(args: argparse.Namespace) -> int:
-    sm, trace, options = load_inputs(args)
-    orc = run_oracle(sm, trace, options)
+    sm, trace, options, orc = load_inputs(args)
     static = args.static or orc.peak_replicas
     jobs = [(f"stack {sm.stack}", sm, trace, options, None)]
     for path in args.policy:
@@ -40,7 +39,12 @@ def run(args: argparse.Namespace) -> int:
         summary["oracle_gpu_hours"] = round(orc.gpu_hours, 3)
         summary["oracle_ratio"] = round(summary["gpu_hours"] / orc.gpu_hours, 3) if orc.gpu_hours else None
         rows.append((name, summary))
-    oracle_row = {"gpu_hours": round(orc.gpu_hours, 3), "oracle_ratio": 1.0, "max_replicas_used": orc.peak_replicas}
+    oracle_row = {
+        "gpu_hours": round(orc.gpu_hours, 3),
+        "oracle_ratio": 1.0,
+        "max_replicas_used": orc.peak_replicas,
+        "infeasible_intervals": orc.infeasible,
+    }
     rows.append((f"oracle ({orc.interval_s:.0f} s intervals)", oracle_row))
     title = f"{sm.stack}/{sm.model.name} ({sm.profile.name}) on {trace.name}: {len(trace)} requests"
     emit(args, {name: s for name, s in rows}, rows, title)

@@ -20,9 +20,11 @@ from capacity.traces import Trace
 class RunOptions:
     router: RouterName = "least-request"
     seed: int = 0
-    # Warm replicas at t = 0. Default: what the trace's first interval needs (the oracle's
-    # count, within min/max), as if the policy had been running before the trace starts.
+    # Warm replicas at t = 0; default: `warm_start` within the policy's min/max, as if the
+    # policy had been running before the trace started (the CLI passes the oracle's count
+    # for the first interval), else minReplicas.
     initial_replicas: int | None = None
+    warm_start: int | None = None
     oracle_interval_s: float = 300.0
 
 
@@ -42,16 +44,15 @@ def sim_config(sm: StackModel, options: RunOptions, initial: int) -> SimConfig:
     )
 
 
-def initial_replicas(sm: StackModel, trace: Trace, options: RunOptions) -> int:
+def initial_replicas(sm: StackModel, options: RunOptions) -> int:
     if options.initial_replicas is not None:
         return options.initial_replicas
-    first = int(run_oracle(sm, trace, options).replicas[0])
-    return min(max(first, sm.policy.min_replicas, 1), sm.policy.max_replicas)
+    return min(max(options.warm_start or 0, sm.policy.min_replicas, 1), sm.policy.max_replicas)
 
 
 def run_policy(sm: StackModel, trace: Trace, options: RunOptions = RunOptions()) -> SimResult:
     """The stack model's autoscaling policy, through KEDA + HPA."""
-    initial = initial_replicas(sm, trace, options)
+    initial = initial_replicas(sm, options)
     return simulate(sim_config(sm, options, initial), trace, scaled_object(sm.policy), signals_of(sm.policy))
 
 
@@ -69,6 +70,7 @@ def run_oracle(sm: StackModel, trace: Trace, options: RunOptions = RunOptions())
         slo.e2e_p99_seconds,
         options.oracle_interval_s,
         sm.model.gpus_per_replica,
+        options.seed,
     )
 
 

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from capacity.sim.cli import add_common_arguments, emit, load_inputs
 from capacity.sim.report import plot_timeline
-from capacity.sim.run import run_oracle, run_policy, summarize
+from capacity.sim.run import run_policy, summarize
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,10 +23,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    sm, trace, options = load_inputs(args, args.policy)
+    sm, trace, options, orc = load_inputs(args, args.policy)
     result = run_policy(sm, trace, options)
-    orc = run_oracle(sm, trace, options)
     summary = summarize(result, sm, orc.gpu_hours)
+    summary["oracle_infeasible_intervals"] = orc.infeasible
     png = args.png or Path("out") / f"simulate-{sm.stack}-{sm.model.name}.png"
     title = f"{sm.stack}/{sm.model.name} ({sm.profile.name}) on {trace.name}"
     summary["timeline_png"] = str(plot_timeline(result, png, title, summary["slo"]))

@@ -22,9 +22,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if not 0 < args.slo_attainment <= 1:
         raise ValueError(f"--slo-attainment must be in (0, 1], got {args.slo_attainment}")
-    sm, trace, options = load_inputs(args)
+    sm, trace, options, orc = load_inputs(args)
     result = tune(sm, trace, args.slo_attainment, options, workers=args.workers)
     lines = config_set_lines(result, sm.model.name, sm.stack)
+    for summary in (result.baseline.summary, result.best.summary):
+        summary["oracle_gpu_hours"] = round(orc.gpu_hours, 3)
+        summary["oracle_ratio"] = round(summary["gpu_hours"] / orc.gpu_hours, 3) if orc.gpu_hours else None
     payload = {
         "target_slo_attainment": result.target,
         "evaluated_policies": result.evaluated,

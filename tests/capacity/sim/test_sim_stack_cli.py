@@ -8,7 +8,7 @@ import yaml
 
 from capacity.__main__ import main
 from capacity.engine import get_profile
-from capacity.oracle import oracle
+from capacity.oracle import fewest_replicas, oracle
 from capacity.sim.run import RunOptions
 from capacity.sim.stack import load_stack_model
 from capacity.traces import load
@@ -106,3 +106,15 @@ def test_bad_input_is_one_clear_error_line(capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     assert main(["simulate", "--stack", "dev", "--profile", "nope", "--trace", SHORT]) == 2
     assert "unknown engine profile 'nope'" in capsys.readouterr().err
+
+
+def test_fewest_replicas_searches_down_from_a_passing_guess():
+    assert fewest_replicas(lambda n: n >= 3, start=7) == (3, True)
+
+
+def test_fewest_replicas_searches_up_from_a_failing_guess():
+    assert fewest_replicas(lambda n: n >= 11, start=2) == (11, True)
+
+
+def test_fewest_replicas_reports_an_unreachable_slo_at_the_cap():
+    assert fewest_replicas(lambda n: False, start=2, cap=16) == (16, False)
