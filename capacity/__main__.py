@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "collect": "capacity.collector",
     "sweep": "capacity.sweep",
     "recommend": "capacity.recommend",
+    "lab": "capacity.lab",
     "simulate": "capacity.sim.simulate_cmd",
     "compare": "capacity.sim.compare_cmd",
     "tune": "capacity.sim.tune_cmd",

@@ -48,6 +48,12 @@ def _between(low: float, high: float | None, fallback_factor: float) -> float:
     return (low + high) / 2 if high is not None and high > low else low * fallback_factor
 
 
+def _span(low: float, high: float | None, at: str, past: str, fmt: str) -> str:
+    if high is not None and high > low:
+        return f"{fmt.format(low)} at planning {at}, {fmt.format(high)} at {past}; scale out between the two"
+    return f"{fmt.format(low)} at planning {at}, no higher point measured past it; scale out a little above it"
+
+
 def _guardrail(slo: float, overloaded: float | None) -> float:
     """Above the SLO (a guardrail, not the main trigger), below what the overloaded replica shows."""
     if overloaded is not None and overloaded > slo:
@@ -90,9 +96,7 @@ def recommend(
         target = max(0.5, round(_between(planning.avg_waiting, beyond.avg_waiting if beyond else None, 1.25), 1))
         settings.append(Setting(
             "triggers.queueDepth.targetPerReplica", target,
-            f"waiting per replica: {planning.avg_waiting:.2f} at planning {at}, "
-            + (f"{beyond.avg_waiting:.2f} at {past}" if beyond and beyond.avg_waiting is not None else past)
-            + "; scale out between the two",
+            "waiting per replica: " + _span(planning.avg_waiting, beyond.avg_waiting if beyond else None, at, past, "{:.2f}"),
             "triggers.queue_depth.target_per_replica",
         ))  # fmt: skip
     else:
@@ -103,9 +107,7 @@ def recommend(
         kv = round(min(max(kv, 0.05), 0.95), 2)
         settings.append(Setting(
             "triggers.kvCache.targetPerReplica", kv,
-            f"KV usage per replica: {planning.avg_kv_usage:.0%} at planning {at}, "
-            + (f"{beyond.avg_kv_usage:.0%} at {past}" if beyond and beyond.avg_kv_usage is not None else past)
-            + "; scale out between the two",
+            "KV usage per replica: " + _span(planning.avg_kv_usage, beyond.avg_kv_usage if beyond else None, at, past, "{:.0%}"),
             "triggers.kv_cache.target_per_replica",
         ))  # fmt: skip
     else:
@@ -118,7 +120,7 @@ def recommend(
     settings.append(Setting(
         "triggers.e2eLatency.thresholdSeconds", _num(e2e),
         f"guardrail above the {slo_p99:g}s SLO"
-        + (f", below the {beyond.p99_latency_s:g}s p99 of the overloaded {past}" if beyond and beyond.p99_latency_s > slo_p99 else ""),
+        + (f", below the {beyond.p99_latency_s:.3g}s p99 of the overloaded {past}" if beyond and beyond.p99_latency_s > slo_p99 else ""),
         "triggers.e2e_latency.threshold_seconds",
     ))  # fmt: skip
     if slo_ttft_p95 is not None:
@@ -128,7 +130,7 @@ def recommend(
         settings.append(Setting(
             "triggers.ttft.thresholdSeconds", _num(_guardrail(slo_ttft_p95, beyond_ttft)),
             f"guardrail above the {slo_ttft_p95:g}s TTFT SLO"
-            + (f", below the {beyond_ttft:g}s TTFT p95 of the overloaded {past}" if beyond_ttft and beyond_ttft > slo_ttft_p95 else ""),
+            + (f", below the {beyond_ttft:.3g}s TTFT p95 of the overloaded {past}" if beyond_ttft and beyond_ttft > slo_ttft_p95 else ""),
             "triggers.ttft.threshold_seconds",
         ))  # fmt: skip
     if peak_rps is not None:
@@ -197,7 +199,7 @@ def report_lines(rec: Recommendation, slo_p99: float) -> list[str]:
     return [
         f"# knee: concurrency {rec.knee.concurrency} ({rec.knee.reason})",
         f"# planning capacity: {p.successful_rps:.2f} req/s per replica at concurrency {p.concurrency} "
-        f"(p99 {p.p99_latency_s:g}s <= SLO {slo_p99:g}s)",
+        f"(p99 {p.p99_latency_s:.3g}s <= SLO {slo_p99:g}s)",
         *(f"# note: {n}" for n in rec.notes),
     ]
 

@@ -1,7 +1,8 @@
 """Measure a replica's capacity envelope: closed-loop load at each concurrency; CSV, PNG, Markdown.
 
-Point it at one replica (or a gateway route with one replica behind it): the envelope is the
-capacity of what it measures. Queue and KV columns come from the replica's /metrics (sampled
+Each --url is one replica: with several, every level runs that concurrency per replica
+(round-robin) and the envelope is reported per replica. A gateway URL with N replicas behind
+it measures the whole pool. Queue and KV columns come from the replica's /metrics (sampled
 during each measurement window) or, when given, from Prometheus with the KEDA queries.
 """
 
@@ -18,7 +19,7 @@ import aiohttp
 
 from capacity.collector import PrometheusClient, SignalReading, collect, keda_signals
 from capacity.envelope import EnvelopeRow, find_knee, write_envelope
-from capacity.loadgen import LoadConfig, run_load
+from capacity.loadgen import LoadConfig, discover_model, run_load
 from capacity.loadgen_cmd import add_load_arguments, config_from_args, progress_bar
 from capacity.report import markdown_report, plot_envelope
 from components import signals
@@ -96,10 +97,14 @@ class SweepOptions:
 async def run_sweep(base: LoadConfig, options: SweepOptions, on_point=None, progress=None) -> list[PointResult]:  # noqa: ANN001
     points: list[PointResult] = []
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+        if base.model is None:  # one name for every level and for the KEDA queries' model_name
+            headers = {"Authorization": f"Bearer {base.api_key}"} if base.api_key else {}
+            base = replace(base, model=await discover_model(session, base.urls[0], headers))
         sampler = MetricsSampler(list(base.urls), options.sample_interval_s)
         sample = await sampler.available(session)
         for level in options.levels:
-            config = replace(base, concurrency=level, rate=None, trace=None)
+            replicas = len(base.urls)
+            config = replace(base, concurrency=level * replicas, rate=None, trace=None)
             started = time.time()
             task = asyncio.create_task(sampler.run(session)) if sample else None
             try:
@@ -119,15 +124,16 @@ async def run_sweep(base: LoadConfig, options: SweepOptions, on_point=None, prog
                 avg_waiting = sum(x[1] for x in window) / len(window)
                 max_waiting = max(x[1] for x in window)
                 kv = sum(x[2] for x in window) / len(window)
-            elif keda:
-                avg_waiting, max_waiting = keda["requests_waiting"].mean, keda["requests_waiting"].max
-                kv = keda["kv_cache_usage"].mean
+            elif keda and keda["requests_waiting"].mean is not None:
+                avg_waiting = keda["requests_waiting"].mean / replicas
+                max_waiting = (keda["requests_waiting"].max or 0) / replicas
+                kv = (keda["kv_cache_usage"].mean or 0) / replicas
             if not s["successful"]:
                 raise ValueError(f"no successful request at concurrency {level}: errors {s['errors']}")
             row = EnvelopeRow(
                 concurrency=level,
-                successful_rps=s["successful_rps"],
-                total_tokens_per_s=s["total_tokens_per_s"],
+                successful_rps=s["successful_rps"] / replicas,
+                total_tokens_per_s=s["total_tokens_per_s"] / replicas,
                 p95_latency_s=s["latency_s"]["p95"],
                 p99_latency_s=s["latency_s"]["p99"],
                 avg_waiting=avg_waiting,

@@ -1,0 +1,92 @@
+"""Run a real Prometheus (the OS package) on loopback, scraping given targets; always stopped."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+PROMETHEUS = "/usr/bin/prometheus"
+
+
+def find_prometheus() -> str | None:
+    return shutil.which("prometheus") or (PROMETHEUS if Path(PROMETHEUS).is_file() else None)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _config(targets: list[str], scrape_interval_s: float) -> str:
+    listed = ", ".join(f"'{t}'" for t in targets)
+    interval = f"{scrape_interval_s:g}s"
+    return (
+        f"global:\n  scrape_interval: {interval}\n  evaluation_interval: {interval}\n"
+        f"scrape_configs:\n  - job_name: vllm\n    scrape_interval: {interval}\n"
+        f"    static_configs:\n      - targets: [{listed}]\n"
+    )
+
+
+@contextmanager
+def run_prometheus(targets: list[str], scrape_interval_s: float = 1.0, binary: str | None = None,
+                   ready_timeout_s: float = 30.0) -> Iterator[str]:  # fmt: skip
+    """Start Prometheus on 127.0.0.1 (temp config and TSDB); yield its base URL; terminate it."""
+    binary = binary or find_prometheus()
+    if binary is None:
+        raise ValueError("prometheus is not installed (Debian: apt-get install prometheus)")
+    workdir = Path(tempfile.mkdtemp(prefix="capacity-prometheus-"))
+    (workdir / "prometheus.yml").write_text(_config(targets, scrape_interval_s))
+    port = free_port()
+    log = (workdir / "prometheus.log").open("w")
+    process = subprocess.Popen(
+        [binary, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=1h", "--log.level=warn"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + ready_timeout_s
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"prometheus exited with {process.returncode}: {(workdir / 'prometheus.log').read_text()[-500:]}")
+            try:
+                if httpx.get(url + "/-/ready", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"prometheus not ready after {ready_timeout_s}s")
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def wait_for_targets(url: str, count: int, timeout_s: float = 20.0) -> None:
+    """Block until Prometheus has scraped `count` healthy targets."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            active = httpx.get(url + "/api/v1/targets", timeout=2).json()["data"]["activeTargets"]
+            if sum(t["health"] == "up" for t in active) >= count:
+                return
+        except (httpx.HTTPError, KeyError, ValueError):
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"prometheus at {url} did not see {count} healthy targets within {timeout_s}s")
