@@ -182,6 +182,8 @@ def _attr(obj: object, dotted: str) -> object:
 
 def commands(rec: Recommendation, stack: str, model: str | None, current: object | None = None) -> list[str]:
     key = model or "default"
+    # Pulumi's --path syntax: a key with a dot must be quoted, e.g. autoscaling["qwen2.5-7b"]
+    prefix = f'autoscaling["{key}"]' if "." in key else f"autoscaling.{key}"
     lines = []
     for s in rec.settings:
         comment = s.rationale
@@ -190,7 +192,7 @@ def commands(rec: Recommendation, stack: str, model: str | None, current: object
                 comment += f" (current: {_render(_attr(current, s.current_attr))})"
             except AttributeError:
                 pass
-        lines.append(f"pulumi config set --path 'autoscaling.{key}.{s.path}' {_render(s.value)} -s {stack}   # {comment}")
+        lines.append(f"pulumi config set --path '{prefix}.{s.path}' {_render(s.value)} -s {stack}   # {comment}")
     return lines
 
 

@@ -1,0 +1,134 @@
+"""Knee, planning capacity and threshold commands from an envelope."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from capacity.envelope import COLUMNS, EnvelopeRow, find_knee, read_envelope, write_envelope
+from capacity.recommend import commands, current_values, recommend
+from tests.capacity.conftest import CALIBRATION_CSV, REPO
+
+LINE = re.compile(r"^pulumi config set --path 'autoscaling\.(?P<key>[\w-]+)\.(?P<path>[\w.]+)' (?P<value>\S+) -s (?P<stack>\S+)   # .+$")
+
+
+def _rows(*points):  # (concurrency, rps, p99, waiting, kv)
+    return [EnvelopeRow(c, rps, rps * 1000, p99 * 0.9, p99, w, w, None, kv) for c, rps, p99, w, kv in points]
+
+
+def test_calibration_reading_is_about_1_5_rps_per_replica_saturating_at_20():
+    rec = recommend(read_envelope(CALIBRATION_CSV), slo_p99=30)
+    assert rec.knee.concurrency == 20 and rec.knee.saturated
+    assert rec.planning.concurrency == 20
+    assert rec.planning_rps == pytest.approx(1.5, abs=0.1)
+
+
+def test_every_command_uses_the_exact_config_key_paths():
+    rec = recommend(read_envelope(CALIBRATION_CSV), slo_p99=30, slo_ttft_p95=2, peak_rps=6)
+    lines = commands(rec, "dev", None)
+    parsed = [LINE.match(line) for line in lines]
+    assert all(parsed), lines
+    paths = {m["path"]: m["value"] for m in parsed}
+    assert {m["key"] for m in parsed} == {"default"} and {m["stack"] for m in parsed} == {"dev"}
+    assert set(paths) == {
+        "triggers.queueDepth.targetPerReplica", "slo.e2eP99Seconds", "triggers.e2eLatency.thresholdSeconds",
+        "slo.ttftP95Seconds", "triggers.ttft.enabled", "triggers.ttft.thresholdSeconds", "maxReplicas",
+    }  # fmt: skip
+    assert paths["maxReplicas"] == "4"  # ceil(6 / 1.54)
+    assert paths["triggers.ttft.enabled"] == "true"
+
+
+def test_model_name_selects_the_per_model_block():
+    rec = recommend(read_envelope(CALIBRATION_CSV), slo_p99=30)
+    assert all("'autoscaling.qwen25-7b-awq." in line for line in commands(rec, "prod", "qwen25-7b-awq"))
+
+
+def test_a_model_name_with_dots_is_quoted_in_the_path():
+    rec = recommend(read_envelope(CALIBRATION_CSV), slo_p99=30)
+    assert all("'autoscaling[\"qwen2.5-7b\"].triggers." in line or "'autoscaling[\"qwen2.5-7b\"].slo." in line
+               for line in commands(rec, "prod", "qwen2.5-7b"))  # fmt: skip
+
+
+def test_latency_guardrail_sits_above_the_slo_and_below_the_overloaded_p99():
+    rec = recommend(read_envelope(CALIBRATION_CSV), slo_p99=30)
+    threshold = next(s.value for s in rec.settings if s.path == "triggers.e2eLatency.thresholdSeconds")
+    assert 30 < threshold < 35.5
+
+
+def test_queue_and_kv_targets_fall_between_the_planning_point_and_the_overloaded_point():
+    rows = _rows((1, 0.3, 3, 0.0, 0.02), (10, 1.3, 8, 0.5, 0.2), (20, 1.5, 15, 1.0, 0.4), (40, 1.55, 35, 3.0, 0.8))
+    rec = recommend(rows, slo_p99=30)
+    values = {s.path: s.value for s in rec.settings}
+    assert rec.planning.concurrency == 20
+    assert 1.0 < values["triggers.queueDepth.targetPerReplica"] < 3.0
+    assert 0.4 < values["triggers.kvCache.targetPerReplica"] < 0.8
+
+
+def test_slo_tighter_than_the_knee_picks_the_best_point_that_meets_it():
+    rec = recommend(read_envelope(CALIBRATION_CSV), slo_p99=9)
+    assert rec.planning.concurrency == 10 and rec.planning_rps == pytest.approx(1.32)
+
+
+def test_no_point_within_the_slo_is_an_error_saying_so():
+    with pytest.raises(ValueError, match="cannot serve this request shape within the SLO"):
+        recommend(read_envelope(CALIBRATION_CSV), slo_p99=1)
+
+
+def test_an_envelope_still_growing_is_not_called_saturated():
+    rows = _rows((1, 0.3, 3, 0, 0), (2, 0.6, 3.1, 0, 0), (4, 1.2, 3.3, 0, 0))
+    knee = find_knee(rows)
+    assert not knee.saturated and knee.concurrency == 4
+    assert any("extend the sweep" in n for n in recommend(rows, slo_p99=30).notes)
+
+
+def test_envelope_csv_round_trips_with_calibration_columns_first(tmp_path):
+    rows = read_envelope(CALIBRATION_CSV)
+    write_envelope(tmp_path / "e.csv", rows)
+    header = (tmp_path / "e.csv").read_text().splitlines()[0].split(",")
+    assert header == list(COLUMNS)
+    assert header[:7] == CALIBRATION_CSV.read_text().splitlines()[0].split(",")
+    assert [r.successful_rps for r in read_envelope(tmp_path / "e.csv")] == [r.successful_rps for r in rows]
+
+
+def test_envelope_missing_a_column_names_it(tmp_path):
+    (tmp_path / "e.csv").write_text("concurrency,successful_rps\n1,0.3\n2,0.5\n")
+    with pytest.raises(ValueError, match="p99_latency_s"):
+        read_envelope(tmp_path / "e.csv")
+
+
+def test_recommended_values_pass_the_stacks_own_validation():
+    stack_file = REPO / "Pulumi.dev.yaml"
+    settings_module = pytest.importorskip("components.settings") if stack_file.is_file() else None
+    if settings_module is None:
+        pytest.fail("Pulumi.dev.yaml is missing: the recommendation cannot be checked against the stack")
+    settings = settings_module.load_stack_file(stack_file)
+    rec = recommend(read_envelope(CALIBRATION_CSV), slo_p99=30, slo_ttft_p95=2, peak_rps=3)
+    section = {k: dict(v) for k, v in settings.autoscaling.items()}
+    block = section.setdefault("default", {})
+    for s in rec.settings:
+        node = block
+        *parents, leaf = s.path.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = s.value
+    applied = settings.with_autoscaling(section).autoscaling_for(settings.models[0].name)
+    assert applied.triggers.queue_depth.target_per_replica == 1.7
+
+
+def test_current_values_are_optional_and_never_fail(tmp_path):
+    current, why = current_values("no-such-stack", "default", tmp_path / "Pulumi.no-such-stack.yaml")
+    assert current is None and "Pulumi.no-such-stack.yaml" in why
+
+
+def test_cli_prints_ready_to_run_lines_for_the_calibration_file(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "capacity", "recommend", "--envelope", str(CALIBRATION_CSV), "--slo-p99", "30",
+         "--stack", "staging"],
+        cwd=tmp_path, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
+        check=True,
+    ).stdout  # fmt: skip
+    lines = [l for l in out.splitlines() if l.startswith("pulumi config set")]
+    assert lines and all(LINE.match(l) and " -s staging " in l for l in lines)
+    assert "planning capacity: 1.54 req/s per replica at concurrency 20" in out
