@@ -1,0 +1,74 @@
+"""End to end: a real Prometheus (OS package) scrapes two mock replicas under load; the collector,
+running the KEDA queries from `signals`, agrees with what the load generator measured."""
+
+import asyncio
+import bisect
+import time
+
+import pytest
+
+from capacity.collector import PrometheusClient, collect, keda_signals
+from capacity.engine import get_profile
+from capacity.loadgen import LoadConfig, run_load
+from capacity.mock.metrics import REQUEST_LATENCY_BUCKETS
+from capacity.mock.server import serve_replicas
+from capacity.promserver import find_prometheus, run_prometheus, wait_for_targets
+from components.signals import Scope
+
+PROFILE = get_profile("a10g-r1-14b-awq")
+SPEEDUP = 20
+CONCURRENCY_PER_REPLICA = 8
+
+
+@pytest.fixture(scope="module")
+def measured():
+    assert find_prometheus(), "prometheus must be installed (Debian package 'prometheus'): `make system-packages`"
+
+    async def scenario():
+        async with serve_replicas(PROFILE, count=2, speedup=SPEEDUP) as replicas:
+            with run_prometheus([r.url.removeprefix("http://") for r in replicas], scrape_interval_s=1.0) as prom:
+                await asyncio.to_thread(wait_for_targets, prom, 2)
+                config = LoadConfig(urls=tuple(r.url for r in replicas), concurrency=2 * CONCURRENCY_PER_REPLICA,
+                                    warmup_s=20, duration_s=120, time_scale=SPEEDUP, stream=True,
+                                    prompt_tokens=1024, output_tokens=128)  # fmt: skip
+                started = time.time()
+                load = asyncio.create_task(run_load(config))
+                await asyncio.sleep(config.warmup_s / SPEEDUP + 4)
+                client = PrometheusClient(prom)
+                # a mid-run instant: every in-flight request is running or waiting on some replica
+                running = await asyncio.to_thread(client.query, "sum(vllm:num_requests_running) + sum(vllm:num_requests_waiting)")
+                result = await load
+                end = started + (config.warmup_s + config.duration_s) / SPEEDUP
+                await asyncio.sleep(1.5)  # the last scrape of the window
+                queries = keda_signals(Scope(PROFILE.served_model_name), queue_window_s=3, latency_window_s=6)
+                readings = await asyncio.to_thread(collect, client, queries, end - 6, end, 1.0, SPEEDUP)
+                client.close()
+                return result, running, readings
+
+    return asyncio.run(scenario())
+
+
+def test_prometheus_sees_every_in_flight_request_of_the_closed_loop(measured):
+    _, in_flight, _ = measured
+    assert in_flight == pytest.approx(2 * CONCURRENCY_PER_REPLICA, abs=2)
+
+
+def test_request_rate_from_prometheus_matches_the_load_generator(measured):
+    result, _, readings = measured
+    assert readings["requests_per_second"].mean == pytest.approx(result.summary["successful_rps"], rel=0.35)
+
+
+def test_e2e_quantile_from_the_keda_query_matches_the_load_generator_within_bucket_resolution(measured):
+    result, _, readings = measured
+    p99 = readings["e2e_latency_quantile"].instant
+    client_p99 = result.summary["latency_s"]["p99"]
+    # histogram_quantile interpolates inside one of vLLM's buckets: both fall in the same one
+    bucket = lambda v: bisect.bisect_left(REQUEST_LATENCY_BUCKETS, v)  # noqa: E731
+    assert bucket(p99) == bucket(client_p99), (p99, client_p99)
+
+
+def test_kv_and_queue_signals_return_one_series_with_plausible_values(measured):
+    _, _, readings = measured
+    assert 0 < readings["kv_cache_usage"].instant < 2  # sum over two replicas
+    assert readings["queue_depth"].instant is not None and readings["queue_depth"].instant >= 0
+    assert readings["generation_tokens_per_second"].mean > 0
