@@ -27,7 +27,26 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--router", choices=ROUTERS, default="least-request", help="least-request = Envoy P2C (the gateway default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--initial-replicas", type=int, help="warm replicas at t=0 (default: minReplicas)")
+    p.add_argument(
+        "--prometheus-outage",
+        type=_outage,
+        action="append",
+        default=[],
+        metavar="START:END",
+        help="seconds when every trigger query fails (KEDA fallback); repeatable",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _outage(text: str) -> tuple[float, float]:
+    start, sep, end = text.partition(":")
+    try:
+        window = (float(start), float(end))
+    except ValueError:
+        window = (0.0, -1.0)
+    if not sep or window[1] <= window[0]:
+        raise argparse.ArgumentTypeError(f"{text!r} is not START:END seconds with END > START")
+    return window
 
 
 def load_inputs(
@@ -40,7 +59,12 @@ def load_inputs(
         trace = traces.time_scale(trace, args.time_scale)
     if args.rate_scale != 1.0:
         trace = traces.rate_scale(trace, args.rate_scale, seed=args.seed)
-    options = RunOptions(router=args.router, seed=args.seed, initial_replicas=args.initial_replicas)
+    options = RunOptions(
+        router=args.router,
+        seed=args.seed,
+        initial_replicas=args.initial_replicas,
+        metrics_outages=tuple(args.prometheus_outage),
+    )
     orc = run_oracle(sm, trace, options)
     warm = int(orc.replicas[0]) if len(orc.replicas) else None
     return sm, trace, replace(options, warm_start=warm), orc

@@ -25,6 +25,7 @@ class RunOptions:
     # for the first interval), else minReplicas.
     initial_replicas: int | None = None
     warm_start: int | None = None
+    metrics_outages: tuple[tuple[float, float], ...] = ()
     oracle_interval_s: float = 300.0
 
 
@@ -41,6 +42,7 @@ def sim_config(sm: StackModel, options: RunOptions, initial: int) -> SimConfig:
         initial_replicas=initial,
         ttft_slo_s=sm.policy.slo.ttft_p95_seconds,
         e2e_slo_s=sm.policy.slo.e2e_p99_seconds,
+        metrics_outages=options.metrics_outages,
     )
 
 

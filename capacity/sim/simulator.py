@@ -66,6 +66,8 @@ class SimConfig:
     # response, for `closed_loop_s`; the trace then only supplies request shapes, in order.
     closed_loop_clients: int = 0
     closed_loop_s: float = 0.0
+    # (start, end) seconds when Prometheus cannot be queried: every trigger fails (KEDA fallback).
+    metrics_outages: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass
@@ -346,7 +348,9 @@ class Simulation:
 
     def _sync(self, t: float, since: float) -> None:
         alive = self._alive()
-        values = self.query(t) if self.so is not None else {}
+        values: dict[str, float | None] = self.query(t) if self.so is not None else {}
+        if any(start <= t < end for start, end in self.c.metrics_outages):
+            values = {name: None for name in values}
         desired = len(alive)
         if self.so is not None:
             current = len(alive)
@@ -358,13 +362,13 @@ class Simulation:
                 self.set_replicas(desired, t)
         self._record(t, since, values, desired)
 
-    def _record(self, t: float, since: float, values: dict[str, float], desired: int) -> None:
+    def _record(self, t: float, since: float, values: dict[str, float | None], desired: int) -> None:
         tl = self.timeline
         tl.t.append(t)
         tl.arrivals_per_s.append(self._arrived_since_sync / max(t - since, 1e-9))
         self._arrived_since_sync = 0
         for name, value in values.items():
-            tl.signals.setdefault(name, []).append(value)
+            tl.signals.setdefault(name, []).append(math.nan if value is None else value)
         tl.desired.append(desired)
         tl.ready.append(len(self.ready))
         recent = self._recent

@@ -123,3 +123,22 @@ def test_a_warm_fleet_is_not_scaled_down_before_the_metrics_arrive():
     quiet = "synthetic:step:base=0.2,peak=0.2,duration=300,prompt=128,output=16"
     result = run(trace=quiet, initial_replicas=4)
     assert result.timeline.desired[0] == 4
+
+
+def test_a_prometheus_outage_drives_the_fleet_to_fallback_replicas():
+    policy = ModelAutoscaling.model_validate(
+        {
+            "minReplicas": 1,
+            "maxReplicas": 6,
+            "fallbackReplicas": 4,
+            "triggers": {"e2eLatency": {"enabled": False}},
+            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 0, "policies": [{"type": "Pods", "value": 4, "periodSeconds": 15}]}},
+        }
+    )
+    quiet = "synthetic:step:base=0.2,peak=0.2,duration=900,prompt=128,output=16"
+    result = run(trace=quiet, policy=policy, metrics_outages=((300.0, 600.0),))
+    tl = result.timeline
+    during = [d for t, d in zip(tl.t, tl.desired) if 400 <= t < 600]
+    after = [d for t, d in zip(tl.t, tl.desired) if t >= 700]
+    assert set(during) == {4}
+    assert after[-1] == 1
