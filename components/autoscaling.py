@@ -23,6 +23,8 @@ KEDA_CHART = "keda"
 KEDA_REPOSITORY = "https://kedacore.github.io/charts"
 KEDA_VERSION = "2.20.2"
 KEDA_NAMESPACE = "keda"
+# Says on the object whether scale-to-zero is intended (only `batch` models may have minReplicas 0).
+WORKLOAD_LABEL = "inference-platform/workload"
 
 
 def _prometheus(name: str, query: str, threshold: float, metric_type: str, address: str,
@@ -148,7 +150,11 @@ class Autoscaling(pulumi.ComponentResource):
                 metadata={
                     "name": scaled_object_name(m.model),
                     "namespace": m.workload.namespace,
-                    "labels": {"app.kubernetes.io/part-of": "inference-platform", predictor.MODEL_LABEL: m.name},
+                    "labels": {
+                        "app.kubernetes.io/part-of": "inference-platform",
+                        predictor.MODEL_LABEL: m.name,
+                        WORKLOAD_LABEL: m.model.workload,
+                    },
                 },
                 spec=scaled_object_spec(m, args.prometheus_url),
                 opts=object_opts,

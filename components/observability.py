@@ -9,20 +9,21 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 import yaml
+from pulumi.runtime.config import is_config_secret
 
 from . import iam, predictor, signals
 from .dashboards import SIDECAR_LABEL, dashboards
 from .gpu_capacity import GPU_TAINT, POOL_LABEL
 from .naming import type_token
 from .rules import MonitoredModel, monitored_models, rule_groups
-from .settings import StackSettings
+from .settings import NAMESPACE, StackSettings
 from .settings.observability import ObservabilitySettings, Receiver
 
 STACK_CHART = "kube-prometheus-stack"
@@ -181,6 +182,17 @@ def alertmanager_config(receivers: list[Receiver]) -> dict[str, Any]:
     }
 
 
+def plaintext_webhook_problems(obs: ObservabilitySettings, is_secret: Callable[[str], bool]) -> list[str]:
+    """Webhook URLs carry credentials: refuse them unless the config value is a Pulumi secret."""
+    if not obs.alertmanager.receivers or is_secret(f"{NAMESPACE}:observability"):
+        return []
+    return [
+        f"{NAMESPACE}:observability.alertmanager.receivers[{i}].webhookUrl must be set with "
+        f"`pulumi config set --secret --path 'observability.alertmanager.receivers[{i}].webhookUrl' ...`"
+        for i in range(len(obs.alertmanager.receivers))
+    ]
+
+
 @dataclass(frozen=True)
 class ObservabilityArgs:
     settings: StackSettings
@@ -200,6 +212,9 @@ class Observability(pulumi.ComponentResource):
     def __init__(self, name: str, args: ObservabilityArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(type_token("observability", "Observability"), name, None, opts)
         s, obs = args.settings, args.settings.observability
+        problems = plaintext_webhook_problems(obs, is_config_secret)
+        if problems:
+            raise pulumi.RunError("\n".join(problems))
         self.namespace = obs.namespace
         self.prometheus_url = prometheus_url(obs.namespace)
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)

@@ -216,3 +216,8 @@ def test_queue_depth_sums_every_replica_of_the_model_and_nothing_else(tmp_path: 
     test = {"interval": "15s", "input_series": fleet("qwen25-14b-awq", True), "promql_expr_test": [expected]}
     result = run_rule_tests([], [test], tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_scaled_objects_say_whether_the_model_is_interactive_or_batch(dev: StackRun) -> None:
+    (scaled,) = scaled_objects(dev)
+    assert scaled["metadata"]["labels"]["inference-platform/workload"] == "interactive"

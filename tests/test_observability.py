@@ -4,6 +4,7 @@ predictor, and Amazon Managed Service for Prometheus when the stack asks for it.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,10 @@ import yaml
 
 from components import observability as obs_module
 from components.gpu_capacity import GPU_TAINT, POOL_LABEL
-from components.observability import alertmanager_config, prometheus_url
+from components.observability import alertmanager_config, plaintext_webhook_problems, prometheus_url
 from components.settings import SettingsError, parse
 from components.settings.observability import Receiver
-from tests.harness import StackRun
+from tests.harness import ProgramFailed, StackRun, run_program, stack_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -140,3 +141,36 @@ def test_alertmanager_config_and_grafana_password_stay_pulumi_secrets(prod: Stac
     secrets = {r.inputs["metadata"]["name"]: r.secret_paths for r in prod.of_kind("v1", "Secret")}
     assert any(p.startswith("stringData") for p in secrets[obs_module.ALERTMANAGER_CONFIG_SECRET])
     assert any(p.startswith("stringData") for p in secrets[obs_module.GRAFANA_ADMIN_SECRET])
+
+
+def with_receiver(url: Any) -> dict[str, Any]:
+    raw = yaml.safe_load((ROOT / "Pulumi.prod.yaml").read_text())["config"]
+    raw = {k.removeprefix("inference-platform:"): v for k, v in raw.items() if k.startswith("inference-platform:")}
+    raw["observability"]["alertmanager"] = {"receivers": [{"name": "oncall", "webhookUrl": url}]}
+    return raw
+
+
+def test_a_plaintext_webhook_url_is_refused() -> None:
+    obs = parse(with_receiver("https://hooks.example.com/T0")).observability
+    problems = plaintext_webhook_problems(obs, is_secret=lambda key: False)
+    assert problems and "receivers[0].webhookUrl must be set with `pulumi config set --secret" in problems[0]
+
+
+def test_a_webhook_url_set_as_a_secret_is_accepted() -> None:
+    obs = parse(with_receiver("https://hooks.example.com/T0")).observability
+    assert plaintext_webhook_problems(obs, is_secret=lambda key: key == "inference-platform:observability") == []
+
+
+def test_an_encrypted_webhook_in_a_stack_file_still_loads_outside_the_engine() -> None:
+    # The capacity tooling reads stack files directly; `secure:` ciphertext must not break it.
+    settings = parse(with_receiver({"secure": "v1:c2VjcmV0"}))
+    assert settings.observability.alertmanager.receivers[0].name == "oncall"
+
+
+def test_the_program_stops_on_a_plaintext_webhook_before_creating_observability() -> None:
+    config = stack_config("dev")
+    observability = json.loads(config["inference-platform:observability"])
+    observability["alertmanager"] = {"receivers": [{"name": "oncall", "webhookUrl": "https://hooks.example.com/T0"}]}
+    config["inference-platform:observability"] = json.dumps(observability)
+    with pytest.raises(ProgramFailed, match=r"receivers\[0\]\.webhookUrl must be set with"):
+        run_program("dev", config)

@@ -17,6 +17,9 @@ from .base import Section
 # Prometheus' duration syntax, largest unit first (e.g. "15d", "1w2d", "12h").
 _DURATION = re.compile(r"^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?$")
 _RECEIVER = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
+# What a `secure:` (encrypted) webhook URL reads as outside the Pulumi engine, e.g. when the
+# capacity tooling loads a stack file: only the engine can decrypt it, and only it needs to.
+ENCRYPTED_URL = "https://encrypted.invalid/"
 
 
 class PrometheusStorage(Section):
@@ -59,6 +62,13 @@ class Receiver(Section):
     def _name(cls, value: str) -> str:
         if not _RECEIVER.match(value):
             raise ValueError("must be a lowercase DNS label")
+        return value
+
+    @field_validator("webhook_url", mode="before")
+    @classmethod
+    def _encrypted(cls, value: object) -> object:
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            return ENCRYPTED_URL
         return value
 
     @field_validator("webhook_url")
