@@ -156,6 +156,10 @@ def tune(
 def config_set_lines(result: TuneResult, model: str, stack: str) -> list[str]:
     """The `pulumi config set` commands that deploy the winner."""
     return [
-        f"pulumi config set --path 'autoscaling.{model}.{path}' {after} -s {stack}"
+        f"pulumi config set --path 'autoscaling.{model}.{path}' {_show(after)} -s {stack}"
         for path, _, after in result.changes
     ]
+
+
+def _show(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)

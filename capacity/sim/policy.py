@@ -19,6 +19,7 @@ class Signals:
     e2e_window_s: float
     ttft_quantile: float
     ttft_window_s: float
+    cron: tuple[str, str, str, int] | None = None  # start, end, timezone, desiredReplicas
 
 
 def _rules(rules: RulesSettings) -> ScalingRules:
@@ -32,8 +33,6 @@ def _rules(rules: RulesSettings) -> ScalingRules:
 def triggers_of(policy: ModelAutoscaling) -> tuple[Trigger, ...]:
     """Enabled triggers with their HPA metric types (additive -> AverageValue, quantile -> Value)."""
     t = policy.triggers
-    if t.cron.enabled:
-        raise ValueError("autoscaling triggers.cron.enabled: the cron trigger is not simulated; disable it to simulate")
     found = []
     if t.queue_depth.enabled:
         found.append(Trigger("queueDepth", "AverageValue", t.queue_depth.target_per_replica))
@@ -43,6 +42,8 @@ def triggers_of(policy: ModelAutoscaling) -> tuple[Trigger, ...]:
         found.append(Trigger("e2eLatency", "Value", t.e2e_latency.threshold_seconds))
     if t.ttft.enabled:
         found.append(Trigger("ttft", "Value", t.ttft.threshold_seconds))
+    if t.cron.enabled:  # KEDA's cron scaler: desiredReplicas (in window) or 1 against AverageValue 1
+        found.append(Trigger("cron", "AverageValue", 1.0))
     return tuple(found)
 
 
@@ -54,6 +55,7 @@ def signals_of(policy: ModelAutoscaling) -> Signals:
         float(t.e2e_latency.window_seconds),
         t.ttft.quantile,
         float(t.ttft.window_seconds),
+        (t.cron.start, t.cron.end, t.cron.timezone, t.cron.desired_replicas) if t.cron.enabled else None,
     )
 
 

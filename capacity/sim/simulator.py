@@ -19,6 +19,7 @@ import heapq
 import math
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 import numpy as np
 
@@ -33,6 +34,7 @@ from capacity.sim.promql import (
     histogram_quantile,
     positive_or_zero,
 )
+from capacity.sim.cron import window_mask
 from capacity.sim.router import RouterName, make_router
 from capacity.sim.startup import Pool, Startup, interruption_delay, place
 from capacity.traces import Trace
@@ -42,6 +44,8 @@ SPOT_WARNING_S = 120.0  # EC2 spot interruption notice
 HPA_OFFSET_S = 5.0  # HPA syncs are not aligned with scrapes
 KV_LOOKBACK_S = 300.0  # instant-vector lookback of a live series
 CLIENT_DELAY_S = 0.005  # closed-loop client turnaround
+# Wall clock of t = 0 for traces without one (synthetic): a Monday, 00:00 UTC.
+DEFAULT_START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
 # Request outcomes.
 OK, FAILED, REJECTED, UNFINISHED = range(4)
@@ -164,6 +168,7 @@ class Simulation:
         self._arrived_since_sync = 0
         self._recent: list[int] = []  # request ids finished since the last sync
         self.arrival = np.array(trace.arrivals, dtype=np.float64)
+        self._cron = self._cron_mask()
         self._clients: list[float] = []  # closed loop: next send time per idle client (heap)
         if config.closed_loop_clients:
             self.arrival[:] = np.nan
@@ -344,7 +349,18 @@ class Simulation:
         values["kvCache"] = sum(p.kv[-1] for p in live)
         values["e2eLatency"] = self._quantile(t, s.e2e_quantile, s.e2e_window_s, "e2e")
         values["ttft"] = self._quantile(t, s.ttft_quantile, s.ttft_window_s, "ttft")
+        if s.cron is not None:
+            inside = self._cron[min(int(t // 60), len(self._cron) - 1)]
+            values["cron"] = float(s.cron[3]) if inside else 1.0
         return values
+
+    def _cron_mask(self) -> np.ndarray:
+        """Minute by minute: inside the cron trigger's window (wall clock from the trace)."""
+        if self.signals is None or self.signals.cron is None:
+            return np.zeros(0, dtype=bool)
+        start, end, tz, _ = self.signals.cron
+        span = self.c.closed_loop_s or self.trace.duration + self.c.drain_limit_s
+        return window_mask(start, end, tz, self.trace.start or DEFAULT_START, int(span // 60) + 2)
 
     def _sync(self, t: float, since: float) -> None:
         alive = self._alive()

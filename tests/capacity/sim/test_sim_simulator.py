@@ -142,3 +142,20 @@ def test_a_prometheus_outage_drives_the_fleet_to_fallback_replicas():
     after = [d for t, d in zip(tl.t, tl.desired) if t >= 700]
     assert set(during) == {4}
     assert after[-1] == 1
+
+
+def test_a_cron_trigger_holds_desired_replicas_inside_its_window():
+    policy = ModelAutoscaling.model_validate(
+        {
+            "minReplicas": 1,
+            "maxReplicas": 6,
+            "triggers": {"cron": {"enabled": True, "start": "10 0 * * *", "end": "20 0 * * *", "desiredReplicas": 3}},
+            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 0, "policies": [{"type": "Pods", "value": 4, "periodSeconds": 15}]}},
+        }
+    )
+    quiet = "synthetic:step:base=0.2,peak=0.2,duration=1800,prompt=128,output=16"
+    tl = run(trace=quiet, policy=policy).timeline
+    desired = dict(zip(tl.t, tl.desired))
+    assert max(d for t, d in desired.items() if t < 600) == 1
+    assert {d for t, d in desired.items() if 700 <= t < 1200} == {3}
+    assert desired[max(tl.t)] == 1
