@@ -15,6 +15,7 @@ from components.observability import prometheus_url
 from components.rules import MonitoredModel, monitored_models
 from components.settings import StackSettings, load_stack_file
 from tests.harness import StackRun
+from tests.k8s_schemas import validate
 from tests.rules.promtool import run_rule_tests
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -221,3 +222,11 @@ def test_queue_depth_sums_every_replica_of_the_model_and_nothing_else(tmp_path: 
 def test_scaled_objects_say_whether_the_model_is_interactive_or_batch(dev: StackRun) -> None:
     (scaled,) = scaled_objects(dev)
     assert scaled["metadata"]["labels"]["inference-platform/workload"] == "interactive"
+
+
+def test_scaled_objects_match_the_keda_2_20_crd_and_a_misplaced_field_is_caught(prod: StackRun) -> None:
+    scaled = scaled_objects(prod)[0]
+    assert validate(scaled) == []
+    broken = copy.deepcopy(scaled)
+    broken["spec"]["fallback"]["replica"] = broken["spec"]["fallback"].pop("replicas")
+    assert any("replica" in problem for problem in validate(broken))

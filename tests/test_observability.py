@@ -17,6 +17,7 @@ from components.observability import alertmanager_config, plaintext_webhook_prob
 from components.settings import SettingsError, parse
 from components.settings.observability import Receiver
 from tests.harness import ProgramFailed, StackRun, run_program, stack_config
+from tests.k8s_schemas import validate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -174,3 +175,10 @@ def test_the_program_stops_on_a_plaintext_webhook_before_creating_observability(
     config["inference-platform:observability"] = json.dumps(observability)
     with pytest.raises(ProgramFailed, match=r"receivers\[0\]\.webhookUrl must be set with"):
         run_program("dev", config)
+
+
+def test_monitors_and_rules_match_the_prometheus_operator_v0_93_crds(prod: StackRun) -> None:
+    kinds = ("PodMonitor", "ServiceMonitor", "PrometheusRule")
+    objects = [r.inputs for kind in kinds for r in prod.of_kind("monitoring.coreos.com/v1", kind)]
+    assert {o["kind"] for o in objects} == set(kinds)
+    assert [p for o in objects for p in validate(o)] == []
