@@ -110,6 +110,17 @@ def capacity_panels(m: MonitoredModel) -> list[dict[str, Any]]:
     return panels
 
 
+def pool_panels(settings: StackSettings) -> list[dict[str, Any]]:
+    """GPUs the pools hold against their limits: the ceiling every model's maxReplicas shares."""
+    pool_label = f"{{{{{signals.KubeState.POOL_LABEL}}}}}"
+    return [
+        _timeseries("GPUs per NodePool vs gpuLimit", [
+            (signals.gpus_allocatable_by_pool(), pool_label),
+            *((signals.constant(p.gpu_limit), f"{p.name} gpuLimit") for p in settings.gpu_capacity.pools),
+        ], "short"),
+    ]
+
+
 def latency_panels(m: MonitoredModel, window_seconds: int) -> list[dict[str, Any]]:
     def quantiles(build: Any) -> list[Target]:
         return [(build(m.scope, q, window_seconds), f"p{q * 100:g}") for q in QUANTILES]
@@ -146,7 +157,7 @@ def dashboards(settings: StackSettings) -> dict[str, dict[str, Any]]:
     window = settings.observability.latency_window_seconds
     return {
         "capacity": _dashboard("inference-capacity", "Inference / Capacity",
-                               [(m.name, capacity_panels(m)) for m in models]),
+                               [*((m.name, capacity_panels(m)) for m in models), ("GPU pools", pool_panels(settings))]),
         "latency": _dashboard("inference-latency", "Inference / Latency",
                               [(m.name, latency_panels(m, window)) for m in models]),
         "gpu": _dashboard("inference-gpu", "Inference / GPU (DCGM)", [("GPU nodes", gpu_panels())]),

@@ -103,6 +103,8 @@ def stack_values(obs: ObservabilitySettings, remote_write: list[dict[str, Any]] 
                 "dashboards": {"enabled": True, "label": SIDECAR_LABEL, "labelValue": "1", "searchNamespace": "ALL"}
             },
         },
+        # Node labels are dropped by default; the GPU pool label groups GPUs by NodePool.
+        "kube-state-metrics": {"metricLabelsAllowlist": [f"nodes=[{POOL_LABEL}]"]},
         # EKS runs these control-plane parts itself; there is nothing to scrape.
         "kubeControllerManager": {"enabled": False},
         "kubeScheduler": {"enabled": False},

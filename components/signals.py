@@ -138,6 +138,9 @@ class KubeState:
     POD_PHASE = "kube_pod_status_phase"
     POD_RESOURCE_REQUESTS = "kube_pod_container_resource_requests"
     NODE_ALLOCATABLE = "kube_node_status_allocatable"
+    # Node labels appear only when allow-listed (Observability allow-lists the GPU pool label).
+    NODE_LABELS = "kube_node_labels"
+    POOL_LABEL = "label_inference_platform_gpu_pool"  # from the node label inference-platform/gpu-pool
     # kube-state-metrics turns the resource name `nvidia.com/gpu` into this label value.
     GPU_RESOURCE = "nvidia_com_gpu"
 
@@ -224,6 +227,13 @@ def gpu_by_node(metric: str, aggregation: str = "avg") -> str:
     if aggregation not in ("avg", "max", "sum"):
         raise ValueError(f"unsupported aggregation {aggregation!r}")
     return f"{aggregation} by ({NODE_LABEL}) ({metric})"
+
+
+def gpus_allocatable_by_pool() -> str:
+    """GPUs on the nodes of each GPU NodePool (compare with the pool's gpuLimit)."""
+    pool = KubeState.POOL_LABEL
+    allocatable = f'{KubeState.NODE_ALLOCATABLE}{{resource="{KubeState.GPU_RESOURCE}"}}'
+    return f"sum by ({pool}) ({allocatable} * on (node) group_left ({pool}) {KubeState.NODE_LABELS})"
 
 
 def gpu_memory_used_fraction() -> str:

@@ -13,7 +13,7 @@ from components import signals
 from components.dashboards import SIDECAR_LABEL, dashboards, queries
 from components.settings import load_stack_file
 from tests.harness import StackRun
-from tests.rules.promtool import parse_queries
+from tests.rules.promtool import parse_queries, run_rule_tests
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,3 +99,28 @@ def test_gpu_dashboard_plots_dcgm_utilisation_memory_power_and_temperature_per_n
         (target,) = panel["targets"]
         assert metric in target["expr"] and f"by ({signals.NODE_LABEL})" in target["expr"]
         assert target["legendFormat"] == "{{node}}"
+
+
+def test_capacity_compares_gpus_per_pool_with_each_pools_gpu_limit() -> None:
+    pools = exprs(model_rows(generated("prod")["capacity"])["GPU pools"])
+    assert signals.gpus_allocatable_by_pool() in pools
+    assert {signals.constant(16), signals.constant(8)} <= set(pools)  # gpu-spot, gpu-on-demand limits
+
+
+def test_gpus_per_pool_sums_the_gpus_of_each_pools_nodes(tmp_path: Path) -> None:
+    nodes = {"ip-1": ("gpu-spot", 1), "ip-2": ("gpu-spot", 4), "ip-3": ("gpu-on-demand", 1)}
+    series = []
+    for node, (pool, gpus) in nodes.items():
+        series.append({"series": f'kube_node_status_allocatable{{node="{node}",resource="nvidia_com_gpu"}}',
+                       "values": f"{gpus}x10"})
+        series.append({"series": f'kube_node_status_allocatable{{node="{node}",resource="cpu"}}', "values": "8x10"})
+        series.append({"series": f'kube_node_labels{{node="{node}",label_inference_platform_gpu_pool="{pool}"}}',
+                       "values": "1x10"})
+    expected = [
+        {"labels": '{label_inference_platform_gpu_pool="gpu-spot"}', "value": 5},
+        {"labels": '{label_inference_platform_gpu_pool="gpu-on-demand"}', "value": 1},
+    ]
+    test = {"interval": "1m", "input_series": series,
+            "promql_expr_test": [{"expr": signals.gpus_allocatable_by_pool(), "eval_time": "5m", "exp_samples": expected}]}
+    result = run_rule_tests([], [test], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr

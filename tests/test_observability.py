@@ -182,3 +182,8 @@ def test_monitors_and_rules_match_the_prometheus_operator_v0_93_crds(prod: Stack
     objects = [r.inputs for kind in kinds for r in prod.of_kind("monitoring.coreos.com/v1", kind)]
     assert {o["kind"] for o in objects} == set(kinds)
     assert [p for o in objects for p in validate(o)] == []
+
+
+def test_kube_state_metrics_exports_the_gpu_pool_node_label(dev: StackRun) -> None:
+    values = release(dev, "kube-prometheus-stack")["values"]
+    assert values["kube-state-metrics"]["metricLabelsAllowlist"] == [f"nodes=[{POOL_LABEL}]"]
