@@ -222,6 +222,26 @@ def test_every_signals_scaling_query_is_accepted() -> None:
     assert check(QUERIES, [scaled]) == []
 
 
+@pytest.mark.parametrize(("query", "single"), [
+    ("sum(vllm:num_requests_waiting)", True),
+    ("max by () (vllm:kv_cache_usage_perc)", True),
+    ("(histogram_quantile(0.99, sum by (le) (rate(x_bucket[2m]))) > 0) or vector(0)", True),
+    ("sum(rate(a[1m])) / sum(rate(b[1m]))", True),
+    ("-sum(x) + 1", True),
+    ('sum(x{path="/a,b(c)"})', True),
+    ("vllm:num_requests_waiting", False),
+    ("rate(vllm:request_success_total[1m])", False),
+    ("sum by (pod) (x)", False),
+    ("sum without (pod) (x)", False),
+    ("histogram_quantile(0.9, sum by (le, pod) (rate(x_bucket[1m])))", False),
+    ("sum(a) / b", False),
+])
+def test_query_shape_decides_whether_one_series_is_returned(query: str, single: bool) -> None:
+    from policies.platform_policies import promql
+
+    assert promql.returns_single_series(query) is single
+
+
 # --- quantiles use Value ---------------------------------------------------------------------
 
 VALUE_TYPE = "latency-triggers-use-value-metric-type"

@@ -153,6 +153,8 @@ def _series_labels(expr: str) -> set[str] | None:
     expr = _strip_parens(expr)
     if not expr or _NUMBER.match(expr):
         return set()
+    if expr[0] in "+-" and not _split_binary(expr):
+        return _series_labels(expr[1:])  # a unary sign keeps the operand's series
     binary = _split_binary(expr)
     if binary:
         left, right = (_series_labels(side) for side in binary)
