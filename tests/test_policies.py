@@ -636,6 +636,29 @@ def test_route_level_policy_without_api_key_overrides_the_gateway_one(prod: Stac
 
 
 @violates(ROUTES)
+def test_http_route_to_a_predictor_on_another_gateway_is_reported(prod: StackRun) -> None:
+    isvc = first(prod, "InferenceService")
+    namespace = isvc.inputs["metadata"]["namespace"]
+    bypass = k8s_object("gateway.networking.k8s.io/v1", "HTTPRoute", {"name": "direct", "namespace": namespace}, {
+        "parentRefs": [{"kind": "Gateway", "name": "debug"}],
+        "rules": [{"backendRefs": [{"name": f"{meta_name(isvc)}-predictor", "port": 80}]}],
+    })
+    violations = check_stack(ROUTES, prod, None, bypass)
+    assert_reported(violations, ROUTES, f"HTTPRoute {namespace}/direct", "API-key")
+    assert_reported(violations, ROUTES, f"HTTPRoute {namespace}/direct", "rate limit")
+
+
+def test_http_route_to_a_predictor_on_the_protected_gateway_is_covered(prod: StackRun) -> None:
+    route = first(prod, "AIGatewayRoute")
+    namespace, parent = route.inputs["metadata"]["namespace"], route.inputs["spec"]["parentRefs"][0]
+    extra = k8s_object("gateway.networking.k8s.io/v1", "HTTPRoute", {"name": "extra", "namespace": namespace}, {
+        "parentRefs": [dict(parent)],
+        "rules": [{"backendRefs": [{"name": "qwen25-7b-awq-predictor", "port": 80}]}],
+    })
+    assert check_stack(ROUTES, prod, None, extra) == []
+
+
+@violates(ROUTES)
 def test_route_without_rate_limit_is_reported(prod: StackRun) -> None:
     limits = first(prod, "BackendTrafficPolicy")
     mutated = with_inputs(limits, lambda i: i["spec"].pop("rateLimit"))
@@ -660,6 +683,13 @@ def test_predictor_without_readiness_probe_is_reported(prod: StackRun) -> None:
     isvc = first(prod, "InferenceService")
     mutated = with_inputs(isvc, lambda i: serving_container(i).pop("readinessProbe"))
     assert_reported(check_stack(DRAIN, prod, isvc, mutated), DRAIN, meta_name(isvc), "readinessProbe")
+
+
+@violates(DRAIN)
+def test_predictor_without_prestop_hook_is_reported(prod: StackRun) -> None:
+    isvc = first(prod, "InferenceService")
+    mutated = with_inputs(isvc, lambda i: serving_container(i).pop("lifecycle"))
+    assert_reported(check_stack(DRAIN, prod, isvc, mutated), DRAIN, meta_name(isvc), "preStop")
 
 
 @violates(DRAIN)

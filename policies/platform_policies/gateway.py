@@ -16,6 +16,7 @@ from typing import Any
 
 from . import k8s
 from .base import Subject, stack_policy, subject_of
+from .platform import PREDICTOR_SUFFIX
 
 GATEWAY_API = "gateway.networking.k8s.io"
 ENVOY_API = "gateway.envoyproxy.io"
@@ -49,6 +50,18 @@ def _routes(subjects: list[Subject]) -> list[Route]:
         )
         routes.append(Route(s, "HTTPRoute", s.k8s_name, s.namespace, parents, k8s.labels_of(s.props)))
     return routes
+
+
+def _is_ai_route(route: Subject) -> bool:
+    """An AIGatewayRoute, or an HTTPRoute that sends traffic straight to a predictor Service
+    (which would bypass the AI route's policies unless it has its own)."""
+    if route.gk == AI_ROUTE:
+        return True
+    return any(
+        str(k8s.get(ref, "name", default="")).endswith(PREDICTOR_SUFFIX)
+        for rule in k8s.items(route.props, "spec", "rules")
+        for ref in k8s.items(rule, "backendRefs")
+    )
 
 
 def _target_refs(policy: Subject) -> list[Mapping[str, Any]]:
@@ -113,7 +126,7 @@ def _check_routes(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[
             yield message, policy.urn
     gateway_labels = {(s.namespace, s.k8s_name): k8s.labels_of(s.props) for s in subjects if s.gk == GATEWAY}
     for route in _routes(subjects):
-        if route.subject.gk != AI_ROUTE:
+        if not _is_ai_route(route.subject):
             continue
         label = route.subject.label
         auth = _effective(security, route, gateway_labels)
@@ -129,8 +142,9 @@ def _check_routes(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[
 ai_routes = stack_policy(
     name="ai-routes-require-api-key-and-rate-limit",
     description=(
-        "Every AIGatewayRoute is covered by a SecurityPolicy with apiKeyAuth and a BackendTrafficPolicy with "
-        "rateLimit, and every such policy targets a Gateway or route that exists."
+        "Every AI route (an AIGatewayRoute, or an HTTPRoute to a predictor Service) is covered by a SecurityPolicy "
+        "with apiKeyAuth and a BackendTrafficPolicy with rateLimit, and every such policy targets a Gateway or "
+        "route that exists."
     ),
     remediation=(
         "Attach the SecurityPolicy (apiKeyAuth) and the BackendTrafficPolicy (rateLimit) to the Gateway that is the "

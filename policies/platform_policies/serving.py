@@ -110,6 +110,8 @@ def _check_predictors(resources: list[Any], _config: Mapping[str, Any]) -> Itera
         for probe in ("startupProbe", "readinessProbe"):
             if not any(k8s.is_map(k8s.get(c, probe)) for c in serving):
                 yield f"{label}: predictor has no {probe}", isvc.urn
+        if not any(k8s.is_map(k8s.get(c, "lifecycle", "preStop")) for c in serving):
+            yield f"{label}: predictor has no preStop hook (SIGTERM would stop the engine with requests in flight)", isvc.urn
 
         grace = float(k8s.get(predictor, "terminationGracePeriodSeconds", default=DEFAULT_GRACE_SECONDS))
         deadlines = request_timeouts(subjects, isvc.k8s_name)
@@ -136,11 +138,11 @@ def _check_predictors(resources: list[Any], _config: Mapping[str, Any]) -> Itera
 predictors_drain = stack_policy(
     name="predictors-probed-drained-and-disruption-budgeted",
     description=(
-        "Every InferenceService predictor has startup and readiness probes, a termination grace period at least "
-        "as long as the longest request timeout in front of it, and a PodDisruptionBudget."
+        "Every InferenceService predictor has startup and readiness probes, a preStop drain hook, a termination "
+        "grace period at least as long as the longest request timeout in front of it, and a PodDisruptionBudget."
     ),
     remediation=(
-        "Keep the probes of components/serving.py; raise serving.terminationGracePeriodSeconds above "
+        "Keep the probes and the preStop drain of components/serving.py; raise serving.terminationGracePeriodSeconds above "
         "gateway.timeouts.requestSeconds (AI gateway default 60s); create a PodDisruptionBudget selecting "
         f"{ISVC_LABEL}=<model> with maxUnavailable 1."
     ),
