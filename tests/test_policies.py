@@ -124,6 +124,24 @@ def test_policy_has_description_remediation_and_level(policy_name: str) -> None:
     assert p.description and p.remediation_steps and p.enforcement_level == EnforcementLevel.MANDATORY
 
 
+@pytest.mark.parametrize("stack_name", ["dev", "prod"])
+def test_policy_config_file_names_policies_and_matches_their_schemas(stack_name: str) -> None:
+    import jsonschema
+
+    levels = {"advisory", "mandatory", "remediate", "disabled"}
+    for name, entry in load_config(stack_name).items():
+        assert name in {p.name for p in POLICIES}, f"{stack_name}.json configures unknown policy {name}"
+        if isinstance(entry, str):
+            assert entry in levels
+            continue
+        schema = policy(name).config_schema
+        properties = dict(schema.properties) if schema else {}
+        if "enforcementLevel" in entry:
+            assert entry["enforcementLevel"] in levels
+        values = {k: v for k, v in entry.items() if k != "enforcementLevel"}
+        jsonschema.validate(values, {"type": "object", "properties": properties, "additionalProperties": False})
+
+
 # --- no CPU/memory scaling -------------------------------------------------------------------
 
 NO_RESOURCE_SCALING = "no-cpu-memory-scaling-for-gpu-inference"
