@@ -113,7 +113,8 @@ def load_trace(path: Path) -> list[TraceEntry]:
     """CSV or JSONL with an arrival time and token counts per request.
 
     Columns: `offset_s` (seconds) or `timestamp`/`TIMESTAMP` (ISO datetime or epoch seconds),
-    `prompt_tokens`/`ContextTokens`, `output_tokens`/`GeneratedTokens` (the Azure LLM trace layout).
+    `prompt_tokens`/`ContextTokens`/`input_length`, `output_tokens`/`GeneratedTokens`/`output_length`
+    (the Azure LLM trace layout, and the simulator's JSONL).
     """
     path = Path(path)
     if not path.is_file():
@@ -141,8 +142,8 @@ def load_trace(path: Path) -> list[TraceEntry]:
     entries = []
     for row in rows:
         t = when(pick(row, "offset_s", "timestamp", "TIMESTAMP"))
-        entries.append(TraceEntry(t, max(1, int(pick(row, "prompt_tokens", "ContextTokens"))),
-                                  max(1, int(pick(row, "output_tokens", "GeneratedTokens")))))  # fmt: skip
+        entries.append(TraceEntry(t, max(1, int(pick(row, "prompt_tokens", "ContextTokens", "input_length"))),
+                                  max(1, int(pick(row, "output_tokens", "GeneratedTokens", "output_length")))))  # fmt: skip
     entries.sort(key=lambda e: e.offset_s)
     t0 = entries[0].offset_s
     return [TraceEntry(e.offset_s - t0, e.prompt_tokens, e.output_tokens) for e in entries]
@@ -315,29 +316,40 @@ class LoadGenerator:
     async def _read_stream(
         self, response: aiohttp.ClientResponse, record: RequestRecord, start: float, itl: list[tuple[float, int]]
     ) -> float | None:
+        """Parse SSE events as they arrive; every event of one network read shares its arrival time."""
         scale = self.config.time_scale
         count = self._prompts.count
-        last = None
+        last: float | None = None
         gaps = 0.0
         gap_tokens = 0
         engine_latency = None
-        async for line in response.content:
-            if line.startswith(b"data: "):
-                if line.startswith(b"data: [DONE]"):
+        buffer = b""
+        done = False
+        async for data in response.content.iter_any():
+            now = time.perf_counter()
+            buffer += data
+            while not done and (cut := buffer.find(b"\n\n")) >= 0:
+                event, buffer = buffer[:cut], buffer[cut + 2 :]
+                if event.startswith(b": engine-latency="):
+                    engine_latency = float(event[17:])
+                    continue
+                if not event.startswith(b"data: "):
+                    continue
+                if event.startswith(b"data: [DONE]"):
+                    done = True
                     break
-                chunk = json.loads(line[6:])
+                chunk = json.loads(event[6:])
                 usage = chunk.get("usage")
                 if usage:
                     record.prompt_tokens = usage.get("prompt_tokens", 0)
                     record.output_tokens = usage.get("completion_tokens", 0)
-                choices = chunk.get("choices") or ()
+                choices = chunk.get("choices")
                 if not choices:
                     continue
                 c = choices[0]
                 text = c.get("text") if "text" in c else (c.get("delta") or {}).get("content")
                 if not text:
                     continue
-                now = time.perf_counter()
                 record.chunks += 1
                 if last is None:
                     record.ttft_s = (now - start) * scale
@@ -348,11 +360,13 @@ class LoadGenerator:
                     gap_tokens += tokens
                     itl.append((gap / tokens, tokens))
                 last = now
-            elif line.startswith(b": engine-latency="):
-                engine_latency = float(line[17:])
+            if done:
+                break
         if gap_tokens:
             record.itl_mean_s = gaps / gap_tokens
-        record.ok = True
+        record.ok = done
+        if not done:
+            record.error = "stream ended without [DONE]"
         return engine_latency
 
     async def _watch_loop_lag(self) -> None:

@@ -314,16 +314,19 @@ class MockReplica:
             n = min(pending.generated, target)
             if n > sent:
                 last = n >= target
-                await response.write(_sse(kind.delta(n - sent, finish_reason if last else None)))
+                event = _sse(kind.delta(n - sent, finish_reason if last else None))
                 sent = n
+                if not last:
+                    await response.write(event)
+                    continue
+                # the last token, usage, latency comment and [DONE] leave in one write
+                if include_usage:
+                    event += _sse(kind.usage_chunk(_usage(pending.request.prompt_tokens, target)))
+                f = pending.done.result()
+                event += f": engine-latency={self._wall(f.finish_time - f.request.arrival):.6f}\n\n".encode()
+                await response.write(event + b"data: [DONE]\n\n")
             elif pending.done.cancelled():
                 break
-        if include_usage:
-            await response.write(_sse(kind.usage_chunk(_usage(pending.request.prompt_tokens, target))))
-        if pending.done.done() and not pending.done.cancelled():
-            f = pending.done.result()
-            await response.write(f": engine-latency={self._wall(f.finish_time - f.request.arrival):.6f}\n\n".encode())
-        await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
 
