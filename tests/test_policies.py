@@ -433,6 +433,21 @@ def test_gpu_pool_without_gpu_taint_is_reported(prod: StackRun) -> None:
     assert_reported(check_stack(POOLS, prod, spot, mutated), POOLS, "NodePool gpu-spot", "taint")
 
 
+def test_pool_of_gpu_families_without_any_gpu_marker_is_still_a_gpu_pool(prod: StackRun) -> None:
+    spot = pool(prod, "gpu-spot")
+
+    def bare(i: dict[str, Any]) -> None:
+        i["spec"].pop("limits")
+        i["spec"]["template"]["spec"]["taints"] = []
+        i["spec"]["template"]["metadata"]["labels"] = {}
+        i["spec"]["template"]["spec"]["requirements"] = [
+            r for r in i["spec"]["template"]["spec"]["requirements"] if "instance-gpu" not in r["key"]]
+
+    violations = check_stack(POOLS, prod, spot, with_inputs(spot, bare))
+    assert_reported(violations, POOLS, "NodePool gpu-spot", "limits")
+    assert_reported(violations, POOLS, "NodePool gpu-spot", "taint")
+
+
 @violates(POOLS)
 def test_spot_pool_without_on_demand_fallback_is_reported(prod: StackRun) -> None:
     violations = check_stack(POOLS, prod, pool(prod, "gpu-on-demand"), None)

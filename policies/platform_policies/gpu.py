@@ -3,6 +3,7 @@ and whether the autoscalers' maximum fits what the pools may launch."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,9 @@ NODE_POOL = ("karpenter.sh", "NodePool")
 CAPACITY_TYPE = "karpenter.sh/capacity-type"
 DEFAULT_ALLOWED_FAMILIES = ["g5", "g6", "g6e"]
 DEFAULT_MAX_GPUS_PER_STACK = 64
+# EC2 accelerated families with NVIDIA GPUs (g4dn, g5, g6, g6e, gr6, p4d, p5, ...) and their categories.
+GPU_FAMILY = re.compile(r"^(g\d|gr\d|p\d)")
+GPU_CATEGORIES = {"g", "p"}
 
 
 # --- GPU pods ---------------------------------------------------------------------------
@@ -86,7 +90,6 @@ class Pool:
     families: frozenset[str] | None  # None: not restricted to named families
     gpu_limit: float | None
     tainted: bool
-    labels: Mapping[str, Any]
 
 
 def _requirements(props: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -108,7 +111,18 @@ def is_gpu_pool(subject: Subject) -> bool:
         return True
     if any(k8s.get(t, "key") == GPU_TAINT["key"] for t in k8s.items(props, "spec", "template", "spec", "taints")):
         return True
-    return any("instance-gpu" in str(k8s.get(r, "key", default="")) for r in _requirements(props))
+    for requirement in _requirements(props):
+        key = str(k8s.get(requirement, "key", default=""))
+        values = _in_values(requirement)
+        if "instance-gpu" in key:
+            return True
+        if key.endswith("/instance-family") and any(GPU_FAMILY.match(v) for v in values):
+            return True
+        if key.endswith("/instance-category") and set(values) & GPU_CATEGORIES:
+            return True
+        if key == "node.kubernetes.io/instance-type" and any(GPU_FAMILY.match(v) for v in values):
+            return True
+    return False
 
 
 def pool_of(subject: Subject) -> Pool:
@@ -139,7 +153,6 @@ def pool_of(subject: Subject) -> Pool:
         families=families,
         gpu_limit=k8s.quantity(limit) if limit is not None else None,
         tainted=tainted,
-        labels=k8s.get(props, "spec", "template", "metadata", "labels") or {},
     )
 
 
