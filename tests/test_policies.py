@@ -652,6 +652,16 @@ def test_security_policy_targeting_a_missing_route_is_reported(prod: StackRun) -
 
 
 @violates(ROUTES)
+def test_security_policy_targeting_the_ai_gateway_route_kind_is_reported(prod: StackRun) -> None:
+    auth, route = first(prod, "SecurityPolicy"), first(prod, "AIGatewayRoute")
+    mutated = with_inputs(auth, lambda i: i["spec"].update(
+        targetRefs=[{"group": "aigateway.envoyproxy.io", "kind": "AIGatewayRoute", "name": meta_name(route)}]))
+    violations = check_stack(ROUTES, prod, auth, mutated)
+    assert_reported(violations, ROUTES, meta_name(auth), "cannot attach")
+    assert_reported(violations, ROUTES, meta_name(route), "API-key")
+
+
+@violates(ROUTES)
 def test_route_without_api_key_policy_is_reported(prod: StackRun) -> None:
     violations = check_stack(ROUTES, prod, first(prod, "SecurityPolicy"), None)
     assert_reported(violations, ROUTES, meta_name(first(prod, "AIGatewayRoute")), "API-key")

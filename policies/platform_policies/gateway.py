@@ -26,6 +26,8 @@ HTTP_ROUTE = (GATEWAY_API, "HTTPRoute")
 GATEWAY = (GATEWAY_API, "Gateway")
 SECURITY_POLICY = (ENVOY_API, "SecurityPolicy")
 TRAFFIC_POLICY = (ENVOY_API, "BackendTrafficPolicy")
+# What Envoy Gateway's SecurityPolicy/BackendTrafficPolicy targetRefs may name.
+ATTACHABLE_KINDS = {"Gateway", "HTTPRoute", "GRPCRoute", "TCPRoute", "UDPRoute", "TLSRoute"}
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,12 @@ def _dangling_refs(policy: Subject, subjects: list[Subject]) -> Iterator[str]:
     } | {("HTTPRoute", s.namespace, s.k8s_name) for s in subjects if s.gk in (AI_ROUTE, HTTP_ROUTE)}
     for ref in _target_refs(policy):
         kind, name = k8s.get(ref, "kind"), k8s.get(ref, "name")
-        if kind in ("Gateway", "HTTPRoute") and (kind, policy.namespace, name) not in existing:
+        if kind not in ATTACHABLE_KINDS:
+            yield (
+                f"{policy.label}: targets {kind} {name}, which Envoy Gateway cannot attach a policy to "
+                f"(attachable: {sorted(ATTACHABLE_KINDS)}; an AIGatewayRoute is reached through its HTTPRoute)"
+            )
+        elif kind in ("Gateway", "HTTPRoute") and (kind, policy.namespace, name) not in existing:
             yield f"{policy.label}: targets {kind} {policy.namespace}/{name}, which does not exist in the stack"
 
 
