@@ -17,6 +17,7 @@ from .settings.cluster import ClusterSettings
 ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 # The Mountpoint CSI driver's node service account (the EKS add-on creates it).
 MOUNTPOINT_SERVICE_ACCOUNT = "s3-csi-driver-sa"
+EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,7 @@ class Cluster(pulumi.ComponentResource):
                 tags=tags,
                 opts=cluster_opts,
             )
+            self._ebs_csi_driver(name, tags, cluster_opts)
 
         # Mountpoint for S3 serves model weights to predictors read-only. Its role starts with
         # no permissions; the ModelStore grants read access to exactly its bucket.
@@ -140,6 +142,29 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.register_outputs({"name": self.name, "kubeconfig": self.kubeconfig})
+
+    def _ebs_csi_driver(self, name: str, tags: dict[str, str], opts: pulumi.ResourceOptions) -> None:
+        """Persistent volumes (Prometheus, Alertmanager) need an EBS driver; Auto Mode has its own."""
+        role = aws.iam.Role(
+            f"{name}-ebs-csi", assume_role_policy=iam.pod_identity_trust(), tags=tags, opts=opts
+        )
+        aws.iam.RolePolicyAttachment(
+            f"{name}-ebs-csi",
+            role=role.name,
+            policy_arn="arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy",
+            opts=pulumi.ResourceOptions(parent=role),
+        )
+        aws.eks.Addon(
+            f"{name}-ebs-csi",
+            cluster_name=self.name,
+            addon_name="aws-ebs-csi-driver",
+            resolve_conflicts_on_update="OVERWRITE",
+            pod_identity_associations=[
+                aws.eks.AddonPodIdentityAssociationArgs(role_arn=role.arn, service_account=EBS_CSI_SERVICE_ACCOUNT)
+            ],
+            tags=tags,
+            opts=opts,
+        )
 
     def _system_nodes(self, name: str, cluster: eks.Cluster, args: ClusterArgs) -> pulumi.Output[str]:
         """A small on-demand managed node group for controllers (Karpenter, operators).

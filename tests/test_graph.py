@@ -297,3 +297,15 @@ def test_karpenter_mode_adds_system_nodes_for_controllers(karpenter: StackRun) -
     (group,) = karpenter.of_type("aws:eks/nodeGroup:NodeGroup")
     assert group.inputs["capacityType"] == "ON_DEMAND"
     assert group.inputs["labels"] == {"node-role": "system"}
+
+
+def test_without_auto_mode_the_ebs_driver_and_pod_identity_agent_are_added(karpenter: StackRun) -> None:
+    addons = {a.inputs["addonName"]: a.inputs for a in karpenter.of_type("aws:eks/addon:Addon")}
+    assert {"eks-pod-identity-agent", "aws-ebs-csi-driver", "aws-mountpoint-s3-csi-driver"} <= set(addons)
+    (association,) = addons["aws-ebs-csi-driver"]["podIdentityAssociations"]
+    assert association["serviceAccount"] == "ebs-csi-controller-sa"
+
+
+def test_auto_mode_relies_on_its_built_in_block_storage(dev: StackRun) -> None:
+    addons = {a.inputs["addonName"] for a in dev.of_type("aws:eks/addon:Addon")}
+    assert "aws-ebs-csi-driver" not in addons
