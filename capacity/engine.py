@@ -214,6 +214,23 @@ class ReplicaEngine:
         self._order += 1
         self._waiting.append(_Seq(request, self._order))
 
+    def abort(self, request_id: int) -> bool:
+        """Drop a request (client went away), freeing its slot and KV; False if not present."""
+        for s in self._waiting:
+            if s.req.id == request_id:
+                self._waiting.remove(s)
+                return True
+        for s in self._prefilling:
+            if s.req.id == request_id:
+                self._prefilling.remove(s)
+                self._prefill_ctx -= s.computed
+                return True
+        for s in self._decoding.values():
+            if s.req.id == request_id:
+                self._leave_decode(s)  # its heap entry goes stale and is skipped
+                return True
+        return False
+
     # --- time ------------------------------------------------------------------------------
     def next_event_time(self) -> float | None:
         """Time of the next internal change if nothing else arrives; None when idle."""

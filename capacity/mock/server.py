@@ -134,6 +134,17 @@ class MockReplica:
                     pending.generated = n
                     pending.progress.set()
 
+    def abort(self, pending: _Pending) -> None:
+        """The client went away: free the request's slot and KV, as vLLM aborts it."""
+        rid = pending.request.id
+        if self._pending.pop(rid, None) is None:
+            return
+        self._streams.pop(rid, None)
+        self._sync()
+        if self.engine.abort(rid):
+            self.metrics.request_success["abort"].inc()
+        self._schedule()
+
     def _observe_finished(self, f: Finished) -> None:
         m = self.metrics
         r = f.request
@@ -196,6 +207,7 @@ class MockReplica:
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/completions", self._completions)
         app.router.add_post("/v1/chat/completions", self._chat)
+        app.on_shutdown.append(self._on_cleanup)  # end open streams before connections are awaited
         app.on_cleanup.append(self._on_cleanup)
         return app
 
@@ -291,10 +303,14 @@ class MockReplica:
         except ValueError as error:
             return _error(400, str(error))
         kind = _Chat(self.model_name) if chat else _Text(self.model_name)
-        if stream:
-            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return await self._stream(request, pending, kind, finish_reason, include_usage)
-        finished = await pending.done
+        try:
+            if stream:
+                include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                return await self._stream(request, pending, kind, finish_reason, include_usage)
+            finished = await pending.done
+        except (asyncio.CancelledError, ConnectionResetError):
+            self.abort(pending)
+            raise
         payload = kind.full(output_tokens, finish_reason, _usage(prompt_tokens, output_tokens))
         latency = self._wall(finished.finish_time - finished.request.arrival)
         return web.json_response(payload, headers={"x-engine-latency": f"{latency:.6f}"})
@@ -442,7 +458,9 @@ async def serve_replicas(
     try:
         for port in ports:
             replica = MockReplica(profile, **replica_options)  # type: ignore[arg-type]
-            runner = web.AppRunner(replica.app(), access_log=None, handle_signals=False)
+            # handler_cancellation: a client that disconnects cancels its handler (-> engine abort)
+            runner = web.AppRunner(replica.app(), access_log=None, handle_signals=False, handler_cancellation=True,
+                                   shutdown_timeout=1.0)  # fmt: skip
             await runner.setup()
             runners.append(runner)
             sock = _bind(host, port)

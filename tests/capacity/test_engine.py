@@ -98,3 +98,14 @@ def test_idle_engine_has_no_next_event_and_reports_zero_usage():
     engine = ReplicaEngine(A10G)
     assert engine.next_event_time() is None
     assert engine.kv_usage == 0 and engine.outstanding == 0
+
+
+def test_abort_frees_the_slot_and_kv_of_a_running_request():
+    engine = ReplicaEngine(A10G)
+    engine.submit(Request(1, 0.0, 512, 1000), 0.0)
+    engine.advance(1.0)
+    assert engine.num_running == 1 and engine.kv_usage > 0
+    assert engine.abort(1)
+    assert engine.outstanding == 0 and engine.kv_usage == 0
+    assert engine.next_event_time() is None
+    assert not engine.abort(1)

@@ -113,3 +113,23 @@ async def test_api_key_is_enforced_on_v1_but_not_on_health_or_metrics():
             for path in ("/health", "/metrics"):
                 async with session.get(replica.url + path) as response:
                     assert response.status == 200, path
+
+
+@pytest.mark.asyncio
+async def test_a_client_that_goes_away_frees_its_slot_like_vllm_aborts():
+    import asyncio
+
+    import aiohttp
+
+    async with serve_replicas(FAST, speedup=1) as [replica]:
+        async with aiohttp.ClientSession() as session:
+            body = {"model": MODEL, "prompt": "x y", "max_tokens": 5000}
+            with pytest.raises(asyncio.TimeoutError):
+                async with session.post(replica.url + "/v1/completions", json=body,
+                                        timeout=aiohttp.ClientTimeout(total=0.3)) as response:  # fmt: skip
+                    await response.read()
+        for _ in range(50):
+            if replica.replica.engine.outstanding == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert replica.replica.engine.outstanding == 0
