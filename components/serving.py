@@ -84,24 +84,26 @@ def vllm_args(model: ModelSettings) -> list[str]:
 # preStop: wait for endpoint removal to reach every Envoy, then until the engine has no
 # running or queued request. The kubelet sends SIGTERM only after this returns, and kills at
 # the grace period, which covers the gateway's request deadline (checked by the settings).
-_DRAIN_SCRIPT = """\
+DRAIN_SCRIPT = """\
 import sys, time, urllib.request
-time.sleep(int(sys.argv[1]))
+delay, url = int(sys.argv[1]), sys.argv[2]
+time.sleep(delay)
 while True:
     try:
-        body = urllib.request.urlopen("http://127.0.0.1:%s%s", timeout=2).read().decode()
+        body = urllib.request.urlopen(url, timeout=2).read().decode()
     except Exception:
         break
     busy = sum(float(line.rsplit(" ", 1)[-1]) for line in body.splitlines()
                if line.startswith(("%s{", "%s{")))
     if busy == 0:
         break
-    time.sleep(2)
-""" % (predictor.PORT, predictor.METRICS_PATH, Vllm.REQUESTS_RUNNING, Vllm.REQUESTS_WAITING)
+    time.sleep(1)
+""" % (Vllm.REQUESTS_RUNNING, Vllm.REQUESTS_WAITING)
 
 
 def pre_stop(serving: ServingSettings) -> dict[str, Any]:
-    return {"exec": {"command": ["python3", "-c", _DRAIN_SCRIPT, str(serving.drain_seconds)]}}
+    metrics = f"http://127.0.0.1:{predictor.PORT}{predictor.METRICS_PATH}"
+    return {"exec": {"command": ["python3", "-c", DRAIN_SCRIPT, str(serving.drain_seconds), metrics]}}
 
 
 def probes(model: ModelSettings, serving: ServingSettings) -> dict[str, Any]:

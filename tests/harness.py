@@ -6,6 +6,7 @@ The program is executed exactly as `pulumi up` would (the real `__main__.py`, th
 
 from __future__ import annotations
 
+import asyncio
 import json
 import runpy
 import sys
@@ -201,6 +202,9 @@ def run_program(stack: str, config: dict[str, str] | None = None) -> StackRun:
     """Evaluate `__main__.py` for `stack` (or with explicit config) and return what it registered."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
+    # A test that ran `asyncio.run` leaves the main thread without an event loop; Pulumi's
+    # synchronous helpers need one.
+    asyncio.set_event_loop(asyncio.new_event_loop())
     mocks = PlatformMocks(stack)
     monitor = CapturingMonitor(mocks)
     pulumi.runtime.settings.ROOT.set(None)  # a fresh root Stack for every run

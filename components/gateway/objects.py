@@ -1,28 +1,12 @@
-"""Gateway: Envoy Gateway + Envoy AI Gateway in front of every predictor.
-
-One OpenAI-compatible endpoint routes by model name to one AIServiceBackend + Backend per
-model. Every policy attaches to the Gateway itself, so it covers every route the Gateway
-serves (the AIGatewayRoute and the HTTPRoute the AI gateway generates from it alike):
-- SecurityPolicy: API key per client (`Authorization: Bearer <key>`), client id forwarded,
-  key stripped before the backend;
-- BackendTrafficPolicy: per-client request rate and token budget (global, Redis-backed);
-- ClientTrafficPolicy: connection and stream timeouts, buffer limit.
-
-The object builders are pure functions, so tests and policies read exactly what is applied.
-"""
+"""The gateway's Kubernetes objects and chart values, as pure functions of the settings
+(tests and policies read exactly what the component applies)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-import pulumi
-import pulumi_kubernetes as k8s
-import pulumi_random as random
-
-from .naming import type_token
-from .settings.gateway import ClientSettings, GatewaySettings
-from .settings.models import ModelSettings
+from ..settings.gateway import ClientSettings, GatewaySettings
+from ..settings.models import ModelSettings
 
 ENVOY_GATEWAY_CHART = "oci://docker.io/envoyproxy/gateway-helm"
 ENVOY_GATEWAY_VERSION = "v1.9.0"
@@ -386,100 +370,3 @@ def redis_service(gw: GatewaySettings) -> dict[str, Any]:
         "spec": {"selector": redis_labels(),
                  "ports": [{"name": "redis", "port": REDIS_PORT, "targetPort": "redis", "protocol": "TCP"}]},
     }
-
-
-@dataclass(frozen=True)
-class GatewayArgs:
-    settings: GatewaySettings
-    models: list[ModelSettings]
-    # Model name -> the predictor Service's cluster DNS name (from Serving).
-    service_hosts: dict[str, str]
-    service_port: int
-    auto_mode: bool
-    provider: k8s.Provider
-    depends_on: list[pulumi.Resource]
-
-
-class Gateway(pulumi.ComponentResource):
-    hostname: pulumi.Output[str]
-    endpoint_url: pulumi.Output[str]
-    api_keys: pulumi.Output[dict[str, str]]
-
-    def __init__(self, name: str, args: GatewayArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(type_token("gateway", "Gateway"), name, None, opts)
-        gw = args.settings
-        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
-
-        def after(*deps: pulumi.Resource) -> pulumi.ResourceOptions:
-            return pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=list(deps)))
-
-        def apply(logical: str, obj: dict[str, Any], *deps: pulumi.Resource) -> pulumi.CustomResource:
-            return k8s.apiextensions.CustomResource(
-                f"{name}-{logical}", api_version=obj["apiVersion"], kind=obj["kind"],
-                metadata=obj["metadata"], spec=obj["spec"], opts=after(*deps),
-            )
-
-        namespace = k8s.core.v1.Namespace(
-            f"{name}-ns", metadata={"name": gw.namespace, "labels": {"app.kubernetes.io/part-of": "inference-platform"}},
-            opts=k8s_opts,
-        )
-        redis = redis_deployment(gw)
-        k8s.apps.v1.Deployment(f"{name}-redis", metadata=redis["metadata"], spec=redis["spec"], opts=after(namespace))
-        redis_svc = redis_service(gw)
-        k8s.core.v1.Service(f"{name}-redis", metadata=redis_svc["metadata"], spec=redis_svc["spec"],
-                            opts=after(namespace))
-
-        envoy_gateway = k8s.helm.v3.Release(
-            f"{name}-envoy-gateway", chart=ENVOY_GATEWAY_CHART, version=ENVOY_GATEWAY_VERSION,
-            namespace=ENVOY_GATEWAY_NAMESPACE, create_namespace=True, values=envoy_gateway_values(gw),
-            atomic=True, opts=k8s_opts,
-        )
-        ai_crds = k8s.helm.v3.Release(
-            f"{name}-ai-gateway-crds", chart=AI_GATEWAY_CRDS_CHART, version=AI_GATEWAY_VERSION,
-            namespace=AI_GATEWAY_NAMESPACE, create_namespace=True, opts=k8s_opts,
-        )
-        ai_gateway = k8s.helm.v3.Release(
-            f"{name}-ai-gateway", chart=AI_GATEWAY_CHART, version=AI_GATEWAY_VERSION,
-            namespace=AI_GATEWAY_NAMESPACE, create_namespace=True, values=ai_gateway_values(gw),
-            atomic=True, opts=after(ai_crds, envoy_gateway),
-        )
-        installed = (namespace, envoy_gateway, ai_gateway)
-
-        keys = {
-            c.name: random.RandomPassword(f"{name}-{c.name}-key", length=48, special=False,
-                                          opts=pulumi.ResourceOptions(parent=self))
-            for c in gw.clients
-        }
-        # apiKeyAuth reads one entry per client: key = client id, value = its API key.
-        secret = k8s.core.v1.Secret(
-            f"{name}-api-keys",
-            metadata={"name": API_KEYS_SECRET, "namespace": gw.namespace},
-            type="Opaque",
-            string_data={client: pulumi.Output.secret(key.result) for client, key in keys.items()},
-            opts=after(namespace),
-        )
-
-        apply("class", gateway_class(), envoy_gateway)
-        proxy = apply("proxy", envoy_proxy(gw), *installed)
-        gw_obj = apply("gateway", gateway(gw), proxy, *installed)
-        for model in args.models:
-            apply(f"{model.name}-backend",
-                  backend(model, gw, args.service_hosts[model.name], args.service_port), *installed)
-            apply(f"{model.name}-ai-backend", ai_service_backend(model, gw), *installed)
-        apply("route", ai_gateway_route(args.models, gw), gw_obj, *installed, *args.depends_on)
-        apply("auth", security_policy(gw), gw_obj, secret)
-        apply("limits", backend_traffic_policy(gw), gw_obj)
-        apply("connections", client_traffic_policy(gw), gw_obj)
-
-        lb = load_balancer_service(gw, args.auto_mode)
-        nlb = k8s.core.v1.Service(f"{name}-nlb", metadata=lb["metadata"], spec=lb["spec"], opts=after(gw_obj))
-
-        self.hostname = nlb.status.apply(_ingress_hostname)
-        self.endpoint_url = self.hostname.apply(lambda host: f"{gw.url_scheme}://{host}/v1")
-        self.api_keys = pulumi.Output.secret(pulumi.Output.all(**{c: k.result for c, k in keys.items()}))
-        self.register_outputs({"hostname": self.hostname, "endpointUrl": self.endpoint_url, "apiKeys": self.api_keys})
-
-
-def _ingress_hostname(status: Any) -> str:
-    ingress = (status.load_balancer.ingress or []) if status and status.load_balancer else []
-    return ingress[0].hostname if ingress and ingress[0].hostname else ""

@@ -1,0 +1,310 @@
+"""Gateway: one authenticated, rate-limited OpenAI-compatible endpoint routing by model name;
+asserted on what each stack registers and on the pure builders."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from components import predictor
+from components.gateway.coverage import dangling_targets, has_api_key_auth, has_rate_limit, uncovered
+from components.gateway.objects import (
+    AI_GATEWAY_CHART,
+    AI_GATEWAY_CRDS_CHART,
+    CLIENT_ID_HEADER,
+    COST_NAMESPACE,
+    ENVOY_GATEWAY_CHART,
+    LISTENER_PORT,
+    MODEL_HEADER,
+    load_balancer_service,
+)
+from components.serving import SERVICE_PORT
+from components.settings import SettingsError, load_stack_file, parse
+from components.settings.gateway import GatewaySettings
+from tests.harness import ROOT, StackRun
+from tests.test_settings import stack_raw
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+SECRET = "1b47061264138c4ac30d75fd1eb44270"
+
+
+def settings(stack: StackRun):
+    return load_stack_file(ROOT / f"Pulumi.{stack.stack}.yaml")
+
+
+def objects(stack: StackRun) -> list[dict[str, Any]]:
+    return [r.inputs for r in stack.kubernetes_objects()]
+
+
+def one(stack: StackRun, kind: str) -> dict[str, Any]:
+    (obj,) = [o for o in objects(stack) if o["kind"] == kind]
+    return obj
+
+
+def by_name(stack: StackRun, kind: str) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in objects(stack) if o["kind"] == kind}
+
+
+def releases(stack: StackRun) -> dict[str, dict[str, Any]]:
+    return {r.inputs["chart"]: r.inputs for r in stack.of_type(RELEASE)}
+
+
+# Charts -----------------------------------------------------------------------------------
+
+
+def test_envoy_gateway_and_ai_gateway_charts_are_pinned(stack: StackRun) -> None:
+    charts = releases(stack)
+    assert charts[ENVOY_GATEWAY_CHART]["version"] == "v1.9.0"
+    assert charts[AI_GATEWAY_CRDS_CHART]["version"] == charts[AI_GATEWAY_CHART]["version"] == "v1.1.0"
+
+
+def test_envoy_gateway_uses_the_ai_gateway_controller_as_extension_server(stack: StackRun) -> None:
+    config = releases(stack)[ENVOY_GATEWAY_CHART]["values"]["config"]["envoyGateway"]
+    assert config["extensionApis"] == {"enableEnvoyPatchPolicy": True, "enableBackend": True}
+    service = config["extensionManager"]["service"]["fqdn"]
+    assert service == {"hostname": "ai-gateway-controller.envoy-ai-gateway-system.svc.cluster.local", "port": 1063}
+    assert config["extensionManager"]["hooks"]["xdsTranslator"]["post"] == ["Translation", "Cluster", "Route"]
+
+
+def test_rate_limit_backend_is_the_redis_service_the_program_deploys(stack: StackRun) -> None:
+    config = releases(stack)[ENVOY_GATEWAY_CHART]["values"]["config"]["envoyGateway"]["rateLimit"]
+    host, port = config["backend"]["redis"]["url"].rsplit(":", 1)
+    name, namespace = host.split(".")[:2]
+    service = by_name(stack, "Service")[name]
+    assert service["metadata"]["namespace"] == namespace
+    assert int(port) in [p["port"] for p in service["spec"]["ports"]]
+    redis = by_name(stack, "Deployment")[name]
+    assert redis["spec"]["template"]["metadata"]["labels"] == service["spec"]["selector"]
+    assert ":latest" not in redis["spec"]["template"]["spec"]["containers"][0]["image"]
+
+
+# Routing ----------------------------------------------------------------------------------
+
+
+def test_every_model_has_a_route_rule_matching_its_served_name(stack: StackRun) -> None:
+    route = one(stack, "AIGatewayRoute")
+    rules = {r["name"]: r for r in route["spec"]["rules"]}
+    for model in settings(stack).models:
+        assert rules[model.name]["matches"] == [
+            {"headers": [{"type": "Exact", "name": MODEL_HEADER, "value": model.name}]}
+        ]
+
+
+def test_every_route_rule_reaches_the_predictor_service_of_its_model(stack: StackRun) -> None:
+    s = settings(stack)
+    ai_backends, backends = by_name(stack, "AIServiceBackend"), by_name(stack, "Backend")
+    for rule in one(stack, "AIGatewayRoute")["spec"]["rules"]:
+        model = s.model(rule["name"])
+        (ref,) = rule["backendRefs"]
+        ai_backend = ai_backends[ref["name"]]
+        assert ai_backend["spec"]["schema"] == {"name": "OpenAI"}
+        target = ai_backend["spec"]["backendRef"]
+        # The AI gateway CRD admits only Envoy Gateway Backends here (a CEL rule).
+        assert (target["group"], target["kind"]) == ("gateway.envoyproxy.io", "Backend")
+        (endpoint,) = backends[target["name"]]["spec"]["endpoints"]
+        host = f"{predictor.service_name(model)}.{s.serving.namespace}.svc.cluster.local"
+        assert endpoint == {"fqdn": {"hostname": host, "port": SERVICE_PORT}}
+
+
+def test_route_records_input_output_and_total_tokens(stack: StackRun) -> None:
+    costs = {c["type"]: c["metadataKey"] for c in one(stack, "AIGatewayRoute")["spec"]["llmRequestCosts"]}
+    assert {"InputToken", "OutputToken", "TotalToken"} <= set(costs)
+
+
+def test_route_attaches_to_the_gateway_it_is_served_by(stack: StackRun) -> None:
+    route, gateway = one(stack, "AIGatewayRoute"), one(stack, "Gateway")
+    assert route["spec"]["parentRefs"] == [
+        {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gateway["metadata"]["name"]}
+    ]
+    assert route["metadata"]["namespace"] == gateway["metadata"]["namespace"]
+    assert gateway["spec"]["gatewayClassName"] == one(stack, "GatewayClass")["metadata"]["name"]
+
+
+# Authentication and limits: walk every policy's targets against every emitted route -------
+
+
+def test_every_route_and_gateway_requires_an_api_key(stack: StackRun) -> None:
+    objs = objects(stack)
+    assert any(o["kind"] == "AIGatewayRoute" for o in objs)
+    assert uncovered(objs, "SecurityPolicy", has_api_key_auth) == []
+
+
+def test_every_route_and_gateway_is_rate_limited(stack: StackRun) -> None:
+    assert uncovered(objects(stack), "BackendTrafficPolicy", has_rate_limit) == []
+
+
+@pytest.mark.parametrize("kind", ["SecurityPolicy", "BackendTrafficPolicy", "ClientTrafficPolicy"])
+def test_no_policy_targets_an_object_that_does_not_exist(stack: StackRun, kind: str) -> None:
+    assert dangling_targets(objects(stack), kind) == []
+
+
+def test_a_policy_on_a_route_name_that_does_not_exist_protects_nothing(dev: StackRun) -> None:
+    objs = copy.deepcopy(objects(dev))
+    policy = next(o for o in objs if o["kind"] == "SecurityPolicy")
+    policy["spec"]["targetRefs"] = [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "openai"}]
+    assert uncovered(objs, "SecurityPolicy", has_api_key_auth) == ["Gateway ai-gateway/inference",
+                                                                    "AIGatewayRoute ai-gateway/inference"]
+    assert dangling_targets(objs, "SecurityPolicy") == [
+        "SecurityPolicy ai-gateway/client-api-keys targets missing HTTPRoute ai-gateway/openai"
+    ]
+
+
+def test_a_policy_on_the_generated_http_route_covers_the_ai_route(dev: StackRun) -> None:
+    objs = copy.deepcopy(objects(dev))
+    route = next(o for o in objs if o["kind"] == "AIGatewayRoute")
+    generated = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": route["metadata"]}
+    policy = next(o for o in objs if o["kind"] == "SecurityPolicy")
+    policy["spec"]["targetRefs"] = [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute",
+                                     "name": route["metadata"]["name"]}]
+    assert uncovered([*objs, generated], "SecurityPolicy", has_api_key_auth) == ["Gateway ai-gateway/inference"]
+
+
+def test_api_key_auth_reads_the_bearer_header_forwards_the_client_and_strips_the_key(stack: StackRun) -> None:
+    auth = one(stack, "SecurityPolicy")["spec"]["apiKeyAuth"]
+    assert auth["extractFrom"] == [{"headers": ["authorization"]}]
+    assert auth["forwardClientIDHeader"] == CLIENT_ID_HEADER
+    assert auth["sanitize"] is True
+    (ref,) = auth["credentialRefs"]
+    secret = by_name(stack, "Secret")[ref["name"]]
+    assert secret["metadata"]["namespace"] == one(stack, "SecurityPolicy")["metadata"]["namespace"]
+
+
+def test_one_generated_api_key_per_configured_client(stack: StackRun) -> None:
+    clients = [c.name for c in settings(stack).gateway.clients]
+    secret = by_name(stack, "Secret")[one(stack, "SecurityPolicy")["spec"]["apiKeyAuth"]["credentialRefs"][0]["name"]]
+    assert sorted(secret["stringData"]) == sorted(clients)
+    passwords = stack.of_type("random:index/randomPassword:RandomPassword")
+    assert len([p for p in passwords if "inference-platform:gateway:Gateway" in p.parent]) == len(clients)
+    assert sorted(stack.outputs["apiKeys"]) == sorted(clients)
+
+
+def test_every_secret_value_is_a_pulumi_secret(stack: StackRun) -> None:
+    secrets = [r for r in stack.resources if r.kind == "v1/Secret"]
+    assert secrets
+    for secret in secrets:
+        assert {"stringData", "data"} & set(secret.inputs) <= set(secret.secret_paths)
+    assert "apiKeys" in stack.secret_outputs
+    keys = set(stack.outputs["apiKeys"].values())
+    plain = {k: v for k, v in stack.outputs.items() if k not in stack.secret_outputs}
+    assert not any(key in repr(plain) for key in keys)
+
+
+def test_each_client_gets_its_request_rate_and_token_budget_from_config(stack: StackRun) -> None:
+    rules = one(stack, "BackendTrafficPolicy")["spec"]["rateLimit"]["global"]["rules"]
+    assert one(stack, "BackendTrafficPolicy")["spec"]["rateLimit"]["type"] == "Global"
+    for client in settings(stack).gateway.clients:
+        selector = [{"headers": [{"name": CLIENT_ID_HEADER, "type": "Exact", "value": client.name}]}]
+        mine = [r for r in rules if r["clientSelectors"] == selector]
+        requests = next(r for r in mine if "cost" not in r)
+        tokens = next(r for r in mine if "cost" in r)
+        assert requests["limit"] == {"requests": client.requests.limit, "unit": client.requests.unit}
+        assert tokens["limit"] == {"requests": client.tokens.limit, "unit": client.tokens.unit}
+        # Both buckets span every model the client calls, not one per route.
+        assert requests["shared"] is tokens["shared"] is True
+
+
+def test_token_budget_is_charged_with_the_responses_total_tokens(stack: StackRun) -> None:
+    rules = one(stack, "BackendTrafficPolicy")["spec"]["rateLimit"]["global"]["rules"]
+    costs = [r["cost"] for r in rules if "cost" in r]
+    metadata_keys = {c["metadataKey"] for c in one(stack, "AIGatewayRoute")["spec"]["llmRequestCosts"]}
+    for cost in costs:
+        assert cost["request"] == {"from": "Number", "number": 0}
+        assert cost["response"]["metadata"]["namespace"] == COST_NAMESPACE
+        assert cost["response"]["metadata"]["key"] in metadata_keys
+
+
+# Timeouts, buffers, availability -----------------------------------------------------------
+
+
+def test_route_and_connection_timeouts_come_from_config(stack: StackRun) -> None:
+    t = settings(stack).gateway.timeouts
+    for rule in one(stack, "AIGatewayRoute")["spec"]["rules"]:
+        assert rule["timeouts"] == {"request": f"{t.request_seconds}s"}
+        assert rule["streamIdleTimeout"] == f"{t.stream_idle_seconds}s"
+    client = one(stack, "ClientTrafficPolicy")["spec"]
+    assert client["timeout"]["http"]["streamIdleTimeout"] == f"{t.stream_idle_seconds}s"
+    assert client["connection"]["bufferLimit"] == settings(stack).gateway.buffer_limit
+
+
+def test_predictors_outlast_the_longest_request_the_route_allows(stack: StackRun) -> None:
+    drain = settings(stack).serving.drain_seconds
+    longest = max(int(r["timeouts"]["request"].rstrip("s")) for r in one(stack, "AIGatewayRoute")["spec"]["rules"])
+    for isvc in by_name(stack, "InferenceService").values():
+        assert isvc["spec"]["predictor"]["terminationGracePeriodSeconds"] >= longest + drain
+
+
+def test_envoy_drains_for_longer_than_the_longest_request(stack: StackRun) -> None:
+    drain = one(stack, "EnvoyProxy")["spec"]["shutdown"]["drainTimeout"]
+    assert int(drain.rstrip("s")) > settings(stack).gateway.timeouts.request_seconds
+
+
+def test_prod_has_no_single_envoy_or_rate_limit_replica(prod: StackRun) -> None:
+    kubernetes = one(prod, "EnvoyProxy")["spec"]["provider"]["kubernetes"]
+    replicas = kubernetes["envoyDeployment"]["replicas"]
+    assert replicas >= 2
+    assert kubernetes["envoyPDB"] == {"minAvailable": replicas - 1}
+    (spread,) = kubernetes["envoyDeployment"]["pod"]["topologySpreadConstraints"]
+    assert (spread["topologyKey"], spread["whenUnsatisfiable"]) == ("topology.kubernetes.io/zone", "DoNotSchedule")
+    rate_limit = releases(prod)[ENVOY_GATEWAY_CHART]["values"]["config"]["envoyGateway"]
+    assert rate_limit["provider"]["kubernetes"]["rateLimitDeployment"]["replicas"] >= 2
+
+
+def test_prod_rate_limiting_fails_open_because_redis_is_one_replica(prod: StackRun) -> None:
+    assert by_name(prod, "Deployment")["ratelimit-redis"]["spec"]["replicas"] == 1
+    config = releases(prod)[ENVOY_GATEWAY_CHART]["values"]["config"]["envoyGateway"]
+    assert config["rateLimit"]["failClosed"] is False
+
+
+def test_a_fail_closed_prod_gateway_is_rejected() -> None:
+    raw = stack_raw("prod")
+    raw["gateway"]["rateLimit"]["failClosed"] = True
+    with pytest.raises(SettingsError, match="gateway.rateLimit.failClosed"):
+        parse(raw)
+
+
+def test_dev_single_envoy_has_no_pdb_that_would_block_drains(dev: StackRun) -> None:
+    assert "envoyPDB" not in one(dev, "EnvoyProxy")["spec"]["provider"]["kubernetes"]
+
+
+# The load balancer and the stack outputs --------------------------------------------------
+
+
+def test_nlb_scheme_follows_config_and_selects_this_gateways_envoy_pods(stack: StackRun) -> None:
+    gw = settings(stack).gateway
+    nlb = next(s for s in by_name(stack, "Service").values() if s["spec"].get("type") == "LoadBalancer")
+    assert nlb["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-scheme"] == gw.scheme
+    gateway = one(stack, "Gateway")
+    selector = nlb["spec"]["selector"]
+    assert selector["gateway.envoyproxy.io/owning-gateway-name"] == gateway["metadata"]["name"]
+    assert selector["gateway.envoyproxy.io/owning-gateway-namespace"] == gateway["metadata"]["namespace"]
+    (port,) = nlb["spec"]["ports"]
+    assert port["targetPort"] == gateway["spec"]["listeners"][0]["port"] == LISTENER_PORT
+
+
+def test_an_internet_facing_gateway_terminates_tls_with_the_acm_certificate() -> None:
+    arn = "arn:aws:acm:us-west-2:123456789012:certificate/0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
+    gw = GatewaySettings.model_validate({
+        "scheme": "internet-facing", "tlsCertificateArn": arn,
+        "clients": [{"name": "a", "requests": {"limit": 1, "unit": "Second"}, "tokens": {"limit": 9, "unit": "Hour"}}],
+    })
+    service = load_balancer_service(gw, auto_mode=True)
+    annotations = service["metadata"]["annotations"]
+    assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] == arn
+    assert service["spec"]["ports"][0]["port"] == 443
+    assert gw.url_scheme == "https"
+
+
+def test_endpoint_url_is_the_load_balancer_hostname_with_the_openai_prefix(stack: StackRun) -> None:
+    host = stack.outputs["gatewayHostname"]
+    assert host.endswith(".elb.us-west-2.amazonaws.com")
+    assert stack.outputs["endpointUrl"] == f"http://{host}/v1"
+    assert "endpointUrl" not in stack.secret_outputs
+
+
+def test_a_stack_without_a_gateway_section_is_rejected() -> None:
+    raw = stack_raw("dev")
+    del raw["gateway"]
+    with pytest.raises(SettingsError, match="inference-platform:gateway is required"):
+        parse(raw)

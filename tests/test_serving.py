@@ -1,0 +1,228 @@
+"""Serving: one KServe InferenceService per model, shaped to start slowly, stop gently and
+hold no AWS permissions; asserted on what each stack registers and on the pure builders."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any
+
+import pytest
+
+from components import predictor
+from components.gpu_capacity import GPU_RESOURCE, GPU_TAINT, POOL_LABEL
+from components.model_store import claim_name
+from components.serving import (
+    DRAIN_SCRIPT,
+    KSERVE_CHART,
+    KSERVE_CRD_CHART,
+    KSERVE_VERSION,
+    MODEL_MOUNT,
+    inference_service,
+    startup_budget_seconds,
+)
+from components.settings import SettingsError, load_stack_file, parse
+from components.settings.models import ModelSettings
+from components.settings.serving import ServingSettings
+from tests.harness import ROOT, StackRun
+from tests.test_settings import stack_raw, with_value
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+def settings(stack: StackRun):
+    return load_stack_file(ROOT / f"Pulumi.{stack.stack}.yaml")
+
+
+def isvcs(stack: StackRun) -> dict[str, dict[str, Any]]:
+    return {r.inputs["metadata"]["name"]: r.inputs for r in stack.of_kind("serving.kserve.io/v1beta1", "InferenceService")}
+
+
+def predictor_spec(stack: StackRun, model: str) -> dict[str, Any]:
+    return isvcs(stack)[model]["spec"]["predictor"]
+
+
+def main_container(stack: StackRun, model: str) -> dict[str, Any]:
+    (container,) = predictor_spec(stack, model)["containers"]
+    return container
+
+
+def small_model(**changes: Any) -> ModelSettings:
+    base = load_stack_file(ROOT / "Pulumi.dev.yaml").models[0]
+    return base.model_copy(update=changes)
+
+
+def test_every_model_has_one_inference_service_in_the_serving_namespace(stack: StackRun) -> None:
+    s = settings(stack)
+    made = isvcs(stack)
+    assert sorted(made) == sorted(m.name for m in s.models)
+    assert {obj["metadata"]["namespace"] for obj in made.values()} == {s.serving.namespace}
+
+
+def test_kserve_runs_standard_mode_and_leaves_scaling_to_keda(stack: StackRun) -> None:
+    for obj in isvcs(stack).values():
+        annotations = obj["metadata"]["annotations"]
+        assert annotations["serving.kserve.io/deploymentMode"] == "Standard"
+        assert annotations["serving.kserve.io/autoscalerClass"] == "external"
+
+
+def test_kserve_and_cert_manager_charts_are_pinned(stack: StackRun) -> None:
+    releases = {r.inputs["chart"]: r.inputs for r in stack.of_type(RELEASE)}
+    assert releases[KSERVE_CRD_CHART]["version"] == KSERVE_VERSION == "v0.20.0"
+    assert releases[KSERVE_CHART]["version"] == KSERVE_VERSION
+    assert releases[KSERVE_CHART]["values"]["kserve"]["controller"]["deploymentMode"] == "Standard"
+    assert releases["cert-manager"]["version"].startswith("v1.")
+
+
+def test_each_predictor_mounts_its_own_weights_claim_read_only(stack: StackRun) -> None:
+    claims = {r.inputs["metadata"]["name"] for r in stack.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
+    for model in settings(stack).models:
+        spec = predictor_spec(stack, model.name)
+        volume = next(v for v in spec["volumes"] if "persistentVolumeClaim" in v)
+        assert volume["persistentVolumeClaim"] == {"claimName": claim_name(model), "readOnly": True}
+        assert claim_name(model) in claims
+        mount = next(m for m in main_container(stack, model.name)["volumeMounts"] if m["name"] == volume["name"])
+        assert mount == {"name": volume["name"], "mountPath": MODEL_MOUNT, "readOnly": True}
+
+
+def test_predictor_waits_for_the_synced_manifest_on_the_same_volume(stack: StackRun) -> None:
+    for model in settings(stack).models:
+        spec = predictor_spec(stack, model.name)
+        (init,) = spec["initContainers"]
+        assert init["volumeMounts"][0]["mountPath"] == MODEL_MOUNT
+        assert init["volumeMounts"][0]["name"] in {v["name"] for v in spec["volumes"]}
+
+
+def test_vllm_serves_the_pinned_image_under_the_served_name(stack: StackRun) -> None:
+    for model in settings(stack).models:
+        container = main_container(stack, model.name)
+        assert container["image"] == model.image
+        assert container["args"][0] == MODEL_MOUNT
+        assert f"--served-model-name={model.name}" in container["args"]
+        assert f"--tensor-parallel-size={model.gpus_per_replica}" in container["args"]
+        assert f"--max-num-seqs={model.engine.max_num_seqs}" in container["args"]
+
+
+def test_gpu_requests_equal_limits_equal_gpus_per_replica(stack: StackRun) -> None:
+    for model in settings(stack).models:
+        resources = main_container(stack, model.name)["resources"]
+        assert resources["requests"][GPU_RESOURCE] == resources["limits"][GPU_RESOURCE] == str(model.gpus_per_replica)
+
+
+def test_predictor_tolerates_the_gpu_taint_and_runs_only_on_its_pools(stack: StackRun) -> None:
+    for model in settings(stack).models:
+        spec = predictor_spec(stack, model.name)
+        assert {"key": GPU_TAINT["key"], "operator": "Equal", "value": GPU_TAINT["value"],
+                "effect": GPU_TAINT["effect"]} in spec["tolerations"]
+        terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert terms == [{"matchExpressions": [{"key": POOL_LABEL, "operator": "In", "values": model.pools}]}]
+
+
+def test_metrics_port_keeps_the_scrape_contract(stack: StackRun) -> None:
+    for model in settings(stack).models:
+        ports = main_container(stack, model.name)["ports"]
+        assert {"name": predictor.PORT_NAME, "containerPort": predictor.PORT, "protocol": "TCP"} in ports
+
+
+def test_probes_check_health_and_startup_budget_covers_weight_loading(stack: StackRun) -> None:
+    s = settings(stack)
+    for model in s.models:
+        container = main_container(stack, model.name)
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert container[probe]["httpGet"]["path"] == "/health"
+        startup = container["startupProbe"]
+        assert startup["periodSeconds"] * startup["failureThreshold"] >= startup_budget_seconds(model, s.serving)
+
+
+def test_startup_budget_grows_with_model_size() -> None:
+    serving = ServingSettings()
+    assert startup_budget_seconds(small_model(size_gib=30.0), serving) > startup_budget_seconds(small_model(), serving)
+    assert startup_budget_seconds(small_model(size_gib=10.0), serving) == 300 + 100  # 10 GiB at 0.1 GiB/s
+
+
+def test_shared_memory_is_sized_per_tensor_parallel_gpu() -> None:
+    spec = inference_service(small_model(gpus_per_replica=4), ServingSettings(), 1, 2)["spec"]["predictor"]
+    shm = next(v for v in spec["volumes"] if v["name"] == "dshm")
+    assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": "8Gi"}
+
+
+def test_grace_period_covers_the_gateway_request_deadline_plus_drain(stack: StackRun) -> None:
+    s = settings(stack)
+    for model in s.models:
+        grace = predictor_spec(stack, model.name)["terminationGracePeriodSeconds"]
+        assert grace >= s.gateway.timeouts.request_seconds + s.serving.drain_seconds
+
+
+def test_do_not_disrupt_is_set_only_when_configured() -> None:
+    on = inference_service(small_model(), ServingSettings(do_not_disrupt=True), 1, 2)["spec"]["predictor"]
+    off = inference_service(small_model(), ServingSettings(do_not_disrupt=False), 1, 2)["spec"]["predictor"]
+    assert on["annotations"] == {"karpenter.sh/do-not-disrupt": "true"}
+    assert "annotations" not in off
+
+
+def test_every_predictor_has_a_disruption_budget_selecting_its_pods(stack: StackRun) -> None:
+    pdbs = {r.inputs["metadata"]["name"]: r.inputs for r in stack.of_kind("policy/v1", "PodDisruptionBudget")}
+    for model in settings(stack).models:
+        pdb = pdbs[predictor.deployment_name(model)]
+        assert pdb["spec"]["maxUnavailable"] == 1
+        assert pdb["spec"]["selector"]["matchLabels"] == {predictor.ISVC_LABEL: model.name}
+
+
+def test_predictor_service_account_carries_no_aws_identity(stack: StackRun) -> None:
+    accounts = {r.inputs["metadata"]["name"]: r.inputs for r in stack.of_kind("v1", "ServiceAccount")}
+    associated = {r.inputs["serviceAccount"] for r in stack.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")}
+    for model in settings(stack).models:
+        name = predictor_spec(stack, model.name)["serviceAccountName"]
+        account = accounts[name]
+        assert not any("eks.amazonaws.com" in k for k in (account["metadata"].get("annotations") or {}))
+        assert account["automountServiceAccountToken"] is False
+        assert name not in associated
+
+
+class _Metrics(BaseHTTPRequestHandler):
+    running = 1.0
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server API)
+        body = f'vllm:num_requests_running{{engine="0",model_name="m"}} {type(self).running}\n'.encode()
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def metrics_server():
+    _Metrics.running = 1.0
+    server = HTTPServer(("127.0.0.1", 0), _Metrics)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server, f"http://127.0.0.1:{server.server_port}/metrics"
+    server.shutdown()
+
+
+def test_pre_stop_waits_until_the_engine_has_no_running_request(metrics_server) -> None:
+    _, url = metrics_server
+    drain = subprocess.Popen([sys.executable, "-c", DRAIN_SCRIPT, "0", url])
+    time.sleep(1.5)
+    assert drain.poll() is None, "returned while a request was still running"
+    _Metrics.running = 0.0
+    assert drain.wait(timeout=10) == 0
+
+
+def test_pre_stop_returns_when_the_engine_is_already_gone() -> None:
+    done = subprocess.run([sys.executable, "-c", DRAIN_SCRIPT, "0", "http://127.0.0.1:9/metrics"], timeout=10)
+    assert done.returncode == 0
+
+
+def test_gpus_per_replica_beyond_every_instance_of_a_pool_is_rejected() -> None:
+    raw = with_value(stack_raw("prod"), ["gpuCapacity", "pools", 0, "instanceFamilies"], ["gr6"])
+    raw["models"][0]["gpusPerReplica"] = 2
+    raw["models"][1]["pools"] = ["gpu-on-demand"]
+    with pytest.raises(SettingsError) as caught:
+        parse(raw)
+    assert "inference-platform:models[0].gpusPerReplica (2) is more GPUs than any instance of pool 'gpu-spot'" in str(caught.value)
