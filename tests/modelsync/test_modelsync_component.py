@@ -3,6 +3,7 @@ against the Kubernetes schemas (kubernetes-validate, strict)."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,8 @@ MODELS = [
 
 def run_component(**overrides) -> list:
     """Registers one ModelSync under mocks and returns every captured resource."""
+    # Pulumi's mocks need a current event loop; async tests elsewhere in the session may leave none.
+    asyncio.set_event_loop(asyncio.new_event_loop())
     mocks = PlatformMocks("test")
     monitor = CapturingMonitor(mocks)
     pulumi.runtime.settings.ROOT.set(None)
