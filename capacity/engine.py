@@ -251,8 +251,8 @@ class ReplicaEngine:
     def advance(self, now: float) -> list[Finished]:
         """Execute every step that ends by `now`; return requests finished in that span."""
         done: list[Finished] = []
-        while self._has_work():
-            if not self.num_running and self._waiting[0].req.arrival > self._clock:
+        while self._waiting or self._prefilling or self._decoding:
+            if not (self._prefilling or self._decoding) and self._waiting[0].req.arrival > self._clock:
                 if self._waiting[0].req.arrival > now:
                     break
                 self._clock = self._waiting[0].req.arrival  # idle until it arrives
@@ -465,8 +465,9 @@ class ReplicaEngine:
             self.stats.step_tokens.append((b, k))
             self.stats.inter_token_latencies.append((dur / k, b * k))
         self._pop_finished(self._clock, done)
-        for s in self._decoding.values():
-            s.last_token_time = self._clock
+        if self._record:  # only the metrics of a preempted request's resumption need it
+            for s in self._decoding.values():
+                s.last_token_time = self._clock
         return True
 
     def _steps_until(self, dt: float) -> int:
