@@ -54,12 +54,14 @@ def plot_timeline(result: SimResult, path: Path, title: str, slo: dict[str, floa
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     tl = result.timeline
     minutes = [t / 60 for t in tl.t]
     fig, axes = plt.subplots(4, 1, figsize=(11, 11), sharex=True)
     axes[0].plot(minutes, tl.arrivals_per_s, color="tab:gray")
     axes[0].set_ylabel("arrivals / s")
+    highest = 1.0
     for name, values in tl.signals.items():
         target = result.triggers.get(name)
         if target is None:
@@ -70,14 +72,16 @@ def plot_timeline(result: SimResult, path: Path, title: str, slo: dict[str, floa
         else:
             ratio = [v / target for v in values]
         axes[1].plot(minutes, ratio, label=name)
+        highest = max([highest, *(r for r in ratio if r == r)])
     axes[1].axhline(1.0, color="black", linestyle="--", linewidth=0.8)
-    axes[1].set_yscale("symlog", linthresh=2.0)
-    axes[1].set_ylim(bottom=0)
+    # A backlog can push a signal to 100x its target; the interesting range is around 1.
+    axes[1].set_ylim(0, min(highest * 1.05, 4.0))
     axes[1].set_ylabel("signal / target")
     axes[1].legend(loc="upper right", fontsize=8)
     axes[2].step(minutes, tl.desired, where="post", label="desired")
     axes[2].step(minutes, tl.ready, where="post", label="ready")
     axes[2].set_ylabel("replicas")
+    axes[2].yaxis.set_major_locator(MaxNLocator(integer=True))
     axes[2].legend(loc="upper right", fontsize=8)
     axes[3].plot(minutes, tl.ttft_p95_s, label="TTFT p95 (per sync)")
     axes[3].plot(minutes, tl.e2e_p99_s, label="e2e p99 (per sync)")
