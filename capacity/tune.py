@@ -48,6 +48,13 @@ def _knobs(policy: ModelAutoscaling) -> list[Knob]:
         )
     knobs.append(
         (
+            "behavior.scaleUp.stabilizationWindowSeconds",
+            lambda p: [0, 30, 60],
+            lambda p: p.behavior.scale_up.stabilization_window_seconds,
+        )
+    )
+    knobs.append(
+        (
             "behavior.scaleDown.stabilizationWindowSeconds",
             lambda p: [60, 120, 300, 600, 900],
             lambda p: p.behavior.scale_down.stabilization_window_seconds,
