@@ -317,3 +317,24 @@ def test_a_writer_not_allowed_to_list_multipart_uploads_still_syncs(s3, bucket, 
     report = sync_model(make_config(stale_upload_age=timedelta(hours=1)), s3)
 
     assert report.outcome == "published" and report.stale_uploads_aborted == 0
+
+
+def test_two_concurrent_cli_processes_leave_one_published_manifest(s3, bucket, cli_args):
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "modelsync", *cli_args],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        for _ in range(2)
+    ]
+    results = [run.communicate(timeout=60) for run in runs]
+
+    assert [run.returncode for run in runs] == [0, 0], [err for _, err in results]
+    outcomes = sorted(json.loads(out)["outcome"] for out, _ in results)
+    # The loser either lost the conditional write or started after the winner had published.
+    assert outcomes.count("published") == 1
+    assert len(manifest_versions(s3, bucket)) == 1
