@@ -169,6 +169,7 @@ class Simulation:
         self._recent: list[int] = []  # request ids finished since the last sync
         self.arrival = np.array(trace.arrivals, dtype=np.float64)
         self._cron = self._cron_mask()
+        self._next_poll = 0.0
         self._clients: list[float] = []  # closed loop: next send time per idle client (heap)
         if config.closed_loop_clients:
             self.arrival[:] = np.nan
@@ -371,8 +372,10 @@ class Simulation:
         if self.so is not None:
             current = len(alive)
             desired = self.so.hpa_sync(t, current, len(self.ready), values)
-            if self.so.min_replica_count == 0:
+            if self.so.min_replica_count == 0 and t >= self._next_poll:
+                # The KEDA operator's own loop (0 <-> 1), every pollingInterval.
                 desired = self.so.poll(t, desired, values)
+                self._next_poll = t + self.so.polling_interval_seconds
             if desired != current:
                 self.scale_events += 1
                 self.set_replicas(desired, t)
@@ -401,6 +404,7 @@ class Simulation:
             # A warm fleet has a history: the HPA has been recommending this count, so the
             # first syncs (metrics not yet in) do not read as a drop inside the window.
             self.so.hpa.recommendations.append(TimedValue(0.0, c.initial_replicas))
+            self.so.last_active = 0.0  # and KEDA saw a trigger active (no instant scale to zero)
         arrivals = self.trace.arrivals
         n = len(arrivals)
         valid = self._admissible_mask()

@@ -35,7 +35,8 @@ def config(**overrides):
 
 
 def run(trace=STEP, policy=POLICY, **overrides):
-    return simulate(config(**overrides), load(trace), scaled_object(policy), signals_of(policy))
+    trace = trace if isinstance(trace, Trace) else load(trace)
+    return simulate(config(**overrides), trace, scaled_object(policy), signals_of(policy))
 
 
 def ready_at(result, t):
@@ -159,3 +160,15 @@ def test_a_cron_trigger_holds_desired_replicas_inside_its_window():
     assert max(d for t, d in desired.items() if t < 600) == 1
     assert {d for t, d in desired.items() if 700 <= t < 1200} == {3}
     assert desired[max(tl.t)] == 1
+
+
+def test_scale_to_zero_after_the_cooldown_and_requests_then_fail():
+    # vLLM's own metrics vanish with the last replica, so nothing can activate it again:
+    # scale-from-zero needs a signal from outside the model server.
+    policy = ModelAutoscaling.model_validate(
+        {"minReplicas": 0, "maxReplicas": 2, "pollingIntervalSeconds": 30, "cooldownPeriodSeconds": 120}
+    )
+    trace = Trace("t", np.array([10.0, 400.0]), np.array([100, 100]), np.array([10, 10]))
+    result = run(trace=trace, policy=policy)
+    assert result.outcome.tolist() == [OK, FAILED]
+    assert 0 in result.timeline.desired
