@@ -35,6 +35,9 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
         metavar="START:END",
         help="seconds when every trigger query fails (KEDA fallback); repeatable",
     )
+    p.add_argument(
+        "--oracle-interval", type=float, default=300.0, help="seconds per oracle interval (longer = faster, looser)"
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -64,7 +67,10 @@ def load_inputs(
         seed=args.seed,
         initial_replicas=args.initial_replicas,
         metrics_outages=tuple(args.prometheus_outage),
+        oracle_interval_s=args.oracle_interval,
     )
+    if args.oracle_interval <= 0:
+        raise ValueError(f"--oracle-interval must be > 0 seconds, got {args.oracle_interval}")
     orc = run_oracle(sm, trace, options)
     warm = int(orc.replicas[0]) if len(orc.replicas) else None
     return sm, trace, replace(options, warm_start=warm), orc
