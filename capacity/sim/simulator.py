@@ -35,6 +35,7 @@ from capacity.sim.promql import (
     positive_or_zero,
 )
 from capacity.sim.cron import window_mask
+from capacity.sim.policy import Signals
 from capacity.sim.router import RouterName, make_router
 from capacity.sim.startup import Pool, Startup, interruption_delay, place
 from capacity.traces import Trace
@@ -143,11 +144,13 @@ def _cumulative(hist: list[int]) -> tuple[int, ...]:
 
 class Simulation:
     def __init__(
-        self, config: SimConfig, trace: Trace, scaled_object: ScaledObject | None, signals=None
+        self, config: SimConfig, trace: Trace, scaled_object: ScaledObject | None, signals: Signals | None = None
     ) -> None:
         self.c = config
         self.trace = trace
         self.so = scaled_object  # None: a static fleet of `initial_replicas`
+        if scaled_object is not None and signals is None:
+            raise ValueError("a ScaledObject needs the Signals (windows, quantiles) its triggers query")
         self.signals = signals
         self.rng = np.random.default_rng(config.seed)
         self.router = make_router(config.router, config.seed)
@@ -478,5 +481,8 @@ class Simulation:
         )
 
 
-def simulate(config: SimConfig, trace: Trace, scaled_object: ScaledObject | None, signals=None) -> SimResult:
+def simulate(
+    config: SimConfig, trace: Trace, scaled_object: ScaledObject | None, signals: Signals | None = None
+) -> SimResult:
+    """Replay `trace`; without a ScaledObject the fleet is static (`initial_replicas`)."""
     return Simulation(config, trace, scaled_object, signals).run()
