@@ -857,6 +857,7 @@ def test_stack_policies_are_stack_validation_policies() -> None:
 def pack() -> Any:
     """`policies/` started the way the CLI's Python analyzer starts it (`python -m pulumi.policy
     <engine> <pack dir>`, from the pack directory); a gRPC stub to its Analyzer service."""
+    import select
     import subprocess
     import sys
 
@@ -870,7 +871,9 @@ def pack() -> Any:
         cwd=ROOT / "policies", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
-        port = process.stdout.readline().strip()  # the pack prints its port once it serves
+        # The pack prints its port once it serves; bounded, so a hung start fails instead of hanging.
+        ready, _, _ = select.select([process.stdout], [], [], 60)
+        port = process.stdout.readline().strip() if ready else ""
         assert port.isdigit(), f"policy pack did not start: {process.stderr.read() if process.poll() is not None else port}"
         channel = grpc.insecure_channel(f"127.0.0.1:{port}")
         grpc.channel_ready_future(channel).result(timeout=20)
