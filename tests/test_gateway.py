@@ -23,7 +23,9 @@ from components.gateway.objects import (
 from components.serving import SERVICE_PORT
 from components.settings import SettingsError, load_stack_file, parse
 from components.settings.gateway import GatewaySettings
+from tests.crd_rules import rule_violations
 from tests.harness import ROOT, StackRun
+from tests.k8s_schemas import is_core
 from tests.test_settings import stack_raw
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -308,3 +310,27 @@ def test_a_stack_without_a_gateway_section_is_rejected() -> None:
     del raw["gateway"]
     with pytest.raises(SettingsError, match="inference-platform:gateway is required"):
         parse(raw)
+
+
+# CEL rules of the CRDs (structural schemas are checked by tests/test_conformance.py) ------
+
+
+def test_every_custom_resource_satisfies_the_cel_rules_of_its_crd(stack: StackRun) -> None:
+    custom = [o for o in objects(stack) if not is_core(o["apiVersion"])]
+    assert [v for o in custom for v in rule_violations(o)[0]] == []
+
+
+def test_cel_rules_reject_an_ai_service_backend_pointing_at_a_service(dev: StackRun) -> None:
+    backend = copy.deepcopy(one_of(dev, "AIServiceBackend"))
+    backend["spec"]["backendRef"] = {"group": "", "kind": "Service", "name": "qwen25-1p5b-predictor", "port": 80}
+    assert any("must be a Backend resource" in v for v in rule_violations(backend)[0])
+
+
+def test_cel_rules_reject_client_traffic_policy_on_a_route(dev: StackRun) -> None:
+    policy = copy.deepcopy(one(dev, "ClientTrafficPolicy"))
+    policy["spec"]["targetRefs"] = [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "inference"}]
+    assert rule_violations(policy)[0] != []
+
+
+def one_of(stack: StackRun, kind: str) -> dict[str, Any]:
+    return next(o for o in objects(stack) if o["kind"] == kind)
