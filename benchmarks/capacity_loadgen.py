@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import multiprocessing
 import os
 import sys
@@ -39,6 +40,9 @@ def _serve(port: int, stream_interval: float, ready) -> None:  # noqa: ANN001
 
     async def main() -> None:
         async with serve_replicas(BENCH, ports=[port], stream_interval_s=stream_interval):
+            gc.collect()
+            gc.freeze()
+            gc.set_threshold(50_000, 50, 1000)  # as `python -m capacity serve` does
             ready.set()
             await asyncio.Event().wait()
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import gc
 import itertools
 import json
 import random
 import time
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -183,6 +185,10 @@ class LoadGenerator:
         return model_seconds / self.config.time_scale
 
     async def run(self) -> LoadResult:
+        with quiet_gc():
+            return await self._run()
+
+    async def _run(self) -> LoadResult:
         cfg = self.config
         headers = {"Content-Type": "application/json"}
         if cfg.api_key:
@@ -392,6 +398,22 @@ class LoadGenerator:
                     "recent_p99_s": float(np.percentile(recent, 99)) if recent else None,
                 }
             )
+
+
+@contextmanager
+def quiet_gc(gen0: int = 50_000):
+    """Fewer, cheaper garbage collections while measuring: a full collection of a busy load
+    generator's heap stalls its event loop for tens of milliseconds, which would be measured
+    as latency. Long-lived objects are frozen out of the collector; thresholds restored after."""
+    thresholds = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(gen0, 50, 1000)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
 
 
 def _expand(pairs: Sequence[tuple[float, int]]) -> np.ndarray:

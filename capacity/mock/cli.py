@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 
 from capacity.engine import get_profile
 from capacity.mock.server import serve_replicas
@@ -37,6 +38,9 @@ def run(args: argparse.Namespace) -> int:
             api_key=args.api_key,
             stream_interval_s=args.stream_interval,
         ) as replicas:
+            gc.collect()
+            gc.freeze()  # the startup heap never needs collecting again
+            gc.set_threshold(50_000, 50, 1000)  # fewer collection pauses under load (see loadgen.quiet_gc)
             for r in replicas:
                 print(f"mock vLLM '{r.replica.model_name}' ({profile.name}, speedup {args.speedup:g}) on {args.host}:{r.port}",
                       flush=True)  # fmt: skip
