@@ -53,10 +53,23 @@ def keda_signals(
     ]
 
 
+def stack_signals(scope: signals.Scope, policy: object) -> list[Signal]:
+    """keda_signals with the windows and quantiles of a stack's merged autoscaling policy
+    (components.settings ModelAutoscaling), so the numbers are the ones KEDA evaluates."""
+    t = policy.triggers  # type: ignore[attr-defined]
+    return keda_signals(
+        scope,
+        queue_window_s=t.queue_depth.window_seconds,
+        latency_window_s=t.e2e_latency.window_seconds,
+        e2e_quantile=t.e2e_latency.quantile,
+        ttft_quantile=t.ttft.quantile,
+    )
+
+
 class PrometheusClient:
-    def __init__(self, base_url: str, timeout_s: float = 10.0) -> None:
+    def __init__(self, base_url: str, timeout_s: float = 10.0, transport: httpx.BaseTransport | None = None) -> None:
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(timeout=timeout_s)
+        self._http = httpx.Client(timeout=timeout_s, transport=transport)
 
     def close(self) -> None:
         self._http.close()
@@ -142,14 +155,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--step", type=float, default=15.0, help="range step, seconds (KEDA polls every 15 s)")
     parser.add_argument("--queue-window", type=int, default=60)
     parser.add_argument("--latency-window", type=int, default=120)
+    parser.add_argument("--stack", default=None,
+                        help="take windows and quantiles from this stack's autoscaling policy for --model")  # fmt: skip
     parser.add_argument("--json", action="store_true")
 
 
 def run(args: argparse.Namespace) -> int:
     client = PrometheusClient(args.prometheus)
     end = time.time()
-    queries = keda_signals(signals.Scope(args.model, args.namespace), queue_window_s=args.queue_window,
-                           latency_window_s=args.latency_window)  # fmt: skip
+    scope = signals.Scope(args.model, args.namespace)
+    queries = keda_signals(scope, queue_window_s=args.queue_window, latency_window_s=args.latency_window)
+    if args.stack:
+        from capacity.recommend import current_values
+
+        policy, why_not = current_values(args.stack, args.model)
+        if policy is None:
+            raise ValueError(f"--stack {args.stack}: {why_not}")
+        queries = stack_signals(scope, policy)
     try:
         readings = collect(client, queries, end - args.last, end, args.step)
     finally:
