@@ -31,7 +31,7 @@ up: setup
 	pulumi up --stack $(STACK)
 
 preview: setup
-	pulumi preview --stack $(STACK) --policy-pack policies
+	pulumi preview --stack $(STACK) --policy-pack policies --policy-pack-config policies/config/$(STACK).json
 
 lab: setup
 	$(VENV)/bin/python -m capacity lab
