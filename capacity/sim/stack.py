@@ -93,6 +93,18 @@ def read_policy_file(path: Path) -> dict[str, Any]:
     return document
 
 
+def _profile(name: str, model_index: int | None) -> EngineProfile:
+    """The engine profile; an unknown name from the stack points at its config key."""
+    try:
+        return get_profile(name)
+    except ValueError as exc:
+        if model_index is None:
+            raise
+        raise ValueError(
+            f"{NAMESPACE}:models[{model_index}].capacityProfile ({name!r}): {exc}; fix the stack or pass --profile"
+        ) from None
+
+
 def load_stack_model(
     stack: str,
     model: str | None = None,
@@ -140,7 +152,7 @@ def load_stack_model(
         stack=path.stem.removeprefix("Pulumi."),
         model=chosen,
         policy=settings.autoscaling_for(name),
-        profile=get_profile(profile_name),
+        profile=_profile(profile_name, None if profile else names.index(name)),
         pools=pools,
         startup=startup,
         spot_interruptions_per_hour=plan.spot_interruptions_per_hour,

@@ -118,3 +118,12 @@ def test_fewest_replicas_searches_up_from_a_failing_guess():
 
 def test_fewest_replicas_reports_an_unreachable_slo_at_the_cap():
     assert fewest_replicas(lambda n: False, start=2, cap=16) == (16, False)
+
+
+def test_an_unknown_capacity_profile_in_the_stack_names_its_key(tmp_path):
+    stack = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    stack["config"]["inference-platform:models"][0]["capacityProfile"] = "no-such-profile"
+    path = tmp_path / "Pulumi.x.yaml"
+    path.write_text(yaml.safe_dump(stack))
+    with pytest.raises(ValueError, match=r"models\[0\].capacityProfile \('no-such-profile'\): unknown engine profile"):
+        load_stack_model(str(path))
