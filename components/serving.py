@@ -44,7 +44,7 @@ PROBE_PATH = "/health"
 STARTUP_PERIOD_SECONDS = 10
 
 
-def kserve_values(serving: ServingSettings) -> dict[str, Any]:
+def kserve_values() -> dict[str, Any]:
     return {
         "kserve": {
             "controller": {
@@ -291,7 +291,7 @@ class Serving(pulumi.ComponentResource):
             version=KSERVE_VERSION,
             namespace=s.kserve_namespace,
             create_namespace=True,
-            values=kserve_values(s),
+            values=kserve_values(),
             atomic=True,
             opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[cert_manager, crds])),
         )

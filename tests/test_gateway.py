@@ -82,6 +82,16 @@ def test_rate_limit_backend_is_the_redis_service_the_program_deploys(stack: Stac
     assert ":latest" not in redis["spec"]["template"]["spec"]["containers"][0]["image"]
 
 
+def test_only_the_rate_limit_service_may_reach_redis(stack: StackRun) -> None:
+    policy = by_name(stack, "NetworkPolicy")["ratelimit-redis"]
+    redis = by_name(stack, "Deployment")["ratelimit-redis"]
+    assert policy["spec"]["podSelector"]["matchLabels"] == redis["spec"]["selector"]["matchLabels"]
+    (rule,) = policy["spec"]["ingress"]
+    (peer,) = rule["from"]
+    assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "envoy-gateway-system"}
+    assert peer["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == "envoy-ratelimit"
+
+
 # Routing ----------------------------------------------------------------------------------
 
 

@@ -34,6 +34,7 @@ from .objects import (
     gateway_class,
     load_balancer_service,
     redis_deployment,
+    redis_network_policy,
     redis_service,
     security_policy,
 )
@@ -79,6 +80,9 @@ class Gateway(pulumi.ComponentResource):
         redis_svc = redis_service(gw)
         k8s.core.v1.Service(f"{name}-redis", metadata=redis_svc["metadata"], spec=redis_svc["spec"],
                             opts=after(namespace))
+        redis_policy = redis_network_policy(gw)
+        k8s.networking.v1.NetworkPolicy(f"{name}-redis", metadata=redis_policy["metadata"],
+                                        spec=redis_policy["spec"], opts=after(namespace))
 
         envoy_gateway = k8s.helm.v3.Release(
             f"{name}-envoy-gateway", chart=ENVOY_GATEWAY_CHART, version=ENVOY_GATEWAY_VERSION,

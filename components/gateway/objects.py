@@ -38,6 +38,8 @@ TOKEN_BUDGET_KEY = "llm_total_token"
 REDIS_NAME = "ratelimit-redis"
 REDIS_PORT = 6379
 ZONE = "topology.kubernetes.io/zone"
+# Labels Envoy Gateway puts on its rate-limit service pods.
+RATE_LIMIT_POD_LABELS = {"app.kubernetes.io/name": "envoy-ratelimit", "app.kubernetes.io/component": "ratelimit"}
 
 
 def _ref(kind: str, name: str, group: str = GATEWAY_API) -> dict[str, str]:
@@ -76,8 +78,7 @@ def envoy_gateway_values(gw: GatewaySettings) -> dict[str, Any]:
                     "kubernetes": {
                         "rateLimitDeployment": {
                             "replicas": gw.rate_limit.service_replicas,
-                            "pod": {"topologySpreadConstraints": zone_spread(
-                                {"app.kubernetes.io/name": "envoy-ratelimit"}, strict=False)},
+                            "pod": {"topologySpreadConstraints": zone_spread(RATE_LIMIT_POD_LABELS, strict=False)},
                         }
                     },
                 },
@@ -358,6 +359,26 @@ def redis_deployment(gw: GatewaySettings) -> dict[str, Any]:
                     "volumes": [{"name": "data", "emptyDir": {}}],
                 },
             },
+        },
+    }
+
+
+def redis_network_policy(gw: GatewaySettings) -> dict[str, Any]:
+    """Only Envoy Gateway's rate-limit service may reach Redis (it holds every client's budget)."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": REDIS_NAME, "namespace": gw.namespace},
+        "spec": {
+            "podSelector": {"matchLabels": redis_labels()},
+            "policyTypes": ["Ingress"],
+            "ingress": [{
+                "from": [{
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ENVOY_GATEWAY_NAMESPACE}},
+                    "podSelector": {"matchLabels": RATE_LIMIT_POD_LABELS},
+                }],
+                "ports": [{"protocol": "TCP", "port": REDIS_PORT}],
+            }],
         },
     }
 
