@@ -5,12 +5,14 @@ KEDA poll) or a pod event (ready, spot reclaim, end of drain). Engines advance l
 (analytically inside `ReplicaEngine`) when a request reaches them or a tick reads them.
 
 The replica lifecycle follows the cluster: the HPA sets the Deployment's replicas; a new
-pod takes a GPU slot in the highest-weight NodePool with room under its `gpuLimit` (else it
-stays Pending), then node launch + image pull + weight load + engine start; only then does
-vLLM serve and expose metrics. Scale-in deletes Pending, then starting, then the newest ready
-pods (the ReplicaSet's order); a deleted ready pod leaves the router and drains its in-flight
-requests. A reclaimed spot node warns 2 minutes ahead: the pod drains, a replacement is
-created at once, and what is still running at the deadline fails.
+pod binds to an empty GPU node if one is left (weights + engine start only), else a node is
+launched in the highest-weight NodePool with room under its `gpuLimit` (else the pod stays
+Pending): node launch + image pull + weight load + engine start; only then does vLLM serve
+and expose metrics. Scale-in deletes Pending, then starting, then the newest ready pods (the
+ReplicaSet's order); a deleted ready pod leaves the router and drains its in-flight
+requests; its node stays empty (and billed) for the pool's `consolidateAfter`. A reclaimed
+spot node warns 2 minutes ahead: the pod drains, a replacement is created at once, and what
+is still running at the deadline fails. GPU-hours are node-hours x GPUs.
 """
 
 from __future__ import annotations
@@ -106,17 +108,16 @@ class SimResult:
 
 class _Pod:
     __slots__ = (
-        "id", "phase", "pool", "created", "ready_at", "ends", "engine", "inflight",
+        "id", "phase", "node", "ready_at", "ends", "engine", "inflight",
         "t", "waiting", "kv", "ttft_counts", "e2e_counts", "ttft_hist", "e2e_hist",
     )  # fmt: skip
 
     def __init__(self, pod_id: int) -> None:
         self.id = pod_id
         self.phase = PENDING
-        self.pool: Pool | None = None
-        self.created = math.nan  # billing start (node launch)
+        self.node: _Node | None = None
         self.ready_at = math.inf
-        self.ends = math.nan  # billing end
+        self.ends = math.nan
         self.engine: ReplicaEngine | None = None
         self.inflight: dict[int, Request] = {}
         # scraped series
@@ -132,6 +133,20 @@ class _Pod:
     @property
     def outstanding(self) -> int:
         return len(self.inflight)
+
+
+class _Node:
+    """One single-replica GPU node, billed from launch to termination."""
+
+    __slots__ = ("pool", "created", "pod", "idle_since", "reclaimed", "terminated")
+
+    def __init__(self, pool: Pool, created: float) -> None:
+        self.pool = pool
+        self.created = created
+        self.pod: _Pod | None = None
+        self.idle_since: float | None = None
+        self.reclaimed = False
+        self.terminated = False
 
 
 def _cumulative(hist: list[int]) -> tuple[int, ...]:
@@ -156,8 +171,9 @@ class Simulation:
         self.router = make_router(config.router, config.seed)
         self.pods: list[_Pod] = []
         self.ready: list[_Pod] = []
+        self.nodes: list[_Node] = []  # launched and not yet terminated
         self.used_gpus: dict[str, int] = {}
-        self.events: list[tuple[float, int, str, _Pod]] = []
+        self.events: list[tuple[float, int, str, _Pod | _Node]] = []
         self._seq = 0
         n = len(trace)
         self.ttft = np.full(n, np.nan)
@@ -178,10 +194,10 @@ class Simulation:
             self.arrival[:] = np.nan
             self._clients = [CLIENT_DELAY_S * (k + 1) for k in range(config.closed_loop_clients)]
 
-    # --- pods ------------------------------------------------------------------------
-    def _push(self, t: float, kind: str, pod: _Pod) -> None:
+    # --- nodes and pods ----------------------------------------------------------------
+    def _push(self, t: float, kind: str, target: _Pod | _Node) -> None:
         self._seq += 1
-        heapq.heappush(self.events, (t, self._seq, kind, pod))
+        heapq.heappush(self.events, (t, self._seq, kind, target))
 
     def _alive(self) -> list[_Pod]:
         """Pods the ReplicaSet counts (not terminating)."""
@@ -192,32 +208,74 @@ class Simulation:
         self.pods.append(pod)
         self._schedule(pod, t, warm)
 
+    def _idle_node(self) -> _Node | None:
+        """An empty node the scheduler can bind to at once (cheapest pool first, then oldest)."""
+        idle = [n for n in self.nodes if n.pod is None and not n.reclaimed]
+        return min(idle, key=lambda n: (-n.pool.weight, n.created), default=None)
+
     def _schedule(self, pod: _Pod, t: float, warm: bool = False) -> bool:
-        pool = place(self.c.pools, self.used_gpus, self.c.gpus_per_replica)
-        if pool is None:
-            return False
-        self.used_gpus[pool.name] = self.used_gpus.get(pool.name, 0) + self.c.gpus_per_replica
-        pod.pool, pod.created, pod.phase = pool, t, STARTING
-        pod.ready_at = t if warm else t + self.c.startup.sample(self.rng)
+        node = self._idle_node()
+        if node is not None:  # the image is already on the node
+            startup = self.c.startup.sample_on_node(self.rng)
+        else:
+            pool = place(self.c.pools, self.used_gpus, self.c.gpus_per_replica)
+            if pool is None:
+                return False  # Pending until a NodePool has room under its GPU limit
+            node = self._launch(pool, t)
+            startup = self.c.startup.sample(self.rng)
+        node.pod, node.idle_since = pod, None
+        pod.node, pod.phase = node, STARTING
+        pod.ready_at = t if warm else t + startup
         self._push(pod.ready_at, "ready", pod)
-        if pool.capacity_type == "spot":
-            self._push(t + interruption_delay(self.rng, self.c.spot_interruptions_per_hour), "reclaim", pod)
-        self.max_used = max(self.max_used, sum(self.used_gpus.values()) // self.c.gpus_per_replica)
+        serving = sum(1 for p in self.pods if p.node is not None and p.phase in (STARTING, READY, DRAINING))
+        self.max_used = max(self.max_used, serving)
         return True
 
-    def _release(self, pod: _Pod, t: float) -> None:
-        """The pod is gone: bill it, free its GPU slot, let a Pending pod take it."""
-        pod.phase, pod.ends = GONE, t
-        if pod.pool is None:
-            return
-        gpu_s = (t - pod.created) * self.c.gpus_per_replica
-        kind = pod.pool.capacity_type
+    def _launch(self, pool: Pool, t: float) -> _Node:
+        node = _Node(pool, t)
+        self.nodes.append(node)
+        self.used_gpus[pool.name] = self.used_gpus.get(pool.name, 0) + self.c.gpus_per_replica
+        if pool.capacity_type == "spot":
+            self._push(t + interruption_delay(self.rng, self.c.spot_interruptions_per_hour), "reclaim", node)
+        return node
+
+    def _terminate(self, node: _Node, t: float) -> None:
+        """The instance is gone: bill it from launch, free its slot under the pool's limit."""
+        node.terminated = True
+        self.nodes.remove(node)
+        gpu_s = (t - node.created) * self.c.gpus_per_replica
+        kind = node.pool.capacity_type
         self.gpu_seconds[kind] = self.gpu_seconds.get(kind, 0.0) + gpu_s
-        self.cost += gpu_s / 3600 * pod.pool.price_per_gpu_hour
-        self.used_gpus[pod.pool.name] -= self.c.gpus_per_replica
+        self.cost += gpu_s / 3600 * node.pool.price_per_gpu_hour
+        self.used_gpus[node.pool.name] -= self.c.gpus_per_replica
+        self._schedule_pending(t)
+
+    def _schedule_pending(self, t: float) -> None:
         for waiting in self.pods:
             if waiting.phase == PENDING and not self._schedule(waiting, t):
                 break
+
+    def _release(self, pod: _Pod, t: float) -> None:
+        """The pod is gone; its node stays, empty, until consolidation (or goes, if reclaimed)."""
+        pod.phase, pod.ends = GONE, t
+        node = pod.node
+        if node is None:
+            return
+        node.pod = None
+        after = node.pool.consolidate_after_s
+        if node.reclaimed or after <= 0:
+            self._terminate(node, t)
+            return
+        node.idle_since = t
+        if math.isfinite(after):
+            self._push(t + after, "consolidate", node)
+        self._schedule_pending(t)
+
+    def _on_consolidate(self, node: _Node, t: float) -> None:
+        if node.terminated or node.pod is not None or node.idle_since is None:
+            return
+        if t >= node.idle_since + node.pool.consolidate_after_s:  # empty for consolidateAfter
+            self._terminate(node, t)
 
     def _on_ready(self, pod: _Pod, t: float) -> None:
         if pod.phase != STARTING or pod.ready_at != t:
@@ -238,19 +296,26 @@ class Simulation:
     def _delete(self, pod: _Pod, t: float) -> None:
         if pod.phase == READY:
             self._drain(pod, t)
-        elif pod.pool is None:  # Pending: never had a node
+        elif pod.node is None:  # Pending: never had a node
             pod.phase = GONE
         else:  # still starting: nothing to drain
             self._release(pod, t)
 
-    def _on_reclaim(self, pod: _Pod, t: float) -> None:
-        if pod.phase in (GONE, DRAINING):
+    def _on_reclaim(self, node: _Node, t: float) -> None:
+        if node.terminated:
             return
-        if pod.phase == READY:
-            self._drain(pod, t, t + SPOT_WARNING_S)
+        node.reclaimed = True  # cordoned: nothing new lands here
+        pod = node.pod
+        if pod is None:
+            self._terminate(node, t)
+        elif pod.phase == DRAINING:  # already being deleted: cut at the deadline
+            self._push(t + SPOT_WARNING_S, "kill", pod)
         else:
-            self._release(pod, t)
-        self._create_pod(t)  # the ReplicaSet replaces it at once
+            if pod.phase == READY:
+                self._drain(pod, t, t + SPOT_WARNING_S)
+            else:
+                self._release(pod, t)
+            self._create_pod(t)  # the ReplicaSet replaces it at once
 
     def _on_kill(self, pod: _Pod, t: float) -> None:
         if pod.phase != DRAINING:
@@ -451,9 +516,15 @@ class Simulation:
                 i += 1
         end = t if math.isfinite(t) else stop
         for pod in self.pods:
-            if pod.phase not in (GONE, PENDING) and pod.pool is not None:
+            if pod.phase == PENDING:
+                pod.phase = GONE
+        for pod in self.pods:
+            if pod.phase != GONE:
                 self._advance(pod, end)
-                self._release(pod, end)
+                if pod.phase != GONE:
+                    self._release(pod, end)
+        for node in list(self.nodes):
+            self._terminate(node, end)
         return SimResult(
             arrival=self.arrival,
             ttft=self.ttft,

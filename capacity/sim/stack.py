@@ -8,6 +8,8 @@ validation rule the program applies (a policy file that would not deploy does no
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,17 @@ class StackModel:
         """The same stack with another autoscaling section, validated like a deploy would."""
         settings = _parse(self.config, autoscaling)
         return replace(self, policy=settings.autoscaling_for(self.model.name), raw_autoscaling=autoscaling)
+
+
+def duration_seconds(text: str) -> float:
+    """A Karpenter duration ("15m", "1h30m", "30s", "Never") in seconds."""
+    if text == "Never":
+        return math.inf
+    match = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text)
+    if not match or not text:
+        raise ValueError(f"duration {text!r} is not like 30s, 15m, 1h or Never")
+    hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
+    return float(hours * 3600 + minutes * 60 + seconds)
 
 
 def stack_file(stack: str, root: Path = Path(".")) -> Path:
@@ -135,6 +148,7 @@ def load_stack_model(
             p.weight,
             p.gpu_limit,
             prices.spot if p.capacity_type == "spot" else prices.on_demand,
+            duration_seconds(p.consolidate_after),
         )
         for p in settings.gpu_capacity.pools
         if p.name in chosen.pools

@@ -15,6 +15,8 @@ class Pool:
     weight: int
     gpu_limit: int
     price_per_gpu_hour: float
+    # Karpenter `consolidateAfter` (WhenEmpty): an empty node stays, billed and reusable, this long.
+    consolidate_after_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,10 @@ class Startup:
             + self.weight_load_s
             + rng.uniform(*self.engine_init_s)
         )
+
+    def sample_on_node(self, rng: np.random.Generator) -> float:
+        """On a node that already ran this image: weights and engine start only."""
+        return self.weight_load_s + rng.uniform(*self.engine_init_s)
 
     @property
     def mean_s(self) -> float:

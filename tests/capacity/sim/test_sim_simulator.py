@@ -5,7 +5,7 @@ import pytest
 
 from capacity.engine import EngineProfile
 from capacity.sim.policy import scaled_object, signals_of
-from capacity.sim.simulator import FAILED, OK, REJECTED, SimConfig, simulate
+from capacity.sim.simulator import FAILED, OK, REJECTED, SimConfig, Simulation, simulate
 from capacity.sim.startup import Pool, Startup
 from capacity.traces import Trace, load
 from components.settings.autoscaling import ModelAutoscaling
@@ -172,3 +172,39 @@ def test_scale_to_zero_after_the_cooldown_and_requests_then_fail():
     result = run(trace=trace, policy=policy)
     assert result.outcome.tolist() == [OK, FAILED]
     assert 0 in result.timeline.desired
+
+
+def scale_in_then_out(consolidate_after_s):
+    """Two warm replicas, a forced scale-in to one at ~60 s and back out to two at ~300 s."""
+    pool = Pool("gpu-spot", "spot", 100, 4, 0.5, consolidate_after_s=consolidate_after_s)
+    sim = Simulation(config(pools=(pool,), initial_replicas=2), load("synthetic:step:base=0.1,peak=0.1,duration=900"), None)
+    original = sim._sync
+
+    def forced(t, since):
+        if 60 <= t < 75:
+            sim.set_replicas(1, t)
+        if 300 <= t < 315:
+            sim.set_replicas(2, t)
+        original(t, since)
+
+    sim._sync = forced
+    return sim.run()
+
+
+def ready_after(result, t0):
+    tl = result.timeline
+    return next(t for t, r in zip(tl.t, tl.ready) if t >= t0 and r == 2) - t0
+
+
+def test_a_new_replica_reuses_an_empty_node_before_consolidation():
+    reused = scale_in_then_out(consolidate_after_s=600)
+    fresh = scale_in_then_out(consolidate_after_s=0)
+    # STARTUP: 60 s node + 60 s image + 10 s weights + 20 s engine; a kept node skips the first two
+    assert ready_after(reused, 300) <= 30 + 15
+    assert ready_after(fresh, 300) >= 150
+
+
+def test_an_empty_node_is_billed_until_consolidation():
+    kept = scale_in_then_out(consolidate_after_s=10_000)
+    fresh = scale_in_then_out(consolidate_after_s=0)
+    assert sum(kept.gpu_seconds.values()) > sum(fresh.gpu_seconds.values()) + 200

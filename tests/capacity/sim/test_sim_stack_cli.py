@@ -10,7 +10,7 @@ from capacity.__main__ import main
 from capacity.engine import get_profile
 from capacity.oracle import fewest_replicas, oracle
 from capacity.sim.run import RunOptions
-from capacity.sim.stack import load_stack_model
+from capacity.sim.stack import duration_seconds, load_stack_model
 from capacity.traces import load
 from capacity.tune import config_set_lines, set_path, tune
 
@@ -127,3 +127,15 @@ def test_an_unknown_capacity_profile_in_the_stack_names_its_key(tmp_path):
     path.write_text(yaml.safe_dump(stack))
     with pytest.raises(ValueError, match=r"models\[0\].capacityProfile \('no-such-profile'\): unknown engine profile"):
         load_stack_model(str(path))
+
+
+def test_consolidate_after_comes_from_each_nodepool():
+    sm = load_stack_model("prod", profile=PROFILE, root=ROOT)
+    prod = yaml.safe_load((ROOT / "Pulumi.prod.yaml").read_text())["config"]["inference-platform:gpuCapacity"]["pools"]
+    expected = {p["name"]: duration_seconds(p.get("consolidateAfter", "10m")) for p in prod}
+    assert {p.name: p.consolidate_after_s for p in sm.pools} == expected
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("30s", 30), ("15m", 900), ("1h30m", 5400), ("Never", float("inf"))])
+def test_karpenter_durations_in_seconds(text, seconds):
+    assert duration_seconds(text) == seconds
