@@ -40,8 +40,6 @@ def sim_config(sm: StackModel, options: RunOptions, initial: int) -> SimConfig:
         router=options.router,
         seed=options.seed,
         initial_replicas=initial,
-        ttft_slo_s=sm.policy.slo.ttft_p95_seconds,
-        e2e_slo_s=sm.policy.slo.e2e_p99_seconds,
         metrics_outages=options.metrics_outages,
     )
 

@@ -67,8 +67,6 @@ class SimConfig:
     seed: int = 0
     initial_replicas: int = 1  # warm at t = 0
     drain_limit_s: float = 3600.0  # simulate at most this long after the last arrival
-    ttft_slo_s: float = 2.0
-    e2e_slo_s: float = 30.0
     # Closed loop (calibration): this many clients each resend `CLIENT_DELAY_S` after their
     # response, for `closed_loop_s`; the trace then only supplies request shapes, in order.
     closed_loop_clients: int = 0
@@ -108,7 +106,7 @@ class SimResult:
 
 class _Pod:
     __slots__ = (
-        "id", "phase", "node", "ready_at", "ends", "engine", "inflight",
+        "id", "phase", "node", "ready_at", "engine", "inflight",
         "t", "waiting", "kv", "ttft_counts", "e2e_counts", "ttft_hist", "e2e_hist",
     )  # fmt: skip
 
@@ -117,7 +115,6 @@ class _Pod:
         self.phase = PENDING
         self.node: _Node | None = None
         self.ready_at = math.inf
-        self.ends = math.nan
         self.engine: ReplicaEngine | None = None
         self.inflight: dict[int, Request] = {}
         # scraped series
@@ -257,7 +254,7 @@ class Simulation:
 
     def _release(self, pod: _Pod, t: float) -> None:
         """The pod is gone; its node stays, empty, until consolidation (or goes, if reclaimed)."""
-        pod.phase, pod.ends = GONE, t
+        pod.phase = GONE
         node = pod.node
         if node is None:
             return
