@@ -261,6 +261,13 @@ def _write_policy(bucket_arn: str, key_arn: str, prefixes: list[str]) -> str:
             "Resource": [f"{bucket_arn}/{p}/*" for p in prefixes],
         },
         {
+            # Model sync withdraws a published manifest before it repairs a corrupt object.
+            "Sid": "WithdrawManifest",
+            "Effect": "Allow",
+            "Action": "s3:DeleteObject",
+            "Resource": [f"{bucket_arn}/{p}/_MANIFEST.json" for p in prefixes],
+        },
+        {
             "Sid": "EncryptWeights",
             "Effect": "Allow",
             "Action": ["kms:Decrypt", "kms:GenerateDataKey"],

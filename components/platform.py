@@ -10,6 +10,7 @@ from .cluster import Cluster, ClusterArgs
 from .gateway import Gateway, GatewayArgs
 from .gpu_capacity import GpuCapacity, GpuCapacityArgs
 from .model_store import ModelStore, ModelStoreArgs
+from .model_sync import ModelSync, ModelSyncArgs
 from .naming import base_tags, type_token
 from .network import Network, NetworkArgs
 from .observability import Observability, ObservabilityArgs
@@ -71,6 +72,19 @@ class Platform(pulumi.ComponentResource):
             ),
             opts=child,
         )
+        # One Job per pinned revision fills the store; predictors wait for its manifest.
+        self.model_sync = ModelSync(
+            f"{name}-model-sync",
+            ModelSyncArgs(
+                models=settings.models,
+                bucket_name=self.model_store.bucket_name,
+                namespace=self.serving_namespace.metadata.name,
+                region=settings.network.region,
+                provider=provider,
+                hf_token_secret=settings.model_store.hugging_face_token_secret,
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.model_store]),
+        )
         self.observability = Observability(
             f"{name}-obs",
             ObservabilityArgs(
@@ -93,7 +107,7 @@ class Platform(pulumi.ComponentResource):
                     )
                     for m in settings.models
                 },
-                depends_on=[self.serving_namespace, self.model_store],
+                depends_on=[self.serving_namespace, self.model_store, self.model_sync],
                 provider=provider,
             ),
             opts=child,

@@ -309,3 +309,18 @@ def test_without_auto_mode_the_ebs_driver_and_pod_identity_agent_are_added(karpe
 def test_auto_mode_relies_on_its_built_in_block_storage(dev: StackRun) -> None:
     addons = {a.inputs["addonName"] for a in dev.of_type("aws:eks/addon:Addon")}
     assert "aws-ebs-csi-driver" not in addons
+
+
+def test_each_model_gets_a_sync_job_before_its_predictor(stack: StackRun) -> None:
+    settings = load_stack_file(ROOT / f"Pulumi.{stack.stack}.yaml")
+    jobs = stack.of_kind("batch/v1", "Job")
+    assert len(jobs) == len(settings.models)
+    assert len(stack.of_type("inference-platform:models:ModelSync")) == 1
+
+
+def test_model_sync_may_only_delete_manifests(stack: StackRun) -> None:
+    (write,) = [r for r in stack.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.endswith("-models-model-sync")]
+    statements = {s["Sid"]: s for s in json.loads(write.inputs["policy"])["Statement"]}
+    assert all(arn.endswith("/_MANIFEST.json") for arn in statements["WithdrawManifest"]["Resource"])
+    deleting = [s for s in statements.values() if "s3:DeleteObject" in str(s["Action"])]
+    assert deleting == [statements["WithdrawManifest"]]
