@@ -318,6 +318,8 @@ class Simulation:
         if pod.phase != DRAINING:
             return
         self._advance(pod, t)
+        if pod.phase == GONE:  # drained just in time
+            return
         for rid in pod.inflight:
             self.outcome[rid] = FAILED
         pod.inflight.clear()
