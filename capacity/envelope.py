@@ -112,7 +112,7 @@ def per_doubling(ratio: float, c_from: int, c_to: int) -> float:
     return ratio ** (1 / math.log2(c_to / c_from)) - 1
 
 
-def find_knee(rows: list[EnvelopeRow], plateau_fraction: float = 0.85, min_gain: float = 0.15) -> Knee:
+def find_knee(rows: list[EnvelopeRow], plateau_fraction: float = 0.85, min_gain: float = 0.20) -> Knee:
     """Where added concurrency stops buying throughput while tail latency climbs.
 
     The envelope is saturated when its last step gains less than `min_gain` throughput per

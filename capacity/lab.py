@@ -31,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", default=DEFAULT_PROFILE, help=f"one of: {', '.join(sorted(PROFILES))}")
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--speedup", type=float, default=20.0, help="model seconds per wall second")
-    parser.add_argument("--concurrency", default="1,5,10,20,40", help="levels per replica")
+    # past the profile's max-num-seqs (40), so the sweep reaches the plateau and the knee shows
+    parser.add_argument("--concurrency", default="1,5,10,20,40,80", help="levels per replica")
     parser.add_argument("--prompt-tokens", type=int, default=1024)
     parser.add_argument("--output-tokens", type=int, default=128)
     parser.add_argument("--warmup", type=float, default=30.0, help="model seconds per level")
@@ -46,10 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _start_replicas(stack: ExitStack, args: argparse.Namespace) -> list[str]:
-    port = free_port()
-    ports = [port + i for i in range(args.replicas)]
+    ports = sorted({free_port() for _ in range(args.replicas * 3)})[: args.replicas]
     process = subprocess.Popen(
-        [sys.executable, "-m", "capacity", "serve", "--port", str(port), "--replicas", str(args.replicas),
+        [sys.executable, "-m", "capacity", "serve", "--ports", ",".join(map(str, ports)),
          "--profile", args.profile, "--speedup", str(args.speedup), "--stream-interval", "0.05"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
@@ -121,6 +121,6 @@ def run(args: argparse.Namespace) -> int:
     if why_not:
         lines.insert(0, f"# current values not shown: {why_not}")
     print("\n".join(lines))
-    paths = write_outputs(points, args.out, f"Capacity lab: {profile.name} ({profile.description})", args.slo_p99, lines)
+    paths = write_outputs(points, args.out, f"Capacity lab: {profile.name} (mock, {args.speedup:g}x)", args.slo_p99, lines)
     print("\nwrote " + ", ".join(str(p) for p in paths.values()))
     return 0

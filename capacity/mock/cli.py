@@ -14,6 +14,7 @@ from capacity.profiles import DEFAULT_PROFILE, PROFILES
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="first port; replica i listens on PORT+i")
     parser.add_argument("--replicas", type=int, default=1)
+    parser.add_argument("--ports", default=None, help="comma-separated ports, one replica each (overrides --port/--replicas)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--profile", default=DEFAULT_PROFILE, help=f"one of: {', '.join(sorted(PROFILES))}")
     parser.add_argument("--speedup", type=float, default=1.0, help="model seconds per wall second")
@@ -27,6 +28,11 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--replicas must be >= 1, got {args.replicas}")
     profile = get_profile(args.profile)
     ports = [args.port + i for i in range(args.replicas)]
+    if args.ports:
+        try:
+            ports = [int(p) for p in args.ports.split(",")]
+        except ValueError:
+            raise ValueError(f"--ports must be comma-separated integers, got {args.ports!r}") from None
 
     async def main() -> None:
         async with serve_replicas(
