@@ -439,8 +439,9 @@ class Simulation:
         if self.so is not None:
             current = len(alive)
             desired = self.so.hpa_sync(t, current, len(self.ready), values)
-            if self.so.min_replica_count == 0 and t >= self._next_poll:
-                # The KEDA operator's own loop (0 <-> 1), every pollingInterval.
+            if t >= self._next_poll:
+                # The KEDA operator's own loop, every pollingInterval: 0 <-> 1, and the
+                # floor of minReplicaCount (the HPA leaves a target at 0 alone).
                 desired = self.so.poll(t, desired, values)
                 self._next_poll = t + self.so.polling_interval_seconds
             if desired != current:

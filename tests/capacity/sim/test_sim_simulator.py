@@ -208,3 +208,10 @@ def test_an_empty_node_is_billed_until_consolidation():
     kept = scale_in_then_out(consolidate_after_s=10_000)
     fresh = scale_in_then_out(consolidate_after_s=0)
     assert sum(kept.gpu_seconds.values()) > sum(fresh.gpu_seconds.values()) + 200
+
+
+def test_keda_brings_a_target_at_zero_up_to_min_replicas():
+    quiet = "synthetic:step:base=0.5,peak=0.5,duration=600,prompt=128,output=16"
+    result = run(trace=quiet, initial_replicas=0)
+    assert result.timeline.desired[0] == 1
+    assert result.timeline.ready[-1] == 1
