@@ -60,7 +60,10 @@ def _knobs(policy: ModelAutoscaling) -> list[Knob]:
             lambda p: p.behavior.scale_down.stabilization_window_seconds,
         )
     )
-    knobs.append(("minReplicas", lambda p: [0, 1, 2, 3], lambda p: p.min_replicas))
+    # Up to maxReplicas: on steady traffic a (nearly) static fleet can be the cheapest policy.
+    knobs.append(
+        ("minReplicas", lambda p: sorted({0, 1, 2, 3, -(-p.max_replicas // 2), p.max_replicas - 1}), lambda p: p.min_replicas)
+    )
     return knobs
 
 
