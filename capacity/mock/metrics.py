@@ -1,9 +1,13 @@
 """vLLM's Prometheus metrics, as the pinned image (signals.VLLM_IMAGE_TAG) exposes them.
 
-Names, types, label names and histogram buckets are copied from vLLM's own source,
-`vllm/v1/metrics/loggers.py` (class PrometheusStatLogger, the post-0.12 layout in which
-`gpu_cache_usage_perc` and `time_per_output_token_seconds` are gone) and the finish
-reasons from `vllm/v1/engine/__init__.py` (FINISH_REASON_STRINGS). Every series carries
+Names, types, label names and histogram buckets are copied from vLLM's own source
+(github.com/vllm-project/vllm): `vllm/v1/metrics/loggers.py`, class PrometheusStatLogger, in
+the post-0.12 layout that the pinned image keeps (`gpu_cache_usage_perc` removed,
+`time_per_output_token_seconds` only behind --show-hidden-metrics-for-version, counters
+declared without `_total`, which prometheus_client appends), and the finish reasons from
+`vllm/v1/engine/__init__.py` (FINISH_REASON_STRINGS: stop, length, abort, error, repetition).
+Not mirrored: optional families (LoRA, speculative decoding, KV connector, KV-residency
+sampling, vllm:cache_config_info) and the HTTP/process metrics of the API server. Every series carries
 `model_name` (the served model name) and `engine` (the engine-core index, "0" here).
 
 Counters and gauges use prometheus_client directly. Histograms use a small collector that
