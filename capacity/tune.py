@@ -61,10 +61,15 @@ def _knobs(policy: ModelAutoscaling) -> list[Knob]:
         )
     )
     # Up to maxReplicas: on steady traffic a (nearly) static fleet can be the cheapest policy.
-    knobs.append(
-        ("minReplicas", lambda p: sorted({0, 1, 2, 3, -(-p.max_replicas // 2), p.max_replicas - 1}), lambda p: p.min_replicas)
-    )
+    knobs.append(("minReplicas", lambda p: _spread(0, p.max_replicas, 13), lambda p: p.min_replicas))
     return knobs
+
+
+def _spread(lo: int, hi: int, count: int) -> list[int]:
+    """At most `count` integers from lo to hi, evenly spread, both ends included."""
+    if hi - lo + 1 <= count:
+        return list(range(lo, hi + 1))
+    return sorted({round(lo + (hi - lo) * i / (count - 1)) for i in range(count)})
 
 
 def set_path(raw: dict[str, Any], model: str, path: str, value: Any) -> dict[str, Any]:
