@@ -131,6 +131,8 @@ REJECTED = [
     ("prod", ["gateway", "replicas"], 1, "gateway.replicas", ">= 2 in a prod stack"),
     ("prod", ["gateway", "rateLimit", "serviceReplicas"], 1, "gateway.rateLimit.serviceReplicas", ">= 2"),
     ("prod", ["gateway", "rateLimit", "failClosed"], True, "gateway.rateLimit.failClosed", "single point of failure"),
+    ("dev", ["gateway", "namespace"], "inference", "gateway.namespace", "serving.namespace"),
+    ("dev", ["gateway", "namespace"], "envoy-gateway-system", "gateway.namespace", "Envoy Gateway"),
 ]
 
 

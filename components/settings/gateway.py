@@ -150,6 +150,14 @@ def gateway_problems(settings: Any) -> list[str]:
             f">= gateway.timeouts.requestSeconds ({gateway.timeouts.request_seconds}) + serving.drainSeconds "
             f"({serving.drain_seconds}) = {needed}, or scale-in cuts requests the gateway still allows"
         )
+    taken = {"serving.namespace": serving.namespace, "serving.kserveNamespace": serving.kserve_namespace,
+             "Envoy Gateway": "envoy-gateway-system", "Envoy AI Gateway": "envoy-ai-gateway-system"}
+    for owner, namespace in taken.items():
+        if gateway.namespace == namespace:
+            problems.append(
+                f"{NAMESPACE}:gateway.namespace ({gateway.namespace!r}) is already the namespace of {owner}; "
+                "the gateway's routes, keys and policies need their own"
+            )
     if settings.environment == "prod":
         if gateway.replicas < 2:
             problems.append(
