@@ -109,3 +109,27 @@ def test_abort_frees_the_slot_and_kv_of_a_running_request():
     assert engine.outstanding == 0 and engine.kv_usage == 0
     assert engine.next_event_time() is None
     assert not engine.abort(1)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_load_on_a_tight_kv_cache_finishes_every_request_and_frees_every_block(seed):
+    import random
+
+    rng = random.Random(seed)
+    profile = dataclasses.replace(A10G, kv_cache_tokens=6000, max_num_seqs=12)
+    engine = ReplicaEngine(profile)
+    t, submitted, done = 0.0, {}, []
+    for i in range(300):
+        t += rng.expovariate(3.0)
+        done += engine.advance(t)
+        request = Request(i, t, rng.randint(10, 2500), rng.randint(1, 600))
+        engine.submit(request, t)
+        submitted[i] = request
+        assert 0 <= engine.kv_usage <= 1 and engine.num_running <= 12
+    done += _run(engine, t + 10_000)
+    assert engine.total_preemptions > 0  # the cache is tight enough to exercise recompute
+    assert engine.outstanding == 0 and engine.kv_usage == 0
+    assert sorted(f.request.id for f in done) == sorted(submitted)  # each exactly once, preempted or not
+    early = [f for f in done if f.finish_time < f.request.arrival]
+    assert not early
+    assert all(f.request.arrival <= f.scheduled_time <= f.first_token_time <= f.finish_time for f in done)
