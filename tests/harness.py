@@ -42,6 +42,8 @@ class Captured:
     # Input paths (`stringData`, `spec.password`) the program passed as Pulumi secrets; their
     # values appear unwrapped in `inputs`.
     secret_paths: list[str] = field(default_factory=list)
+    # URNs this resource waits for (`depends_on` and input dependencies).
+    dependencies: list[str] = field(default_factory=list)
 
     @property
     def kind(self) -> str | None:
@@ -175,7 +177,7 @@ class CapturingMonitor(pulumi_mocks.MockMonitor):
             inputs = _reveal(pulumi.runtime.rpc.deserialize_properties(request.object), "", secret_paths)
             self.captured.append(
                 Captured(request.type, request.name, inputs, response.urn, request.parent, bool(request.custom),
-                         secret_paths)
+                         secret_paths, list(request.dependencies))
             )
         return response
 

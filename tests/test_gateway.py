@@ -173,6 +173,17 @@ def test_a_policy_on_the_generated_http_route_covers_the_ai_route(dev: StackRun)
     assert uncovered([*objs, generated], "SecurityPolicy", has_api_key_auth) == ["Gateway ai-gateway/inference"]
 
 
+def test_the_route_and_load_balancer_wait_for_auth_and_limits(stack: StackRun) -> None:
+    urn = {r.kind: r.urn for r in stack.kubernetes_objects()
+           if r.kind and r.kind.rsplit("/", 1)[1] in ("SecurityPolicy", "BackendTrafficPolicy")}
+    route = next(r for r in stack.kubernetes_objects() if r.inputs["kind"] == "AIGatewayRoute")
+    nlb = next(r for r in stack.kubernetes_objects()
+               if r.inputs["kind"] == "Service" and r.inputs["spec"].get("type") == "LoadBalancer")
+    assert len(urn) == 2
+    assert set(urn.values()) <= set(route.dependencies)
+    assert {route.urn, *urn.values()} <= set(nlb.dependencies)
+
+
 def test_api_key_auth_reads_the_bearer_header_forwards_the_client_and_strips_the_key(stack: StackRun) -> None:
     auth = one(stack, "SecurityPolicy")["spec"]["apiKeyAuth"]
     assert auth["extractFrom"] == [{"headers": ["authorization"]}]

@@ -121,13 +121,19 @@ class Gateway(pulumi.ComponentResource):
             apply(f"{model.name}-backend",
                   backend(model, gw, args.service_hosts[model.name], args.service_port), *installed)
             apply(f"{model.name}-ai-backend", ai_service_backend(model, gw), *installed)
-        apply("route", ai_gateway_route(args.models, gw), gw_obj, *installed, *args.depends_on)
-        apply("auth", security_policy(gw), gw_obj, secret)
-        apply("limits", backend_traffic_policy(gw), gw_obj)
-        apply("connections", client_traffic_policy(gw), gw_obj)
+        # Policies first, then the route, then the load balancer: there is never a moment in
+        # which a route is reachable without its key check and limits (and on destroy, the
+        # route goes before them).
+        policies = [
+            apply("auth", security_policy(gw), gw_obj, secret),
+            apply("limits", backend_traffic_policy(gw), gw_obj),
+            apply("connections", client_traffic_policy(gw), gw_obj),
+        ]
+        route = apply("route", ai_gateway_route(args.models, gw), gw_obj, *policies, *installed, *args.depends_on)
 
         lb = load_balancer_service(gw, args.auto_mode)
-        nlb = k8s.core.v1.Service(f"{name}-nlb", metadata=lb["metadata"], spec=lb["spec"], opts=after(gw_obj))
+        nlb = k8s.core.v1.Service(f"{name}-nlb", metadata=lb["metadata"], spec=lb["spec"],
+                                  opts=after(gw_obj, route, *policies))
 
         self.hostname = nlb.status.apply(_ingress_hostname)
         self.endpoint_url = self.hostname.apply(lambda host: f"{gw.url_scheme}://{host}/v1")

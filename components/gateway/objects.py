@@ -109,7 +109,8 @@ def ai_gateway_values(gw: GatewaySettings) -> dict[str, Any]:
 
 def envoy_proxy(gw: GatewaySettings) -> dict[str, Any]:
     """The data plane: replicas spread over zones, a PDB when there is more than one, and a
-    drain long enough for the longest request before an Envoy pod exits."""
+    drain long enough for the longest request before an Envoy pod exits (Envoy Gateway sets
+    the pod's grace period to drainTimeout + 300 s)."""
     ha = gw.replicas > 1
     drain = gw.timeouts.request_seconds + 15
     kubernetes: dict[str, Any] = {
