@@ -56,7 +56,9 @@ def _cpu_seconds(pid: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--concurrency", type=int, default=500)
+    parser.add_argument("--concurrency", type=int, default=500, help="closed loop: streams in flight")
+    parser.add_argument("--rate", type=float, default=None,
+                        help="open loop instead: Poisson arrivals per second (~rate x 0.9 s streams in flight)")  # fmt: skip
     parser.add_argument("--duration", type=float, default=20.0)
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--prompt-tokens", type=int, default=64)
@@ -73,7 +75,8 @@ def main() -> None:
     try:
         if not ready.wait(30):
             raise SystemExit("mock server did not start")
-        config = LoadConfig(urls=(f"http://127.0.0.1:{args.port}",), concurrency=args.concurrency,
+        mode = {"rate": args.rate} if args.rate else {"concurrency": args.concurrency}
+        config = LoadConfig(urls=(f"http://127.0.0.1:{args.port}",), **mode,
                             warmup_s=args.warmup, duration_s=args.duration, stream=not args.no_stream,
                             prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens)  # fmt: skip
         cpu_client, cpu_server, wall = time.process_time(), _cpu_seconds(server.pid), time.monotonic()
@@ -87,8 +90,13 @@ def main() -> None:
     s = result.summary
     lat, over, lag = s["latency_s"], s["client_overhead_ms"], s["loop_lag_ms"]
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
-    print(f"closed loop: {args.concurrency} concurrent {'streams' if not args.no_stream else 'requests'}, "
-          f"{args.prompt_tokens}+{args.output_tokens} tokens, {args.duration:g}s measured")  # fmt: skip
+    kind = "streams" if not args.no_stream else "requests"
+    shape = f"{args.prompt_tokens}+{args.output_tokens} tokens, {args.duration:g}s measured"
+    if args.rate:
+        in_flight = s["successful_rps"] * lat["mean"]
+        print(f"open loop: Poisson {args.rate:g}/s, about {in_flight:.0f} concurrent {kind} (Little), {shape}")
+    else:
+        print(f"closed loop: {args.concurrency} concurrent {kind}, {shape}")
     print(f"throughput: {s['successful_rps']:.0f} req/s successful, errors {s['errors']}")
     print(f"latency: p50 {lat['p50'] * 1000:.1f} ms  p99 {lat['p99'] * 1000:.1f} ms (engine alone ~{(args.output_tokens + 0.5) * 100:.0f} ms)")
     print(f"harness overhead (client - engine): p50 {over['p50']:.2f} ms  p99 {over['p99']:.2f} ms")
