@@ -203,13 +203,22 @@ class LoadGenerator:
             self._stop_at = self._window[1]
             lag = asyncio.create_task(self._watch_loop_lag())
             ticker = asyncio.create_task(self._tick()) if self._progress else None
+            if cfg.mode == "closed":
+                work = self._closed_loop()
+            elif cfg.mode == "poisson":
+                work = self._open_loop(self._poisson_arrivals())
+            else:
+                work = self._open_loop(self._trace_arrivals())
+            main = asyncio.create_task(work)
             try:
-                if cfg.mode == "closed":
-                    await self._closed_loop()
-                elif cfg.mode == "poisson":
-                    await self._open_loop(self._poisson_arrivals())
-                else:
-                    await self._open_loop(self._trace_arrivals())
+                # Requests still in flight when the window closes would complete after it and
+                # never count: cancel them (the server aborts them) so the run ends on time.
+                await asyncio.wait({main}, timeout=self._wall(self._stop_at) + 0.05)
+                if not main.done():
+                    main.cancel()
+                await asyncio.gather(main, return_exceptions=True)
+                if main.done() and not main.cancelled() and main.exception():
+                    raise main.exception()
             finally:
                 lag.cancel()
                 if ticker:
@@ -265,8 +274,12 @@ class LoadGenerator:
             task.add_done_callback(tasks.discard)
         while not self._done() and self._now() < self._stop_at:
             await asyncio.sleep(min(0.05, self._wall(self._stop_at - self._now())))
-        if tasks:
-            await asyncio.gather(*tasks)
+        try:
+            if tasks:
+                await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
 
     def _body(self, index: int, prompt_tokens: int, output_tokens: int) -> bytes:
         prompt = self._prompts.build(index, prompt_tokens)

@@ -34,7 +34,11 @@ async def test_client_latencies_agree_with_the_servers_e2e_and_ttft_histograms()
         e2e_sum, e2e_count = await _histogram(replica.url, "vllm:e2e_request_latency_seconds")
         ttft_sum, ttft_count = await _histogram(replica.url, "vllm:time_to_first_token_seconds")
     ok = [r for r in result.records if r.ok]
-    assert len(ok) == e2e_count == ttft_count > 10
+    # requests still streaming when the window closed were cancelled (server-side aborted): they
+    # have a TTFT but no e2e observation, and one may finish as the client hangs up
+    assert len(ok) > 10
+    assert len(ok) <= e2e_count <= len(ok) + config.concurrency
+    assert e2e_count <= ttft_count <= e2e_count + config.concurrency
     client_e2e = sum(r.latency_s for r in ok) / len(ok)
     client_ttft = sum(r.ttft_s for r in ok) / len(ok)
     assert client_e2e == pytest.approx(e2e_sum / e2e_count, rel=0.05)
