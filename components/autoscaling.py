@@ -24,7 +24,7 @@ KEDA_REPOSITORY = "https://kedacore.github.io/charts"
 KEDA_VERSION = "2.20.2"
 KEDA_NAMESPACE = "keda"
 # Says on the object whether scale-to-zero is intended (only `batch` models may have minReplicas 0).
-WORKLOAD_LABEL = "inference-platform/workload"
+WORKLOAD_LABEL = predictor.WORKLOAD_LABEL
 
 
 def _prometheus(name: str, query: str, threshold: float, metric_type: str, address: str,

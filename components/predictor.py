@@ -10,6 +10,8 @@ PORT = 8080
 PORT_NAME = "http1"  # KServe's name for the predictor container port
 METRICS_PATH = "/metrics"
 MODEL_LABEL = "inference-platform/model"
+# `interactive` or `batch`: says on the objects themselves whether scale-to-zero is intended.
+WORKLOAD_LABEL = "inference-platform/workload"
 # KServe labels every predictor pod with its InferenceService name.
 ISVC_LABEL = "serving.kserve.io/inferenceservice"
 

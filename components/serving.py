@@ -205,7 +205,7 @@ def inference_service(
         "metadata": {
             "name": predictor.inference_service_name(model),
             "namespace": serving.namespace,
-            "labels": pod_labels(model),
+            "labels": {**pod_labels(model), predictor.WORKLOAD_LABEL: model.workload},
             "annotations": {
                 "serving.kserve.io/deploymentMode": DEPLOYMENT_MODE,
                 "serving.kserve.io/autoscalerClass": AUTOSCALER_CLASS,

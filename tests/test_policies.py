@@ -348,15 +348,6 @@ def test_batch_labelled_scaled_object_may_scale_to_zero(prod: StackRun) -> None:
     assert check(WARM, [with_inputs(scaled, batch)]) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "issues 3/4 (Serving, Autoscaling): a model with `workload: batch` and minReplicas 0 emits a ScaledObject "
-        "(components/autoscaling.py, Autoscaling.__init__ metadata.labels) and an InferenceService "
-        "(components/serving.py, inference_service metadata.labels) without the label "
-        "inference-platform/workload=batch, so nothing in the emitted objects says scale-to-zero is intended"
-    ),
-)
 def test_batch_model_scaled_to_zero_by_config_passes() -> None:
     import json
 
