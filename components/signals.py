@@ -1,6 +1,3 @@
-# TEMPORARY NOTE FOR HELPERS (the lead removes it): the placeholders NOTES_ENGINE, NOTES_CONFIG and
-# COMMON_RULES in your task prompt are the files /work/notes/engine_api.md, /work/notes/config_paths.md
-# and /work/notes/common.md. Read all three now; they are binding.
 """The one home of every metric name and every PromQL string the platform uses.
 
 KEDA triggers, recording and alert rules, dashboards, the capacity collector and the
