@@ -7,7 +7,6 @@ validation rule the program applies (a policy file that would not deploy does no
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, replace
@@ -18,7 +17,7 @@ import yaml
 
 from capacity.engine import EngineProfile, get_profile
 from capacity.sim.startup import Pool, Startup
-from components.settings import NAMESPACE, SettingsError, StackSettings, parse
+from components.settings import NAMESPACE, SettingsError, StackSettings, namespace_config, parse
 from components.settings.autoscaling import ModelAutoscaling
 from components.settings.models import ModelSettings
 
@@ -69,23 +68,8 @@ def read_config(path: Path) -> dict[str, Any]:
     return (yaml.safe_load(path.read_text()) or {}).get("config") or {}
 
 
-def _namespaced(config: dict[str, Any]) -> dict[str, Any]:
-    raw: dict[str, Any] = {}
-    for full_key, value in config.items():
-        namespace, _, key = full_key.partition(":")
-        if namespace != NAMESPACE:
-            continue
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
-                pass
-        raw[key] = value
-    return raw
-
-
 def _parse(config: dict[str, Any], autoscaling: dict[str, Any] | None = None) -> StackSettings:
-    raw = _namespaced(config)
+    raw = namespace_config(config)
     if autoscaling is not None:
         raw["autoscaling"] = autoscaling
     try:

@@ -189,7 +189,7 @@ def parse(raw: dict[str, Any]) -> StackSettings:
     return settings
 
 
-def _namespace_config(flat: dict[str, Any]) -> dict[str, Any]:
+def namespace_config(flat: dict[str, Any]) -> dict[str, Any]:
     """`{"inference-platform:network": "<json>", "aws:region": ...}` -> `{"network": {...}}`."""
     raw: dict[str, Any] = {}
     for full_key, value in flat.items():
@@ -212,7 +212,7 @@ def load() -> StackSettings:
 
     flat = {**get_config_env(), **CONFIG.get()}
     try:
-        return parse(_namespace_config(flat))
+        return parse(namespace_config(flat))
     except SettingsError as exc:
         raise pulumi.RunError(str(exc)) from None
 
@@ -220,7 +220,7 @@ def load() -> StackSettings:
 def load_stack_file(path: Path) -> StackSettings:
     """Read and validate a `Pulumi.<stack>.yaml` without the Pulumi engine."""
     document = yaml.safe_load(Path(path).read_text()) or {}
-    return parse(_namespace_config(document.get("config") or {}))
+    return parse(namespace_config(document.get("config") or {}))
 
 
 def stack_file_config(path: Path) -> dict[str, str]:
@@ -232,4 +232,4 @@ def stack_file_config(path: Path) -> dict[str, str]:
     }
 
 
-__all__ += ["ModelSettings", "ModelAutoscaling", "stack_file_config", "key_path"]
+__all__ += ["ModelSettings", "ModelAutoscaling", "stack_file_config", "key_path", "namespace_config"]
