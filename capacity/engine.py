@@ -129,8 +129,33 @@ class _Seq:
         self.last_token_time = 0.0
 
 
+def _steps_within(dt: float, t0: float, c2: float) -> int:
+    """Largest k with k*t0 + c2*k*(k-1)/2 <= dt (k pure-decode steps fit in dt seconds).
+
+    t0 is the first step's duration, c2 = step_per_kv_token_s * decoders (growth per step)."""
+    if dt <= 0:
+        return 0
+    if c2 <= 0:
+        return int(dt / t0 + 1e-9)
+    if t0 > dt + 1e-12:
+        # not even one step fits: the root below and the check after it give 0 as well
+        # (every span(k >= 1) >= t0), so skip the square root on this common path
+        return 0
+    # k*t0 + c2*k*(k-1)/2 <= dt  ->  (c2/2) k^2 + (t0 - c2/2) k - dt <= 0
+    a, bq = c2 / 2, t0 - c2 / 2
+    k = int((-bq + math.sqrt(bq * bq + 4 * a * dt)) / (2 * a) + 1e-9)
+    while k > 0 and k * t0 + c2 * k * (k - 1) / 2 > dt + 1e-12:
+        k -= 1
+    return k
+
+
 class ReplicaEngine:
-    """Continuous-batching replica. Call `advance(now)` before `submit(request, now)`."""
+    """Continuous-batching replica. Call `advance(now)` before `submit(request, now)`.
+
+    The hot paths (`advance`, `submit`) read the profile through fields cached on the engine
+    and inline the step-time arithmetic; every floating-point expression keeps the exact
+    operand order of the reference formulas in `_step_time` / `_decode_span`, so results are
+    bit-identical to computing them through those helpers."""
 
     def __init__(self, profile: EngineProfile, now: float = 0.0, record_stats: bool = False) -> None:
         self.profile = profile
@@ -149,6 +174,25 @@ class ReplicaEngine:
         self.stats = IterationStats()
         self.total_preemptions = 0
 
+    @property
+    def profile(self) -> EngineProfile:
+        return self._profile
+
+    @profile.setter
+    def profile(self, profile: EngineProfile) -> None:
+        self._profile = profile
+        # flat copies of the profile for the hot paths (attribute chains cost in a 1M-call loop)
+        self._max_seqs = profile.max_num_seqs
+        self._max_batched = profile.max_num_batched_tokens
+        self._kv_cap = profile.kv_cache_tokens
+        self._kv_blocks = profile.kv_blocks
+        self._max_len = profile.max_model_len
+        self._bs = profile.block_size
+        self._base = profile.step_base_s
+        self._per_seq = profile.step_per_seq_s
+        self._per_kv = profile.step_per_kv_token_s
+        self._per_prefill = profile.prefill_token_s
+
     # --- observable state --------------------------------------------------------------
     @property
     def num_waiting(self) -> int:
@@ -160,16 +204,17 @@ class ReplicaEngine:
 
     @property
     def outstanding(self) -> int:
-        return self.num_waiting + self.num_running
+        return len(self._waiting) + len(self._prefilling) + len(self._decoding)
 
     @property
     def kv_usage(self) -> float:
         """Fraction of KV blocks in use (vllm:kv_cache_usage_perc)."""
-        bs = self.profile.block_size
+        bs = self._bs
+        step = self._step
         blocks = sum(-(-s.computed // bs) for s in self._prefilling)
         for s in self._decoding.values():
-            blocks += -(-self._ctx_of(s) // bs)
-        return min(1.0, blocks / self.profile.kv_blocks)
+            blocks += -(-(s.computed + (step - s.join_step)) // bs)
+        return min(1.0, blocks / self._kv_blocks)
 
     def generated_tokens(self, request_id: int) -> int:
         """Tokens generated so far by a running request (0 if waiting or unknown)."""
@@ -200,17 +245,18 @@ class ReplicaEngine:
 
     # --- inputs ----------------------------------------------------------------------------
     def submit(self, request: Request, now: float) -> None:
-        if request.prompt_tokens < 1 or request.output_tokens < 1:
+        prompt, output = request.prompt_tokens, request.output_tokens
+        if prompt < 1 or output < 1:
             raise ValueError(f"request {request.id}: prompt_tokens and output_tokens must be >= 1")
-        if request.prompt_tokens + request.output_tokens + self.profile.block_size > self.profile.kv_cache_tokens:
-            raise ValueError(f"request {request.id}: does not fit the KV cache ({self.profile.kv_cache_tokens} tokens)")
-        if request.prompt_tokens + request.output_tokens > self.profile.max_model_len:
+        if prompt + output + self._bs > self._kv_cap:
+            raise ValueError(f"request {request.id}: does not fit the KV cache ({self._kv_cap} tokens)")
+        if prompt + output > self._max_len:
             raise ValueError(
                 f"request {request.id}: prompt_tokens + output_tokens "
-                f"({request.prompt_tokens + request.output_tokens}) exceeds max_model_len {self.profile.max_model_len}"
+                f"({prompt + output}) exceeds max_model_len {self._max_len}"
             )
-        if not self._has_work():
-            self._clock = max(self._clock, now)
+        if not (self._waiting or self._prefilling or self._decoding) and now > self._clock:
+            self._clock = now  # == max(self._clock, now)
         self._order += 1
         self._waiting.append(_Seq(request, self._order))
 
@@ -251,21 +297,42 @@ class ReplicaEngine:
     def advance(self, now: float) -> list[Finished]:
         """Execute every step that ends by `now`; return requests finished in that span."""
         done: list[Finished] = []
-        while self._waiting or self._prefilling or self._decoding:
-            if not (self._prefilling or self._decoding) and self._waiting[0].req.arrival > self._clock:
-                if self._waiting[0].req.arrival > now:
-                    break
-                self._clock = self._waiting[0].req.arrival  # idle until it arrives
-            if self._prefilling or self._admissible():
+        waiting, prefilling, decoding = self._waiting, self._prefilling, self._decoding
+        while waiting or prefilling or decoding:
+            if prefilling:
                 if not self._mixed_step(now, done):
                     break
-            elif not self._decode_segment(now, done):
+                continue
+            if not decoding:
+                arrival = waiting[0].req.arrival
+                if arrival > self._clock:
+                    if arrival > now:
+                        break
+                    self._clock = arrival  # idle until it arrives
+            # inline _admissible() (prefilling is empty here, so running == len(decoding))
+            if waiting:
+                b = len(decoding)
+                head = waiting[0]
+                if b < self._max_seqs and head.req.arrival <= self._clock:
+                    chunk = self._max_batched - b
+                    if head.to_prefill < chunk:
+                        chunk = head.to_prefill
+                    if (
+                        chunk > 0
+                        and self._ctx_base + b * self._step + self._prefill_ctx + chunk + (b + 1) * self._bs
+                        <= self._kv_cap
+                    ):
+                        if not self._mixed_step(now, done):
+                            break
+                        continue
+            if not self._decode_segment(now, done):
                 break
-        if not self._has_work():
-            self._clock = max(self._clock, now)
+        if not (waiting or prefilling or decoding) and now > self._clock:
+            self._clock = now  # == max(self._clock, now)
         return done
 
     # --- internals -------------------------------------------------------------------------
+    # The helpers below are the reference formulas; the hot paths inline them.
     def _has_work(self) -> bool:
         return bool(self._waiting or self._prefilling or self._decoding)
 
@@ -292,25 +359,26 @@ class ReplicaEngine:
 
     def _plan_prefill(self) -> tuple[int, list[tuple[_Seq, int]], int]:
         """Prefill tokens of the next step, the (seq, chunk) pairs, and how many waiting it admits."""
-        p = self.profile
-        budget = p.max_num_batched_tokens - len(self._decoding)
+        max_seqs, bs, kv_cap = self._max_seqs, self._bs, self._kv_cap
+        budget = self._max_batched - len(self._decoding)
         plan: list[tuple[_Seq, int]] = []
         tokens = 0
         for s in self._prefilling:
             if budget <= 0:
                 break
-            c = min(s.to_prefill, budget)
+            c = s.to_prefill if s.to_prefill < budget else budget
             plan.append((s, c))
             tokens += c
             budget -= c
         admitted = 0
-        running = self.num_running
-        used = self._kv_tokens_used() + tokens
+        running = len(self._prefilling) + len(self._decoding)
+        used = self._ctx_base + len(self._decoding) * self._step + self._prefill_ctx + tokens
+        clock = self._clock
         for s in self._waiting:
-            if budget <= 0 or running >= p.max_num_seqs or s.req.arrival > self._clock:
+            if budget <= 0 or running >= max_seqs or s.req.arrival > clock:
                 break
-            c = min(s.to_prefill, budget)
-            if used + s.computed + c + (running + 1) * p.block_size > p.kv_cache_tokens:
+            c = s.to_prefill if s.to_prefill < budget else budget
+            if used + s.computed + c + (running + 1) * bs > kv_cap:
                 break
             plan.append((s, c))
             tokens += c
@@ -321,37 +389,19 @@ class ReplicaEngine:
         return tokens, plan, admitted
 
     def _step_time(self, prefill_tokens: int) -> float:
-        p = self.profile
         b = len(self._decoding)
         ctx = self._ctx_base + b * self._step
-        return (
-            p.step_base_s
-            + p.step_per_seq_s * b
-            + p.step_per_kv_token_s * ctx
-            + p.prefill_token_s * prefill_tokens
-        )
+        return self._base + self._per_seq * b + self._per_kv * ctx + self._per_prefill * prefill_tokens
 
     def _decode_span(self, k: int) -> float:
         """Duration of k pure-decode steps from the clock (context grows by b per step)."""
-        p = self.profile
         b = len(self._decoding)
         t0 = self._step_time(0)
-        return k * t0 + p.step_per_kv_token_s * b * k * (k - 1) / 2
+        return k * t0 + self._per_kv * b * k * (k - 1) / 2
 
     def _steps_within(self, dt: float) -> int:
         """Largest k with _decode_span(k) <= dt."""
-        if dt <= 0:
-            return 0
-        t0 = self._step_time(0)
-        c2 = self.profile.step_per_kv_token_s * len(self._decoding)
-        if c2 <= 0:
-            return int(dt / t0 + 1e-9)
-        # k*t0 + c2*k*(k-1)/2 <= dt  ->  (c2/2) k^2 + (t0 - c2/2) k - dt <= 0
-        a, bq = c2 / 2, t0 - c2 / 2
-        k = int((-bq + math.sqrt(bq * bq + 4 * a * dt)) / (2 * a) + 1e-9)
-        while k > 0 and self._decode_span(k) > dt + 1e-12:
-            k -= 1
-        return k
+        return _steps_within(dt, self._step_time(0), self._per_kv * len(self._decoding))
 
     def _preempt_if_needed(self) -> None:
         """Free KV for at least one more decode step by preempting the newest running request."""
@@ -376,61 +426,109 @@ class ReplicaEngine:
                 self.stats.preemptions += 1
 
     def _join_decode(self, s: _Seq) -> None:
-        s.join_step = self._step
-        s.finish_step = self._step + (s.req.output_tokens - s.generated)
+        step = self._step
+        s.join_step = step
+        s.finish_step = step + (s.req.output_tokens - s.generated)
         self._decoding[s.order] = s
-        self._ctx_base += s.computed - self._step
+        self._ctx_base += s.computed - step
         heapq.heappush(self._heap, (s.finish_step, s.order, s))
 
     def _leave_decode(self, s: _Seq) -> None:
         # caller guarantees membership; heap entries of departed seqs are skipped lazily
         del self._decoding[s.order]
-        s.generated += self._step - s.join_step
-        s.computed += self._step - s.join_step
-        self._ctx_base -= s.computed - (self._step - s.join_step) - s.join_step
+        ran = self._step - s.join_step
+        s.generated += ran
+        s.computed += ran
+        self._ctx_base -= s.computed - ran - s.join_step
         s.finish_step = -1
 
     def _mixed_step(self, now: float, done: list[Finished]) -> bool:
         """One step with prefill work. False if it would end after `now` (not executed)."""
-        self._preempt_if_needed()
-        tokens, plan, admitted = self._plan_prefill()
-        dur = self._step_time(tokens)
-        end = self._clock + dur
+        prefilling, decoding = self._prefilling, self._decoding
+        b = len(decoding)
+        nrun = len(prefilling) + b
+        if nrun > 1 and (
+            self._ctx_base + b * self._step + self._prefill_ctx + b + nrun * self._bs > self._kv_cap
+        ):
+            self._preempt_if_needed()
+            b = len(decoding)
+        # inline _plan_prefill(): the (seq, chunk) pairs of this step and how many waiting it admits
+        bs, kv_cap = self._bs, self._kv_cap
+        budget = self._max_batched - b
+        plan: list[tuple[_Seq, int]] = []
+        tokens = 0
+        for s in prefilling:
+            if budget <= 0:
+                break
+            c = s.to_prefill if s.to_prefill < budget else budget
+            plan.append((s, c))
+            tokens += c
+            budget -= c
+        admitted = 0
+        waiting = self._waiting
+        if waiting and budget > 0:
+            running = len(prefilling) + b
+            max_seqs = self._max_seqs
+            used = self._ctx_base + b * self._step + self._prefill_ctx + tokens
+            clock = self._clock
+            for s in waiting:
+                if budget <= 0 or running >= max_seqs or s.req.arrival > clock:
+                    break
+                c = s.to_prefill if s.to_prefill < budget else budget
+                if used + s.computed + c + (running + 1) * bs > kv_cap:
+                    break
+                plan.append((s, c))
+                tokens += c
+                budget -= c
+                used += s.computed + c
+                running += 1
+                admitted += 1
+        # == self._step_time(tokens), same operand order
+        dur = (
+            self._base
+            + self._per_seq * b
+            + self._per_kv * (self._ctx_base + b * self._step)
+            + self._per_prefill * tokens
+        )
+        start = self._clock
+        end = start + dur
         if end > now:
             return False
-        start = self._clock
-        for _ in range(admitted):
-            s = self._waiting.popleft()
-            if s.scheduled_time < 0:
-                s.scheduled_time = start
-            self._prefilling.append(s)
-        b = len(self._decoding)
+        if admitted:
+            for _ in range(admitted):
+                s = waiting.popleft()
+                if s.scheduled_time < 0:
+                    s.scheduled_time = start
+                prefilling.append(s)
         self._step += 1
         self._clock = end
-        if self._record:
-            self.stats.prompt_tokens += tokens
-            self.stats.generation_tokens += b
-            self.stats.step_tokens.append((tokens + b, 1))
+        record = self._record
+        if record:
+            stats = self.stats
+            stats.prompt_tokens += tokens
+            stats.generation_tokens += b
+            stats.step_tokens.append((tokens + b, 1))
             if b:
-                self.stats.inter_token_latencies.append((dur, b))
+                stats.inter_token_latencies.append((dur, b))
         completed: list[_Seq] = []
         for s, c in plan:
             s.to_prefill -= c
             s.computed += c
-            self._prefill_ctx += c
             if s.to_prefill == 0:
                 completed.append(s)
-        self._pop_finished(end, done)
+        self._prefill_ctx += tokens  # == the sum of the chunks (ints)
+        if self._heap and self._heap[0][0] <= self._step:
+            self._pop_finished(end, done)
         for s in completed:
-            self._prefilling.remove(s)
+            prefilling.remove(s)
             self._prefill_ctx -= s.computed
             s.generated += 1
-            if self._record:
+            if record:
                 self.stats.generation_tokens += 1
             if s.first_token_time < 0:
                 s.first_token_time = end
                 self._new_first_tokens.append((s.req, end))
-            elif self._record:
+            elif record:
                 self.stats.inter_token_latencies.append((end - s.last_token_time, 1))
             s.last_token_time = end
             if s.generated >= s.req.output_tokens:
@@ -441,33 +539,70 @@ class ReplicaEngine:
 
     def _decode_segment(self, now: float, done: list[Finished]) -> bool:
         """Many identical pure-decode steps up to the next completion, arrival or `now`."""
-        self._preempt_if_needed()
-        if not self._decoding:
+        decoding = self._decoding
+        b = len(decoding)
+        nrun = len(self._prefilling) + b
+        bs = self._bs
+        used = self._ctx_base + b * self._step + self._prefill_ctx  # == _kv_tokens_used()
+        if nrun > 1 and used + b + nrun * bs > self._kv_cap:
+            self._preempt_if_needed()
+            b = len(decoding)
+            nrun = len(self._prefilling) + b
+            used = self._ctx_base + b * self._step + self._prefill_ctx
+        if not b:
             return False
-        while self._heap and self._heap[0][2].finish_step != self._heap[0][0]:
-            heapq.heappop(self._heap)  # stale entry of a preempted request
-        k = self._heap[0][0] - self._step
-        if self._waiting and self.num_running < self.profile.max_num_seqs:
-            head = self._waiting[0]
-            if head.req.arrival > self._clock:  # stop at the first step starting after it arrives
-                k = min(k, max(1, self._steps_until(head.req.arrival - self._clock)))
-        free = self.profile.kv_cache_tokens - self._kv_tokens_used() - self.num_running * self.profile.block_size
-        k = min(k, max(1, free // max(1, len(self._decoding))))
-        k = min(k, self._steps_within(now - self._clock))
+        step = self._step
+        clock = self._clock
+        per_kv = self._per_kv
+        # t0 == self._step_time(0), c2 == step_per_kv_token_s * b as in _decode_span
+        t0 = self._base + self._per_seq * b + per_kv * (self._ctx_base + b * step)
+        c2 = per_kv * b
+        # The `now` bound first: when no step fits (the common end of an advance) the other
+        # bounds cannot matter (k = min(..., 0)), so they are not computed.
+        dt = now - clock
+        if c2 > 0 and t0 > dt + 1e-12:  # _steps_within(dt, t0, c2) == 0 (see there), call saved
+            return False
+        k = _steps_within(dt, t0, c2)
         if k <= 0:
             return False
-        dur = self._decode_span(k)
-        b = len(self._decoding)
-        self._step += k
-        self._clock += dur
+        heap = self._heap
+        while heap[0][2].finish_step != heap[0][0]:
+            heapq.heappop(heap)  # stale entry of a preempted request
+        k_next = heap[0][0] - step
+        if k_next < k:
+            k = k_next
+        waiting = self._waiting
+        if waiting and nrun < self._max_seqs:
+            arrival = waiting[0].req.arrival
+            if arrival > clock:  # stop at the first step starting after it arrives
+                dt = arrival - clock
+                ka = _steps_within(dt, t0, c2)  # == _steps_until(dt)
+                if not (ka * t0 + c2 * ka * (ka - 1) / 2 >= dt):
+                    ka += 1
+                if ka < 1:
+                    ka = 1
+                if ka < k:
+                    k = ka
+        kf = (self._kv_cap - used - nrun * bs) // b  # b >= 1 here: == free // max(1, b)
+        if kf < 1:
+            kf = 1
+        if kf < k:
+            k = kf
+        if k <= 0:
+            return False
+        dur = k * t0 + c2 * k * (k - 1) / 2  # == self._decode_span(k)
+        self._step = step = step + k
+        self._clock = clock = clock + dur
         if self._record:
-            self.stats.generation_tokens += b * k
-            self.stats.step_tokens.append((b, k))
-            self.stats.inter_token_latencies.append((dur / k, b * k))
-        self._pop_finished(self._clock, done)
+            stats = self.stats
+            stats.generation_tokens += b * k
+            stats.step_tokens.append((b, k))
+            stats.inter_token_latencies.append((dur / k, b * k))
+        if heap[0][0] <= step:
+            self._pop_finished(clock, done)
         if self._record:  # only the metrics of a preempted request's resumption need it
-            for s in self._decoding.values():
-                s.last_token_time = self._clock
+            for s in decoding.values():
+                s.last_token_time = clock
         return True
 
     def _steps_until(self, dt: float) -> int:
@@ -476,11 +611,13 @@ class ReplicaEngine:
 
     def _pop_finished(self, t: float, done: list[Finished]) -> None:
         heap = self._heap
-        while heap and heap[0][0] <= self._step:
-            fs, _, s = heapq.heappop(heap)
+        step = self._step
+        pop = heapq.heappop
+        while heap and heap[0][0] <= step:
+            fs, _, s = pop(heap)
             if s.finish_step != fs:
                 continue
-            self._leave_decode(s)
+            self._leave_decode(s)  # frees its KV; the heap entry is already gone
             done.append(Finished(s.req, s.first_token_time, t, s.scheduled_time))
 
 
