@@ -3,13 +3,27 @@
 Goal (issue 7): on 2 cores, at least 500 requests/s and 500 concurrent streams with a
 client-side overhead under 5 ms p99. The mock runs in its own process with a benchmark engine
 profile (fixed 100 ms steps, no slot or KV limit) so the engine is never the bottleneck; the load
-generator runs closed loop, streaming, in this process.
+generator runs closed loop, streaming, in this process or in --workers processes.
 
-Overhead = client-measured latency minus the latency the mock's engine produced (the mock
-reports it in a final SSE comment): everything the harness adds, on both sides of the socket.
-Loop lag = how late the load generator's event loop wakes a 50 ms sleeper (client only).
+What is measured, per successful request (wall ms):
 
-    .venv/bin/python benchmarks/capacity_loadgen.py [--concurrency 500] [--duration 20]
+- client overhead = client latency - server handling time. Client latency runs from the moment
+  the load generator starts a request (before it builds the body) to the moment it reads the
+  bytes carrying [DONE]. Server handling time runs from the mock's handler entry to the moment it
+  hands its last bytes to the socket (the mock's `: server-timing=` comment). The difference is
+  the load generator's own added latency plus the kernel's loopback delivery plus the time the
+  request waits in the mock's socket before its handler starts (aiohttp stamps nothing earlier).
+  That last part is server queueing, so this is an upper bound on the client's cost.
+- send lag = client start -> mock handler entry, and receive lag = mock's last write -> client
+  read of [DONE]; the two add up to the client overhead (one CLOCK_MONOTONIC for both processes).
+  Receive lag is the client's alone (plus the kernel): how late the load generator records an
+  event that is already on its socket.
+- engine overhead = client latency - the engine model's latency (the metric before: it adds the
+  mock's own delays, such as a late timer or a busy loop, to the client's).
+- loop lag = how late the load generator's event loop wakes a 50 ms sleeper.
+
+    .venv/bin/python benchmarks/capacity_loadgen.py [--concurrency 500] [--duration 15] [--workers 2] [--uvloop]
+    .venv/bin/python benchmarks/capacity_loadgen.py --compare --repeat 2 --duration 15   # variants side by side
 """
 
 from __future__ import annotations
@@ -19,14 +33,16 @@ import asyncio
 import gc
 import multiprocessing
 import os
+import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from capacity.engine import EngineProfile  # noqa: E402
-from capacity.loadgen import LoadConfig, run_load  # noqa: E402
+from capacity.loadgen import LoadConfig, loop_factory, run_load_processes  # noqa: E402
 
 BENCH = EngineProfile(
     name="bench", description="benchmark: fixed 100 ms steps, no slot/KV limit", served_model_name="bench",
@@ -35,7 +51,28 @@ BENCH = EngineProfile(
 )  # fmt: skip
 
 
-def _serve(port: int, stream_interval: float, ready) -> None:  # noqa: ANN001
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    workers: int = 1
+    uvloop: bool = False  # the load generator's event loop
+    server_uvloop: bool = False  # the mock's event loop
+    client: str = "aiohttp"  # the load generator's HTTP client: aiohttp or raw (LoadConfig.client)
+
+
+# Each candidate alone, then combined; the first is the load generator as it was.
+VARIANTS = (
+    Variant("asyncio, 1 process (before)"),
+    Variant("uvloop client", uvloop=True),
+    Variant("2 client processes", workers=2),
+    Variant("uvloop mock", server_uvloop=True),
+    Variant("raw client", client="raw"),
+    Variant("raw + uvloop both", client="raw", uvloop=True, server_uvloop=True),
+    Variant("raw + uvloop both, 2 procs", client="raw", workers=2, uvloop=True, server_uvloop=True),
+)
+
+
+def _serve(port: int, stream_interval: float, use_uvloop: bool, ready) -> None:  # noqa: ANN001
     from capacity.mock.server import serve_replicas
 
     async def main() -> None:
@@ -46,7 +83,8 @@ def _serve(port: int, stream_interval: float, ready) -> None:  # noqa: ANN001
             ready.set()
             await asyncio.Event().wait()
 
-    asyncio.run(main())
+    with asyncio.Runner(loop_factory=loop_factory(use_uvloop)) as runner:
+        runner.run(main())
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -54,23 +92,11 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--concurrency", type=int, default=500, help="closed loop: streams in flight")
-    parser.add_argument("--rate", type=float, default=None,
-                        help="open loop instead: Poisson arrivals per second (~rate x 0.9 s streams in flight)")  # fmt: skip
-    parser.add_argument("--duration", type=float, default=20.0)
-    parser.add_argument("--warmup", type=float, default=3.0)
-    parser.add_argument("--prompt-tokens", type=int, default=64)
-    parser.add_argument("--output-tokens", type=int, default=8)
-    parser.add_argument("--stream-interval", type=float, default=0.1)
-    parser.add_argument("--no-stream", action="store_true")
-    parser.add_argument("--port", type=int, default=18999)
-    args = parser.parse_args()
-
+def measure(args: argparse.Namespace, variant: Variant) -> dict:
+    """One run against a fresh mock process: the load generator's summary plus both sides' CPU."""
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Event()
-    server = ctx.Process(target=_serve, args=(args.port, args.stream_interval, ready), daemon=True)
+    server = ctx.Process(target=_serve, args=(args.port, args.stream_interval, variant.server_uvloop, ready), daemon=True)
     server.start()
     try:
         if not ready.wait(30):
@@ -78,18 +104,20 @@ def main() -> None:
         mode = {"rate": args.rate} if args.rate else {"concurrency": args.concurrency}
         config = LoadConfig(urls=(f"http://127.0.0.1:{args.port}",), **mode,
                             warmup_s=args.warmup, duration_s=args.duration, stream=not args.no_stream,
-                            prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens)  # fmt: skip
-        cpu_client, cpu_server, wall = time.process_time(), _cpu_seconds(server.pid), time.monotonic()
-        result = asyncio.run(run_load(config))
+                            prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
+                            client=variant.client)  # fmt: skip
+        cpu_server, wall = _cpu_seconds(server.pid), time.monotonic()
+        result = run_load_processes(config, variant.workers, use_uvloop=variant.uvloop)
         wall = time.monotonic() - wall
-        cpu_client = time.process_time() - cpu_client
         cpu_server = _cpu_seconds(server.pid) - cpu_server
     finally:
         server.terminate()
         server.join(5)
-    s = result.summary
-    lat, over, lag = s["latency_s"], s["client_overhead_ms"], s["loop_lag_ms"]
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
+    return result.summary | {"cpu_client": result.cpu_s / wall, "cpu_server": cpu_server / wall}
+
+
+def report(args: argparse.Namespace, s: dict) -> None:
+    lat, lag = s["latency_s"], s["loop_lag_ms"]
     kind = "streams" if not args.no_stream else "requests"
     shape = f"{args.prompt_tokens}+{args.output_tokens} tokens, {args.duration:g}s measured"
     if args.rate:
@@ -99,9 +127,83 @@ def main() -> None:
         print(f"closed loop: {args.concurrency} concurrent {kind}, {shape}")
     print(f"throughput: {s['successful_rps']:.0f} req/s successful, errors {s['errors']}")
     print(f"latency: p50 {lat['p50'] * 1000:.1f} ms  p99 {lat['p99'] * 1000:.1f} ms (engine alone ~{(args.output_tokens + 0.5) * 100:.0f} ms)")
-    print(f"harness overhead (client - engine): p50 {over['p50']:.2f} ms  p99 {over['p99']:.2f} ms")
+    for key, label in (("client_overhead_ms", "client overhead (send + receive lag)"),
+                       ("send_ms", "  send (start -> request written)"),
+                       ("receive_lag_ms", "  receive lag (mock's last write -> client read)"),
+                       ("server_queue_ms", "mock queue (written -> mock handler entry)"),
+                       ("round_trip_overhead_ms", "round trip (latency - mock handling)"),
+                       ("engine_overhead_ms", "engine overhead (latency - engine, before)")):  # fmt: skip
+        print(f"{label}: p50 {s[key]['p50']:.2f} ms  p99 {s[key]['p99']:.2f} ms")
     print(f"load generator loop lag: p50 {lag['p50']:.2f} ms  p99 {lag['p99']:.2f} ms")
-    print(f"cpu: load generator {cpu_client / wall:.0%} of a core, mock {cpu_server / wall:.0%} of a core")
+    print(f"cpu: load generator {s['cpu_client']:.0%} of a core, mock {s['cpu_server']:.0%} of a core")
+
+
+COLUMNS = (
+    ("req/s", lambda s: s["successful_rps"]),
+    ("overhead p50", lambda s: s["client_overhead_ms"]["p50"]),
+    ("overhead p99", lambda s: s["client_overhead_ms"]["p99"]),
+    ("send p99", lambda s: s["send_ms"]["p99"]),
+    ("recv p99", lambda s: s["receive_lag_ms"]["p99"]),
+    ("mockq p99", lambda s: s["server_queue_ms"]["p99"]),
+    ("rtt-ovh p99", lambda s: s["round_trip_overhead_ms"]["p99"]),
+    ("engine-ovh p99", lambda s: s["engine_overhead_ms"]["p99"]),
+    ("loop lag p99", lambda s: s["loop_lag_ms"]["p99"]),
+    ("cpu client", lambda s: s["cpu_client"] * 100),
+    ("cpu mock", lambda s: s["cpu_server"] * 100),
+)
+
+
+def compare(args: argparse.Namespace) -> None:
+    """Every variant once per round, rounds repeated, medians reported: on a shared, noisy machine
+    only runs interleaved in time compare fairly."""
+    runs: dict[str, list[dict]] = {v.name: [] for v in VARIANTS}
+    for round_ in range(args.repeat):
+        for variant in VARIANTS:
+            s = measure(args, variant)
+            runs[variant.name].append(s)
+            print(f"round {round_ + 1} {variant.name}: " + "  ".join(f"{c} {f(s):.1f}" for c, f in COLUMNS), flush=True)
+    print(f"\nmedians of {args.repeat} rounds (ms unless named; cpu in % of a core; "
+          f"load average {os.getloadavg()[0]:.1f} at the end):")  # fmt: skip
+    width = max(len(v.name) for v in VARIANTS)
+    print(" " * width + "".join(f"{c:>16}" for c, _ in COLUMNS))
+    base = runs[VARIANTS[0].name]
+    for variant in VARIANTS:
+        med = [statistics.median(f(s) for s in runs[variant.name]) for _, f in COLUMNS]
+        print(f"{variant.name:<{width}}" + "".join(f"{m:>16.1f}" for m in med))
+    print("\noverhead p99 relative to the first row:")
+    first = statistics.median(s["client_overhead_ms"]["p99"] for s in base)
+    for variant in VARIANTS:
+        med = statistics.median(s["client_overhead_ms"]["p99"] for s in runs[variant.name])
+        print(f"  {variant.name:<{width}} {med / first:.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--concurrency", type=int, default=500, help="closed loop: streams in flight")
+    parser.add_argument("--rate", type=float, default=None,
+                        help="open loop instead: Poisson arrivals per second (~rate x 0.9 s streams in flight)")  # fmt: skip
+    parser.add_argument("--duration", type=float, default=15.0)
+    parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument("--prompt-tokens", type=int, default=64)
+    parser.add_argument("--output-tokens", type=int, default=8)
+    parser.add_argument("--stream-interval", type=float, default=0.1)
+    parser.add_argument("--no-stream", action="store_true")
+    parser.add_argument("--port", type=int, default=18999)
+    parser.add_argument("--workers", type=int, default=1, help="load generator processes, each its own event loop")
+    parser.add_argument("--uvloop", action="store_true", help="uvloop for the load generator (if installed)")
+    parser.add_argument("--server-uvloop", action="store_true", help="uvloop for the mock (if installed)")
+    parser.add_argument("--client", choices=("aiohttp", "raw"), default="aiohttp", help="the load generator's HTTP client")
+    parser.add_argument("--compare", action="store_true", help="run every variant in VARIANTS, interleaved")
+    parser.add_argument("--repeat", type=int, default=2, help="rounds of --compare")
+    args = parser.parse_args()
+    if args.compare:
+        compare(args)
+        return
+    s = measure(args, Variant("cli", args.workers, args.uvloop, args.server_uvloop, args.client))
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
+    print(f"load generator: {args.client} client, {args.workers} process(es), {'uvloop' if args.uvloop else 'asyncio'} loop; "
+          f"mock: {'uvloop' if args.server_uvloop else 'asyncio'} loop")  # fmt: skip
+    report(args, s)
 
 
 if __name__ == "__main__":

@@ -14,11 +14,12 @@ import csv
 import gc
 import itertools
 import json
+import multiprocessing
 import random
 import time
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -50,6 +51,9 @@ class LoadConfig:
     seed: int = 0
     time_scale: float = 1.0
     max_outstanding: int = 10_000  # open loop: arrivals beyond this many in flight are dropped
+    # "aiohttp": the general client (https, proxies, any server). "raw": a lean HTTP/1.1 client for
+    # http:// URLs that parses responses in the socket's read callback (see _RawConnection)
+    client: Literal["aiohttp", "raw"] = "aiohttp"
 
     def __post_init__(self) -> None:
         modes = [m for m in ("concurrency", "rate", "trace") if getattr(self, m) is not None]
@@ -69,6 +73,10 @@ class LoadConfig:
                 raise ValueError(f"{key} must be > 0, got {getattr(self, key)}")
         if self.warmup_s < 0:
             raise ValueError(f"warmup_s must be >= 0, got {self.warmup_s}")
+        if self.client not in ("aiohttp", "raw"):
+            raise ValueError(f"client must be 'aiohttp' or 'raw', got {self.client!r}")
+        if self.client == "raw" and not all(u.startswith("http://") for u in self.urls):
+            raise ValueError("the raw client speaks plain http:// only; use client='aiohttp' for other URLs")
 
     @property
     def mode(self) -> str:
@@ -90,7 +98,14 @@ class RequestRecord:
     output_tokens: int = 0
     chunks: int = 0
     itl_mean_s: float | None = None
-    overhead_ms: float | None = None  # client latency minus the server's own (mock) latency, wall ms
+    # Harness timings, wall ms, only against a server that reports them (the mock; see _Timing).
+    # Absolute stamps of the two processes are compared: one host (one CLOCK_MONOTONIC) only.
+    overhead_ms: float | None = None  # the load generator's own added latency: send_ms + receive_lag_ms
+    send_ms: float | None = None  # start -> the request's last byte handed to the socket (client)
+    receive_lag_ms: float | None = None  # server's last write -> client read the end (client + kernel)
+    server_queue_ms: float | None = None  # request written -> server handler entry (kernel + server busy)
+    round_trip_overhead_ms: float | None = None  # latency minus server handling: overhead_ms + server_queue_ms
+    engine_overhead_ms: float | None = None  # client latency minus the engine model's latency (both sides' harness)
 
 
 @dataclass
@@ -101,6 +116,7 @@ class LoadResult:
     itl_samples: np.ndarray  # per-token inter-token latencies in the window, model seconds
     loop_lag_ms: np.ndarray
     dropped: int = 0
+    cpu_s: float = 0.0  # CPU time of the load generator's process(es) during the run
     summary: dict = field(default_factory=dict)
 
 
@@ -163,8 +179,12 @@ async def discover_model(session: aiohttp.ClientSession, url: str, headers: dict
 
 
 class LoadGenerator:
-    def __init__(self, config: LoadConfig, progress: Callable[[dict], None] | None = None) -> None:
+    def __init__(
+        self, config: LoadConfig, progress: Callable[[dict], None] | None = None, *, start_at: float | None = None
+    ) -> None:
+        """`start_at`: a `time.monotonic()` instant to start at, so worker processes share one window."""
         self.config = config
+        self._start_at = start_at
         self._prompts = PromptBuilder(config.tokenizer, seed=config.seed)
         self._progress = progress
         self._records: list[RequestRecord] = []
@@ -179,14 +199,17 @@ class LoadGenerator:
 
     # --- clock: model seconds since start ---------------------------------------------------
     def _now(self) -> float:
-        return (time.perf_counter() - self._t0) * self.config.time_scale
+        return (time.monotonic() - self._t0) * self.config.time_scale
 
     def _wall(self, model_seconds: float) -> float:
         return model_seconds / self.config.time_scale
 
     async def run(self) -> LoadResult:
+        cpu = time.process_time()
         with quiet_gc():
-            return await self._run()
+            result = await self._run()
+        result.cpu_s = time.process_time() - cpu
+        return result
 
     async def _run(self) -> LoadResult:
         cfg = self.config
@@ -195,11 +218,16 @@ class LoadGenerator:
             headers["Authorization"] = f"Bearer {cfg.api_key}"
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
         timeout = aiohttp.ClientTimeout(total=self._wall(cfg.timeout_s))
-        async with aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers) as session:
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers,
+                                         trace_configs=[_stamp_written()]) as session:  # fmt: skip
             model = cfg.model or await discover_model(session, cfg.urls[0], headers)
             self._model = model
             self._session = session
-            self._t0 = time.perf_counter()
+            self._raw_pool = _RawPool()
+            self._raw_auth = f"Authorization: Bearer {cfg.api_key}\r\n" if cfg.api_key else ""
+            if self._start_at is not None:
+                await asyncio.sleep(max(0.0, self._start_at - time.monotonic()))
+            self._t0 = self._start_at if self._start_at is not None else time.monotonic()
             self._stop_at = self._window[1]
             lag = asyncio.create_task(self._watch_loop_lag())
             ticker = asyncio.create_task(self._tick()) if self._progress else None
@@ -223,6 +251,7 @@ class LoadGenerator:
                 lag.cancel()
                 if ticker:
                     ticker.cancel()
+                self._raw_pool.close()
         result = LoadResult(
             config=cfg,
             records=self._records,
@@ -297,34 +326,24 @@ class LoadGenerator:
         cfg = self.config
         url = cfg.urls[index % len(cfg.urls)].rstrip("/")
         path = "/v1/chat/completions" if cfg.api == "chat" else "/v1/completions"
-        data = self._body(index, prompt_tokens, output_tokens)
         record = RequestRecord(index=index, url=url, phase="", start_s=self._now())
-        start = time.perf_counter()
-        engine_latency: float | None = None
+        # one clock for every stamp, and the one the mock stamps with (CLOCK_MONOTONIC), so
+        # same-host lags can be taken across the two processes
+        start = time.monotonic()
+        data = self._body(index, prompt_tokens, output_tokens)
+        timing = _Timing()
         itl: list[tuple[float, int]] = []
         try:
-            async with self._session.post(url + path, data=data) as response:
-                record.status = response.status
-                if response.status != 200:
-                    record.error = (await response.text())[:300]
-                elif cfg.stream:
-                    engine_latency = await self._read_stream(response, record, start, itl)
-                else:
-                    payload = await response.read()
-                    usage = json.loads(payload).get("usage") or {}
-                    record.prompt_tokens = usage.get("prompt_tokens", 0)
-                    record.output_tokens = usage.get("completion_tokens", 0)
-                    header = response.headers.get("x-engine-latency")
-                    engine_latency = float(header) if header else None
-                    record.ok = True
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as error:
+            if cfg.client == "raw":
+                await self._send_raw(url, path, data, record, start, itl, timing)
+            else:
+                await self._send_aiohttp(url + path, data, record, start, itl, timing)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as error:
             record.error = f"{type(error).__name__}: {error}"[:300]
-        elapsed = time.perf_counter() - start
-        scale = cfg.time_scale
         if record.ok:
-            record.latency_s = elapsed * scale
-            if engine_latency is not None:
-                record.overhead_ms = (elapsed - engine_latency) * 1000
+            elapsed = timing.end - start
+            record.latency_s = elapsed * cfg.time_scale
+            timing.fill(record, start, elapsed)
             self._recent.append(record.latency_s)
         end = self._now()
         record.phase = "warmup" if end < self._window[0] else "measure" if end <= self._window[1] else "after"
@@ -332,68 +351,66 @@ class LoadGenerator:
         if itl and record.phase == "measure":
             self._itl.extend(itl)
 
-    async def _read_stream(
-        self, response: aiohttp.ClientResponse, record: RequestRecord, start: float, itl: list[tuple[float, int]]
-    ) -> float | None:
-        """Parse SSE events as they arrive; every event of one network read shares its arrival time."""
-        scale = self.config.time_scale
-        count = self._prompts.count
-        last: float | None = None
-        gaps = 0.0
-        gap_tokens = 0
-        engine_latency = None
-        buffer = b""
-        done = False
-        async for data in response.content.iter_any():
-            now = time.perf_counter()
-            buffer += data
-            while not done and (cut := buffer.find(b"\n\n")) >= 0:
-                event, buffer = buffer[:cut], buffer[cut + 2 :]
-                if event.startswith(b": engine-latency="):
-                    engine_latency = float(event[17:])
-                    continue
-                if not event.startswith(b"data: "):
-                    continue
-                if event.startswith(b"data: [DONE]"):
-                    done = True
-                    break
-                chunk = json.loads(event[6:])
-                usage = chunk.get("usage")
-                if usage:
-                    record.prompt_tokens = usage.get("prompt_tokens", 0)
-                    record.output_tokens = usage.get("completion_tokens", 0)
-                choices = chunk.get("choices")
-                if not choices:
-                    continue
-                c = choices[0]
-                text = c.get("text") if "text" in c else (c.get("delta") or {}).get("content")
-                if not text:
-                    continue
-                record.chunks += 1
-                if last is None:
-                    record.ttft_s = (now - start) * scale
-                else:
-                    tokens = max(1, count(text))
-                    gap = (now - last) * scale
-                    gaps += gap
-                    gap_tokens += tokens
-                    itl.append((gap / tokens, tokens))
-                last = now
-            if done:
-                break
-        if gap_tokens:
-            record.itl_mean_s = gaps / gap_tokens
-        record.ok = done
-        if not done:
-            record.error = "stream ended without [DONE]"
-        return engine_latency
+    async def _send_aiohttp(self, url: str, data: bytes, record: RequestRecord, start: float,
+                            itl: list[tuple[float, int]], timing: _Timing) -> None:  # fmt: skip
+        async with self._session.post(url, data=data, trace_request_ctx=timing) as response:
+            record.status = response.status
+            if response.status != 200:
+                record.error = (await response.text())[:300]
+            elif self.config.stream:
+                reader = _SSEReader(record, start, itl, timing, self.config.time_scale, self._prompts.count)
+                async for piece in response.content.iter_any():
+                    # stamped as the read returns: every event of one network read shares it
+                    if reader.feed(piece, time.monotonic()):
+                        break
+                reader.finish()
+            else:
+                payload = await response.read()
+                timing.end = time.monotonic()
+                self._full_response(payload, response.headers, record, timing)
+
+    async def _send_raw(self, url: str, path: str, data: bytes, record: RequestRecord, start: float,
+                        itl: list[tuple[float, int]], timing: _Timing) -> None:  # fmt: skip
+        reader = _SSEReader(record, start, itl, timing, self.config.time_scale, self._prompts.count)
+        on_body = reader.feed if self.config.stream else None
+        authority, prefix = _split_url(url)
+        head = (f"POST {prefix}{path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(data)}\r\n{self._raw_auth}\r\n").encode()  # fmt: skip
+        async with asyncio.timeout(self._wall(self.config.timeout_s)):
+            connection = await self._raw_pool.get(authority)
+            reusable = False
+            try:
+                response = connection.request(head + data, on_body)
+                timing.written = time.monotonic()  # request() wrote it synchronously
+                status, headers, body = await response
+                reusable = headers.get("connection") != "close"
+            finally:
+                # a request cut short (timeout, the window closing) drops its connection: the server aborts it
+                self._raw_pool.put(authority, connection, reusable)
+        record.status = status
+        if status != 200:
+            record.error = body[:300].decode(errors="replace")
+        elif self.config.stream:
+            reader.finish()
+        else:
+            timing.end = connection.last_read
+            self._full_response(body, headers, record, timing)
+
+    @staticmethod
+    def _full_response(payload: bytes, headers, record: RequestRecord, timing: _Timing) -> None:  # noqa: ANN001
+        usage = json.loads(payload).get("usage") or {}
+        record.prompt_tokens = usage.get("prompt_tokens", 0)
+        record.output_tokens = usage.get("completion_tokens", 0)
+        timing.engine_s = _float(headers.get("x-engine-latency"))
+        timing.parse_server(headers.get("x-server-timing"))
+        record.ok = True
 
     async def _watch_loop_lag(self) -> None:
         interval = 0.05
         while True:
-            before = time.perf_counter()
+            before = time.monotonic()
             await asyncio.sleep(interval)
-            self._lags.append((time.perf_counter() - before - interval) * 1000)
+            self._lags.append((time.monotonic() - before - interval) * 1000)
 
     async def _tick(self) -> None:
         while True:
@@ -411,6 +428,273 @@ class LoadGenerator:
                     "recent_p99_s": float(np.percentile(recent, 99)) if recent else None,
                 }
             )
+
+
+class _SSEReader:
+    """Parses a streaming completion's SSE events into its record, as network reads arrive."""
+
+    def __init__(self, record: RequestRecord, start: float, itl: list[tuple[float, int]], timing: _Timing,
+                 scale: float, count: Callable[[str], int]) -> None:  # fmt: skip
+        self.record, self.start, self.itl, self.timing = record, start, itl, timing
+        self.scale, self.count = scale, count
+        self.last: float | None = None
+        self.gaps = 0.0
+        self.gap_tokens = 0
+        self.buffer = b""
+        self.done = False
+
+    def feed(self, data: bytes, now: float) -> bool:
+        """Take one network read, stamped `now`; True once [DONE] has been read."""
+        buffer = self.buffer + data if self.buffer else data
+        while not self.done and (cut := buffer.find(b"\n\n")) >= 0:
+            event, buffer = buffer[:cut], buffer[cut + 2 :]
+            if event.startswith(b": "):
+                self.timing.parse_comment(event)
+            elif event.startswith(b"data: [DONE]"):
+                self.done = True
+                self.timing.end = now
+            elif event.startswith(b"data: "):
+                self._chunk(json.loads(event[6:]), now)
+        self.buffer = buffer
+        return self.done
+
+    def _chunk(self, chunk: dict, now: float) -> None:
+        record = self.record
+        usage = chunk.get("usage")
+        if usage:
+            record.prompt_tokens = usage.get("prompt_tokens", 0)
+            record.output_tokens = usage.get("completion_tokens", 0)
+        choices = chunk.get("choices")
+        if not choices:
+            return
+        c = choices[0]
+        text = c.get("text") if "text" in c else (c.get("delta") or {}).get("content")
+        if not text:
+            return
+        record.chunks += 1
+        if self.last is None:
+            record.ttft_s = (now - self.start) * self.scale
+        else:
+            tokens = max(1, self.count(text))
+            gap = (now - self.last) * self.scale
+            self.gaps += gap
+            self.gap_tokens += tokens
+            self.itl.append((gap / tokens, tokens))
+        self.last = now
+
+    def finish(self) -> None:
+        if self.gap_tokens:
+            self.record.itl_mean_s = self.gaps / self.gap_tokens
+        self.record.ok = self.done
+        if not self.done:
+            self.record.error = "stream ended without [DONE]"
+
+
+class _RawConnection(asyncio.Protocol):
+    """One keep-alive HTTP/1.1 client connection that parses its response in the read callback.
+
+    The lean path for many streams: the request leaves in one synchronous write, and each body
+    piece reaches `on_body` with the time its read was dispatched, without a stream reader or a
+    task wake-up per chunk (the awaiting task wakes once, when the response is complete).
+    Understands what OpenAI-compatible servers send: Content-Length or chunked bodies."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.last_read = 0.0
+        self._future: asyncio.Future[tuple[int, dict[str, str], bytes]] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    @property
+    def usable(self) -> bool:
+        return self.transport is not None and not self.transport.is_closing()
+
+    def request(self, data: bytes, on_body: Callable[[bytes, float], bool] | None):  # noqa: ANN201 - a Future
+        """Send one request; the future gives (status, lower-cased headers, body not given to on_body)."""
+        self._on_body = on_body
+        self._buffer = b""
+        self._status = 0
+        self._headers: dict[str, str] | None = None
+        self._chunked = False
+        self._remaining: int | None = None  # body bytes left (Content-Length); None: until close
+        self._body: list[bytes] = []
+        self._future = asyncio.get_running_loop().create_future()
+        self.transport.write(data)  # type: ignore[union-attr]
+        return self._future
+
+    def data_received(self, data: bytes) -> None:
+        self.last_read = now = time.monotonic()
+        if self._future is None or self._future.done():
+            return  # nothing asked for (a late byte after a cancelled request)
+        buffer = self._buffer + data if self._buffer else data
+        try:
+            if self._headers is None:
+                end = buffer.find(b"\r\n\r\n")
+                if end < 0:
+                    self._buffer = buffer
+                    return
+                self._head(buffer[:end])
+                buffer = buffer[end + 4 :]
+            self._buffer = self._chunks(buffer, now) if self._chunked else self._plain(buffer, now)
+        except ValueError as error:  # a malformed response: fail the request, drop the connection
+            self._future.set_exception(error)
+            self.transport.close()  # type: ignore[union-attr]
+
+    def _head(self, head: bytes) -> None:
+        lines = head.decode("latin-1").split("\r\n")
+        self._status = int(lines[0].split(" ", 2)[1])
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        self._headers = headers
+        self._chunked = "chunked" in headers.get("transfer-encoding", "")
+        if not self._chunked and "content-length" in headers:
+            self._remaining = int(headers["content-length"])
+
+    def _chunks(self, buffer: bytes, now: float) -> bytes:
+        while (eol := buffer.find(b"\r\n")) >= 0:
+            size = int(buffer[:eol].split(b";", 1)[0], 16)
+            if size == 0:  # the last chunk; our servers send no trailers
+                if len(buffer) < eol + 4:
+                    return buffer
+                self._complete()
+                return b""
+            end = eol + 2 + size
+            if len(buffer) < end + 2:
+                return buffer
+            self._deliver(buffer[eol + 2 : end], now)
+            buffer = buffer[end + 2 :]
+        return buffer
+
+    def _plain(self, buffer: bytes, now: float) -> bytes:
+        if self._remaining is None:  # delimited by the connection's close
+            self._deliver(buffer, now)
+            return b""
+        piece = buffer[: self._remaining]
+        self._remaining -= len(piece)
+        if piece:
+            self._deliver(piece, now)
+        if self._remaining == 0:
+            self._complete()
+        return b""
+
+    def _deliver(self, piece: bytes, now: float) -> None:
+        if self._on_body is not None and self._status == 200:
+            self._on_body(piece, now)
+        else:
+            self._body.append(piece)
+
+    def _complete(self) -> None:
+        if not self._future.done():  # type: ignore[union-attr]
+            self._future.set_result((self._status, self._headers or {}, b"".join(self._body)))  # type: ignore[union-attr]
+
+    def drop(self) -> None:
+        """Close, abandoning any response in progress (nobody awaits it any more)."""
+        if self._future is not None and not self._future.done():
+            self._future.cancel()
+        if self.transport is not None:
+            self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        if self._future is not None and not self._future.done():
+            if self._headers is not None and not self._chunked and self._remaining is None:
+                self._complete()
+            else:
+                self._future.set_exception(ConnectionResetError("the server closed the connection mid-response"))
+
+
+class _RawPool:
+    """Idle keep-alive connections per base URL (a closed loop reuses one per stream)."""
+
+    def __init__(self) -> None:
+        self._idle: dict[str, list[_RawConnection]] = {}
+
+    async def get(self, authority: str) -> _RawConnection:
+        idle = self._idle.get(authority)
+        while idle:
+            connection = idle.pop()
+            if connection.usable:
+                return connection
+        host, _, port = authority.rpartition(":")
+        if not host or not port.isdigit():  # no port given
+            host, port = authority, "80"
+        loop = asyncio.get_running_loop()
+        _, connection = await loop.create_connection(_RawConnection, host.strip("[]"), int(port))
+        return connection
+
+    def put(self, authority: str, connection: _RawConnection, reusable: bool) -> None:
+        if reusable and connection.usable:
+            self._idle.setdefault(authority, []).append(connection)
+        else:
+            connection.drop()
+
+    def close(self) -> None:
+        for idle in self._idle.values():
+            for connection in idle:
+                connection.drop()
+        self._idle.clear()
+
+
+def _split_url(url: str) -> tuple[str, str]:
+    """http://host:port/prefix -> ("host:port", "/prefix")."""
+    authority, slash, prefix = url.removeprefix("http://").partition("/")
+    return authority, (slash + prefix).rstrip("/")
+
+
+_ENGINE, _SERVER = b": engine-latency=", b": server-timing="  # the mock's SSE comments
+
+
+@dataclass(slots=True)
+class _Timing:
+    """What a request's end and the server said about it (the mock's comments or headers)."""
+
+    written: float | None = None  # client monotonic time the request's last byte went to the socket
+    end: float = 0.0  # client monotonic time the response's end was read
+    engine_s: float | None = None  # engine model latency, wall seconds
+    received: float | None = None  # server monotonic time its handler started
+    sent: float | None = None  # server monotonic time it wrote the last bytes
+
+    def parse_comment(self, event: bytes) -> None:
+        if event.startswith(_ENGINE):
+            self.engine_s = float(event[len(_ENGINE) :])
+        elif event.startswith(_SERVER):
+            self.parse_server(event[len(_SERVER) :].decode())
+
+    def parse_server(self, value: str | None) -> None:
+        if value:
+            received, sent = value.split(",")
+            self.received, self.sent = float(received), float(sent)
+
+    def fill(self, record: RequestRecord, start: float, elapsed: float) -> None:
+        if self.engine_s is not None:
+            record.engine_overhead_ms = (elapsed - self.engine_s) * 1000
+        if self.received is None or self.sent is None:
+            return
+        record.round_trip_overhead_ms = (elapsed - (self.sent - self.received)) * 1000
+        record.receive_lag_ms = (self.end - self.sent) * 1000
+        if self.written is not None:
+            record.send_ms = (self.written - start) * 1000
+            record.server_queue_ms = (self.received - self.written) * 1000
+            record.overhead_ms = record.send_ms + record.receive_lag_ms
+
+
+def _stamp_written() -> aiohttp.TraceConfig:
+    """aiohttp hands the body to its writer right after this signal: stamp `_Timing.written`."""
+
+    async def on_chunk_sent(_session, context, _params) -> None:  # noqa: ANN001
+        if isinstance(context.trace_request_ctx, _Timing):
+            context.trace_request_ctx.written = time.monotonic()
+
+    trace = aiohttp.TraceConfig()
+    trace.on_request_chunk_sent.append(on_chunk_sent)
+    return trace
+
+
+def _float(value: str | None) -> float | None:
+    return float(value) if value else None
 
 
 @contextmanager
@@ -479,7 +763,13 @@ def summarize(result: LoadResult) -> dict:
         "ttft_s": _pct([r.ttft_s for r in ok]),
         "itl_s": _pct(result.itl_samples),
         "client_overhead_ms": _pct([r.overhead_ms for r in ok]),
+        "send_ms": _pct([r.send_ms for r in ok]),
+        "receive_lag_ms": _pct([r.receive_lag_ms for r in ok]),
+        "server_queue_ms": _pct([r.server_queue_ms for r in ok]),
+        "round_trip_overhead_ms": _pct([r.round_trip_overhead_ms for r in ok]),
+        "engine_overhead_ms": _pct([r.engine_overhead_ms for r in ok]),
         "loop_lag_ms": _pct(result.loop_lag_ms),
+        "cpu_s": result.cpu_s,
     }
 
 
@@ -496,3 +786,113 @@ def write_outputs(result: LoadResult, jsonl: Path | None, summary: Path | None) 
 
 async def run_load(config: LoadConfig, progress: Callable[[dict], None] | None = None) -> LoadResult:
     return await LoadGenerator(config, progress).run()
+
+
+def loop_factory(use_uvloop: bool = True) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop when asked for and installed (it halves the loop's per-callback cost);
+    None, asyncio's default loop, otherwise: uvloop is optional at run time."""
+    if not use_uvloop:
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+def run_load_sync(config: LoadConfig, *, use_uvloop: bool = False, start_at: float | None = None) -> LoadResult:
+    """Run the load in this process on a fresh event loop (uvloop's if asked for and installed)."""
+    with asyncio.Runner(loop_factory=loop_factory(use_uvloop)) as runner:
+        return runner.run(LoadGenerator(config, start_at=start_at).run())
+
+
+def split_config(config: LoadConfig, workers: int) -> list[LoadConfig]:
+    """One share of the load per worker process: concurrency or rate divided, distinct prompt seeds
+    (so no two workers send the same prompt), the same windows."""
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if config.trace is not None and workers > 1:
+        raise ValueError("trace replay runs in one process (the trace's order would be split)")
+    if config.concurrency is not None and config.concurrency < workers:
+        raise ValueError(f"concurrency {config.concurrency} is below workers {workers}")
+    shares = []
+    for i in range(workers):
+        changes: dict = {"seed": config.seed + i}
+        if config.concurrency is not None:
+            changes["concurrency"] = config.concurrency // workers + (i < config.concurrency % workers)
+        if config.rate is not None:
+            changes["rate"] = config.rate / workers
+        if config.max_requests is not None:
+            changes["max_requests"] = max(1, config.max_requests // workers)
+        shares.append(replace(config, **changes))
+    return shares
+
+
+def run_load_processes(config: LoadConfig, workers: int, *, use_uvloop: bool = False,
+                       start_timeout_s: float = 60.0) -> LoadResult:  # fmt: skip
+    """Spread the load over `workers` processes, each with its own event loop, and merge the results.
+
+    One Python event loop is one core at most, and a burst of streams is served one callback at a
+    time: more processes serve a burst in parallel. The workers start on one shared instant, so
+    their windows coincide and the merged throughput is the sum."""
+    shares = split_config(config, workers)
+    if workers == 1:
+        return run_load_sync(config, use_uvloop=use_uvloop)
+    ctx = multiprocessing.get_context("spawn")  # no fork of a parent's loop or threads
+    # two barriers: every worker has imported (ready), then the start instant is set and read (go)
+    ready, go = ctx.Barrier(workers + 1, timeout=start_timeout_s), ctx.Barrier(workers + 1, timeout=start_timeout_s)
+    start = ctx.Value("d", 0.0)
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(i, share, use_uvloop, (ready, go), start, queue), daemon=True)
+             for i, share in enumerate(shares)]  # fmt: skip
+    for proc in procs:
+        proc.start()
+    try:
+        ready.wait()
+        start.value = time.monotonic() + 0.3  # time for every worker to open its session
+        go.wait()
+        deadline = config.warmup_s + config.duration_s
+        timeout = start_timeout_s + deadline / config.time_scale + 30
+        parts: dict[int, LoadResult | str] = dict(queue.get(timeout=timeout) for _ in procs)
+    finally:
+        for proc in procs:
+            proc.join(5)
+            if proc.is_alive():
+                proc.terminate()
+    errors = [part for part in parts.values() if isinstance(part, str)]
+    if errors:
+        raise RuntimeError("load worker failed: " + errors[0])
+    return merge_results(config, [parts[i] for i in range(workers)])  # type: ignore[misc]
+
+
+def _worker(i: int, config: LoadConfig, use_uvloop: bool, barriers, start, queue) -> None:  # noqa: ANN001
+    try:
+        for barrier in barriers:
+            barrier.wait()
+        result = run_load_sync(config, use_uvloop=use_uvloop, start_at=start.value)
+        result.summary = {}
+        queue.put((i, result))
+    except BaseException as error:  # noqa: BLE001 - reported to the parent, which raises
+        queue.put((i, f"worker {i}: {type(error).__name__}: {error}"))
+
+
+def merge_results(config: LoadConfig, parts: Sequence[LoadResult]) -> LoadResult:
+    """One result from the workers' shares: worker i's request k becomes request k*workers + i."""
+    n = len(parts)
+    records = []
+    for i, part in enumerate(parts):
+        for record in part.records:
+            record.index = record.index * n + i
+            records.append(record)
+    records.sort(key=lambda r: r.start_s)
+    result = LoadResult(
+        config=config,
+        records=records,
+        window=parts[0].window,
+        itl_samples=np.concatenate([p.itl_samples for p in parts]),
+        loop_lag_ms=np.concatenate([p.loop_lag_ms for p in parts]),
+        dropped=sum(p.dropped for p in parts),
+        cpu_s=sum(p.cpu_s for p in parts),
+    )
+    result.summary = summarize(result)
+    return result

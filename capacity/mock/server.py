@@ -5,9 +5,15 @@ wall seconds. Everything the replica reports (histograms, usage) is in model sec
 sped-up replica looks like the real GPU it models; only wall-clock rates are X times higher.
 
 Streaming sends one SSE chunk per request per `stream_interval_s` (wall) carrying every token
-generated since the last chunk, like vLLM's API server coalescing under load. Each response
-ends with a `: engine-latency=<wall seconds>` SSE comment (streaming) or an
-`x-engine-latency` header so a load generator can measure its own overhead.
+generated since the last chunk, like vLLM's API server coalescing under load.
+
+Timing for load generators (mock only; vLLM sends neither): each response ends with
+`: engine-latency=<wall s>` (what the engine model produced) and
+`: server-timing=<received>,<sent>` SSE comments (streaming), or `x-engine-latency` and
+`x-server-timing` headers. `received` is when the handler started (the request parsed),
+`sent` when the last bytes were handed to the socket, both `time.monotonic()` seconds
+(CLOCK_MONOTONIC: one clock for every process on the host). `sent - received` is the
+server's own share of a request's latency; the rest is the client's plus the kernel's.
 """
 
 from __future__ import annotations
@@ -201,7 +207,7 @@ class MockReplica:
 
     # --- HTTP -------------------------------------------------------------------------------
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._auth])
+        app = web.Application(middlewares=[_stamp_received, self._auth])
         app.router.add_get("/health", self._health)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/v1/models", self._models)
@@ -313,7 +319,9 @@ class MockReplica:
             raise
         payload = kind.full(output_tokens, finish_reason, _usage(prompt_tokens, output_tokens))
         latency = self._wall(finished.finish_time - finished.request.arrival)
-        return web.json_response(payload, headers={"x-engine-latency": f"{latency:.6f}"})
+        # "sent" is stamped as the body is built, a few microseconds before aiohttp writes it
+        timing = f"{request[RECEIVED]:.6f},{time.monotonic():.6f}"
+        return web.json_response(payload, headers={"x-engine-latency": f"{latency:.6f}", "x-server-timing": timing})
 
     async def _stream(self, request: web.Request, pending: _Pending, kind: "_Text | _Chat", finish_reason: str,
                       include_usage: bool) -> web.StreamResponse:  # fmt: skip
@@ -340,11 +348,23 @@ class MockReplica:
                     event += _sse(kind.usage_chunk(_usage(pending.request.prompt_tokens, target)))
                 f = pending.done.result()
                 event += f": engine-latency={self._wall(f.finish_time - f.request.arrival):.6f}\n\n".encode()
+                # stamped right before the write: aiohttp hands these bytes to the socket synchronously
+                event += f": server-timing={request[RECEIVED]:.6f},{time.monotonic():.6f}\n\n".encode()
                 await response.write(event + b"data: [DONE]\n\n")
             elif pending.done.cancelled():
                 break
         await response.write_eof()
         return response
+
+
+RECEIVED = web.RequestKey("received", float)
+
+
+@web.middleware
+async def _stamp_received(request: web.Request, handler):  # noqa: ANN001, ANN202
+    """The outermost middleware: when the server starts on a request (the base of server-timing)."""
+    request[RECEIVED] = time.monotonic()
+    return await handler(request)
 
 
 def count_words(text: str) -> int:

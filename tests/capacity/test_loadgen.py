@@ -1,13 +1,24 @@
 """Load generator: windows, modes, prompts, and agreement with the server-side histograms."""
 
+import asyncio
 import json
+import sys
+import threading
 
 import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from capacity.engine import get_profile
-from capacity.loadgen import LoadConfig, load_trace, run_load, write_outputs
+from capacity.loadgen import (
+    LoadConfig,
+    load_trace,
+    loop_factory,
+    run_load,
+    run_load_processes,
+    split_config,
+    write_outputs,
+)
 from capacity.mock.server import serve_replicas
 from capacity.prompts import PromptBuilder
 
@@ -26,10 +37,11 @@ async def _histogram(url: str, name: str) -> tuple[float, float]:
 
 
 @pytest.mark.asyncio
-async def test_client_latencies_agree_with_the_servers_e2e_and_ttft_histograms():
+@pytest.mark.parametrize("client", ["aiohttp", "raw"])
+async def test_client_latencies_agree_with_the_servers_e2e_and_ttft_histograms(client):
     async with serve_replicas(FAST, speedup=SPEEDUP) as [replica]:
         config = LoadConfig(urls=(replica.url,), concurrency=8, warmup_s=0, duration_s=6, time_scale=SPEEDUP,
-                            prompt_tokens=200, output_tokens=150, stream=True)  # fmt: skip
+                            prompt_tokens=200, output_tokens=150, stream=True, client=client)  # fmt: skip
         result = await run_load(config)
         e2e_sum, e2e_count = await _histogram(replica.url, "vllm:e2e_request_latency_seconds")
         ttft_sum, ttft_count = await _histogram(replica.url, "vllm:time_to_first_token_seconds")
@@ -144,3 +156,90 @@ def test_trace_loader_reads_the_azure_layout(tmp_path):
 def test_config_rejects_two_modes_naming_them():
     with pytest.raises(ValueError, match="concurrency"):
         LoadConfig(urls=("http://127.0.0.1:1",), concurrency=2, rate=1.0)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("client", ["aiohttp", "raw"])
+@pytest.mark.parametrize("stream", [True, False])
+async def test_overhead_is_the_clients_send_plus_receive_lag_from_the_mocks_timing(client, stream):
+    async with serve_replicas(FAST, speedup=SPEEDUP) as [replica]:
+        config = LoadConfig(urls=(replica.url,), concurrency=4, warmup_s=0, duration_s=2, time_scale=SPEEDUP,
+                            prompt_tokens=20, output_tokens=10, stream=stream, client=client)  # fmt: skip
+        result = await run_load(config)
+    ok = [r for r in result.records if r.ok]
+    assert ok and result.summary["errors"] == {}
+    for r in ok:
+        # one host, one clock: every part is a duration, and the parts add up
+        assert r.send_ms >= 0 and r.receive_lag_ms >= 0 and r.server_queue_ms >= 0
+        assert r.overhead_ms == pytest.approx(r.send_ms + r.receive_lag_ms)
+        assert r.round_trip_overhead_ms == pytest.approx(r.overhead_ms + r.server_queue_ms, abs=1e-6)
+        assert r.overhead_ms < r.latency_s / SPEEDUP * 1000
+    assert result.summary["client_overhead_ms"]["p50"] is not None
+
+
+@pytest.mark.asyncio
+async def test_raw_client_reports_http_errors_and_non_streaming_usage():
+    async with serve_replicas(FAST, speedup=SPEEDUP, api_key="k") as [replica]:
+        denied = LoadConfig(urls=(replica.url,), model=FAST.served_model_name, api_key="wrong", concurrency=2,
+                            warmup_s=0, duration_s=0.5, time_scale=SPEEDUP, prompt_tokens=5, output_tokens=3,
+                            client="raw")  # fmt: skip
+        bad = await run_load(denied)
+        good = await run_load(LoadConfig(urls=(replica.url,), api_key="k", api="chat", concurrency=2, warmup_s=0,
+                                         duration_s=1, time_scale=SPEEDUP, prompt_tokens=5, output_tokens=3,
+                                         client="raw"))  # fmt: skip
+    assert set(bad.summary["errors"]) == {"401"} and "Unauthorized" in bad.records[0].error
+    assert good.summary["errors"] == {} and good.summary["successful"] > 0
+    assert {(r.prompt_tokens, r.output_tokens) for r in good.records if r.ok} == {(5, 3)}
+
+
+def test_raw_client_accepts_plain_http_urls_only():
+    with pytest.raises(ValueError, match="http://"):
+        LoadConfig(urls=("https://example.invalid",), concurrency=1, client="raw")
+
+
+def test_workers_get_a_share_of_the_load_and_distinct_prompts():
+    closed = split_config(LoadConfig(urls=("http://127.0.0.1:1",), concurrency=5, seed=3), 2)
+    assert [c.concurrency for c in closed] == [3, 2]
+    assert [c.seed for c in closed] == [3, 4]
+    assert [c.rate for c in split_config(LoadConfig(urls=("http://127.0.0.1:1",), rate=10.0), 4)] == [2.5] * 4
+    with pytest.raises(ValueError, match="below workers"):
+        split_config(LoadConfig(urls=("http://127.0.0.1:1",), concurrency=1), 2)
+
+
+def test_uvloop_is_optional_at_run_time(monkeypatch):
+    assert loop_factory(use_uvloop=False) is None
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # as if not installed: the import fails
+    assert loop_factory(use_uvloop=True) is None
+
+
+@pytest.fixture
+def replica_in_a_thread():
+    """A mock replica on its own loop in a thread, for code that runs its own loops (processes)."""
+    loop = asyncio.new_event_loop()
+    started, stop = threading.Event(), asyncio.Event()
+    urls: list[str] = []
+
+    async def serve() -> None:
+        async with serve_replicas(FAST, speedup=SPEEDUP) as [replica]:
+            urls.append(replica.url)
+            started.set()
+            await stop.wait()
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),), daemon=True)
+    thread.start()
+    assert started.wait(10)
+    yield urls[0]
+    loop.call_soon_threadsafe(stop.set)
+    thread.join(10)
+
+
+def test_worker_processes_share_one_window_and_merge_into_one_result(replica_in_a_thread):
+    config = LoadConfig(urls=(replica_in_a_thread,), concurrency=4, warmup_s=0, duration_s=2, time_scale=SPEEDUP,
+                        prompt_tokens=10, output_tokens=5, stream=True)  # fmt: skip
+    result = run_load_processes(config, 2, use_uvloop=True)
+    assert result.summary["errors"] == {} and result.summary["successful"] > 0
+    assert result.summary["concurrency"] == 4 and result.cpu_s > 0
+    indexes = [r.index for r in result.records]
+    assert len(set(indexes)) == len(indexes)  # worker i's request k is k*2+i
+    assert {i % 2 for i in indexes} == {0, 1}
+    assert max(r.start_s for r in result.records) < result.window[1]

@@ -133,3 +133,26 @@ async def test_a_client_that_goes_away_frees_its_slot_like_vllm_aborts():
                 break
             await asyncio.sleep(0.05)
         assert replica.replica.engine.outstanding == 0
+
+
+@pytest.mark.asyncio
+async def test_responses_end_with_the_servers_own_timing_for_load_generators():
+    import time
+
+    import aiohttp
+
+    async with serve_replicas(FAST, speedup=10) as [replica]:
+        async with aiohttp.ClientSession() as session:
+            body = {"model": MODEL, "prompt": "a b", "max_tokens": 3, "stream": True}
+            async with session.post(replica.url + "/v1/completions", json=body) as response:
+                text = await response.text()
+            body["stream"] = False
+            async with session.post(replica.url + "/v1/completions", json=body) as response:
+                header = response.headers["x-server-timing"]
+    comment = next(line for line in text.split("\n\n") if line.startswith(": server-timing="))
+    for value in (comment.removeprefix(": server-timing="), header):
+        received, sent = (float(v) for v in value.split(","))
+        # handler entry and last write, on the host's monotonic clock
+        assert received <= sent <= time.monotonic()
+        assert sent - received < 5
+    assert text.endswith("data: [DONE]\n\n")
