@@ -16,6 +16,7 @@ import itertools
 import json
 import multiprocessing
 import random
+import socket
 import time
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
@@ -505,6 +506,9 @@ class _RawConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:  # a request is one write: never hold it back for an ACK (Nagle)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     @property
     def usable(self) -> bool:

@@ -122,6 +122,7 @@ class MockReplica:
             m.inter_token_latency.observe(seconds, count)
         for tokens, count in stats.step_tokens:
             m.iteration_tokens.observe(tokens, count)
+        stepped = stats.generation_tokens > 0  # the engine produced tokens since the last _sync
         for f in finished:
             self._observe_finished(f)
             pending = self._pending.pop(f.request.id, None)
@@ -132,7 +133,9 @@ class MockReplica:
             if not pending.done.done():
                 pending.done.set_result(f)
             pending.progress.set()
-        if self._streams:
+        # Progress moves only when tokens were produced: most _sync calls come from a submit
+        # between two steps, and scanning every stream then cost ~0.1 ms per request.
+        if self._streams and stepped:
             progress = self.engine.running_progress()
             for rid, pending in self._streams.items():
                 n = progress.get(rid, 0)
@@ -338,11 +341,12 @@ class MockReplica:
             n = min(pending.generated, target)
             if n > sent:
                 last = n >= target
-                event = _sse(kind.delta(n - sent, finish_reason if last else None))
-                sent = n
                 if not last:
-                    await response.write(event)
+                    await response.write(kind.delta_event(n - sent))
+                    sent = n
                     continue
+                event = _sse(kind.delta(n - sent, finish_reason))
+                sent = n
                 # the last token, usage, latency comment and [DONE] leave in one write
                 if include_usage:
                     event += _sse(kind.usage_chunk(_usage(pending.request.prompt_tokens, target)))
@@ -400,6 +404,7 @@ class _Text:
         self.model = model
         self.id = f"cmpl-{uuid.uuid4().hex}"
         self.created = int(time.time())
+        self._template: tuple[bytes, bytes] | None = None
 
     def _base(self) -> dict:
         return {"id": self.id, "object": "text_completion", "created": self.created, "model": self.model}
@@ -415,8 +420,22 @@ class _Text:
         choice = {"index": 0, "text": _WORD * n, "logprobs": None, "finish_reason": finish_reason, "stop_reason": None}
         return {**self._base(), "choices": [choice]}
 
+    def delta_event(self, n: int) -> bytes:
+        """The SSE event of `delta(n, None)`, spliced into a template encoded once per response:
+        the mock writes one per stream per step, and JSON-encoding each was its largest cost."""
+        if self._template is None:
+            head, tail = _sse(self._with_text(self.delta(0, None), "\0")).split(b"\\u0000", 1)
+            self._template = (head, tail)
+        head, tail = self._template
+        return head + (_WORD * n).encode() + tail
+
     def usage_chunk(self, usage: dict) -> dict:
         return {**self._base(), "choices": [], "usage": usage}
+
+    @staticmethod
+    def _with_text(chunk: dict, text: str) -> dict:
+        chunk["choices"][0]["text"] = text
+        return chunk
 
 
 class _Chat(_Text):
@@ -440,6 +459,11 @@ class _Chat(_Text):
     def delta(self, n: int, finish_reason: str | None) -> dict:
         choice = {"index": 0, "delta": {"content": _WORD * n}, "logprobs": None, "finish_reason": finish_reason}
         return {**self._base(), "choices": [choice]}
+
+    @staticmethod
+    def _with_text(chunk: dict, text: str) -> dict:
+        chunk["choices"][0]["delta"]["content"] = text
+        return chunk
 
 
 # --- running replicas --------------------------------------------------------------------------
