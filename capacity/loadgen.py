@@ -431,6 +431,9 @@ class LoadGenerator:
             )
 
 
+_decode = json.JSONDecoder().decode  # str in: json.loads(bytes) first sniffs the encoding, per chunk
+
+
 class _SSEReader:
     """Parses a streaming completion's SSE events into its record, as network reads arrive."""
 
@@ -455,7 +458,7 @@ class _SSEReader:
                 self.done = True
                 self.timing.end = now
             elif event.startswith(b"data: "):
-                self._chunk(json.loads(event[6:]), now)
+                self._chunk(_decode(event[6:].decode()), now)
         self.buffer = buffer
         return self.done
 

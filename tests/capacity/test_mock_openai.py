@@ -156,3 +156,12 @@ async def test_responses_end_with_the_servers_own_timing_for_load_generators():
         assert received <= sent <= time.monotonic()
         assert sent - received < 5
     assert text.endswith("data: [DONE]\n\n")
+
+
+@pytest.mark.parametrize("kind", ["text", "chat"])
+def test_intermediate_chunks_from_the_template_equal_encoding_the_delta(kind):
+    from capacity.mock.server import _Chat, _sse, _Text
+
+    chunks = _Chat('odd "model"') if kind == "chat" else _Text("")
+    for n in (1, 2, 7):
+        assert chunks.delta_event(n) == _sse(chunks.delta(n, None))
