@@ -452,6 +452,12 @@ class ReplicaEngine:
         ):
             self._preempt_if_needed()
             b = len(decoding)
+        # the step's time without its prefill tokens: a lower bound of its duration, so if even
+        # that ends after `now` the step cannot run and need not be planned
+        t0 = self._base + self._per_seq * b + self._per_kv * (self._ctx_base + b * self._step)
+        start = self._clock
+        if start + t0 > now:
+            return False
         # inline _plan_prefill(): the (seq, chunk) pairs of this step and how many waiting it admits
         bs, kv_cap = self._bs, self._kv_cap
         budget = self._max_batched - b
@@ -483,14 +489,7 @@ class ReplicaEngine:
                 used += s.computed + c
                 running += 1
                 admitted += 1
-        # == self._step_time(tokens), same operand order
-        dur = (
-            self._base
-            + self._per_seq * b
-            + self._per_kv * (self._ctx_base + b * self._step)
-            + self._per_prefill * tokens
-        )
-        start = self._clock
+        dur = t0 + self._per_prefill * tokens  # == self._step_time(tokens), same operand order
         end = start + dur
         if end > now:
             return False
