@@ -5,6 +5,12 @@ replay (arrival offsets with their prompt/output lengths). A warm-up window is f
 measurement window; a request belongs to the window in which it completes, as in the
 calibration runs. `time_scale` converts wall time to model time for a sped-up mock: windows,
 rates and trace offsets are given, and latencies reported, in model seconds.
+
+Against the mock, which reports when its handler started and when it wrote a response's last
+bytes, each request also records the load generator's own added latency (`overhead_ms`): the
+time to put the request on the socket plus the time from the mock's last write to the read of
+it here. `client="raw"` (a lean HTTP/1.1 client, plain http only) and `run_load_processes`
+(several processes, optionally on uvloop) keep that small with hundreds of streams.
 """
 
 from __future__ import annotations
