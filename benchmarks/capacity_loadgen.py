@@ -121,7 +121,8 @@ def measure(args: argparse.Namespace, variant: Variant) -> dict:
     finally:
         server.terminate()
         server.join(5)
-    return result.summary | {"cpu_client": result.cpu_s / wall, "cpu_server": cpu_server / wall}
+    return result.summary | {"cpu_client": result.cpu_s / wall, "cpu_server": cpu_server / wall,
+                             "cpu_wait_client": result.cpu_wait_s / wall}  # fmt: skip
 
 
 def report(args: argparse.Namespace, s: dict) -> None:
@@ -143,7 +144,8 @@ def report(args: argparse.Namespace, s: dict) -> None:
                        ("engine_overhead_ms", "engine overhead (latency - engine, before)")):  # fmt: skip
         print(f"{label}: p50 {s[key]['p50']:.2f} ms  p99 {s[key]['p99']:.2f} ms")
     print(f"load generator loop lag: p50 {lag['p50']:.2f} ms  p99 {lag['p99']:.2f} ms")
-    print(f"cpu: load generator {s['cpu_client']:.0%} of a core, mock {s['cpu_server']:.0%} of a core")
+    print(f"cpu: load generator {s['cpu_client']:.0%} of a core, mock {s['cpu_server']:.0%} of a core; "
+          f"load generator runnable without a core {s['cpu_wait_client']:.1%} of the time")  # fmt: skip
 
 
 COLUMNS = (
@@ -158,6 +160,7 @@ COLUMNS = (
     ("loop lag p99", lambda s: s["loop_lag_ms"]["p99"]),
     ("cpu client", lambda s: s["cpu_client"] * 100),
     ("cpu mock", lambda s: s["cpu_server"] * 100),
+    ("cpu wait client", lambda s: s["cpu_wait_client"] * 100),
 )
 
 

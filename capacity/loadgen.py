@@ -124,6 +124,7 @@ class LoadResult:
     loop_lag_ms: np.ndarray
     dropped: int = 0
     cpu_s: float = 0.0  # CPU time of the load generator's process(es) during the run
+    cpu_wait_s: float = 0.0  # time they were runnable but had no core (Linux schedstat; 0 elsewhere)
     summary: dict = field(default_factory=dict)
 
 
@@ -212,10 +213,11 @@ class LoadGenerator:
         return model_seconds / self.config.time_scale
 
     async def run(self) -> LoadResult:
-        cpu = time.process_time()
+        cpu, wait = time.process_time(), _runqueue_wait_s()
         with quiet_gc():
             result = await self._run()
         result.cpu_s = time.process_time() - cpu
+        result.cpu_wait_s = _runqueue_wait_s() - wait
         return result
 
     async def _run(self) -> LoadResult:
@@ -706,6 +708,15 @@ def _stamp_written() -> aiohttp.TraceConfig:
     return trace
 
 
+def _runqueue_wait_s() -> float:
+    """Seconds this thread has waited for a core while runnable (Linux /proc schedstat), else 0.
+    Where it grows, the client's lags include CPU contention, not only its own work."""
+    try:
+        return int(Path("/proc/thread-self/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def _float(value: str | None) -> float | None:
     return float(value) if value else None
 
@@ -783,6 +794,7 @@ def summarize(result: LoadResult) -> dict:
         "engine_overhead_ms": _pct([r.engine_overhead_ms for r in ok]),
         "loop_lag_ms": _pct(result.loop_lag_ms),
         "cpu_s": result.cpu_s,
+        "cpu_wait_s": result.cpu_wait_s,
     }
 
 
@@ -906,6 +918,7 @@ def merge_results(config: LoadConfig, parts: Sequence[LoadResult]) -> LoadResult
         loop_lag_ms=np.concatenate([p.loop_lag_ms for p in parts]),
         dropped=sum(p.dropped for p in parts),
         cpu_s=sum(p.cpu_s for p in parts),
+        cpu_wait_s=sum(p.cpu_wait_s for p in parts),
     )
     result.summary = summarize(result)
     return result
