@@ -332,31 +332,37 @@ class MockReplica:
         await response.prepare(request)
         sent = 0
         target = pending.request.output_tokens
-        opening = kind.opening()
-        if opening:
-            await response.write(_sse(opening))
-        while sent < target:
-            await pending.progress.wait()
-            pending.progress.clear()
-            n = min(pending.generated, target)
-            if n > sent:
-                last = n >= target
-                if not last:
-                    await response.write(kind.delta_event(n - sent))
+        try:
+            opening = kind.opening()
+            if opening:
+                await response.write(_sse(opening))
+            while sent < target:
+                await pending.progress.wait()
+                pending.progress.clear()
+                n = min(pending.generated, target)
+                if n > sent:
+                    last = n >= target
+                    if not last:
+                        await response.write(kind.delta_event(n - sent))
+                        sent = n
+                        continue
+                    event = _sse(kind.delta(n - sent, finish_reason))
                     sent = n
-                    continue
-                event = _sse(kind.delta(n - sent, finish_reason))
-                sent = n
-                # the last token, usage, latency comment and [DONE] leave in one write
-                if include_usage:
-                    event += _sse(kind.usage_chunk(_usage(pending.request.prompt_tokens, target)))
-                f = pending.done.result()
-                event += f": engine-latency={self._wall(f.finish_time - f.request.arrival):.6f}\n\n".encode()
-                # stamped right before the write: aiohttp hands these bytes to the socket synchronously
-                event += f": server-timing={request[RECEIVED]:.6f},{time.monotonic():.6f}\n\n".encode()
-                await response.write(event + b"data: [DONE]\n\n")
-            elif pending.done.cancelled():
-                break
+                    # the last token, usage, latency comment and [DONE] leave in one write
+                    if include_usage:
+                        event += _sse(kind.usage_chunk(_usage(pending.request.prompt_tokens, target)))
+                    f = pending.done.result()
+                    event += f": engine-latency={self._wall(f.finish_time - f.request.arrival):.6f}\n\n".encode()
+                    # stamped right before the write: aiohttp hands these bytes to the socket synchronously
+                    event += f": server-timing={request[RECEIVED]:.6f},{time.monotonic():.6f}\n\n".encode()
+                    await response.write(event + b"data: [DONE]\n\n")
+                elif pending.done.cancelled():
+                    break
+        except ConnectionResetError:
+            # the client hung up between two writes (a load generator's window closed): free its
+            # slot as vLLM aborts; the prepared response goes back and aiohttp closes quietly
+            self.abort(pending)
+            return response
         await response.write_eof()
         return response
 

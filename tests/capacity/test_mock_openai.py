@@ -165,3 +165,26 @@ def test_intermediate_chunks_from_the_template_equal_encoding_the_delta(kind):
     chunks = _Chat('odd "model"') if kind == "chat" else _Text("")
     for n in (1, 2, 7):
         assert chunks.delta_event(n) == _sse(chunks.delta(n, None))
+
+
+@pytest.mark.asyncio
+async def test_a_streaming_client_that_hangs_up_is_aborted_without_an_error_log(caplog):
+    import asyncio
+    import logging
+
+    import aiohttp
+
+    caplog.set_level(logging.ERROR, logger="aiohttp.server")
+    async with serve_replicas(FAST, speedup=1) as [replica]:
+        for _ in range(5):  # a hang-up lands between writes or during a wait: both are quiet
+            async with aiohttp.ClientSession() as session:
+                body = {"model": MODEL, "prompt": "x y", "max_tokens": 5000, "stream": True}
+                async with session.post(replica.url + "/v1/completions", json=body) as response:
+                    await response.content.readuntil(b"\n\n")  # streaming has begun
+                    response.close()
+        for _ in range(50):
+            if replica.replica.engine.outstanding == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert replica.replica.engine.outstanding == 0
+    assert not [r for r in caplog.records if "Error handling request" in r.getMessage()]
