@@ -25,13 +25,14 @@ What is measured, per successful request (wall ms):
     .venv/bin/python benchmarks/capacity_loadgen.py [--concurrency 500] [--duration 15] [--workers 2] [--no-uvloop]
     .venv/bin/python benchmarks/capacity_loadgen.py --compare --repeat 2 --duration 15   # variants side by side
 
-Measured on the 2-core machine (shared, load average ~1.5 from other work), medians of 2
-interleaved rounds, 500 streams, ~540 req/s in every variant, overhead p99: asyncio + aiohttp
-1 process 79 ms (p50 33); uvloop client 83; 2 processes 74; raw client 17; raw + uvloop + 2
-processes 8.8 (p50 2.8); 3-4 processes ~7. The 5 ms p99 goal is not met here: each 100 ms step
-releases a token to all 500 streams at once, and the mock (~23% of a core) and the load
-generator (~15%) then need the same 2 cores in the same few milliseconds, with other work on
-the machine; the last reads of a burst wait for a core. Until the burst, p50 is ~2-3 ms.
+Measured on the 2-core machine (shared with other work), medians of 2 interleaved rounds in each
+of two `--compare` runs, 500 streams, 533-560 req/s in every variant, overhead p99 (p50):
+asyncio + aiohttp, 1 process 78-79 ms (29-33); uvloop client 79-83; 2 processes 60-74;
+uvloop mock 69-101; raw client 11-17 (3-4); raw + uvloop both 11-19 (2-3); raw + uvloop +
+2 processes 9-10 (2-3); 3-4 processes ~7 in single runs. The 5 ms p99 goal is not met here:
+each 100 ms step releases a token to all 500 streams at once, the mock (~23% of a core) and the
+load generator (~15%) then need the same 2 cores in the same few milliseconds, and the last reads
+of a burst wait for a core (the load generator is runnable without one ~2-7% of the run).
 """
 
 from __future__ import annotations
