@@ -33,10 +33,17 @@ def measured():
                                     prompt_tokens=1024, output_tokens=128)  # fmt: skip
                 started = time.time()
                 load = asyncio.create_task(run_load(config))
-                await asyncio.sleep(config.warmup_s / SPEEDUP + 4)
+                await asyncio.sleep(config.warmup_s / SPEEDUP + 2)
                 client = PrometheusClient(prom)
-                # a mid-run instant: every in-flight request is running or waiting on some replica
-                running = await asyncio.to_thread(client.query, "sum(vllm:num_requests_running) + sum(vllm:num_requests_waiting)")
+                # mid-run instants: every in-flight request is running or waiting on some replica. The
+                # two replicas are scraped at different moments, so on a busy machine one reading can
+                # catch requests between a response and the next request: take the best of three.
+                readings_in_flight = []
+                for _ in range(3):
+                    readings_in_flight.append(await asyncio.to_thread(
+                        client.query, "sum(vllm:num_requests_running) + sum(vllm:num_requests_waiting)"))
+                    await asyncio.sleep(1.1)  # the next scrape
+                running = max(readings_in_flight)
                 result = await load
                 end = started + (config.warmup_s + config.duration_s) / SPEEDUP
                 await asyncio.sleep(1.5)  # the last scrape of the window
