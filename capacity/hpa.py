@@ -119,6 +119,13 @@ def _change_in_period(events: Sequence[TimedValue], now: float, period_seconds: 
     return sum(e.value for e in events if e.time > cutoff)
 
 
+def _period_start(
+    current: int, up_events: Sequence[TimedValue], down_events: Sequence[TimedValue], period_seconds: int, now: float
+) -> int:
+    """Replicas at the start of a policy's period (`periodStartReplicas` upstream)."""
+    return current - _change_in_period(up_events, now, period_seconds) + _change_in_period(down_events, now, period_seconds)
+
+
 def scale_up_limit(
     current: int,
     up_events: Sequence[TimedValue],
@@ -131,11 +138,7 @@ def scale_up_limit(
         return current
     proposals = []
     for policy in rules.policies:
-        start = (
-            current
-            - _change_in_period(up_events, now, policy.period_seconds)
-            + _change_in_period(down_events, now, policy.period_seconds)
-        )
+        start = _period_start(current, up_events, down_events, policy.period_seconds, now)
         if policy.type == "Pods":
             proposals.append(start + policy.value)
         else:  # rounded up, or a small fleet could never grow
@@ -155,11 +158,7 @@ def scale_down_limit(
         return current
     proposals = []
     for policy in rules.policies:
-        start = (
-            current
-            - _change_in_period(up_events, now, policy.period_seconds)
-            + _change_in_period(down_events, now, policy.period_seconds)
-        )
+        start = _period_start(current, up_events, down_events, policy.period_seconds, now)
         if policy.type == "Pods":
             proposals.append(start - policy.value)
         else:  # truncated, as int32(float64(...)) does
