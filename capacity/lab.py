@@ -40,8 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slo-p99", type=float, default=30.0, help="end-to-end p99 SLO, seconds")
     parser.add_argument("--slo-ttft-p95", type=float, default=None)
     parser.add_argument("--peak-rps", type=float, default=None, help="size maxReplicas for this peak load")
-    parser.add_argument("--stack", default="dev")
-    parser.add_argument("--model", default=None, help="autoscaling block to target (default: 'default')")
+    parser.add_argument("--stack", default="prod", help="stack whose thresholds the commands retune")
+    parser.add_argument("--model", default=None,
+                        help="autoscaling block to target (default: the stack's model served with --profile, else 'default')")
     parser.add_argument("--no-prometheus", action="store_true", help="skip Prometheus even if installed")
     parser.add_argument("--out", type=Path, default=Path("out/lab"))
 
@@ -77,6 +78,17 @@ def _start_replicas(stack: ExitStack, args: argparse.Namespace) -> list[str]:
                 raise RuntimeError(f"mock replica {url} did not start")
             time.sleep(0.1)
     return urls
+
+
+def model_served_with(stack: str, profile_name: str) -> str | None:
+    """The stack's model whose `capacityProfile` is this profile: the envelope measured here is its."""
+    from components.settings import SettingsError, load_stack_file
+
+    try:
+        settings = load_stack_file(Path(f"Pulumi.{stack}.yaml"))
+    except (OSError, SettingsError):
+        return None
+    return next((m.name for m in settings.models if m.capacity_profile == profile_name), None)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -116,8 +128,11 @@ def run(args: argparse.Namespace) -> int:
     print("\n".join(envelope_table(rows, knee)))
     print()
     rec = recommend(rows, args.slo_p99, args.slo_ttft_p95, args.peak_rps)
-    current, why_not = current_values(args.stack, args.model or "default")
-    lines = [*report_lines(rec, args.slo_p99), *commands(rec, args.stack, args.model, current)]
+    model = args.model or model_served_with(args.stack, profile.name)
+    current, why_not = current_values(args.stack, model or "default")
+    lines = [*report_lines(rec, args.slo_p99), *commands(rec, args.stack, model, current)]
+    if model is None and not args.model:
+        lines.insert(0, f"# no model in stack {args.stack!r} names capacityProfile {profile.name!r}: commands target 'default'")
     if why_not:
         lines.insert(0, f"# current values not shown: {why_not}")
     print("\n".join(lines))

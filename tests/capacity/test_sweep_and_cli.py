@@ -70,3 +70,10 @@ def test_lab_runs_the_whole_loop_and_prints_commands(tmp_path):
     assert "pulumi config set --path 'autoscaling.default.triggers.queueDepth.targetPerReplica'" in run.stdout
     assert (tmp_path / "envelope.csv").is_file() and (tmp_path / "report.md").is_file()
     assert "What the autoscaler would have seen" in (tmp_path / "report.md").read_text()
+
+
+def test_lab_targets_the_stack_model_served_with_its_profile() -> None:
+    from capacity.lab import model_served_with
+
+    assert model_served_with("prod", "a10g-r1-14b-awq") == "qwen25-14b-awq"
+    assert model_served_with("dev", "a10g-r1-14b-awq") is None
