@@ -67,7 +67,8 @@ def test_lab_runs_the_whole_loop_and_prints_commands(tmp_path):
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
     assert "Prometheus http://127.0.0.1:" in run.stdout
-    assert "pulumi config set --path 'autoscaling.default.triggers.queueDepth.targetPerReplica'" in run.stdout
+    # dev serves qwen25-1p5b with this profile, so the commands retune that model's block
+    assert "pulumi config set --path 'autoscaling.qwen25-1p5b.triggers.queueDepth.targetPerReplica'" in run.stdout
     assert (tmp_path / "envelope.csv").is_file() and (tmp_path / "report.md").is_file()
     assert "What the autoscaler would have seen" in (tmp_path / "report.md").read_text()
 
