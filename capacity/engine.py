@@ -458,44 +458,14 @@ class ReplicaEngine:
         start = self._clock
         if start + t0 > now:
             return False
-        # inline _plan_prefill(): the (seq, chunk) pairs of this step and how many waiting it admits
-        bs, kv_cap = self._bs, self._kv_cap
-        budget = self._max_batched - b
-        plan: list[tuple[_Seq, int]] = []
-        tokens = 0
-        for s in prefilling:
-            if budget <= 0:
-                break
-            c = s.to_prefill if s.to_prefill < budget else budget
-            plan.append((s, c))
-            tokens += c
-            budget -= c
-        admitted = 0
-        waiting = self._waiting
-        if waiting and budget > 0:
-            running = len(prefilling) + b
-            max_seqs = self._max_seqs
-            used = self._ctx_base + b * self._step + self._prefill_ctx + tokens
-            clock = self._clock
-            for s in waiting:
-                if budget <= 0 or running >= max_seqs or s.req.arrival > clock:
-                    break
-                c = s.to_prefill if s.to_prefill < budget else budget
-                if used + s.computed + c + (running + 1) * bs > kv_cap:
-                    break
-                plan.append((s, c))
-                tokens += c
-                budget -= c
-                used += s.computed + c
-                running += 1
-                admitted += 1
+        tokens, plan, admitted = self._plan_prefill()
         dur = t0 + self._per_prefill * tokens  # == self._step_time(tokens), same operand order
         end = start + dur
         if end > now:
             return False
         if admitted:
             for _ in range(admitted):
-                s = waiting.popleft()
+                s = self._waiting.popleft()
                 if s.scheduled_time < 0:
                     s.scheduled_time = start
                 prefilling.append(s)
