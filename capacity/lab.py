@@ -15,12 +15,11 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-import httpx
-
 from capacity.engine import get_profile
 from capacity.envelope import find_knee
 from capacity.loadgen import LoadConfig
 from capacity.profiles import DEFAULT_PROFILE, PROFILES
+from capacity.processes import stop, wait_until_ready
 from capacity.promserver import find_prometheus, free_port, run_prometheus, wait_for_targets
 from capacity.recommend import commands, current_values, recommend, report_lines
 from capacity.report import envelope_table
@@ -55,28 +54,12 @@ def _start_replicas(stack: ExitStack, args: argparse.Namespace) -> list[str]:
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
 
-    def stop() -> None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-
-    stack.callback(stop)
+    stack.callback(stop, process)
     urls = [f"http://127.0.0.1:{p}" for p in ports]
     deadline = time.monotonic() + 20
     for url in urls:
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"mock replicas exited: {process.stderr.read().decode()[-500:]}")
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"mock replica {url} did not start")
-            time.sleep(0.1)
+        wait_until_ready(url + "/health", process, deadline,
+                         lambda: f"mock replicas exited: {process.stderr.read().decode()[-500:]}")  # fmt: skip
     return urls
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import subprocess
@@ -12,6 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+
+from capacity.processes import stop, wait_until_ready
 
 PROMETHEUS = "/usr/bin/prometheus"
 
@@ -54,26 +57,15 @@ def run_prometheus(targets: list[str], scrape_interval_s: float = 1.0, binary: s
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + ready_timeout_s
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"prometheus exited with {process.returncode}: {(workdir / 'prometheus.log').read_text()[-500:]}")
-            try:
-                if httpx.get(url + "/-/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"prometheus not ready after {ready_timeout_s}s")
-            time.sleep(0.1)
+        wait_until_ready(
+            url + "/-/ready",
+            process,
+            time.monotonic() + ready_timeout_s,
+            lambda: f"prometheus exited with {process.returncode}: {(workdir / 'prometheus.log').read_text()[-500:]}",
+        )
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
         log.close()
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -82,11 +74,10 @@ def wait_for_targets(url: str, count: int, timeout_s: float = 20.0) -> None:
     """Block until Prometheus has scraped `count` healthy targets."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        try:
+        # Until the first scrapes land the API may answer without the targets' data.
+        with contextlib.suppress(httpx.HTTPError, KeyError, ValueError):
             active = httpx.get(url + "/api/v1/targets", timeout=2).json()["data"]["activeTargets"]
             if sum(t["health"] == "up" for t in active) >= count:
                 return
-        except (httpx.HTTPError, KeyError, ValueError):
-            pass
         time.sleep(0.2)
     raise RuntimeError(f"prometheus at {url} did not see {count} healthy targets within {timeout_s}s")

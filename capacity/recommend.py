@@ -188,10 +188,7 @@ def commands(rec: Recommendation, stack: str, model: str | None, current: object
     for s in rec.settings:
         comment = s.rationale
         if current is not None and s.current_attr:
-            try:
-                comment += f" (current: {_render(_attr(current, s.current_attr))})"
-            except AttributeError:
-                pass
+            comment += f" (current: {_render(_attr(current, s.current_attr))})"
         lines.append(f"pulumi config set --path '{prefix}.{s.path}' {_render(s.value)} -s {stack}   # {comment}")
     return lines
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 
 from capacity.engine import get_profile
@@ -52,8 +53,6 @@ def run(args: argparse.Namespace) -> int:
                       flush=True)  # fmt: skip
             await asyncio.Event().wait()
 
-    try:
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a user stops the replicas
         asyncio.run(main())
-    except KeyboardInterrupt:
-        pass
     return 0

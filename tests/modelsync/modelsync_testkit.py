@@ -75,7 +75,7 @@ class FakeHub:
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *_: Any) -> None:
-                pass
+                """Silent: the fake hub would log every download."""
 
             def _error(self, code: str, status: int = 404) -> None:
                 self.send_response(status)
