@@ -7,8 +7,6 @@ validation rule the program applies (a policy file that would not deploy does no
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ from capacity.engine import EngineProfile, get_profile
 from capacity.sim.startup import Pool, Startup
 from components.settings import NAMESPACE, SettingsError, StackSettings, namespace_config, parse
 from components.settings.autoscaling import ModelAutoscaling
+from components.settings.gpu_capacity import duration_seconds
 from components.settings.models import ModelSettings
 
 AUTOSCALING_KEY = f"{NAMESPACE}:autoscaling"
@@ -44,17 +43,6 @@ class StackModel:
         """The same stack with another autoscaling section, validated like a deploy would."""
         settings = _parse(self.config, autoscaling)
         return replace(self, policy=settings.autoscaling_for(self.model.name), raw_autoscaling=autoscaling)
-
-
-def duration_seconds(text: str) -> float:
-    """A Karpenter duration ("15m", "1h30m", "30s", "Never") in seconds."""
-    if text == "Never":
-        return math.inf
-    match = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text)
-    if not match or not text:
-        raise ValueError(f"duration {text!r} is not like 30s, 15m, 1h or Never")
-    hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
-    return float(hours * 3600 + minutes * 60 + seconds)
 
 
 def stack_file(stack: str, root: Path = Path(".")) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Literal
 
@@ -10,17 +11,27 @@ from pydantic import Field, field_validator, model_validator
 from .base import RuleViolation, Section
 
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DURATION = re.compile(r"^(\d+h)?(\d+m)?(\d+s)?$")
-_FAMILY = re.compile(r"^[a-z]+\d+[a-z-]*$")
+_DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 # Families with NVIDIA GPUs that vLLM supports; a typo such as "g7x" is caught here.
 GPU_FAMILIES = ("g4dn", "g5", "g6", "g6e", "g6f", "gr6", "p4d", "p4de", "p5", "p5e", "p5en", "p6-b200")
 
 
+def duration_seconds(text: str) -> float:
+    """A Karpenter duration ("15m", "1h30m", "30s", "Never") in seconds."""
+    if text == "Never":
+        return math.inf
+    match = _DURATION.fullmatch(text)
+    if not match or not text:
+        raise ValueError(f'must be a duration like "30m", "720h" or "Never", got {text!r}')
+    hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
+    return float(hours * 3600 + minutes * 60 + seconds)
+
+
 def _duration(value: str, key: str) -> str:
-    if value == "Never":
-        return value
-    if not value or not _DURATION.match(value) or value in ("",):
-        raise ValueError(f'must be a duration like "30m", "720h" or "Never" ({key})')
+    try:
+        duration_seconds(value)
+    except ValueError:
+        raise ValueError(f'must be a duration like "30m", "720h" or "Never" ({key})') from None
     return value
 
 
