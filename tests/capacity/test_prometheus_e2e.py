@@ -45,8 +45,10 @@ def measured():
                     await asyncio.sleep(1.1)  # the next scrape
                 running = max(readings_in_flight)
                 result = await load
-                end = started + (config.warmup_s + config.duration_s) / SPEEDUP
-                await asyncio.sleep(1.5)  # the last scrape of the window
+                # The window closes a scrape before the load does: in-flight requests are cancelled
+                # when it stops, and a gauge read at that edge can catch the drained replicas.
+                end = started + (config.warmup_s + config.duration_s) / SPEEDUP - 1.5
+                await asyncio.sleep(1.0)  # the last scrape of the run
                 queries = keda_signals(Scope(PROFILE.served_model_name), queue_window_s=3, latency_window_s=6)
                 readings = await asyncio.to_thread(collect, client, queries, end - 6, end, 1.0, SPEEDUP)
                 client.close()
@@ -76,6 +78,7 @@ def test_e2e_quantile_from_the_keda_query_matches_the_load_generator_within_buck
 
 def test_kv_and_queue_signals_return_one_series_with_plausible_values(measured):
     _, _, readings = measured
-    assert 0 < readings["kv_cache_usage"].instant < 2  # sum over two replicas
+    kv = readings["kv_cache_usage"]
+    assert kv.instant is not None and 0 < kv.mean < 2, kv.samples  # one series: the sum over two replicas
     assert readings["queue_depth"].instant is not None and readings["queue_depth"].instant >= 0
     assert readings["generation_tokens_per_second"].mean > 0
