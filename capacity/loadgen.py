@@ -6,11 +6,17 @@ measurement window; a request belongs to the window in which it completes, as in
 calibration runs. `time_scale` converts wall time to model time for a sped-up mock: windows,
 rates and trace offsets are given, and latencies reported, in model seconds.
 
+Latency runs from a request's start (its scheduled time in the open loop, so a late dispatch
+is counted, not hidden) to the arrival of the bytes carrying its end. `client="raw"` (a lean
+HTTP/1.1 client, plain http only) takes arrivals from the kernel's receive timestamps on Linux,
+so the load generator's own event-loop queueing stays out of TTFT, inter-token gaps and latency
+even with hundreds of streams; aiohttp stamps a read when the loop dispatches it.
+
 Against the mock, which reports when its handler started and when it wrote a response's last
 bytes, each request also records the load generator's own added latency (`overhead_ms`): the
-time to put the request on the socket plus the time from the mock's last write to the read of
-it here. `client="raw"` (a lean HTTP/1.1 client, plain http only) and `run_load_processes`
-(several processes, optionally on uvloop) keep that small with hundreds of streams.
+time from its start to the request being on the socket plus the time from the mock's last write
+to the recorded arrival. `run_load_processes` spreads the load over several processes
+(optionally on uvloop).
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ import json
 import multiprocessing
 import random
 import socket
+import struct
+import sys
 import time
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
@@ -59,7 +67,8 @@ class LoadConfig:
     time_scale: float = 1.0
     max_outstanding: int = 10_000  # open loop: arrivals beyond this many in flight are dropped
     # "aiohttp": the general client (https, proxies, any server). "raw": a lean HTTP/1.1 client for
-    # http:// URLs that parses responses in the socket's read callback (see _RawConnection)
+    # http:// URLs that parses responses in the socket's read callback and stamps each read with
+    # the kernel's receive time (see _RawConnection)
     client: Literal["aiohttp", "raw"] = "aiohttp"
 
     def __post_init__(self) -> None:
@@ -307,7 +316,8 @@ class LoadGenerator:
             if len(tasks) >= self.config.max_outstanding:
                 self._dropped += 1
                 continue
-            task = asyncio.create_task(self._one(next(self._counter), prompt, output))
+            due = self._t0 + self._wall(offset)
+            task = asyncio.create_task(self._one(next(self._counter), prompt, output, due))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
         while not self._done() and self._now() < self._stop_at:
@@ -331,14 +341,16 @@ class LoadGenerator:
             body["prompt"] = prompt
         return json.dumps(body).encode()
 
-    async def _one(self, index: int, prompt_tokens: int, output_tokens: int) -> None:
+    async def _one(self, index: int, prompt_tokens: int, output_tokens: int, due: float | None = None) -> None:
+        """One request. `due`: its scheduled time (open loop), so a late dispatch counts against
+        its latency and send lag instead of hiding (no coordinated omission)."""
         cfg = self.config
         url = cfg.urls[index % len(cfg.urls)].rstrip("/")
         path = "/v1/chat/completions" if cfg.api == "chat" else "/v1/completions"
-        record = RequestRecord(index=index, url=url, phase="", start_s=self._now())
         # one clock for every stamp, and the one the mock stamps with (CLOCK_MONOTONIC), so
         # same-host lags can be taken across the two processes
-        start = time.monotonic()
+        start = time.monotonic() if due is None else min(time.monotonic(), due)
+        record = RequestRecord(index=index, url=url, phase="", start_s=(start - self._t0) * cfg.time_scale)
         data = self._body(index, prompt_tokens, output_tokens)
         timing = _Timing()
         itl: list[tuple[float, int]] = []
@@ -389,8 +401,8 @@ class LoadGenerator:
             connection = await self._raw_pool.get(authority)
             reusable = False
             try:
-                response = connection.request(head + data, on_body)
-                timing.written = time.monotonic()  # request() wrote it synchronously
+                response = await connection.request(head + data, on_body)
+                timing.written = time.monotonic()
                 status, headers, body = await response
                 reusable = headers.get("connection") != "close"
             finally:
@@ -502,31 +514,69 @@ class _SSEReader:
             self.record.error = "stream ended without [DONE]"
 
 
-class _RawConnection(asyncio.Protocol):
+# Linux's SO_TIMESTAMPNS (asm-generic; Python does not name it): each TCP read then carries the
+# kernel's receive time of its last segment as a CLOCK_REALTIME timespec.
+_SO_TIMESTAMPNS = 35 if sys.platform == "linux" else None
+_TIMESPEC = struct.Struct("@qq")
+_ANCILLARY_SPACE = socket.CMSG_SPACE(_TIMESPEC.size) if _SO_TIMESTAMPNS else 0
+
+
+def _arrival(ancillary: list[tuple[int, int, bytes]]) -> float:
+    """A read's arrival on the monotonic clock: the kernel's receive stamp when there is one."""
+    now = time.monotonic()
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(payload) >= _TIMESPEC.size:
+            seconds, nanoseconds = _TIMESPEC.unpack_from(payload)
+            return min(now, now - (time.time() - (seconds + nanoseconds * 1e-9)))
+    return now
+
+
+class _RawConnection:
     """One keep-alive HTTP/1.1 client connection that parses its response in the read callback.
 
-    The lean path for many streams: the request leaves in one synchronous write, and each body
-    piece reaches `on_body` with the time its read was dispatched, without a stream reader or a
-    task wake-up per chunk (the awaiting task wakes once, when the response is complete).
-    Understands what OpenAI-compatible servers send: Content-Length or chunked bodies."""
+    The lean path for many streams: a non-blocking socket read by a loop reader, each body piece
+    handed to `on_body` as it arrives, without a stream reader or a task wake-up per chunk (the
+    awaiting task wakes once, when the response is complete). Each read is stamped with the
+    kernel's receive time (SO_TIMESTAMPNS, Linux), not the time the event loop got round to it:
+    when an engine step sends a token to hundreds of streams at once, the last of their reads is
+    dispatched milliseconds after it arrived, and that queueing is the load generator's, not the
+    server's. Elsewhere the dispatch time is used. Understands what OpenAI-compatible servers
+    send: Content-Length or chunked bodies."""
 
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._loop = asyncio.get_running_loop()
+        self.closed = False
         self.last_read = 0.0
         self._future: asyncio.Future[tuple[int, dict[str, str], bytes]] | None = None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a request is one write: no Nagle
+        if _SO_TIMESTAMPNS is not None:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            except OSError:  # a kernel without it: reads are stamped on dispatch
+                pass
+        self._loop.add_reader(sock.fileno(), self._on_readable)
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        sock = transport.get_extra_info("socket")
-        if sock is not None:  # a request is one write: never hold it back for an ACK (Nagle)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    @classmethod
+    async def open(cls, host: str, port: int) -> "_RawConnection":
+        loop = asyncio.get_running_loop()
+        family, kind, proto, _, address = (await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setblocking(False)
+        try:
+            await loop.sock_connect(sock, address)
+        except BaseException:
+            sock.close()
+            raise
+        return cls(sock)
 
     @property
     def usable(self) -> bool:
-        return self.transport is not None and not self.transport.is_closing()
+        return not self.closed
 
-    def request(self, data: bytes, on_body: Callable[[bytes, float], bool] | None):  # noqa: ANN201 - a Future
-        """Send one request; the future gives (status, lower-cased headers, body not given to on_body)."""
+    async def request(self, data: bytes, on_body: Callable[[bytes, float], bool] | None):  # noqa: ANN201 - a Future
+        """Send one request; returns once it is on the socket, with a future that gives (status,
+        lower-cased headers, body not given to on_body)."""
         self._on_body = on_body
         self._buffer = b""
         self._status = 0
@@ -534,12 +584,25 @@ class _RawConnection(asyncio.Protocol):
         self._chunked = False
         self._remaining: int | None = None  # body bytes left (Content-Length); None: until close
         self._body: list[bytes] = []
-        self._future = asyncio.get_running_loop().create_future()
-        self.transport.write(data)  # type: ignore[union-attr]
-        return self._future
+        self._future = future = self._loop.create_future()
+        await self._loop.sock_sendall(self._sock, data)  # one send() unless the socket buffer is full
+        return future
 
-    def data_received(self, data: bytes) -> None:
-        self.last_read = now = time.monotonic()
+    def _on_readable(self) -> None:
+        try:
+            data, ancillary, _, _ = self._sock.recvmsg(262_144, _ANCILLARY_SPACE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as error:
+            self._lost(error)
+            return
+        if not data:
+            self._lost(None)
+            return
+        self._data_received(data, _arrival(ancillary))
+
+    def _data_received(self, data: bytes, now: float) -> None:
+        self.last_read = now
         if self._future is None or self._future.done():
             return  # nothing asked for (a late byte after a cancelled request)
         buffer = self._buffer + data if self._buffer else data
@@ -554,7 +617,7 @@ class _RawConnection(asyncio.Protocol):
             self._buffer = self._chunks(buffer, now) if self._chunked else self._plain(buffer, now)
         except ValueError as error:  # a malformed response: fail the request, drop the connection
             self._future.set_exception(error)
-            self.transport.close()  # type: ignore[union-attr]
+            self._close()
 
     def _head(self, head: bytes) -> None:
         lines = head.decode("latin-1").split("\r\n")
@@ -609,16 +672,22 @@ class _RawConnection(asyncio.Protocol):
         """Close, abandoning any response in progress (nobody awaits it any more)."""
         if self._future is not None and not self._future.done():
             self._future.cancel()
-        if self.transport is not None:
-            self.transport.close()
+        self._close()
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.transport = None
+    def _close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._loop.remove_reader(self._sock.fileno())
+            self._sock.close()
+
+    def _lost(self, error: OSError | None) -> None:
+        """The server closed the connection (or it broke)."""
+        self._close()
         if self._future is not None and not self._future.done():
-            if self._headers is not None and not self._chunked and self._remaining is None:
-                self._complete()
+            if error is None and self._headers is not None and not self._chunked and self._remaining is None:
+                self._complete()  # a body delimited by the connection's close
             else:
-                self._future.set_exception(ConnectionResetError("the server closed the connection mid-response"))
+                self._future.set_exception(error or ConnectionResetError("the server closed the connection mid-response"))
 
 
 class _RawPool:
@@ -636,9 +705,7 @@ class _RawPool:
         host, _, port = authority.rpartition(":")
         if not host or not port.isdigit():  # no port given
             host, port = authority, "80"
-        loop = asyncio.get_running_loop()
-        _, connection = await loop.create_connection(_RawConnection, host.strip("[]"), int(port))
-        return connection
+        return await _RawConnection.open(host.strip("[]"), int(port))
 
     def put(self, authority: str, connection: _RawConnection, reusable: bool) -> None:
         if reusable and connection.usable:

@@ -4,6 +4,7 @@ import asyncio
 import json
 import sys
 import threading
+import time
 
 import aiohttp
 import pytest
@@ -243,3 +244,61 @@ def test_worker_processes_share_one_window_and_merge_into_one_result(replica_in_
     assert len(set(indexes)) == len(indexes)  # worker i's request k is k*2+i
     assert {i % 2 for i in indexes} == {0, 1}
     assert max(r.start_s for r in result.records) < result.window[1]
+
+
+@pytest.fixture
+def http_server():
+    """A real HTTP server on its own thread: it answers while the test's event loop is blocked."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Ok(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args) -> None:  # noqa: ANN002
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Ok)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="kernel receive timestamps (SO_TIMESTAMPNS) are Linux's")
+@pytest.mark.asyncio
+async def test_raw_client_stamps_a_read_with_its_arrival_not_with_a_late_dispatch(http_server):
+    from capacity.loadgen import _RawConnection
+
+    connection = await _RawConnection.open("127.0.0.1", http_server)
+    response = await connection.request(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n", None)
+    time.sleep(0.3)  # the event loop is busy while the answer arrives
+    dispatched = time.monotonic()
+    status, _, body = await response
+    connection.drop()
+    assert (status, body) == (200, b"ok")
+    assert dispatched - connection.last_read > 0.2
+
+
+@pytest.mark.asyncio
+async def test_open_loop_counts_a_late_dispatch_from_the_scheduled_time(tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"offset_s": 0, "prompt_tokens": 8, "output_tokens": 2}\n'
+                     '{"offset_s": 0.3, "prompt_tokens": 8, "output_tokens": 2}\n')  # fmt: skip
+
+    async def block_the_loop() -> None:
+        await asyncio.sleep(0.15)
+        time.sleep(0.5)  # the second arrival falls due in here
+
+    async with serve_replicas(FAST) as [replica]:
+        config = LoadConfig(urls=(replica.url,), trace=trace, warmup_s=0, duration_s=3, client="raw")
+        blocker = asyncio.create_task(block_the_loop())
+        result = await run_load(config)
+        await blocker
+    first, second = sorted((r for r in result.records if r.ok), key=lambda r: r.start_s)
+    assert first.start_s < 0.1 and second.start_s == pytest.approx(0.3, abs=0.02)
+    assert second.send_ms > 200 and first.send_ms < 100
