@@ -7,32 +7,35 @@ generator runs closed loop, streaming, in this process or in --workers processes
 
 What is measured, per successful request (wall ms):
 
-- client overhead = client latency - server handling time. Client latency runs from the moment
-  the load generator starts a request (before it builds the body) to the moment it reads the
-  bytes carrying [DONE]. Server handling time runs from the mock's handler entry to the moment it
-  hands its last bytes to the socket (the mock's `: server-timing=` comment). The difference is
-  the load generator's own added latency plus the kernel's loopback delivery plus the time the
-  request waits in the mock's socket before its handler starts (aiohttp stamps nothing earlier).
-  That last part is server queueing, so this is an upper bound on the client's cost.
-- send lag = client start -> mock handler entry, and receive lag = mock's last write -> client
-  read of [DONE]; the two add up to the client overhead (one CLOCK_MONOTONIC for both processes).
-  Receive lag is the client's alone (plus the kernel): how late the load generator records an
-  event that is already on its socket.
-- engine overhead = client latency - the engine model's latency (the metric before: it adds the
-  mock's own delays, such as a late timer or a busy loop, to the client's).
+- client overhead = send lag + receive lag, the load generator's own share of a latency:
+  - send lag = the request's start (its scheduled time in the open loop) -> its last byte on the
+    socket: body building, connection pool and, in the open loop, a late dispatch;
+  - receive lag = the mock's last write (its `: server-timing=` stamp) -> the arrival the load
+    generator records for those bytes. The raw client records the kernel's receive time
+    (SO_TIMESTAMPNS), aiohttp the moment its event loop dispatches the read. One CLOCK_MONOTONIC
+    for both processes.
+- mock queue = request written -> mock handler entry (the mock's own backlog: server side).
+- round trip = client latency - mock handling time (overhead + mock queue).
+- engine overhead = client latency - the engine model's latency (adds the mock's own delays).
 - loop lag = how late the load generator's event loop wakes a 50 ms sleeper.
 
-    .venv/bin/python benchmarks/capacity_loadgen.py [--concurrency 500] [--duration 15] [--workers 2] [--no-uvloop]
-    .venv/bin/python benchmarks/capacity_loadgen.py --compare --repeat 2 --duration 15   # variants side by side
+    .venv/bin/python benchmarks/capacity_loadgen.py [--concurrency 500] [--duration 15] [--workers 2] [--rate R]
+    .venv/bin/python benchmarks/capacity_loadgen.py --compare --repeat 2 --duration 15 [--rate 560]   # variants side by side
 
-Measured on the 2-core machine (shared with other work), medians of 2 interleaved rounds in each
-of two `--compare` runs, 500 streams, 533-560 req/s in every variant, overhead p99 (p50):
-asyncio + aiohttp, 1 process 78-79 ms (29-33); uvloop client 79-83; 2 processes 60-74;
-uvloop mock 69-101; raw client 11-17 (3-4); raw + uvloop both 11-19 (2-3); raw + uvloop +
-2 processes 9-10 (2-3); 3-4 processes ~7 in single runs. The 5 ms p99 goal is not met here:
-each 100 ms step releases a token to all 500 streams at once, the mock (~23% of a core) and the
-load generator (~15%) then need the same 2 cores in the same few milliseconds, and the last reads
-of a burst wait for a core (the load generator is runnable without one ~2-7% of the run).
+Measured on the 2-core machine (shared), `--compare --repeat 2 --duration 15`, medians of 2
+interleaved rounds, overhead p99 (p50) in ms:
+
+    closed loop, 500 streams, 533-539 req/s      open loop, Poisson 560/s (~480 streams), 556-562 req/s
+    asyncio + aiohttp, 1 process   63.8 (27.6)    31.3 (3.3)
+    2 aiohttp processes            50.2 (19.6)    12.0 (2.0)
+    raw client                      0.1 (0.0)      8.1 (0.7)
+    raw + uvloop, 1 process         0.1 (0.0)      6.9 (0.4)
+    raw + uvloop, 2 processes       0.2 (0.0)      3.8 (0.4)   <- the default here
+
+Each 100 ms engine step releases a token to every stream at once; the last reads of that burst
+are dispatched 5-10 ms after they arrive (loop lag p99 5-11 ms), which aiohttp counts as latency
+and the raw client does not. In the open loop a request falling due during a burst still waits
+for the loop (send lag): two processes halve the burst each loop sees.
 """
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
             print("lab: prometheus not installed; reading queue and KV from the replicas' /metrics")
         base = LoadConfig(urls=tuple(urls), concurrency=levels[0], prompt_tokens=args.prompt_tokens,
                           output_tokens=args.output_tokens, warmup_s=args.warmup, duration_s=args.duration,
-                          stream=True, time_scale=args.speedup)  # fmt: skip
+                          stream=True, time_scale=args.speedup, client="raw")  # fmt: skip
         # Prometheus windows are wall time: the KEDA windows (60 s, 120 s model) shrunk by the speedup
         options = SweepOptions(levels, sample_interval_s=0.5, prometheus=prometheus,
                                queue_window_s=max(2, round(60 / args.speedup)),

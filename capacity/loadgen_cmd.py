@@ -30,8 +30,10 @@ def add_load_arguments(parser: argparse.ArgumentParser, *, sweep: bool = False) 
                         help="model seconds per wall second (a mock's --speedup); times are in model seconds")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true", help="no live progress bar")
-    parser.add_argument("--client", choices=("aiohttp", "raw"), default="aiohttp",
-                        help="raw: a lean HTTP/1.1 client for plain http:// URLs (lower overhead at high concurrency)")
+    parser.add_argument("--client", choices=("auto", "aiohttp", "raw"), default="auto",
+                        help="raw: a lean HTTP/1.1 client for plain http:// URLs that takes arrival times from "
+                             "the kernel (no client queueing in the latencies); aiohttp: any URL; "
+                             "auto (default): raw when every URL is http://")  # fmt: skip
     if not sweep:
         mode = parser.add_mutually_exclusive_group(required=True)
         mode.add_argument("--concurrency", type=int, help="closed loop with this many requests in flight")
@@ -44,6 +46,12 @@ def add_load_arguments(parser: argparse.ArgumentParser, *, sweep: bool = False) 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_load_arguments(parser)
+
+
+def _client(choice: str, urls: list[str]) -> str:
+    if choice != "auto":
+        return choice
+    return "raw" if all(url.startswith("http://") for url in urls) else "aiohttp"
 
 
 def config_from_args(args: argparse.Namespace, **overrides: object) -> LoadConfig:
@@ -61,7 +69,7 @@ def config_from_args(args: argparse.Namespace, **overrides: object) -> LoadConfi
         timeout_s=args.timeout,
         time_scale=args.time_scale,
         seed=args.seed,
-        client=args.client,
+        client=_client(args.client, args.url),
     )
     for key in ("concurrency", "rate", "trace", "trace_speed", "max_requests"):
         if hasattr(args, key):

@@ -13,12 +13,18 @@ def parse(*argv: str) -> argparse.Namespace:
     return parser.parse_args(["--url", "http://127.0.0.1:8000", "--concurrency", "4", *argv])
 
 
-def test_client_defaults_to_aiohttp() -> None:
-    assert config_from_args(parse()).client == "aiohttp"
+def test_client_defaults_to_raw_for_plain_http_urls() -> None:
+    assert config_from_args(parse()).client == "raw"
 
 
-def test_raw_client_is_selectable() -> None:
-    assert config_from_args(parse("--client", "raw")).client == "raw"
+def test_client_defaults_to_aiohttp_when_any_url_is_https() -> None:
+    args = parse()
+    args.url = ["http://127.0.0.1:8000", "https://gateway.example.com"]
+    assert config_from_args(args).client == "aiohttp"
+
+
+def test_aiohttp_client_is_selectable_for_http_urls() -> None:
+    assert config_from_args(parse("--client", "aiohttp")).client == "aiohttp"
 
 
 def test_raw_client_refuses_https_urls() -> None:
