@@ -129,14 +129,20 @@ class ScaledObject:
         ]
         return self.hpa.reconcile(now, status_replicas, proposals)
 
-    def is_active(self, values: Mapping[str, float | None]) -> bool:
+    def is_active(self, values: Mapping[str, float | None], reported: Mapping[str, bool] | None = None) -> bool:
+        """Any trigger active. `reported`: activity a scaler reports itself rather than by
+        threshold: the cron scaler is active inside its window only, though it reports a metric
+        of 1 outside it."""
+        reported = reported or {}
         return any(
-            (v := values.get(t.name)) is not None and v > t.activation_threshold for t in self.triggers
-        )
+            reported[t.name] if t.name in reported else (v := values.get(t.name)) is not None and v > t.activation_threshold
+            for t in self.triggers
+        )  # fmt: skip
 
-    def poll(self, now: float, current_replicas: int, values: Mapping[str, float | None]) -> int:
+    def poll(self, now: float, current_replicas: int, values: Mapping[str, float | None],
+             reported: Mapping[str, bool] | None = None) -> int:  # fmt: skip
         """KEDA operator's pollingInterval check: activation and scale to/from zero."""
-        active = self.is_active(values)
+        active = self.is_active(values, reported)
         if active:
             self.last_active = now
         if self.min_replica_count > 0:

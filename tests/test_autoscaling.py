@@ -138,10 +138,15 @@ def test_an_empty_result_is_an_error_for_interactive_models_so_fallback_applies(
 def test_a_batch_model_scaled_to_zero_reads_an_empty_result_as_zero() -> None:
     s = settings("dev")
     raw_models = [m.model_copy(update={"workload": "batch"}) for m in s.models]
-    s = s.model_copy(update={"models": raw_models}).with_autoscaling({"default": {**s.autoscaling["default"], "minReplicas": 0}})
+    default = s.autoscaling["default"]
+    triggers = {**default.get("triggers", {}), "cron": {**default.get("triggers", {}).get("cron", {}), "enabled": True}}
+    s = s.model_copy(update={"models": raw_models}).with_autoscaling(
+        {"default": {**default, "minReplicas": 0, "triggers": triggers}}
+    )
     spec = scaled_object_spec(model(s), URL)
     assert spec["minReplicaCount"] == 0
-    assert {t["metadata"]["ignoreNullValues"] for t in spec["triggers"]} == {"true"}
+    prometheus = [t for t in spec["triggers"] if t["type"] == "prometheus"]
+    assert prometheus and {t["metadata"]["ignoreNullValues"] for t in prometheus} == {"true"}
 
 
 def test_replica_bounds_polling_cooldown_and_fallback_come_from_config() -> None:

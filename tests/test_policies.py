@@ -358,6 +358,7 @@ def test_batch_model_scaled_to_zero_by_config_passes() -> None:
     models[0]["workload"] = "batch"
     autoscaling = json.loads(config["inference-platform:autoscaling"])
     autoscaling["default"]["minReplicas"] = 0
+    autoscaling["default"].setdefault("triggers", {}).setdefault("cron", {})["enabled"] = True  # its wake-up
     config |= {"inference-platform:models": json.dumps(models), "inference-platform:autoscaling": json.dumps(autoscaling)}
     assert check(WARM, run_program("dev", config).resources) == []
 

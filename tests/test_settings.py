@@ -184,10 +184,18 @@ def test_gpu_budget_counts_every_model_confined_to_the_same_pools() -> None:
     assert "must fit the gpuLimit" in rejection(raw)
 
 
-def test_batch_model_may_scale_to_zero() -> None:
+def test_batch_model_may_scale_to_zero_with_a_cron_window_to_wake_it() -> None:
     raw = with_value(stack_raw("dev"), ["models", 0, "workload"], "batch")
     raw = with_value(raw, ["autoscaling", "default", "minReplicas"], 0)
+    raw = with_value(raw, ["autoscaling", "default", "triggers", "cron", "enabled"], True)
     assert parse(raw).autoscaling_for("qwen25-1p5b").min_replicas == 0
+
+
+def test_scale_to_zero_without_a_cron_window_is_rejected() -> None:
+    raw = with_value(stack_raw("dev"), ["models", 0, "workload"], "batch")
+    raw = with_value(raw, ["autoscaling", "default", "minReplicas"], 0)
+    with pytest.raises(SettingsError, match=r"autoscaling\.default\.minReplicas \(0\) needs triggers\.cron\.enabled"):
+        parse(raw)
 
 
 def test_a_replacement_autoscaling_section_is_validated_like_the_stack_file() -> None:

@@ -418,9 +418,15 @@ class Simulation:
         values["e2eLatency"] = self._quantile(t, s.e2e_quantile, s.e2e_window_s, "e2e")
         values["ttft"] = self._quantile(t, s.ttft_quantile, s.ttft_window_s, "ttft")
         if s.cron is not None:
-            inside = self._cron[min(int(t // 60), len(self._cron) - 1)]
-            values["cron"] = float(s.cron[3]) if inside else 1.0
+            values["cron"] = float(s.cron[3]) if self._inside_cron(t) else 1.0  # KEDA reports 1 outside
         return values
+
+    def _inside_cron(self, t: float) -> bool:
+        return bool(self._cron[min(int(t // 60), len(self._cron) - 1)])
+
+    def _cron_activity(self, t: float) -> dict[str, bool]:
+        """The cron scaler's own activity: inside its window (its metric alone cannot tell)."""
+        return {"cron": self._inside_cron(t)} if self.signals is not None and self.signals.cron is not None else {}
 
     def _cron_mask(self) -> np.ndarray:
         """Minute by minute: inside the cron trigger's window (wall clock from the trace)."""
@@ -442,7 +448,7 @@ class Simulation:
             if t >= self._next_poll:
                 # The KEDA operator's own loop, every pollingInterval: 0 <-> 1, and the
                 # floor of minReplicaCount (the HPA leaves a target at 0 alone).
-                desired = self.so.poll(t, desired, values)
+                desired = self.so.poll(t, desired, values, self._cron_activity(t))
                 self._next_poll = t + self.so.polling_interval_seconds
             if desired != current:
                 self.scale_events += 1

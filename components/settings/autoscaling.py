@@ -153,6 +153,14 @@ class ModelAutoscaling(Section):
             raise RuleViolation(
                 "fallbackReplicas", self.fallback_replicas, f"must be <= maxReplicas ({self.max_replicas})"
             )
+        if self.min_replicas == 0 and not self.triggers.cron.enabled:
+            raise RuleViolation(
+                "minReplicas",
+                0,
+                "needs triggers.cron.enabled: a model at zero replicas exports no vLLM metrics, so no "
+                "inference trigger can wake it; the cron window brings it up for its batch work "
+                "(or keep minReplicas >= 1)",
+            )
         latency = self.triggers.e2e_latency
         if latency.enabled and latency.threshold_seconds <= self.slo.e2e_p99_seconds:
             raise RuleViolation(

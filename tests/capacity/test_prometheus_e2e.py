@@ -50,7 +50,8 @@ def measured():
                 end = started + (config.warmup_s + config.duration_s) / SPEEDUP - 1.5
                 await asyncio.sleep(1.0)  # the last scrape of the run
                 queries = keda_signals(Scope(PROFILE.served_model_name), queue_window_s=3, latency_window_s=6)
-                readings = await asyncio.to_thread(collect, client, queries, end - 6, end, 1.0, SPEEDUP)
+                measured_from = started + config.warmup_s / SPEEDUP
+                readings = await asyncio.to_thread(collect, client, queries, measured_from, end, 1.0, SPEEDUP)
                 client.close()
                 return result, running, readings
 

@@ -82,3 +82,17 @@ def test_activation_from_zero_on_any_active_trigger():
 def test_min_replica_count_above_zero_never_deactivates():
     so = scaled_object(min_replicas=1)
     assert so.poll(10_000, 1, {"queueDepth": 0}) == 1
+
+
+CRON = Trigger("cron", "AverageValue", 1.0)
+
+
+def test_a_cron_trigger_outside_its_window_does_not_wake_a_model_at_zero():
+    # KEDA's cron scaler reports a metric of 1 outside its window, but inactive
+    so = scaled_object(min_replicas=0, triggers=(QUEUE, CRON))
+    assert so.poll(0, 0, {"queueDepth": 0, "cron": 1.0}, reported={"cron": False}) == 0
+
+
+def test_a_cron_trigger_inside_its_window_wakes_a_model_at_zero_even_for_one_replica():
+    so = scaled_object(min_replicas=0, triggers=(QUEUE, CRON))
+    assert so.poll(0, 0, {"queueDepth": 0, "cron": 1.0}, reported={"cron": True}) == 1

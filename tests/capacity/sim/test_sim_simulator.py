@@ -163,11 +163,12 @@ def test_a_cron_trigger_holds_desired_replicas_inside_its_window():
 
 
 def test_scale_to_zero_after_the_cooldown_and_requests_then_fail():
-    # vLLM's own metrics vanish with the last replica, so nothing can activate it again:
-    # scale-from-zero needs a signal from outside the model server.
+    # vLLM's own metrics vanish with the last replica, so nothing can activate it again until
+    # the cron window (weekdays 08:00-20:00 by default, the trace runs from midnight).
     policy = ModelAutoscaling.model_validate(
-        {"minReplicas": 0, "maxReplicas": 2, "pollingIntervalSeconds": 30, "cooldownPeriodSeconds": 120}
-    )
+        {"minReplicas": 0, "maxReplicas": 2, "pollingIntervalSeconds": 30, "cooldownPeriodSeconds": 120,
+         "triggers": {"cron": {"enabled": True}}}
+    )  # fmt: skip
     trace = Trace("t", np.array([10.0, 400.0]), np.array([100, 100]), np.array([10, 10]))
     result = run(trace=trace, policy=policy)
     assert result.outcome.tolist() == [OK, FAILED]
