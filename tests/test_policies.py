@@ -363,6 +363,43 @@ def test_batch_model_scaled_to_zero_by_config_passes() -> None:
     assert check(WARM, run_program("dev", config).resources) == []
 
 
+# --- scale to zero needs a wake-up ----------------------------------------------------------
+
+WAKE = "scale-to-zero-has-a-wake-up"
+
+
+def batch_at_zero(mutate_triggers: Callable[[list[dict[str, Any]]], None]) -> Callable[[dict[str, Any]], None]:
+    def mutate(i: dict[str, Any]) -> None:
+        i["spec"]["minReplicaCount"] = 0
+        i["metadata"]["labels"]["inference-platform/workload"] = "batch"
+        mutate_triggers(i["spec"]["triggers"])
+
+    return mutate
+
+
+def only_vllm_queries(triggers: list[dict[str, Any]]) -> None:
+    triggers[:] = [t for t in triggers if t["type"] == "prometheus"]
+    assert triggers and all("vllm:" in t["metadata"]["query"] for t in triggers)
+
+
+@violates(WAKE)
+def test_scaled_object_at_zero_with_only_vllm_triggers_is_reported(prod: StackRun) -> None:
+    scaled = first(prod, "ScaledObject")
+    mutated = with_inputs(scaled, batch_at_zero(only_vllm_queries))
+    assert_reported(check(WAKE, [mutated]), WAKE, meta_name(scaled), "nothing can wake it")
+
+
+def test_scaled_object_at_zero_with_a_cron_window_passes(prod: StackRun) -> None:
+    scaled = first(prod, "ScaledObject")
+    cron = {"type": "cron", "metadata": {"timezone": "UTC", "start": "0 8 * * *", "end": "0 20 * * *",
+                                         "desiredReplicas": "1"}}  # fmt: skip
+    assert check(WAKE, [with_inputs(scaled, batch_at_zero(lambda ts: ts.append(cron)))]) == []
+
+
+def test_scaled_object_with_a_warm_replica_needs_no_wake_up(prod: StackRun) -> None:
+    assert check(WAKE, [first(prod, "ScaledObject")]) == []
+
+
 # --- GPU pods ---------------------------------------------------------------------------------
 
 GPU_PODS = "gpu-workloads-tolerate-taint-and-request-whole-gpus"

@@ -314,4 +314,42 @@ warm_replica = resource_policy(
     check=_check_warm_replica,
 )
 
-POLICIES = [no_resource_scaling, prometheus_queries, quantile_metric_type, scale_down_slower, warm_replica]
+
+# --- a model scaled to zero must have a way back ---------------------------------------------
+
+
+def _can_wake_a_model_at_zero(trigger: Mapping[str, Any]) -> bool:
+    """A trigger that does not read the model's own vLLM metrics, which vanish with its last
+    replica (a cron window, a queue outside the model server, a query on other series)."""
+    kind = k8s.get(trigger, "type")
+    if kind in RESOURCE_SIGNALS:
+        return False
+    if kind == "prometheus":
+        return not promql.vllm_metric_names(str(k8s.get(trigger, "metadata", "query", default="")))
+    return True
+
+
+def _check_wake_up(subject: Subject, _config: Mapping[str, Any]) -> Iterator[str]:
+    if subject.gk != SCALED_OBJECT or not _scales_a_predictor(subject):
+        return
+    minimum = k8s.get(subject.props, "spec", "minReplicaCount")
+    idle = k8s.get(subject.props, "spec", "idleReplicaCount")
+    reaches_zero = (minimum is None or int(minimum) < 1) or (idle is not None and int(idle) < 1)
+    if reaches_zero and not any(_can_wake_a_model_at_zero(t) for _, t in triggers(subject)):
+        yield (f"{subject.label}: scales to zero but every trigger reads the model's own vLLM metrics, "
+               "which vanish with its last replica: nothing can wake it")  # fmt: skip
+
+
+wake_up = resource_policy(
+    name="scale-to-zero-has-a-wake-up",
+    description=(
+        "A predictor ScaledObject that can reach zero replicas has a trigger that does not depend on the "
+        "model's own metrics (a cron window, or a signal from outside the model server)."
+    ),
+    remediation=(
+        "Enable autoscaling.<model>.triggers.cron for the model's batch window, or keep minReplicas >= 1."
+    ),
+    check=_check_wake_up,
+)
+
+POLICIES = [no_resource_scaling, prometheus_queries, quantile_metric_type, scale_down_slower, warm_replica, wake_up]
