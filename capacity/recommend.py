@@ -93,7 +93,8 @@ def recommend(
     past = f"concurrency {beyond.concurrency}" if beyond else "no point past it"
 
     if planning.avg_waiting is not None:
-        target = max(0.5, round(_between(planning.avg_waiting, beyond.avg_waiting if beyond else None, 1.25), 1))
+        # a whole count: KEDA's fallback truncates the target (settings rule on fallbackReplicas)
+        target = max(1, round(_between(planning.avg_waiting, beyond.avg_waiting if beyond else None, 1.25)))
         settings.append(Setting(
             "triggers.queueDepth.targetPerReplica", target,
             "waiting per replica: " + _span(planning.avg_waiting, beyond.avg_waiting if beyond else None, at, past, "{:.2f}"),

@@ -17,7 +17,7 @@ from . import predictor, signals
 from .naming import type_token
 from .rules import MonitoredModel, monitored_models, scaled_object_name
 from .settings import StackSettings
-from .settings.autoscaling import ScalingRules
+from .settings.autoscaling import ModelAutoscaling, ScalingRules
 
 KEDA_CHART = "keda"
 KEDA_REPOSITORY = "https://kedacore.github.io/charts"
@@ -92,6 +92,18 @@ def _hpa_rules(rules: ScalingRules) -> dict[str, Any]:
     }
 
 
+def _fallback(p: ModelAutoscaling) -> dict[str, Any]:
+    if p.fallback_replicas is None:
+        return {}
+    return {
+        "fallback": {
+            "failureThreshold": p.fallback_failure_threshold,
+            "replicas": p.fallback_replicas,
+            "behavior": p.fallback_behavior,
+        }
+    }
+
+
 def scaled_object_spec(m: MonitoredModel, prometheus_url: str) -> dict[str, Any]:
     p = m.policy
     return {
@@ -100,11 +112,7 @@ def scaled_object_spec(m: MonitoredModel, prometheus_url: str) -> dict[str, Any]
         "maxReplicaCount": p.max_replicas,
         "pollingInterval": p.polling_interval_seconds,
         "cooldownPeriod": p.cooldown_period_seconds,
-        "fallback": {
-            "failureThreshold": p.fallback_failure_threshold,
-            "replicas": p.fallback_replicas,
-            "behavior": p.fallback_behavior,
-        },
+        **_fallback(p),
         "advanced": {
             "horizontalPodAutoscalerConfig": {
                 "behavior": {"scaleUp": _hpa_rules(p.behavior.scale_up), "scaleDown": _hpa_rules(p.behavior.scale_down)}

@@ -235,3 +235,8 @@ def test_scaled_objects_match_the_keda_2_20_crd_and_a_misplaced_field_is_caught(
     broken = copy.deepcopy(scaled)
     broken["spec"]["fallback"]["replica"] = broken["spec"]["fallback"].pop("replicas")
     assert any("replica" in problem for problem in validate(broken))
+
+
+def test_a_null_fallback_replicas_emits_no_fallback() -> None:
+    s = with_default("dev", fallbackReplicas=None)
+    assert "fallback" not in scaled_object_spec(model(s), URL)

@@ -206,3 +206,22 @@ def test_a_replacement_autoscaling_section_is_validated_like_the_stack_file() ->
 
 def test_key_path_uses_pulumi_path_syntax() -> None:
     assert key_path(("models", 0, "engine", "maxNumSeqs")) == "models[0].engine.maxNumSeqs"
+
+
+def test_a_fallback_without_the_queue_depth_trigger_is_rejected() -> None:
+    raw = with_value(stack_raw("dev"), ["autoscaling", "default", "triggers", "queueDepth", "enabled"], False)
+    with pytest.raises(SettingsError, match=r"autoscaling\.default\.fallbackReplicas \(1\) needs triggers\.queueDepth\.enabled"):
+        parse(raw)
+
+
+def test_a_fractional_queue_target_with_a_fallback_is_rejected() -> None:
+    raw = with_value(stack_raw("dev"), ["autoscaling", "default", "triggers", "queueDepth", "targetPerReplica"], 2.5)
+    with pytest.raises(SettingsError, match=r"autoscaling\.default\.triggers\.queueDepth\.targetPerReplica \(2\.5\) must be a whole number"):
+        parse(raw)
+
+
+def test_without_a_fallback_the_queue_depth_trigger_may_be_disabled() -> None:
+    raw = with_value(stack_raw("dev"), ["autoscaling", "default", "triggers", "queueDepth", "enabled"], False)
+    raw = with_value(raw, ["autoscaling", "default", "fallbackReplicas"], None)
+    policy = parse(raw).autoscaling_for("qwen25-1p5b")
+    assert policy.fallback_replicas is None and not policy.triggers.queue_depth.enabled

@@ -69,5 +69,7 @@ def scaled_object(policy: ModelAutoscaling) -> ScaledObject:
         min_replica_count=policy.min_replicas,
         polling_interval_seconds=policy.polling_interval_seconds,
         cooldown_period_seconds=policy.cooldown_period_seconds,
-        fallback=Fallback(policy.fallback_replicas),
+        fallback=None
+        if policy.fallback_replicas is None
+        else Fallback(policy.fallback_replicas, policy.fallback_failure_threshold, policy.fallback_behavior),
     )

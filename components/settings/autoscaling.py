@@ -133,7 +133,8 @@ class ModelAutoscaling(Section):
     max_replicas: int = Field(default=4, ge=1, le=100)
     polling_interval_seconds: int = Field(default=15, ge=5, le=300)
     cooldown_period_seconds: int = Field(default=300, ge=0)
-    fallback_replicas: int = Field(default=1, ge=1)
+    # Replicas KEDA holds while Prometheus is unreachable; null runs without a fallback.
+    fallback_replicas: int | None = Field(default=1, ge=1)
     # While Prometheus is unreachable KEDA holds fallbackReplicas; "currentReplicasIfHigher" never
     # shrinks a fleet that is busy when the metrics go away.
     fallback_behavior: Literal["static", "currentReplicas", "currentReplicasIfHigher", "currentReplicasIfLower"] = (
@@ -149,10 +150,8 @@ class ModelAutoscaling(Section):
     def _consistent(self) -> "ModelAutoscaling":
         if self.max_replicas < self.min_replicas:
             raise RuleViolation("maxReplicas", self.max_replicas, f"must be >= minReplicas ({self.min_replicas})")
-        if self.fallback_replicas > self.max_replicas:
-            raise RuleViolation(
-                "fallbackReplicas", self.fallback_replicas, f"must be <= maxReplicas ({self.max_replicas})"
-            )
+        if self.fallback_replicas is not None:
+            self._fallback_can_act()
         if self.min_replicas == 0 and not self.triggers.cron.enabled:
             raise RuleViolation(
                 "minReplicas",
@@ -177,6 +176,33 @@ class ModelAutoscaling(Section):
                 f"must be above slo.ttftP95Seconds ({self.slo.ttft_p95_seconds})",
             )
         return self
+
+    def _fallback_can_act(self) -> None:
+        """KEDA falls back only through AverageValue triggers (its webhook rejects a fallback
+        without one) and reports int(target) x fallbackReplicas, so the target must be a whole
+        count: the queue depth's. A 0.7 KV target falls back to 0 replicas; a 2.6 queue target
+        to 2/2.6 of the fleet, shrinking it exactly when the metrics are gone."""
+        if self.fallback_replicas > self.max_replicas:  # type: ignore[operator]
+            raise RuleViolation(
+                "fallbackReplicas", self.fallback_replicas, f"must be <= maxReplicas ({self.max_replicas})"
+            )
+        queue = self.triggers.queue_depth
+        if not queue.enabled:
+            raise RuleViolation(
+                "fallbackReplicas",
+                self.fallback_replicas,
+                "needs triggers.queueDepth.enabled: KEDA falls back only through AverageValue triggers, with "
+                "the target truncated to an integer, and the KV target (a fraction) falls back to 0 replicas; "
+                "set fallbackReplicas to null to run without a fallback",
+            )
+        if queue.target_per_replica != int(queue.target_per_replica):
+            raise RuleViolation(
+                "triggers.queueDepth.targetPerReplica",
+                queue.target_per_replica,
+                f"must be a whole number while fallbackReplicas is set: KEDA falls back with "
+                f"int(target) x replicas, so {queue.target_per_replica} would hold "
+                f"{int(queue.target_per_replica)}/{queue.target_per_replica} of the replicas it should",
+            )
 
     def windows(self) -> dict[str, int]:
         """Every PromQL window in use, by key path, for the scrape-interval rule."""

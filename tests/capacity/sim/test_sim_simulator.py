@@ -216,3 +216,28 @@ def test_keda_brings_a_target_at_zero_up_to_min_replicas():
     result = run(trace=quiet, initial_replicas=0)
     assert result.timeline.desired[0] == 1
     assert result.timeline.ready[-1] == 1
+
+
+def outage_from_the_start(behavior: str) -> set[int]:
+    """Five warm replicas, Prometheus gone from t=0 to 600 s: what KEDA's fallback holds."""
+    policy = ModelAutoscaling.model_validate(
+        {
+            "minReplicas": 1,
+            "maxReplicas": 6,
+            "fallbackReplicas": 2,
+            "fallbackBehavior": behavior,
+            "triggers": {"e2eLatency": {"enabled": False}},
+            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 0, "policies": [{"type": "Pods", "value": 4, "periodSeconds": 15}]}},
+        }
+    )
+    quiet = "synthetic:step:base=0.2,peak=0.2,duration=900,prompt=128,output=16"
+    result = run(trace=quiet, policy=policy, initial_replicas=5, metrics_outages=((0.0, 600.0),))
+    return {d for t, d in zip(result.timeline.t, result.timeline.desired) if 200 <= t < 600}
+
+
+def test_the_stacks_fallback_behavior_keeps_a_larger_fleet_through_an_outage():
+    assert outage_from_the_start("currentReplicasIfHigher") == {5}
+
+
+def test_a_static_fallback_resizes_the_fleet_to_fallback_replicas():
+    assert outage_from_the_start("static") == {2}
