@@ -70,6 +70,15 @@ def test_envoy_gateway_uses_the_ai_gateway_controller_as_extension_server(stack:
     assert config["extensionManager"]["hooks"]["xdsTranslator"]["post"] == ["Translation", "Cluster", "Route"]
 
 
+def test_envoy_gateway_controller_is_highly_available_in_prod(stack: StackRun) -> None:
+    values = releases(stack)[ENVOY_GATEWAY_CHART]["values"]
+    ha = stack.stack == "prod"
+    # chart keys as in gateway-helm's values.yaml: deployment.replicas, podDisruptionBudget.minAvailable
+    assert values["deployment"]["replicas"] == (2 if ha else 1)
+    assert values["podDisruptionBudget"]["minAvailable"] == (1 if ha else 0)
+    assert releases(stack)[AI_GATEWAY_CHART]["values"]["controller"]["replicaCount"] == (2 if ha else 1)
+
+
 def test_rate_limit_backend_is_the_redis_service_the_program_deploys(stack: StackRun) -> None:
     config = releases(stack)[ENVOY_GATEWAY_CHART]["values"]["config"]["envoyGateway"]["rateLimit"]
     host, port = config["backend"]["redis"]["url"].rsplit(":", 1)

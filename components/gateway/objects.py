@@ -69,6 +69,8 @@ def envoy_gateway_values(gw: GatewaySettings) -> dict[str, Any]:
     ha = gw.replicas > 1
     return {
         "deployment": {"replicas": 2 if ha else 1},
+        # the chart's own PDB for its controller (rendered only when minAvailable >= 1)
+        "podDisruptionBudget": {"minAvailable": 1 if ha else 0},
         "config": {
             "envoyGateway": {
                 "gateway": {"controllerName": CONTROLLER_NAME},
