@@ -142,7 +142,7 @@ def report(args: argparse.Namespace, s: dict) -> None:
     print(f"latency: p50 {lat['p50'] * 1000:.1f} ms  p99 {lat['p99'] * 1000:.1f} ms (engine alone ~{(args.output_tokens + 0.5) * 100:.0f} ms)")
     for key, label in (("client_overhead_ms", "client overhead (send + receive lag)"),
                        ("send_ms", "  send (start -> request written)"),
-                       ("receive_lag_ms", "  receive lag (mock's last write -> client read)"),
+                       ("receive_lag_ms", "  receive lag (mock's last write -> recorded arrival)"),
                        ("server_queue_ms", "mock queue (written -> mock handler entry)"),
                        ("round_trip_overhead_ms", "round trip (latency - mock handling)"),
                        ("engine_overhead_ms", "engine overhead (latency - engine, before)")):  # fmt: skip
