@@ -104,10 +104,12 @@ def sync_arguments(model: ModelSettings, bucket: str, region: str, exclude: tupl
 
 
 # pip into the writable work volume (the root file system is read-only), then hand over to modelsync.
+# Every wheel is pinned to PyPI's sha256 (scripts/hash_modelsync_requirements.py): a swapped
+# artifact fails the install instead of running with the bucket's write role.
 _ENTRYPOINT = (
     f"set -eu; mkdir -p {WORK_MOUNT}/home {WORK_MOUNT}/tmp; "
-    f"python -m pip install --quiet --no-cache-dir --disable-pip-version-check --target {WORK_MOUNT}/deps "
-    f"-r {SOURCE_MOUNT}/modelsync/requirements.txt; "
+    f"python -m pip install --quiet --no-cache-dir --disable-pip-version-check --require-hashes "
+    f"--only-binary=:all: --target {WORK_MOUNT}/deps -r {SOURCE_MOUNT}/modelsync/requirements.txt; "
     f'PYTHONPATH={WORK_MOUNT}/deps:{SOURCE_MOUNT} exec python -m modelsync "$@"'
 )
 

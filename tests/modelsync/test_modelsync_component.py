@@ -4,6 +4,7 @@ against the Kubernetes schemas (kubernetes-validate, strict)."""
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -160,9 +161,18 @@ def test_job_image_is_pinned_and_deps_come_from_the_pinned_requirements(captured
     container = job.inputs["spec"]["template"]["spec"]["containers"][0]
     assert ":" in container["image"] and not container["image"].endswith(":latest")
     assert "-r /opt/modelsync/modelsync/requirements.txt" in container["command"][2]
-    requirements = source_files()["requirements.txt"].splitlines()
-    pins = [line for line in requirements if line and not line.startswith("#")]
-    assert pins and all("==" in line for line in pins)
+    assert "--require-hashes --only-binary=:all:" in container["command"][2]
+
+
+def test_every_job_requirement_is_an_exact_version_with_a_wheel_hash():
+    text = source_files()["requirements.txt"]
+    requirements = [r.strip() for r in text.replace("\\\n", " ").splitlines() if r.strip() and not r.startswith("#")]
+    assert len(requirements) >= 20  # boto3 and huggingface_hub with their closure
+    for requirement in requirements:
+        name_version, *options = requirement.split()
+        assert re.fullmatch(r"[A-Za-z0-9_.\-]+==[^=\s]+", name_version), requirement
+        hashes = [o for o in options if o.startswith("--hash=sha256:")]
+        assert hashes and all(re.fullmatch(r"--hash=sha256:[0-9a-f]{64}", h) for h in hashes), requirement
 
 
 def test_ephemeral_storage_and_deadline_grow_with_the_declared_model_size(captured):
