@@ -51,7 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _client(choice: str, urls: list[str]) -> str:
     if choice != "auto":
         return choice
-    return "raw" if all(url.startswith("http://") for url in urls) else "aiohttp"
+    # the raw client needs a selector event loop (socket readers), which Windows' default lacks
+    plain_http = all(url.startswith("http://") for url in urls)
+    return "raw" if plain_http and sys.platform != "win32" else "aiohttp"
 
 
 def config_from_args(args: argparse.Namespace, **overrides: object) -> LoadConfig:
