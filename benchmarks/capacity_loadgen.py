@@ -3,7 +3,7 @@
 Goal (issue 7): on 2 cores, at least 500 requests/s and 500 concurrent streams with a
 client-side overhead under 5 ms p99. The mock runs in its own process with a benchmark engine
 profile (fixed 100 ms steps, no slot or KV limit) so the engine is never the bottleneck; the load
-generator runs closed loop, streaming, in this process or in --workers processes.
+generator streams, closed loop (or Poisson open loop with --rate), in --workers processes.
 
 What is measured, per successful request (wall ms):
 
