@@ -22,6 +22,7 @@ to the recorded arrival. `run_load_processes` spreads the load over several proc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import gc
 import itertools
@@ -563,10 +564,8 @@ class _RawConnection:
         self._future: asyncio.Future[tuple[int, dict[str, str], bytes]] | None = None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a request is one write: no Nagle
         if _SO_TIMESTAMPNS is not None:
-            try:
+            with contextlib.suppress(OSError):  # a kernel without it: reads are stamped on dispatch
                 sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-            except OSError:  # a kernel without it: reads are stamped on dispatch
-                pass
         self._loop.add_reader(sock.fileno(), self._on_readable)
 
     @classmethod

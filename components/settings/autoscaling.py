@@ -151,7 +151,7 @@ class ModelAutoscaling(Section):
         if self.max_replicas < self.min_replicas:
             raise RuleViolation("maxReplicas", self.max_replicas, f"must be >= minReplicas ({self.min_replicas})")
         if self.fallback_replicas is not None:
-            self._fallback_can_act()
+            self._fallback_can_act(self.fallback_replicas)
         if self.min_replicas == 0 and not self.triggers.cron.enabled:
             raise RuleViolation(
                 "minReplicas",
@@ -177,20 +177,18 @@ class ModelAutoscaling(Section):
             )
         return self
 
-    def _fallback_can_act(self) -> None:
+    def _fallback_can_act(self, replicas: int) -> None:
         """KEDA falls back only through AverageValue triggers (its webhook rejects a fallback
         without one) and reports int(target) x fallbackReplicas, so the target must be a whole
         count: the queue depth's. A 0.7 KV target falls back to 0 replicas; a 2.6 queue target
         to 2/2.6 of the fleet, shrinking it exactly when the metrics are gone."""
-        if self.fallback_replicas > self.max_replicas:  # type: ignore[operator]
-            raise RuleViolation(
-                "fallbackReplicas", self.fallback_replicas, f"must be <= maxReplicas ({self.max_replicas})"
-            )
+        if replicas > self.max_replicas:
+            raise RuleViolation("fallbackReplicas", replicas, f"must be <= maxReplicas ({self.max_replicas})")
         queue = self.triggers.queue_depth
         if not queue.enabled:
             raise RuleViolation(
                 "fallbackReplicas",
-                self.fallback_replicas,
+                replicas,
                 "needs triggers.queueDepth.enabled: KEDA falls back only through AverageValue triggers, with "
                 "the target truncated to an integer, and the KV target (a fraction) falls back to 0 replicas; "
                 "set fallbackReplicas to null to run without a fallback",

@@ -332,9 +332,9 @@ def _can_wake_a_model_at_zero(trigger: Mapping[str, Any]) -> bool:
 def _check_wake_up(subject: Subject, _config: Mapping[str, Any]) -> Iterator[str]:
     if subject.gk != SCALED_OBJECT or not _scales_a_predictor(subject):
         return
-    minimum = k8s.get(subject.props, "spec", "minReplicaCount")
+    minimum = k8s.get(subject.props, "spec", "minReplicaCount", default=KEDA_DEFAULT_MIN_REPLICAS)
     idle = k8s.get(subject.props, "spec", "idleReplicaCount")
-    reaches_zero = (minimum is None or int(minimum) < 1) or (idle is not None and int(idle) < 1)
+    reaches_zero = int(minimum) < 1 or (idle is not None and int(idle) < 1)
     if reaches_zero and not any(_can_wake_a_model_at_zero(t) for _, t in triggers(subject)):
         yield (f"{subject.label}: scales to zero but every trigger reads the model's own vLLM metrics, "
                "which vanish with its last replica: nothing can wake it")  # fmt: skip

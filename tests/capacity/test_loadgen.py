@@ -258,7 +258,7 @@ def http_server():
             self.wfile.write(b"ok")
 
         def log_message(self, *args) -> None:  # noqa: ANN002
-            pass
+            """No access log on the test's stderr."""
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Ok)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
