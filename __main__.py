@@ -2,10 +2,10 @@
 
 import pulumi
 
-from components import settings
 from components.platform import Platform
+from components.stack_settings import load
 
-stack_settings = settings.load()
+stack_settings = load()
 platform = Platform(f"llm-{pulumi.get_stack()}", stack_settings)
 for key, value in platform.outputs.items():
     pulumi.export(key, value)

@@ -1,4 +1,4 @@
-"""Read what the autoscaler would have seen: the KEDA trigger queries from `components.signals`,
+"""Read what the autoscaler would have seen: the KEDA trigger queries from `contract.signals`,
 evaluated by Prometheus's HTTP API (instant and range) over a measurement window."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 
 import httpx
 
-from components import signals
+from contract import signals
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def keda_signals(
 
 def stack_signals(scope: signals.Scope, policy: object) -> list[Signal]:
     """keda_signals with the windows and quantiles of a stack's merged autoscaling policy
-    (components.settings ModelAutoscaling), so the numbers are the ones KEDA evaluates."""
+    (contract.settings ModelAutoscaling), so the numbers are the ones KEDA evaluates."""
     t = policy.triggers  # type: ignore[attr-defined]
     return keda_signals(
         scope,

@@ -24,6 +24,7 @@ from capacity.promserver import find_prometheus, free_port, run_prometheus, wait
 from capacity.recommend import commands, current_values, recommend, report_lines
 from capacity.report import envelope_table
 from capacity.sweep import SweepOptions, parse_levels, run_sweep, write_outputs
+from contract.settings.stack_file import load_stack
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,11 +66,9 @@ def _start_replicas(stack: ExitStack, args: argparse.Namespace) -> list[str]:
 
 def model_served_with(stack: str, profile_name: str) -> str | None:
     """The stack's model whose `capacityProfile` is this profile: the envelope measured here is its."""
-    from components.settings import SettingsError, load_stack_file
-
     try:
-        settings = load_stack_file(Path(f"Pulumi.{stack}.yaml"))
-    except (OSError, SettingsError):
+        settings = load_stack(stack)
+    except (OSError, ValueError):  # no such stack file, or one that does not validate
         return None
     return next((m.name for m in settings.models if m.capacity_profile == profile_name), None)
 

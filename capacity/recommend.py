@@ -13,7 +13,10 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from capacity.envelope import EnvelopeRow, Knee, find_knee, read_envelope, validate
+from contract.settings.stack_file import load_stack
 
 
 @dataclass(frozen=True)
@@ -166,12 +169,8 @@ def current_values(stack: str, model: str, stack_file: Path | None = None) -> tu
     if not path.is_file():
         return None, f"no Pulumi.{stack}.yaml found"
     try:
-        from components.settings import load_stack_file
-    except ImportError as error:
-        return None, f"components.settings is not available ({error})"
-    try:
-        return load_stack_file(path).autoscaling_for(model), None
-    except Exception as error:  # noqa: BLE001 - any invalid stack file: show recommendations anyway
+        return load_stack(path).autoscaling_for(model), None
+    except (ValueError, OSError, yaml.YAMLError) as error:  # an invalid stack file: show recommendations anyway
         return None, f"{path} could not be read: {error}"
 
 

@@ -22,7 +22,7 @@ from capacity.envelope import EnvelopeRow, find_knee, write_envelope
 from capacity.loadgen import LoadConfig, discover_model, run_load
 from capacity.loadgen_cmd import add_load_arguments, config_from_args, progress_bar
 from capacity.report import markdown_report, plot_envelope
-from components import signals
+from contract import signals
 
 
 @dataclass

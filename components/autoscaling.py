@@ -13,18 +13,17 @@ from typing import Any, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from . import predictor, signals
+from contract import names, signals
+from contract.settings import StackSettings
+from contract.settings.autoscaling import ModelAutoscaling, ScalingRules
+
 from .naming import type_token
-from .rules import MonitoredModel, monitored_models, scaled_object_name
-from .settings import StackSettings
-from .settings.autoscaling import ModelAutoscaling, ScalingRules
+from .rules import MonitoredModel, monitored_models
 
 KEDA_CHART = "keda"
 KEDA_REPOSITORY = "https://kedacore.github.io/charts"
 KEDA_VERSION = "2.20.2"
 KEDA_NAMESPACE = "keda"
-# Says on the object whether scale-to-zero is intended (only `batch` models may have minReplicas 0).
-WORKLOAD_LABEL = predictor.WORKLOAD_LABEL
 
 
 def _prometheus(name: str, query: str, threshold: float, metric_type: str, address: str,
@@ -156,12 +155,13 @@ class Autoscaling(pulumi.ComponentResource):
                 api_version="keda.sh/v1alpha1",
                 kind="ScaledObject",
                 metadata={
-                    "name": scaled_object_name(m.model),
+                    "name": names.scaled_object_name(m.model),
                     "namespace": m.workload.namespace,
                     "labels": {
-                        "app.kubernetes.io/part-of": "inference-platform",
-                        predictor.MODEL_LABEL: m.name,
-                        WORKLOAD_LABEL: m.model.workload,
+                        **names.PART_OF,
+                        names.MODEL_LABEL: m.name,
+                        # Says on the object whether scale-to-zero is intended (only batch may).
+                        names.WORKLOAD_LABEL: m.model.workload,
                     },
                 },
                 spec=scaled_object_spec(m, args.prometheus_url),

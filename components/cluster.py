@@ -10,9 +10,10 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
+from contract.settings.cluster import ClusterSettings
+
 from . import iam
 from .naming import type_token
-from .settings.cluster import ClusterSettings
 
 ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 # The Mountpoint CSI driver's node service account (the EKS add-on creates it).

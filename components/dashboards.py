@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import signals
+from contract import signals
+from contract.settings import StackSettings
+
 from .rules import E2E_SLO_QUANTILE, TTFT_SLO_QUANTILE, MonitoredModel, monitored_models
-from .settings import StackSettings
 
 # kube-prometheus-stack provisions its Prometheus data source with this uid.
 DATASOURCE = {"type": "prometheus", "uid": "prometheus"}

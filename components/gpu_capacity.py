@@ -16,19 +16,18 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from contract.gpu import GPU_RESOURCE, GPU_TAINT, POOL_LABEL
+from contract.names import PART_OF
+from contract.settings.gpu_capacity import GpuCapacitySettings, NodePoolSettings
+
 from . import iam
 from .naming import type_token
-from .settings.gpu_capacity import GpuCapacitySettings, NodePoolSettings
 
 KARPENTER_CHART = "oci://public.ecr.aws/karpenter/karpenter"
 KARPENTER_VERSION = "1.14.1"
 KARPENTER_NAMESPACE = "kube-system"
 KARPENTER_SERVICE_ACCOUNT = "karpenter"
 
-GPU_RESOURCE = "nvidia.com/gpu"
-# Only pods that tolerate this taint (the predictors) land on expensive GPU nodes.
-GPU_TAINT = {"key": GPU_RESOURCE, "value": "true", "effect": "NoSchedule"}
-POOL_LABEL = "inference-platform/gpu-pool"
 NODE_CLASS_NAME = "gpu"
 
 # Where each provisioner puts its well-known instance labels and node class kind.
@@ -98,7 +97,7 @@ class GpuCapacity(pulumi.ComponentResource):
                 f"{name}-{pool.name}",
                 api_version="karpenter.sh/v1",
                 kind="NodePool",
-                metadata={"name": pool.name, "labels": {"app.kubernetes.io/part-of": "inference-platform"}},
+                metadata={"name": pool.name, "labels": PART_OF},
                 spec=node_pool_spec(pool, s.provisioner),
                 opts=pools_opts,
             )

@@ -9,10 +9,12 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from contract import names
+from contract.settings.model_store import ModelStoreSettings
+from contract.settings.models import ModelSettings
+
 from . import iam
 from .naming import type_token
-from .settings.model_store import ModelStoreSettings
-from .settings.models import ModelSettings
 
 MOUNTPOINT_DRIVER = "s3.csi.aws.com"
 MODEL_SYNC_SERVICE_ACCOUNT = "model-sync"
@@ -179,7 +181,7 @@ class ModelStore(pulumi.ComponentResource):
         capacity = f"{max(1, round(model.size_gib * 1.2))}Gi"  # informational for S3; must be set
         pv = k8s.core.v1.PersistentVolume(
             f"{name}-{model.name}",
-            metadata={"name": pv_name, "labels": {"inference-platform/model": model.name}},
+            metadata={"name": pv_name, "labels": {names.MODEL_LABEL: model.name}},
             spec={
                 "capacity": {"storage": capacity},
                 "accessModes": ["ReadOnlyMany"],
@@ -207,7 +209,7 @@ class ModelStore(pulumi.ComponentResource):
             metadata={
                 "name": claim_name(model),
                 "namespace": args.namespace,
-                "labels": {"inference-platform/model": model.name},
+                "labels": {names.MODEL_LABEL: model.name},
             },
             spec={
                 "accessModes": ["ReadOnlyMany"],

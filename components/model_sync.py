@@ -19,9 +19,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from contract import names
+from contract.settings.models import ModelSettings
+
 from .model_store import MODEL_SYNC_SERVICE_ACCOUNT
 from .naming import type_token
-from .settings.models import ModelSettings
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / "modelsync"
 # Pinned by tag (python 3.11, Debian bookworm); the Job pip-installs modelsync/requirements.txt into it.
@@ -132,8 +134,8 @@ def job_manifest(
     storage_request, storage_limit = ephemeral_storage(model.size_gib)
     labels = {
         "app.kubernetes.io/name": "model-sync",
-        "app.kubernetes.io/part-of": "inference-platform",
-        "inference-platform/model": model.name,
+        **names.PART_OF,
+        names.MODEL_LABEL: model.name,
     }
     env: list[dict[str, Any]] = [
         {"name": "AWS_REGION", "value": region},
@@ -291,7 +293,7 @@ class ModelSync(pulumi.ComponentResource):
         source_hash = content_hash(files)
         labels = {
             "app.kubernetes.io/name": "model-sync",
-            "app.kubernetes.io/part-of": "inference-platform",
+            **names.PART_OF,
             **args.labels,
         }
 

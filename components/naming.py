@@ -1,8 +1,8 @@
-"""Type tokens and tags shared by every component."""
+"""Pulumi type tokens and AWS tags shared by every component."""
 
 from __future__ import annotations
 
-PACKAGE = "inference-platform"
+from contract.names import PACKAGE
 
 
 def type_token(area: str, name: str) -> str:

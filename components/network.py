@@ -9,8 +9,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from contract.settings.network import NetworkSettings
+
 from .naming import type_token
-from .settings.network import NetworkSettings
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,15 @@ import pulumi_random as random
 import yaml
 from pulumi.runtime.config import is_config_secret
 
-from . import iam, predictor, signals
+from contract import names, signals
+from contract.gpu import GPU_TAINT, POOL_LABEL
+from contract.settings import NAMESPACE, StackSettings
+from contract.settings.observability import ObservabilitySettings, Receiver
+
+from . import iam
 from .dashboards import SIDECAR_LABEL, dashboards
-from .gpu_capacity import GPU_TAINT, POOL_LABEL
 from .naming import type_token
 from .rules import MonitoredModel, monitored_models, rule_groups
-from .settings import NAMESPACE, StackSettings
-from .settings.observability import ObservabilitySettings, Receiver
 
 STACK_CHART = "kube-prometheus-stack"
 STACK_REPOSITORY = "https://prometheus-community.github.io/helm-charts"
@@ -39,7 +41,6 @@ PROMETHEUS_SERVICE_ACCOUNT = "prometheus"
 GRAFANA_ADMIN_SECRET = "grafana-admin"
 ALERTMANAGER_CONFIG_SECRET = "alertmanager-platform"
 STORAGE_CLASS = "monitoring-gp3"
-PART_OF = {"app.kubernetes.io/part-of": "inference-platform"}
 # Prometheus deletes the oldest blocks past this share of its volume, before the disk fills.
 RETENTION_SIZE_SHARE = 0.85
 
@@ -155,10 +156,10 @@ def dcgm_service_monitor_spec(obs: ObservabilitySettings) -> dict[str, Any]:
 def pod_monitor_spec(m: MonitoredModel, obs: ObservabilitySettings) -> dict[str, Any]:
     """Scrape every predictor pod of one model on its vLLM port."""
     return {
-        "selector": {"matchLabels": {predictor.MODEL_LABEL: m.name}},
+        "selector": {"matchLabels": {names.MODEL_LABEL: m.name}},
         "namespaceSelector": {"matchNames": [m.workload.namespace]},
         "podMetricsEndpoints": [
-            {"port": predictor.PORT_NAME, "path": predictor.METRICS_PATH, "interval": _interval(obs)}
+            {"port": names.PORT_NAME, "path": names.METRICS_PATH, "interval": _interval(obs)}
         ],
     }
 
@@ -221,12 +222,12 @@ class Observability(pulumi.ComponentResource):
         self.prometheus_url = prometheus_url(obs.namespace)
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
 
-        namespace = k8s.core.v1.Namespace(f"{name}-ns", metadata={"name": obs.namespace, "labels": PART_OF},
+        namespace = k8s.core.v1.Namespace(f"{name}-ns", metadata={"name": obs.namespace, "labels": names.PART_OF},
                                           opts=k8s_opts)
         in_namespace = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
         storage_class = k8s.storage.v1.StorageClass(
             f"{name}-gp3",
-            metadata={"name": STORAGE_CLASS, "labels": PART_OF},
+            metadata={"name": STORAGE_CLASS, "labels": names.PART_OF},
             # Auto Mode ships its own EBS CSI driver; otherwise the upstream add-on's provisioner.
             provisioner="ebs.csi.eks.amazonaws.com" if s.cluster.auto_mode else "ebs.csi.aws.com",
             parameters={"type": "gp3", "encrypted": "true"},
@@ -240,13 +241,13 @@ class Observability(pulumi.ComponentResource):
         self.grafana_admin_password = pulumi.Output.secret(password.result)
         grafana_secret = k8s.core.v1.Secret(
             f"{name}-grafana-admin",
-            metadata={"name": GRAFANA_ADMIN_SECRET, "namespace": obs.namespace, "labels": PART_OF},
+            metadata={"name": GRAFANA_ADMIN_SECRET, "namespace": obs.namespace, "labels": names.PART_OF},
             string_data={"admin-user": "admin", "admin-password": self.grafana_admin_password},
             opts=in_namespace,
         )
         alertmanager_secret = k8s.core.v1.Secret(
             f"{name}-alertmanager",
-            metadata={"name": ALERTMANAGER_CONFIG_SECRET, "namespace": obs.namespace, "labels": PART_OF},
+            metadata={"name": ALERTMANAGER_CONFIG_SECRET, "namespace": obs.namespace, "labels": names.PART_OF},
             # Webhook URLs are credentials: the rendered config stays a Pulumi secret.
             string_data={
                 "alertmanager.yaml": pulumi.Output.secret(
@@ -290,7 +291,7 @@ class Observability(pulumi.ComponentResource):
             f"{name}-dcgm-monitor",
             api_version="monitoring.coreos.com/v1",
             kind="ServiceMonitor",
-            metadata={"name": "dcgm-exporter", "namespace": obs.namespace, "labels": PART_OF},
+            metadata={"name": "dcgm-exporter", "namespace": obs.namespace, "labels": names.PART_OF},
             spec=dcgm_service_monitor_spec(obs),
             opts=after_stack,
         )
@@ -302,8 +303,8 @@ class Observability(pulumi.ComponentResource):
                 f"{name}-{m.name}",
                 api_version="monitoring.coreos.com/v1",
                 kind="PodMonitor",
-                metadata={"name": predictor.deployment_name(m.model), "namespace": m.workload.namespace,
-                          "labels": {**PART_OF, predictor.MODEL_LABEL: m.name}},
+                metadata={"name": names.deployment_name(m.model), "namespace": m.workload.namespace,
+                          "labels": {**names.PART_OF, names.MODEL_LABEL: m.name}},
                 spec=pod_monitor_spec(m, obs),
                 opts=predictors_opts,
             )
@@ -311,7 +312,7 @@ class Observability(pulumi.ComponentResource):
             f"{name}-rules",
             api_version="monitoring.coreos.com/v1",
             kind="PrometheusRule",
-            metadata={"name": "inference-platform", "namespace": obs.namespace, "labels": PART_OF},
+            metadata={"name": "inference-platform", "namespace": obs.namespace, "labels": names.PART_OF},
             spec={"groups": rule_groups(s)},
             opts=after_stack,
         )
@@ -319,7 +320,7 @@ class Observability(pulumi.ComponentResource):
             k8s.core.v1.ConfigMap(
                 f"{name}-dashboard-{key}",
                 metadata={"name": f"dashboard-{key}", "namespace": obs.namespace,
-                          "labels": {**PART_OF, SIDECAR_LABEL: "1"}},
+                          "labels": {**names.PART_OF, SIDECAR_LABEL: "1"}},
                 data={f"{key}.json": json.dumps(dashboard, indent=1, sort_keys=True)},
                 opts=in_namespace,
             )

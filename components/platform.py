@@ -5,6 +5,9 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
+from contract import names
+from contract.settings import StackSettings
+
 from .autoscaling import Autoscaling, AutoscalingArgs
 from .cluster import Cluster, ClusterArgs
 from .gateway import Gateway, GatewayArgs
@@ -15,7 +18,6 @@ from .naming import base_tags, type_token
 from .network import Network, NetworkArgs
 from .observability import Observability, ObservabilityArgs
 from .serving import SERVICE_PORT, ModelReplicas, Serving, ServingArgs
-from .settings import StackSettings
 
 
 class Platform(pulumi.ComponentResource):
@@ -55,7 +57,7 @@ class Platform(pulumi.ComponentResource):
         )
         self.serving_namespace = k8s.core.v1.Namespace(
             f"{name}-serving",
-            metadata={"name": settings.serving.namespace, "labels": {"app.kubernetes.io/part-of": "inference-platform"}},
+            metadata={"name": settings.serving.namespace, "labels": names.PART_OF},
             opts=pulumi.ResourceOptions(parent=self, provider=provider),
         )
         self.model_store = ModelStore(

@@ -9,18 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import predictor, signals
-from .settings import ModelAutoscaling, ModelSettings, StackSettings
-from .settings.observability import ObservabilitySettings
+from contract import names, signals
+from contract.settings import ModelAutoscaling, ModelSettings, StackSettings
+from contract.settings.observability import ObservabilitySettings
 
 RECORDING_WINDOW_SECONDS = 60  # the "1m" of the recording rule names below
 # The quantiles the SLO keys name: slo.ttftP95Seconds and slo.e2eP99Seconds.
 TTFT_SLO_QUANTILE, E2E_SLO_QUANTILE = 0.95, 0.99
-
-
-def scaled_object_name(model: ModelSettings) -> str:
-    """One ScaledObject per model, named after it; KEDA names its HPA `keda-hpa-<name>`."""
-    return model.name
 
 
 @dataclass(frozen=True)
@@ -46,8 +41,8 @@ def monitored_models(settings: StackSettings) -> list[MonitoredModel]:
             scope=signals.Scope(model.name, namespace),
             workload=signals.Workload(
                 namespace=namespace,
-                deployment=predictor.deployment_name(model),
-                hpa=f"keda-hpa-{scaled_object_name(model)}",
+                deployment=names.deployment_name(model),
+                hpa=names.hpa_name(model),
             ),
         )
         for model in settings.models
@@ -150,7 +145,7 @@ def model_alerts(m: MonitoredModel, obs: ObservabilitySettings) -> list[dict[str
             f"{name}: predictor replicas not ready",
             f"{{{{ $value }}}} {m.workload.deployment} replicas have not become ready "
             f"for {a.replicas_not_ready_for_minutes}m.",
-            f"kubectl -n {m.workload.namespace} describe pods -l {predictor.MODEL_LABEL}={name}: "
+            f"kubectl -n {m.workload.namespace} describe pods -l {names.MODEL_LABEL}={name}: "
             "look for Pending (GPU limit, no capacity), image pull or model-load errors.",
             labels,
         ),

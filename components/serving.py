@@ -14,14 +14,15 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from . import predictor
-from .gpu_capacity import GPU_RESOURCE, GPU_TAINT, POOL_LABEL
+from contract import names
+from contract.gpu import GPU_RESOURCE, GPU_TAINT, POOL_LABEL
+from contract.settings.models import ModelSettings
+from contract.settings.serving import ServingSettings
+from contract.signals import Vllm
+
 from .model_store import claim_name
 from .model_sync import manifest_wait_init_container
 from .naming import type_token
-from .settings.models import ModelSettings
-from .settings.serving import ServingSettings
-from .signals import Vllm
 
 CERT_MANAGER_CHART = "cert-manager"
 CERT_MANAGER_REPO = "https://charts.jetstack.io"
@@ -71,7 +72,7 @@ def vllm_args(model: ModelSettings) -> list[str]:
     return [
         MODEL_MOUNT,
         f"--served-model-name={model.name}",
-        f"--port={predictor.PORT}",
+        f"--port={names.PORT}",
         f"--tensor-parallel-size={model.gpus_per_replica}",
         f"--max-model-len={engine.max_model_len}",
         f"--gpu-memory-utilization={engine.gpu_memory_utilization}",
@@ -102,12 +103,12 @@ while True:
 
 
 def pre_stop(serving: ServingSettings) -> dict[str, Any]:
-    metrics = f"http://127.0.0.1:{predictor.PORT}{predictor.METRICS_PATH}"
+    metrics = f"http://127.0.0.1:{names.PORT}{names.METRICS_PATH}"
     return {"exec": {"command": ["python3", "-c", DRAIN_SCRIPT, str(serving.drain_seconds), metrics]}}
 
 
 def probes(model: ModelSettings, serving: ServingSettings) -> dict[str, Any]:
-    check = {"path": PROBE_PATH, "port": predictor.PORT_NAME}
+    check = {"path": PROBE_PATH, "port": names.PORT_NAME}
     budget = startup_budget_seconds(model, serving)
     return {
         # Liveness and readiness start only after /health first answers within this budget.
@@ -124,11 +125,11 @@ def probes(model: ModelSettings, serving: ServingSettings) -> dict[str, Any]:
 
 
 def service_account_name(model: ModelSettings) -> str:
-    return f"{predictor.inference_service_name(model)}-predictor"
+    return f"{names.inference_service_name(model)}-predictor"
 
 
 def pod_labels(model: ModelSettings) -> dict[str, str]:
-    return {predictor.MODEL_LABEL: model.name}
+    return {names.MODEL_LABEL: model.name}
 
 
 def container(model: ModelSettings, serving: ServingSettings) -> dict[str, Any]:
@@ -141,7 +142,7 @@ def container(model: ModelSettings, serving: ServingSettings) -> dict[str, Any]:
         "args": vllm_args(model),
         # Weights come only from the mounted, verified revision; never from the Hub.
         "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}, {"name": "VLLM_NO_USAGE_STATS", "value": "1"}],
-        "ports": [{"name": predictor.PORT_NAME, "containerPort": predictor.PORT, "protocol": "TCP"}],
+        "ports": [{"name": names.PORT_NAME, "containerPort": names.PORT, "protocol": "TCP"}],
         # Requests == limits for GPUs: a GPU is never shared or overcommitted.
         "resources": {
             "requests": {"cpu": res.requests.cpu, "memory": res.requests.memory, GPU_RESOURCE: gpus},
@@ -187,7 +188,7 @@ def inference_service(
                 "maxSkew": 1,
                 "topologyKey": "topology.kubernetes.io/zone",
                 "whenUnsatisfiable": "ScheduleAnyway",
-                "labelSelector": {"matchLabels": {predictor.ISVC_LABEL: predictor.inference_service_name(model)}},
+                "labelSelector": {"matchLabels": {names.ISVC_LABEL: names.inference_service_name(model)}},
             }
         ],
         "initContainers": [manifest_wait_init_container(model, MODEL_MOUNT, volume_name=WEIGHTS_VOLUME)],
@@ -203,9 +204,9 @@ def inference_service(
         "apiVersion": "serving.kserve.io/v1beta1",
         "kind": "InferenceService",
         "metadata": {
-            "name": predictor.inference_service_name(model),
+            "name": names.inference_service_name(model),
             "namespace": serving.namespace,
-            "labels": {**pod_labels(model), predictor.WORKLOAD_LABEL: model.workload},
+            "labels": {**pod_labels(model), names.WORKLOAD_LABEL: model.workload},
             "annotations": {
                 "serving.kserve.io/deploymentMode": DEPLOYMENT_MODE,
                 "serving.kserve.io/autoscalerClass": AUTOSCALER_CLASS,
@@ -220,11 +221,11 @@ def pod_disruption_budget(model: ModelSettings, serving: ServingSettings) -> dic
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": {"name": predictor.deployment_name(model), "namespace": serving.namespace,
+        "metadata": {"name": names.deployment_name(model), "namespace": serving.namespace,
                      "labels": pod_labels(model)},
         "spec": {
             "maxUnavailable": 1,
-            "selector": {"matchLabels": {predictor.ISVC_LABEL: predictor.inference_service_name(model)}},
+            "selector": {"matchLabels": {names.ISVC_LABEL: names.inference_service_name(model)}},
         },
     }
 
@@ -322,6 +323,6 @@ class Serving(pulumi.ComponentResource):
             k8s.policy.v1.PodDisruptionBudget(
                 f"{name}-{model.name}", metadata=pdb["metadata"], spec=pdb["spec"], opts=model_opts
             )
-            self.service_hosts[model.name] = f"{predictor.service_name(model)}.{s.namespace}.svc.cluster.local"
+            self.service_hosts[model.name] = f"{names.service_name(model)}.{s.namespace}.svc.cluster.local"
 
         self.register_outputs({"serviceHosts": self.service_hosts})

@@ -1,7 +1,7 @@
 """The inference platform's policy pack: `pulumi preview --policy-pack policies`.
 
 The policies import the platform's own constants (GPU taint, vLLM metric names, naming
-contract) from `components/`, one directory up; Pulumi runs this file with the pack
+contract) from `contract/`, one directory up (no Pulumi imports there, so no cloud SDK loads); Pulumi runs this file with the pack
 directory on sys.path, so the project root is added here. Nothing else happens here:
 constructing a PolicyPack starts the analyzer's gRPC server and never returns.
 """

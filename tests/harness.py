@@ -195,9 +195,9 @@ def _reveal(value: Any, path: str, secret_paths: list[str]) -> Any:
 
 
 def stack_config(stack: str) -> dict[str, str]:
-    from components.settings import stack_file_config
+    from contract.settings.stack_file import read_stack
 
-    return stack_file_config(ROOT / f"Pulumi.{stack}.yaml")
+    return read_stack(stack, ROOT).engine_config()
 
 
 def run_program(stack: str, config: dict[str, str] | None = None) -> StackRun:

@@ -13,7 +13,8 @@ import pytest
 from components.autoscaling import KEDA_VERSION, scaled_object_spec, triggers
 from components.observability import prometheus_url
 from components.rules import MonitoredModel, monitored_models
-from components.settings import StackSettings, load_stack_file
+from contract.settings import StackSettings
+from contract.settings.stack_file import load_stack
 from tests.harness import StackRun
 from tests.k8s_schemas import validate
 from tests.rules.promtool import run_rule_tests
@@ -24,7 +25,7 @@ SAMPLES = 40  # 10 minutes at 15 s
 
 
 def settings(stack: str) -> StackSettings:
-    return load_stack_file(ROOT / f"Pulumi.{stack}.yaml")
+    return load_stack(stack, ROOT)
 
 
 def with_default(stack: str, **overrides: Any) -> StackSettings:

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from components import signals
+from contract import signals
 from components.dashboards import SIDECAR_LABEL, dashboards, queries
-from components.settings import load_stack_file
+from contract.settings.stack_file import load_stack
 from tests.harness import StackRun
 from tests.rules.promtool import parse_queries, run_rule_tests
 
@@ -29,7 +29,7 @@ def provisioned(run: StackRun) -> dict[str, dict[str, Any]]:
 
 
 def generated(stack: str) -> dict[str, dict[str, Any]]:
-    return dashboards(load_stack_file(ROOT / f"Pulumi.{stack}.yaml"))
+    return dashboards(load_stack(stack, ROOT))
 
 
 def model_rows(dashboard: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from components import predictor
+from contract import names
 from components.gateway.coverage import dangling_targets, has_api_key_auth, has_rate_limit, uncovered
 from components.gateway.objects import (
     AI_GATEWAY_CHART,
@@ -21,8 +21,9 @@ from components.gateway.objects import (
     load_balancer_service,
 )
 from components.serving import SERVICE_PORT
-from components.settings import SettingsError, load_stack_file, parse
-from components.settings.gateway import GatewaySettings
+from contract.settings import SettingsError, parse
+from contract.settings.stack_file import load_stack
+from contract.settings.gateway import GatewaySettings
 from tests.crd_rules import rule_violations
 from tests.harness import ROOT, StackRun
 from tests.k8s_schemas import is_core
@@ -33,7 +34,7 @@ SECRET = "1b47061264138c4ac30d75fd1eb44270"
 
 
 def settings(stack: StackRun):
-    return load_stack_file(ROOT / f"Pulumi.{stack.stack}.yaml")
+    return load_stack(stack.stack, ROOT)
 
 
 def objects(stack: StackRun) -> list[dict[str, Any]]:
@@ -125,7 +126,7 @@ def test_every_route_rule_reaches_the_predictor_service_of_its_model(stack: Stac
         # The AI gateway CRD admits only Envoy Gateway Backends here (a CEL rule).
         assert (target["group"], target["kind"]) == ("gateway.envoyproxy.io", "Backend")
         (endpoint,) = backends[target["name"]]["spec"]["endpoints"]
-        host = f"{predictor.service_name(model)}.{s.serving.namespace}.svc.cluster.local"
+        host = f"{names.service_name(model)}.{s.serving.namespace}.svc.cluster.local"
         assert endpoint == {"fqdn": {"hostname": host, "port": SERVICE_PORT}}
 
 

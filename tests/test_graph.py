@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from components.settings import load_stack_file
+from contract.settings.stack_file import load_stack
 from tests.harness import ROOT, ProgramFailed, StackRun, run_program, stack_config
 
 SUBNET = "aws:ec2/subnet:Subnet"
@@ -18,7 +18,7 @@ def subnets(run: StackRun, tier: str) -> list:
 
 
 def zones(stack: str) -> list[str]:
-    return load_stack_file(ROOT / f"Pulumi.{stack}.yaml").network.availability_zones
+    return load_stack(stack, ROOT).network.availability_zones
 
 
 def test_every_resource_belongs_to_the_platform_tree(stack: StackRun) -> None:
@@ -201,7 +201,7 @@ def test_only_dev_may_destroy_a_bucket_with_weights(dev: StackRun, prod: StackRu
 
 
 def test_each_model_gets_a_read_only_volume_of_its_own_prefix(stack: StackRun) -> None:
-    settings = load_stack_file(ROOT / f"Pulumi.{stack.stack}.yaml")
+    settings = load_stack(stack.stack, ROOT)
     volumes = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in stack.of_type("kubernetes:core/v1:PersistentVolume")}
     claims = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in stack.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
     assert len(volumes) == len(claims) == len(settings.models)
@@ -215,7 +215,7 @@ def test_each_model_gets_a_read_only_volume_of_its_own_prefix(stack: StackRun) -
 
 
 def test_mountpoint_reads_only_the_model_prefixes(stack: StackRun) -> None:
-    settings = load_stack_file(ROOT / f"Pulumi.{stack.stack}.yaml")
+    settings = load_stack(stack.stack, ROOT)
     (read,) = [r for r in stack.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.endswith("mountpoint-read")]
     statements = {s["Sid"]: s for s in json.loads(read.inputs["policy"])["Statement"]}
     assert statements["ReadModelObjects"]["Action"] == "s3:GetObject"
@@ -312,7 +312,7 @@ def test_auto_mode_relies_on_its_built_in_block_storage(dev: StackRun) -> None:
 
 
 def test_each_model_gets_a_sync_job_before_its_predictor(stack: StackRun) -> None:
-    settings = load_stack_file(ROOT / f"Pulumi.{stack.stack}.yaml")
+    settings = load_stack(stack.stack, ROOT)
     jobs = stack.of_kind("batch/v1", "Job")
     assert len(jobs) == len(settings.models)
     assert len(stack.of_type("inference-platform:models:ModelSync")) == 1

@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from components import observability as obs_module
-from components.gpu_capacity import GPU_TAINT, POOL_LABEL
+from contract.gpu import GPU_TAINT, POOL_LABEL
 from components.observability import alertmanager_config, plaintext_webhook_problems, prometheus_url
-from components.settings import SettingsError, parse
-from components.settings.observability import Receiver
+from contract.settings import SettingsError, parse
+from contract.settings.observability import Receiver
 from tests.harness import ProgramFailed, StackRun, run_program, stack_config
 from tests.k8s_schemas import validate
 

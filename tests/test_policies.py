@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from pulumi_policy import EnforcementLevel, StackValidationPolicy
 
-from components import signals
+from contract import signals
 from tests.harness import Captured, StackRun
 from tests.policy_harness import (
     POLICIES,

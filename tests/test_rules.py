@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from components.rules import rule_groups
-from components.settings import load_stack_file
+from contract.settings.stack_file import load_stack
 from tests.rules.promtool import check_rules, run_rule_tests
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,7 +25,7 @@ EVAL_TIME = "30m"
 
 
 def groups(stack: str = "dev") -> list[dict[str, Any]]:
-    return rule_groups(load_stack_file(ROOT / f"Pulumi.{stack}.yaml"))
+    return rule_groups(load_stack(stack, ROOT))
 
 
 def vllm(metric: str, pod: str, values: str, **extra: str) -> dict[str, str]:

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from components import predictor
-from components.gpu_capacity import GPU_RESOURCE, GPU_TAINT, POOL_LABEL
+from contract import names
+from contract.gpu import GPU_RESOURCE, GPU_TAINT, POOL_LABEL
 from components.model_store import claim_name
 from components.serving import (
     DRAIN_SCRIPT,
@@ -24,9 +24,10 @@ from components.serving import (
     inference_service,
     startup_budget_seconds,
 )
-from components.settings import SettingsError, load_stack_file, parse
-from components.settings.models import ModelSettings
-from components.settings.serving import ServingSettings
+from contract.settings import SettingsError, parse
+from contract.settings.stack_file import load_stack
+from contract.settings.models import ModelSettings
+from contract.settings.serving import ServingSettings
 from tests.harness import ROOT, StackRun
 from tests.test_settings import stack_raw, with_value
 
@@ -34,7 +35,7 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
 def settings(stack: StackRun):
-    return load_stack_file(ROOT / f"Pulumi.{stack.stack}.yaml")
+    return load_stack(stack.stack, ROOT)
 
 
 def isvcs(stack: StackRun) -> dict[str, dict[str, Any]]:
@@ -51,7 +52,7 @@ def main_container(stack: StackRun, model: str) -> dict[str, Any]:
 
 
 def small_model(**changes: Any) -> ModelSettings:
-    base = load_stack_file(ROOT / "Pulumi.dev.yaml").models[0]
+    base = load_stack("dev", ROOT).models[0]
     return base.model_copy(update=changes)
 
 
@@ -124,7 +125,7 @@ def test_predictor_tolerates_the_gpu_taint_and_runs_only_on_its_pools(stack: Sta
 def test_metrics_port_keeps_the_scrape_contract(stack: StackRun) -> None:
     for model in settings(stack).models:
         ports = main_container(stack, model.name)["ports"]
-        assert {"name": predictor.PORT_NAME, "containerPort": predictor.PORT, "protocol": "TCP"} in ports
+        assert {"name": names.PORT_NAME, "containerPort": names.PORT, "protocol": "TCP"} in ports
 
 
 def test_probes_check_health_and_startup_budget_covers_weight_loading(stack: StackRun) -> None:
@@ -166,9 +167,9 @@ def test_do_not_disrupt_is_set_only_when_configured() -> None:
 def test_every_predictor_has_a_disruption_budget_selecting_its_pods(stack: StackRun) -> None:
     pdbs = {r.inputs["metadata"]["name"]: r.inputs for r in stack.of_kind("policy/v1", "PodDisruptionBudget")}
     for model in settings(stack).models:
-        pdb = pdbs[predictor.deployment_name(model)]
+        pdb = pdbs[names.deployment_name(model)]
         assert pdb["spec"]["maxUnavailable"] == 1
-        assert pdb["spec"]["selector"]["matchLabels"] == {predictor.ISVC_LABEL: model.name}
+        assert pdb["spec"]["selector"]["matchLabels"] == {names.ISVC_LABEL: model.name}
 
 
 def test_predictor_service_account_carries_no_aws_identity(stack: StackRun) -> None:

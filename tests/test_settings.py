@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from components.settings import SettingsError, load_stack_file, parse
-from components.settings.errors import key_path
+from contract.settings import SettingsError, parse
+from contract.settings.stack_file import load_stack
+from contract.settings.errors import key_path
 
 ROOT = Path(__file__).resolve().parents[1]
 NS = "inference-platform:"
@@ -166,12 +167,12 @@ def test_message_shows_the_offending_value() -> None:
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_stack_files_are_valid(stack: str) -> None:
-    settings = load_stack_file(ROOT / f"Pulumi.{stack}.yaml")
+    settings = load_stack(stack, ROOT)
     assert settings.environment == stack
 
 
 def test_model_override_is_merged_over_default_field_by_field() -> None:
-    settings = load_stack_file(ROOT / "Pulumi.prod.yaml")
+    settings = load_stack("prod", ROOT)
     policy = settings.autoscaling_for("qwen25-14b-awq")
     assert policy.max_replicas == 12
     assert policy.triggers.queue_depth.target_per_replica == 3
@@ -199,7 +200,7 @@ def test_scale_to_zero_without_a_cron_window_is_rejected() -> None:
 
 
 def test_a_replacement_autoscaling_section_is_validated_like_the_stack_file() -> None:
-    settings = load_stack_file(ROOT / "Pulumi.dev.yaml")
+    settings = load_stack("dev", ROOT)
     with pytest.raises(SettingsError, match="autoscaling.default.maxReplicas"):
         settings.with_autoscaling({"default": {"minReplicas": 2, "maxReplicas": 1}})
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from capacity.hpa import Behavior, HorizontalPodAutoscaler, ScalingPolicy, ScalingRules
 from capacity.keda import Fallback, ScaledObject, Trigger
-from components.settings.autoscaling import ModelAutoscaling
-from components.settings.autoscaling import ScalingRules as RulesSettings
+from contract.settings.autoscaling import ModelAutoscaling
+from contract.settings.autoscaling import ScalingRules as RulesSettings
 
 
 @dataclass(frozen=True)

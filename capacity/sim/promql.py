@@ -1,4 +1,4 @@
-"""Prometheus query semantics over scraped samples, for the queries in `components.signals`.
+"""Prometheus query semantics over scraped samples, for the queries in `contract.signals`.
 
 Only what the KEDA triggers use: `avg_over_time` over a range, `sum` across series,
 `rate` of histogram buckets (with Prometheus' extrapolation) and `histogram_quantile`.
@@ -12,16 +12,6 @@ from bisect import bisect_right
 from collections.abc import Sequence
 
 import numpy as np
-
-# vLLM's bucket boundaries (seconds) for the histograms the triggers read.
-E2E_LATENCY_BUCKETS = (
-    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
-    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
-)  # fmt: skip
-TTFT_BUCKETS = (
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-    10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
-)  # fmt: skip
 
 
 def in_range(times: Sequence[float], t: float, window: float) -> slice:

@@ -29,8 +29,6 @@ from capacity.engine import EngineProfile, Request, ReplicaEngine
 from capacity.hpa import TimedValue
 from capacity.keda import ScaledObject
 from capacity.sim.promql import (
-    E2E_LATENCY_BUCKETS,
-    TTFT_BUCKETS,
     avg_over_time,
     extrapolated_increase,
     histogram_quantile,
@@ -38,6 +36,7 @@ from capacity.sim.promql import (
 )
 from capacity.sim.cron import window_mask
 from capacity.sim.policy import Signals
+from contract.signals import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS
 from capacity.sim.router import RouterName, make_router
 from capacity.sim.startup import Pool, Startup, interruption_delay, place
 from capacity.traces import Trace
@@ -125,7 +124,7 @@ class _Pod:
         self.e2e_counts: list[tuple[int, ...]] = []
         # live histogram buckets (non-cumulative, last = +Inf)
         self.ttft_hist = [0] * (len(TTFT_BUCKETS) + 1)
-        self.e2e_hist = [0] * (len(E2E_LATENCY_BUCKETS) + 1)
+        self.e2e_hist = [0] * (len(REQUEST_LATENCY_BUCKETS) + 1)
 
     @property
     def outstanding(self) -> int:
@@ -351,7 +350,7 @@ class Simulation:
                 self.ttft[rid] = f.first_token_time - f.request.arrival
                 self.e2e[rid] = e2e
                 self.outcome[rid] = OK
-                pod.e2e_hist[bisect_left(E2E_LATENCY_BUCKETS, e2e)] += 1
+                pod.e2e_hist[bisect_left(REQUEST_LATENCY_BUCKETS, e2e)] += 1
                 del pod.inflight[rid]
                 self._recent.append(rid)
                 if self.c.closed_loop_clients:
@@ -397,7 +396,7 @@ class Simulation:
         return [p for p in self.pods if p.t and p.t[-1] > t - horizon]
 
     def _quantile(self, t: float, q: float, window: float, which: str) -> float:
-        bounds = TTFT_BUCKETS if which == "ttft" else E2E_LATENCY_BUCKETS
+        bounds = TTFT_BUCKETS if which == "ttft" else REQUEST_LATENCY_BUCKETS
         total = None
         for pod in self._series(t, window):
             inc = extrapolated_increase(pod.t, getattr(pod, f"{which}_counts"), t, window)

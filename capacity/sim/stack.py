@@ -1,8 +1,9 @@
 """Everything a simulation needs, read from a stack file through the program's own settings.
 
-`pulumi config set` changes `Pulumi.<stack>.yaml`; this module parses that file with
-`components.settings.parse`, so the simulated policy is exactly the deployed one, with every
-validation rule the program applies (a policy file that would not deploy does not simulate).
+`pulumi config set` changes `Pulumi.<stack>.yaml`; this module reads that file with the
+contract's one stack loader (`contract.settings.stack_file`), so the simulated policy is exactly
+the deployed one, with every validation rule the program applies (a policy file that would not
+deploy does not simulate).
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import yaml
 
 from capacity.engine import EngineProfile, get_profile
 from capacity.sim.startup import Pool, Startup
-from components.settings import NAMESPACE, SettingsError, StackSettings, namespace_config, parse
-from components.settings.autoscaling import ModelAutoscaling
-from components.settings.gpu_capacity import duration_seconds
-from components.settings.models import ModelSettings
+from contract.settings import NAMESPACE
+from contract.settings.autoscaling import ModelAutoscaling
+from contract.settings.gpu_capacity import duration_seconds
+from contract.settings.models import ModelSettings
+from contract.settings.stack_file import StackFile, read_stack
 
 AUTOSCALING_KEY = f"{NAMESPACE}:autoscaling"
 DEFAULT_SCRAPE_INTERVAL_S = 15.0
@@ -37,33 +39,12 @@ class StackModel:
     spot_interruptions_per_hour: float
     scrape_interval_s: float
     raw_autoscaling: dict[str, Any]  # the autoscaling section as written (for tune's edits)
-    config: dict[str, Any]  # the whole stack config, to re-validate a changed policy
+    source: StackFile  # the stack file, to re-validate a changed policy
 
     def with_policy(self, autoscaling: dict[str, Any]) -> "StackModel":
         """The same stack with another autoscaling section, validated like a deploy would."""
-        settings = _parse(self.config, autoscaling)
+        settings = self.source.settings(autoscaling)
         return replace(self, policy=settings.autoscaling_for(self.model.name), raw_autoscaling=autoscaling)
-
-
-def stack_file(stack: str, root: Path = Path(".")) -> Path:
-    path = Path(stack) if stack.endswith(".yaml") else root / f"Pulumi.{stack}.yaml"
-    if not path.is_file():
-        raise ValueError(f"stack file {path} does not exist (pass a stack name like 'dev' or a Pulumi.<stack>.yaml path)")
-    return path
-
-
-def read_config(path: Path) -> dict[str, Any]:
-    return (yaml.safe_load(path.read_text()) or {}).get("config") or {}
-
-
-def _parse(config: dict[str, Any], autoscaling: dict[str, Any] | None = None) -> StackSettings:
-    raw = namespace_config(config)
-    if autoscaling is not None:
-        raw["autoscaling"] = autoscaling
-    try:
-        return parse(raw)
-    except SettingsError as exc:  # the CLI reports ValueErrors as one clear message
-        raise ValueError(str(exc)) from None
 
 
 def read_policy_file(path: Path) -> dict[str, Any]:
@@ -97,14 +78,13 @@ def load_stack_model(
     policy_file: Path | None = None,
     root: Path = Path("."),
 ) -> StackModel:
-    path = stack_file(stack, root)
-    config = read_config(path)
+    source = read_stack(stack, root)
     autoscaling = read_policy_file(policy_file) if policy_file else None
-    settings = _parse(config, autoscaling)
+    settings = source.settings(autoscaling)
     names = [m.name for m in settings.models]
     name = model or names[0]
     if name not in names:
-        raise ValueError(f"model {name!r} is not in stack {path.name}; models: {names}")
+        raise ValueError(f"model {name!r} is not in stack {source.path.name}; models: {names}")
     chosen = settings.model(name)
     profile_name = profile or chosen.capacity_profile
     if not profile_name:
@@ -135,7 +115,7 @@ def load_stack_model(
     observability = getattr(settings, "observability", None)
     scrape = float(getattr(observability, "scrape_interval_seconds", DEFAULT_SCRAPE_INTERVAL_S))
     return StackModel(
-        stack=path.stem.removeprefix("Pulumi."),
+        stack=source.name,
         model=chosen,
         policy=settings.autoscaling_for(name),
         profile=_profile(profile_name, None if profile else names.index(name)),
@@ -144,5 +124,5 @@ def load_stack_model(
         spot_interruptions_per_hour=plan.spot_interruptions_per_hour,
         scrape_interval_s=scrape,
         raw_autoscaling=autoscaling if autoscaling is not None else dict(settings.autoscaling),
-        config=config,
+        source=source,
     )

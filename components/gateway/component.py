@@ -10,9 +10,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
+from contract import names
+from contract.settings.gateway import GatewaySettings
+from contract.settings.models import ModelSettings
+
 from ..naming import type_token
-from ..settings.gateway import GatewaySettings
-from ..settings.models import ModelSettings
 from .objects import (
     AI_GATEWAY_CHART,
     AI_GATEWAY_CRDS_CHART,
@@ -72,7 +74,7 @@ class Gateway(pulumi.ComponentResource):
             )
 
         namespace = k8s.core.v1.Namespace(
-            f"{name}-ns", metadata={"name": gw.namespace, "labels": {"app.kubernetes.io/part-of": "inference-platform"}},
+            f"{name}-ns", metadata={"name": gw.namespace, "labels": names.PART_OF},
             opts=k8s_opts,
         )
         redis = redis_deployment(gw)

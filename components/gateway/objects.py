@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..settings.gateway import ClientSettings, GatewaySettings
-from ..settings.models import ModelSettings
+from contract.settings.gateway import ClientSettings, GatewaySettings
+from contract.settings.models import ModelSettings
 
 ENVOY_GATEWAY_CHART = "oci://docker.io/envoyproxy/gateway-helm"
 ENVOY_GATEWAY_VERSION = "v1.9.0"

@@ -71,7 +71,7 @@ gpu_pods = resource_policy(
     ),
     remediation=(
         f"Add the toleration {{key: {GPU_TAINT['key']}, operator: Equal, value: \"{GPU_TAINT['value']}\", "
-        f"effect: {GPU_TAINT['effect']}}} (components.gpu_capacity.GPU_TAINT) and set "
+        f"effect: {GPU_TAINT['effect']}}} (contract.gpu.GPU_TAINT) and set "
         f"resources.requests and resources.limits of {GPU_RESOURCE} to the same whole number (gpusPerReplica)."
     ),
     check=_check_gpu_pods,

@@ -1,15 +1,16 @@
-"""The facts the policies share with the Pulumi program, imported from `components/` so the
-pack and the program cannot drift (one GPU taint, one metric catalogue, one naming contract)."""
+"""The facts the policies share with the Pulumi program, imported from `contract/` so the
+pack and the program cannot drift (one GPU taint, one metric catalogue, one naming contract).
+`contract/` has no Pulumi imports, so loading the pack loads no cloud SDK."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from components.gpu_capacity import GPU_RESOURCE, GPU_TAINT, POOL_LABEL
-from components.predictor import ISVC_LABEL, MODEL_LABEL
-from components.settings.cluster import REQUIRED_LOGS
-from components.signals import VLLM_IMAGE_REPOSITORY, VLLM_IMAGE_TAG, Vllm
+from contract.gpu import GPU_RESOURCE, GPU_TAINT, POOL_LABEL
+from contract.names import ISVC_LABEL, MODEL_LABEL, PREDICTOR_SUFFIX, WORKLOAD_LABEL
+from contract.settings.cluster import REQUIRED_LOGS
+from contract.signals import VLLM_IMAGE_REPOSITORY, VLLM_IMAGE_TAG, Vllm
 
 from . import k8s
 
@@ -30,15 +31,11 @@ __all__ = [
     "gpus_of",
 ]
 
-# `interactive` or `batch`; anything not explicitly batch is treated as interactive.
-WORKLOAD_LABEL = "inference-platform/workload"
-# KServe (Standard mode) names the predictor Deployment `<isvc>-predictor` (components/predictor.py).
-PREDICTOR_SUFFIX = "-predictor"
 _HISTOGRAM_SERIES = ("_bucket", "_sum", "_count")
 
 
 def known_vllm_metrics() -> set[str]:
-    """Every series name the pinned vLLM exposes according to `components.signals.Vllm`
+    """Every series name the pinned vLLM exposes according to `contract.signals.Vllm`
     (histograms, the `*_seconds` names, also as their `_bucket`/`_sum`/`_count` series)."""
     names = {v for k, v in vars(Vllm).items() if k.isupper() and isinstance(v, str)}
     return names | {n + s for n in names if n.endswith("_seconds") for s in _HISTOGRAM_SERIES}

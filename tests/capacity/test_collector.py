@@ -5,7 +5,7 @@ import pytest
 
 from capacity.collector import PrometheusClient, keda_signals, stack_signals
 from capacity.recommend import current_values
-from components import signals
+from contract import signals
 from tests.capacity.conftest import REPO
 
 

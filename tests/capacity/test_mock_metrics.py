@@ -8,7 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from capacity.engine import get_profile
 from capacity.loadgen import LoadConfig, run_load
 from capacity.mock.server import serve_replicas
-from components.signals import Vllm
+from contract.signals import Vllm
 
 FAST = get_profile("8gb-qwen2.5-1.5b")
 

@@ -10,10 +10,10 @@ import pytest
 from capacity.collector import PrometheusClient, collect, keda_signals
 from capacity.engine import get_profile
 from capacity.loadgen import LoadConfig, run_load
-from capacity.mock.metrics import REQUEST_LATENCY_BUCKETS
+from contract.signals import REQUEST_LATENCY_BUCKETS
 from capacity.mock.server import serve_replicas
 from capacity.promserver import find_prometheus, run_prometheus, wait_for_targets
-from components.signals import Scope
+from contract.signals import Scope
 
 PROFILE = get_profile("a10g-r1-14b-awq")
 SPEEDUP = 20

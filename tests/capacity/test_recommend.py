@@ -9,6 +9,7 @@ import pytest
 
 from capacity.envelope import COLUMNS, EnvelopeRow, find_knee, read_envelope, write_envelope
 from capacity.recommend import commands, current_values, recommend
+from contract.settings.stack_file import load_stack
 from tests.capacity.conftest import CALIBRATION_CSV, REPO
 
 LINE = re.compile(r"^pulumi config set --path 'autoscaling\.(?P<key>[\w-]+)\.(?P<path>[\w.]+)' (?P<value>\S+) -s (?P<stack>\S+)   # .+$")
@@ -99,11 +100,7 @@ def test_envelope_missing_a_column_names_it(tmp_path):
 
 
 def test_recommended_values_pass_the_stacks_own_validation():
-    stack_file = REPO / "Pulumi.dev.yaml"
-    settings_module = pytest.importorskip("components.settings") if stack_file.is_file() else None
-    if settings_module is None:
-        pytest.fail("Pulumi.dev.yaml is missing: the recommendation cannot be checked against the stack")
-    settings = settings_module.load_stack_file(stack_file)
+    settings = load_stack("dev", REPO)
     rec = recommend(read_envelope(CALIBRATION_CSV), slo_p99=30, slo_ttft_p95=2, peak_rps=3)
     section = {k: dict(v) for k, v in settings.autoscaling.items()}
     block = section.setdefault("default", {})

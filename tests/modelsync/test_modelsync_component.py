@@ -22,7 +22,7 @@ from components.model_sync import (
     manifest_wait_init_container,
     source_files,
 )
-from components.settings.models import ModelSettings
+from contract.settings.models import ModelSettings
 from tests.harness import CapturingMonitor, PlatformMocks
 from tests.k8s_schemas import validate
 

@@ -5,15 +5,15 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from components.settings import load_stack_file
-from components.settings.capacity_planning import CapacityPlanningSettings
+from contract.settings.stack_file import load_stack
+from contract.settings.capacity_planning import CapacityPlanningSettings
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_stack_files_hold_a_valid_capacity_planning_section(stack):
-    settings = load_stack_file(ROOT / f"Pulumi.{stack}.yaml")
+    settings = load_stack(stack, ROOT)
     prices = settings.capacity_planning.gpu_hourly_price_usd
     assert 0 < prices.spot < prices.on_demand
 

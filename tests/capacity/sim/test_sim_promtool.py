@@ -1,5 +1,5 @@
 """The simulator's Prometheus semantics agree with real Prometheus (promtool) on the exact
-trigger queries from `components.signals`: queue depth, KV usage, the e2e latency quantile."""
+trigger queries from `contract.signals`: queue depth, KV usage, the e2e latency quantile."""
 
 import re
 import shutil
@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import yaml
 
-from capacity.sim.promql import E2E_LATENCY_BUCKETS, avg_over_time, extrapolated_increase, histogram_quantile
-from components import signals
+from capacity.sim.promql import avg_over_time, extrapolated_increase, histogram_quantile
+from contract import signals
+from contract.signals import REQUEST_LATENCY_BUCKETS as E2E_LATENCY_BUCKETS
 
 SCRAPE = 15
 EVAL_AT = 172  # between scrapes: left-open (Prometheus 3) and closed (2.x) ranges agree

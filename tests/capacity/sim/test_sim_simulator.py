@@ -8,7 +8,7 @@ from capacity.sim.policy import scaled_object, signals_of
 from capacity.sim.simulator import FAILED, OK, REJECTED, SimConfig, Simulation, simulate
 from capacity.sim.startup import Pool, Startup
 from capacity.traces import Trace, load
-from components.settings.autoscaling import ModelAutoscaling
+from contract.settings.autoscaling import ModelAutoscaling
 
 TOY = EngineProfile(
     "toy", "toy", "toy",

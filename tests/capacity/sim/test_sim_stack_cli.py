@@ -11,7 +11,7 @@ from capacity.engine import get_profile
 from capacity.oracle import fewest_replicas, oracle
 from capacity.sim.run import RunOptions
 from capacity.sim.stack import load_stack_model
-from components.settings.gpu_capacity import duration_seconds
+from contract.settings.gpu_capacity import duration_seconds
 from capacity.traces import load
 from capacity.tune import config_set_lines, set_path, tune
 

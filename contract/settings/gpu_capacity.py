@@ -8,12 +8,11 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from ..gpu import GPU_FAMILIES
 from .base import RuleViolation, Section
 
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
-# Families with NVIDIA GPUs that vLLM supports; a typo such as "g7x" is caught here.
-GPU_FAMILIES = ("g4dn", "g5", "g6", "g6e", "g6f", "gr6", "p4d", "p4de", "p5", "p5e", "p5en", "p6-b200")
 
 
 def duration_seconds(text: str) -> float:

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from ..signals import VLLM_IMAGE_REPOSITORY, VLLM_IMAGE_TAG
 from .base import RuleViolation, Section
 
 _SERVED_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
@@ -64,7 +65,7 @@ class ModelSettings(Section):
     pools: list[str] = Field(default_factory=lambda: ["gpu-spot", "gpu-on-demand"])
     workload: Literal["interactive", "batch"] = "interactive"
     capacity_profile: str | None = None
-    image: str = "vllm/vllm-openai:v0.25.1"
+    image: str = f"{VLLM_IMAGE_REPOSITORY}:{VLLM_IMAGE_TAG}"
     engine: EngineSettings = Field(default_factory=EngineSettings)
     resources: ResourceSettings = Field(default_factory=ResourceSettings)
 

@@ -1,18 +1,15 @@
 """Typed stack settings, validated as a whole before any resource exists.
 
-`load()` reads `pulumi.Config("inference-platform")` inside a Pulumi program;
-`load_stack_file()` reads a `Pulumi.<stack>.yaml` directly (capacity tooling, tests).
-Both go through `parse()`, so a `pulumi config set` means the same thing everywhere.
+`parse()` validates the `inference-platform` config mapping; `stack_file` holds the one
+loader from a stack name or `Pulumi.<stack>.yaml` path (the capacity tooling, the tests) and
+from the engine's config (the program), so a `pulumi config set` means the same thing everywhere.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
-from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError
 
 from .autoscaling import DEFAULT_KEY, ModelAutoscaling, deep_merge
@@ -28,7 +25,7 @@ from .network import NetworkSettings
 from .observability import ObservabilitySettings
 from .serving import ServingSettings, gpu_fit_problems
 
-__all__ = ["StackSettings", "SettingsError", "parse", "load", "load_stack_file", "NAMESPACE"]
+__all__ = ["StackSettings", "SettingsError", "parse", "NAMESPACE", "ModelSettings", "ModelAutoscaling", "key_path"]
 
 PROD_MIN_ZONES = 3
 
@@ -187,49 +184,3 @@ def parse(raw: dict[str, Any]) -> StackSettings:
     if problems:
         raise SettingsError(problems)
     return settings
-
-
-def namespace_config(flat: dict[str, Any]) -> dict[str, Any]:
-    """`{"inference-platform:network": "<json>", "aws:region": ...}` -> `{"network": {...}}`."""
-    raw: dict[str, Any] = {}
-    for full_key, value in flat.items():
-        namespace, _, key = full_key.partition(":")
-        if namespace != NAMESPACE:
-            continue
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
-                pass  # a plain string value such as `environment: dev`
-        raw[key] = value
-    return raw
-
-
-def load() -> StackSettings:
-    """Inside a Pulumi program: read and validate all config, or stop with a RunError."""
-    import pulumi
-    from pulumi.runtime.config import CONFIG, get_config_env
-
-    flat = {**get_config_env(), **CONFIG.get()}
-    try:
-        return parse(namespace_config(flat))
-    except SettingsError as exc:
-        raise pulumi.RunError(str(exc)) from None
-
-
-def load_stack_file(path: Path) -> StackSettings:
-    """Read and validate a `Pulumi.<stack>.yaml` without the Pulumi engine."""
-    document = yaml.safe_load(Path(path).read_text()) or {}
-    return parse(namespace_config(document.get("config") or {}))
-
-
-def stack_file_config(path: Path) -> dict[str, str]:
-    """A stack file's config as the engine hands it to a program: objects as JSON strings."""
-    document = yaml.safe_load(Path(path).read_text()) or {}
-    return {
-        key: value if isinstance(value, str) else json.dumps(value)
-        for key, value in (document.get("config") or {}).items()
-    }
-
-
-__all__ += ["ModelSettings", "ModelAutoscaling", "stack_file_config", "key_path", "namespace_config"]

@@ -11,7 +11,7 @@ from .base import RuleViolation
 NAMESPACE = "inference-platform"
 
 
-class SettingsError(Exception):
+class SettingsError(ValueError):
     """Every problem found in the stack config, one line each; nothing was built."""
 
     def __init__(self, problems: list[str]) -> None:

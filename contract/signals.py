@@ -11,6 +11,7 @@ Metric names are those of the pinned vLLM image (`VLLM_IMAGE_TAG`): vLLM renamed
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 # The vLLM OpenAI server release whose metric names are listed below.
 VLLM_IMAGE_REPOSITORY = "vllm/vllm-openai"
@@ -34,6 +35,26 @@ class Vllm:
 
     # Names that older images exposed; a query using them silently returns nothing.
     REMOVED = ("vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds")
+
+
+# vLLM's histogram bucket boundaries (`vllm/v1/metrics/loggers.py`, PrometheusStatLogger): the
+# mock exposes them and the simulator's PromQL reads them, so both quantize latency like vLLM.
+TTFT_BUCKETS = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+# inter-token latency and time per output token
+TOKEN_LATENCY_BUCKETS = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
+)  # fmt: skip
+# e2e latency, queue time and the other per-phase request histograms
+REQUEST_LATENCY_BUCKETS = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
+    960.0, 1920.0, 7680.0,
+)  # fmt: skip
+ITERATION_TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+PARAMS_N_BUCKETS = (1, 2, 5, 10, 20)
+
 
 
 class Dcgm:
@@ -75,43 +96,65 @@ class Scope:
 # --- Scaling signals (each returns exactly one series, as KEDA requires) ---------------
 
 
+@dataclass(frozen=True)
+class Query:
+    """A single-series signal in one of the shapes scaling triggers use, as plain data: it
+    renders to PromQL for KEDA, rules, dashboards and the collector, and the simulator
+    evaluates the same description over its scraped series (`capacity.sim`).
+
+    - `sum`: `sum(metric)`, a gauge added up over replicas (additive);
+    - `sum_avg_over_time`: `sum(avg_over_time(metric[window]))`, the same smoothed over a window;
+    - `quantile`: `histogram_quantile(q, sum by (le) (rate(metric_bucket[window])))`, with
+      `> 0 or vector(0)` so that no traffic (NaN) still returns one series, 0.
+    """
+
+    metric: str
+    shape: Literal["sum", "sum_avg_over_time", "quantile"]
+    window_seconds: int | None = None
+    quantile: float | None = None
+
+    def promql(self, scope: Scope) -> str:
+        if self.shape == "sum":
+            return f"sum({scope.select(self.metric)})"
+        if self.window_seconds is None:
+            raise ValueError(f"a {self.shape} query needs a window")
+        window = duration(self.window_seconds)
+        if self.shape == "sum_avg_over_time":
+            return f"sum(avg_over_time({scope.select(self.metric)}[{window}]))"
+        if self.quantile is None or not 0 < self.quantile < 1:
+            raise ValueError(f"a quantile must be in (0, 1), got {self.quantile}")
+        rate = f"sum by (le) (rate({scope.select(self.metric + '_bucket')}[{window}]))"
+        return f"(histogram_quantile({self.quantile}, {rate}) > 0) or vector(0)"
+
+
 def queue_depth(scope: Scope, window_seconds: int) -> str:
     """Requests waiting across all replicas, averaged over the window (additive)."""
-    return f"sum(avg_over_time({scope.select(Vllm.REQUESTS_WAITING)}[{duration(window_seconds)}]))"
+    return Query(Vllm.REQUESTS_WAITING, "sum_avg_over_time", window_seconds).promql(scope)
 
 
 def kv_cache_usage(scope: Scope) -> str:
     """KV-cache in use summed over replicas, in replica-fractions (additive: 1.0 = one full replica)."""
-    return f"sum({scope.select(Vllm.KV_CACHE_USAGE)})"
+    return Query(Vllm.KV_CACHE_USAGE, "sum").promql(scope)
 
 
 def requests_running(scope: Scope) -> str:
-    return f"sum({scope.select(Vllm.REQUESTS_RUNNING)})"
+    return Query(Vllm.REQUESTS_RUNNING, "sum").promql(scope)
 
 
 def requests_waiting(scope: Scope) -> str:
-    return f"sum({scope.select(Vllm.REQUESTS_WAITING)})"
-
-
-def _quantile(metric: str, scope: Scope, quantile: float, window_seconds: int) -> str:
-    # No traffic makes the quantile NaN (0/0); `> 0 or vector(0)` turns that into 0 so
-    # the query still returns exactly one series.
-    if not 0 < quantile < 1:
-        raise ValueError(f"a quantile must be in (0, 1), got {quantile}")
-    rate = f"sum by (le) (rate({scope.select(metric + '_bucket')}[{duration(window_seconds)}]))"
-    return f"(histogram_quantile({quantile}, {rate}) > 0) or vector(0)"
+    return Query(Vllm.REQUESTS_WAITING, "sum").promql(scope)
 
 
 def e2e_latency_quantile(scope: Scope, quantile: float, window_seconds: int) -> str:
-    return _quantile(Vllm.E2E_LATENCY, scope, quantile, window_seconds)
+    return Query(Vllm.E2E_LATENCY, "quantile", window_seconds, quantile).promql(scope)
 
 
 def ttft_quantile(scope: Scope, quantile: float, window_seconds: int) -> str:
-    return _quantile(Vllm.TTFT, scope, quantile, window_seconds)
+    return Query(Vllm.TTFT, "quantile", window_seconds, quantile).promql(scope)
 
 
 def inter_token_latency_quantile(scope: Scope, quantile: float, window_seconds: int) -> str:
-    return _quantile(Vllm.INTER_TOKEN_LATENCY, scope, quantile, window_seconds)
+    return Query(Vllm.INTER_TOKEN_LATENCY, "quantile", window_seconds, quantile).promql(scope)
 
 
 def generation_tokens_per_second(scope: Scope, window_seconds: int) -> str:

@@ -7,17 +7,12 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from ..gpu import MAX_GPUS_PER_INSTANCE
 from .base import Section
 from .errors import NAMESPACE
 
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 
-# The most GPUs one instance of each family carries (g5/g6/g6e.48xlarge, p5.48xlarge: 8;
-# gr6 and the fractional-GPU g6f sizes: at most 1). A replica's GPUs must fit on one node.
-MAX_GPUS_PER_INSTANCE = {
-    "g4dn": 8, "g5": 8, "g6": 8, "g6e": 8, "g6f": 1, "gr6": 1,
-    "p4d": 8, "p4de": 8, "p5": 8, "p5e": 8, "p5en": 8, "p6-b200": 8,
-}
 
 
 class StartupSettings(Section):

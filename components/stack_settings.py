@@ -1,0 +1,17 @@
+"""The program's settings: the engine's config for this stack, validated before any resource."""
+
+from __future__ import annotations
+
+import pulumi
+from pulumi.runtime.config import CONFIG, get_config_env
+
+from contract.settings import SettingsError, StackSettings
+from contract.settings.stack_file import from_engine_config
+
+
+def load() -> StackSettings:
+    """Read and validate all config, or stop with a RunError naming every bad key."""
+    try:
+        return from_engine_config({**get_config_env(), **CONFIG.get()})
+    except SettingsError as exc:
+        raise pulumi.RunError(str(exc)) from None
