@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from capacity import traces  # noqa: E402
+from capacity.workload import traces  # noqa: E402
 from capacity.sim.run import RunOptions, run_policy, summarize  # noqa: E402
 from capacity.sim.stack import load_stack_model  # noqa: E402
 from capacity.tune import set_path  # noqa: E402

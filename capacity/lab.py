@@ -18,7 +18,7 @@ from pathlib import Path
 from capacity.engine import get_profile
 from capacity.envelope import find_knee
 from capacity.loadgen import LoadConfig
-from capacity.profiles import DEFAULT_PROFILE, PROFILES
+from capacity.engine import DEFAULT_PROFILE, PROFILES
 from capacity.processes import stop, wait_until_ready
 from capacity.promserver import find_prometheus, free_port, run_prometheus, wait_for_targets
 from capacity.recommend import commands, current_values, recommend, report_lines

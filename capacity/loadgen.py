@@ -43,7 +43,7 @@ from typing import Literal
 import aiohttp
 import numpy as np
 
-from capacity.prompts import PromptBuilder
+from capacity.workload.prompts import PromptBuilder
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict
 
 from capacity.engine import get_profile, predict
-from capacity.profiles import DEFAULT_PROFILE, PROFILES
+from capacity.engine import DEFAULT_PROFILE, PROFILES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

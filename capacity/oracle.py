@@ -22,7 +22,7 @@ import numpy as np
 from capacity.engine import EngineProfile
 from capacity.sim.simulator import OK, REJECTED, SimConfig, simulate
 from capacity.sim.startup import Pool, Startup
-from capacity.traces import Trace
+from capacity.workload.traces import Trace
 
 INSTANT = Startup((0.0, 0.0), (0.0, 0.0), 0.0, (0.0, 0.0))
 # Above this the interval is declared infeasible and billed at the cap (see `infeasible`).

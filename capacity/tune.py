@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from capacity.sim.run import RunOptions, run_policy, summarize
 from capacity.sim.stack import StackModel
-from capacity.traces import Trace
+from capacity.workload.traces import Trace
 from contract.settings.autoscaling import ModelAutoscaling
 
 Knob = tuple[str, Callable[[ModelAutoscaling], list[Any]], Callable[[ModelAutoscaling], Any]]

@@ -9,7 +9,7 @@ import gc
 
 from capacity.engine import get_profile
 from capacity.mock.server import serve_replicas
-from capacity.profiles import DEFAULT_PROFILE, PROFILES
+from capacity.engine import DEFAULT_PROFILE, PROFILES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from capacity import traces
+from capacity.workload import traces
 from capacity.sim.report import print_table
 from capacity.sim.router import ROUTERS
 from capacity.oracle import OracleResult

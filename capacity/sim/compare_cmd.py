@@ -7,7 +7,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from capacity import traces
+from capacity.workload import traces
 from capacity.sim.cli import add_common_arguments, emit, load_inputs
 from capacity.sim.run import RunOptions, run_policy, run_static, summarize
 from capacity.sim.stack import StackModel, read_policy_file

@@ -13,7 +13,7 @@ from capacity.sim.policy import scaled_object, signals_of
 from capacity.sim.router import RouterName
 from capacity.sim.simulator import FAILED, OK, REJECTED, SimConfig, SimResult, simulate
 from capacity.sim.stack import StackModel
-from capacity.traces import Trace
+from capacity.workload.traces import Trace
 
 
 @dataclass(frozen=True)

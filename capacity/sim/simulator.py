@@ -39,7 +39,7 @@ from capacity.sim.policy import Signals
 from contract.signals import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS
 from capacity.sim.router import RouterName, make_router
 from capacity.sim.startup import Pool, Startup, interruption_delay, place
-from capacity.traces import Trace
+from capacity.workload.traces import Trace
 
 PENDING, STARTING, READY, DRAINING, GONE = range(5)
 SPOT_WARNING_S = 120.0  # EC2 spot interruption notice

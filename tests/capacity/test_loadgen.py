@@ -21,7 +21,7 @@ from capacity.loadgen import (
     write_outputs,
 )
 from capacity.mock.server import serve_replicas
-from capacity.prompts import PromptBuilder
+from capacity.workload.prompts import PromptBuilder
 
 FAST = get_profile("8gb-qwen2.5-1.5b")
 SPEEDUP = 5

@@ -7,7 +7,7 @@ from capacity.engine import EngineProfile
 from capacity.sim.policy import scaled_object, signals_of
 from capacity.sim.simulator import FAILED, OK, REJECTED, SimConfig, Simulation, simulate
 from capacity.sim.startup import Pool, Startup
-from capacity.traces import Trace, load
+from capacity.workload.traces import Trace, load
 from contract.settings.autoscaling import ModelAutoscaling
 
 TOY = EngineProfile(

@@ -12,7 +12,7 @@ from capacity.oracle import fewest_replicas, oracle
 from capacity.sim.run import RunOptions
 from capacity.sim.stack import load_stack_model
 from contract.settings.gpu_capacity import duration_seconds
-from capacity.traces import load
+from capacity.workload.traces import load
 from capacity.tune import config_set_lines, set_path, tune
 
 ROOT = Path(__file__).resolve().parents[3]

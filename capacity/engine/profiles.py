@@ -1,12 +1,12 @@
 """Named engine profiles: one vLLM replica (GPU + model + engine flags) each.
 
 Step-time parameters are fitted to published measurements in ../shared/calibration/README.md;
-tests/capacity/test_engine_calibration.py holds each profile to its reference.
+tests/capacity/engine/test_engine_calibration.py holds each profile to its reference.
 """
 
 from __future__ import annotations
 
-from capacity.engine import EngineProfile
+from capacity.engine.profile import EngineProfile
 
 # One A10G (g5.xlarge), DeepSeek-R1-Distill-Qwen-14B-AWQ, vLLM v0.25.1,
 # --gpu-memory-utilization 0.90 --max-num-seqs 40 --max-model-len 15000 --max-num-batched-tokens 2048.
@@ -64,3 +64,11 @@ PROFILES: dict[str, EngineProfile] = {
     p.name: p for p in (A10G_R1_14B_AWQ, RTX8G_QWEN25_1_5B, RTX8G_QWEN25_3B)
 }
 DEFAULT_PROFILE = A10G_R1_14B_AWQ.name
+
+
+def get_profile(name: str) -> EngineProfile:
+    """The named profile; a clear ValueError listing the known names otherwise."""
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown engine profile {name!r}; known profiles: {', '.join(sorted(PROFILES))}") from None

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from capacity import traces
+from capacity.workload import traces
 
 AZURE = Path(__file__).resolve().parents[3] / ".." / "shared" / "traces" / "azure-llm-2023-conv.csv"
 

@@ -31,9 +31,9 @@ from types import ModuleType
 import pytest
 
 from capacity import engine as current
-from capacity.profiles import PROFILES
+from capacity.engine import PROFILES
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 REFERENCE = "7d384c1ce86bf893c40cea27319531af9f5f444b"  # capacity/engine.py before the fast paths
 SEEDS = range(100)
 DIGEST = "aca04bfc19766a522b9eb47a1150c0aa7510f0472436dc2ceb13f84afb52bf58"  # _digest(SEEDS, _reference())
@@ -160,7 +160,7 @@ def test_matches_the_reference_through_the_simulator(profile, trace, monkeypatch
     """The prod stack's policy on a load step: identical per-request results and control loop."""
     import numpy as np
 
-    from capacity import traces
+    from capacity.workload import traces
     from capacity.sim import simulator
     from capacity.sim.run import RunOptions, run_policy
     from capacity.sim.stack import load_stack_model
