@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .settings.autoscaling import ModelAutoscaling, Triggers
+from .settings.autoscaling import ModelAutoscaling, TriggerSection
 from .signals import Query, Vllm
 
 MetricType = Literal["AverageValue", "Value"]
@@ -44,13 +44,12 @@ class Trigger:
     # (cron: 1, against a metric of desiredReplicas inside the window).
     fixed_target: float | None = None
 
-    @property
-    def field(self) -> str:
-        """The attribute of `Triggers` that holds this trigger's settings."""
-        return next(name for name, f in Triggers.model_fields.items() if f.alias == self.key)
-
-    def settings(self, policy: ModelAutoscaling) -> Any:
-        return getattr(policy.triggers, self.field)
+    def settings(self, policy: ModelAutoscaling) -> TriggerSection:
+        """This trigger's settings section in a merged policy (`triggers.<key>`)."""
+        sections = policy.triggers.sections()
+        if self.key not in sections:
+            raise KeyError(f"trigger {self.key!r} has no settings field in {type(policy.triggers).__name__}")
+        return sections[self.key]
 
     def enabled(self, policy: ModelAutoscaling) -> bool:
         return bool(self.settings(policy).enabled)

@@ -8,11 +8,11 @@ it field by field (deep merge), so `pulumi config set --path
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .base import RuleViolation, Section
+from .base import RuleViolation, Section, camel
 
 _CRON = re.compile(r"^(\S+\s+){4}\S+$")
 
@@ -24,34 +24,43 @@ class Slo(Section):
     e2e_p99_seconds: float = Field(default=30.0, gt=0)
 
 
-class QueueDepthTrigger(Section):
+class TriggerSection(Section):
+    """Settings of one scaling trigger (declared in `contract.triggers`)."""
+
+    # False for a trigger that reads no inference metric (cron): it cannot be the only one.
+    reads_inference_signal: ClassVar[bool] = True
+    enabled: bool
+
+
+class QueueDepthTrigger(TriggerSection):
     enabled: bool = True
     # Requests waiting per replica, averaged over the window, before another replica is bought.
     target_per_replica: float = Field(default=4.0, gt=0)
     window_seconds: int = Field(default=60, gt=0)
 
 
-class KvCacheTrigger(Section):
+class KvCacheTrigger(TriggerSection):
     enabled: bool = True
     # KV-cache fraction per replica (0..1) the fleet should run at.
     target_per_replica: float = Field(default=0.7, gt=0, le=1)
 
 
-class LatencyTrigger(Section):
+class LatencyTrigger(TriggerSection):
     enabled: bool = True
     quantile: float = Field(default=0.99, gt=0, lt=1)
     threshold_seconds: float = Field(default=40.0, gt=0)
     window_seconds: int = Field(default=120, gt=0)
 
 
-class TtftTrigger(Section):
+class TtftTrigger(TriggerSection):
     enabled: bool = False
     quantile: float = Field(default=0.95, gt=0, lt=1)
     threshold_seconds: float = Field(default=3.0, gt=0)
     window_seconds: int = Field(default=120, gt=0)
 
 
-class CronTrigger(Section):
+class CronTrigger(TriggerSection):
+    reads_inference_signal: ClassVar[bool] = False
     enabled: bool = False
     timezone: str = "UTC"
     start: str = "0 8 * * 1-5"
@@ -67,16 +76,24 @@ class CronTrigger(Section):
 
 
 class Triggers(Section):
+    """One field per trigger of `contract.triggers.TRIGGERS`, keyed by its `Trigger.key`."""
+
     queue_depth: QueueDepthTrigger = Field(default_factory=QueueDepthTrigger)
     kv_cache: KvCacheTrigger = Field(default_factory=KvCacheTrigger)
     e2e_latency: LatencyTrigger = Field(default_factory=LatencyTrigger)
     ttft: TtftTrigger = Field(default_factory=TtftTrigger)
     cron: CronTrigger = Field(default_factory=CronTrigger)
 
+    def sections(self) -> dict[str, TriggerSection]:
+        """Every trigger's settings by its camelCase key."""
+        return {camel(name): getattr(self, name) for name in type(self).model_fields}
+
     @model_validator(mode="after")
     def _one_signal(self) -> "Triggers":
-        if not any((self.queue_depth.enabled, self.kv_cache.enabled, self.e2e_latency.enabled, self.ttft.enabled)):
-            raise RuleViolation("queueDepth.enabled", False, "at least one inference signal trigger must be enabled")
+        sections = self.sections()
+        if not any(t.enabled for t in sections.values() if t.reads_inference_signal):
+            first = next(key for key, t in sections.items() if t.reads_inference_signal)
+            raise RuleViolation(f"{first}.enabled", False, "at least one inference signal trigger must be enabled")
         return self
 
 
@@ -204,13 +221,11 @@ class ModelAutoscaling(Section):
 
     def windows(self) -> dict[str, int]:
         """Every PromQL window in use, by key path, for the scrape-interval rule."""
-        t = self.triggers
-        found = {
-            "triggers.queueDepth.windowSeconds": (t.queue_depth.enabled, t.queue_depth.window_seconds),
-            "triggers.e2eLatency.windowSeconds": (t.e2e_latency.enabled, t.e2e_latency.window_seconds),
-            "triggers.ttft.windowSeconds": (t.ttft.enabled, t.ttft.window_seconds),
+        return {
+            f"triggers.{key}.windowSeconds": t.window_seconds  # type: ignore[attr-defined]
+            for key, t in self.triggers.sections().items()
+            if t.enabled and "window_seconds" in type(t).model_fields
         }
-        return {key: seconds for key, (enabled, seconds) in found.items() if enabled}
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
