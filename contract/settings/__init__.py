@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
-from .autoscaling import DEFAULT_KEY, ModelAutoscaling, deep_merge
+from .autoscaling import DEFAULT_KEY, ModelAutoscaling, merged_policy
 from .base import Section
 from .capacity_planning import CapacityPlanningSettings
 from .cluster import ClusterSettings
@@ -51,8 +51,7 @@ class StackSettings(Section):
 
     def autoscaling_for(self, model_name: str) -> ModelAutoscaling:
         """The merged policy of one model: defaults < `autoscaling.default` < `autoscaling.<model>`."""
-        merged = deep_merge(self.autoscaling.get(DEFAULT_KEY, {}), self.autoscaling.get(model_name, {}))
-        return ModelAutoscaling.model_validate(merged)
+        return merged_policy(self.autoscaling.get(DEFAULT_KEY, {}), self.autoscaling.get(model_name, {}))
 
     def with_autoscaling(self, section: dict[str, Any]) -> "StackSettings":
         """The same stack with its `autoscaling` section replaced (a policy file, a tuning
@@ -114,7 +113,7 @@ def _autoscaling_problems(s: StackSettings, pools: dict[str, Any]) -> list[str]:
                 f"{NAMESPACE}:autoscaling.{key} names no model; use 'default' or one of {sorted(names)}"
             )
     try:
-        ModelAutoscaling.model_validate(s.autoscaling.get(DEFAULT_KEY, {}))
+        merged_policy(s.autoscaling.get(DEFAULT_KEY, {}))
     except ValidationError as exc:
         return problems + problems_of(exc, ("autoscaling", DEFAULT_KEY))
     demand: dict[str, int] = {}

@@ -240,3 +240,15 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
 
 
 DEFAULT_KEY = "default"
+
+
+def merged_policy(*scopes: dict[str, Any]) -> ModelAutoscaling:
+    """The policy of the built-in defaults with each scope merged on top, field by field.
+
+    `pulumi config set --path 'autoscaling.default.behavior.scaleDown.stabilizationWindowSeconds'
+    900` writes one leaf; merging it onto the defaults (not onto an empty `scaleDown`) keeps the
+    default `policies` and `selectPolicy`, so a one-key retune deploys. Lists replace whole."""
+    merged: dict[str, Any] = ModelAutoscaling().model_dump(by_alias=True, mode="json")
+    for scope in scopes:
+        merged = deep_merge(merged, scope)
+    return ModelAutoscaling.model_validate(merged)
