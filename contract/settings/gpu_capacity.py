@@ -13,6 +13,11 @@ from .base import RuleViolation, Section
 
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+# EKS Auto Mode replaces every node after at most 21 days, and a NodePool can only lower that
+# (EKS user guide, "EKS Auto Mode" features: "maximum lifetime of 21 days, which you can
+# reduce"); a longer expireAfter is silently ineffective there, and the forced replacement
+# evicts GPU pods despite karpenter.sh/do-not-disrupt.
+AUTO_MODE_MAX_NODE_LIFETIME_S = 21 * 24 * 3600
 
 
 def duration_seconds(text: str) -> float:
@@ -58,7 +63,8 @@ class NodePoolSettings(Section):
     gpu_limit: int = Field(gt=0)
     consolidation_policy: Literal["WhenEmpty", "WhenEmptyOrUnderutilized"] = "WhenEmpty"
     consolidate_after: str = "10m"
-    expire_after: str = "720h"
+    # 14 days, as the EKS user guide's Auto Mode NodePool example: within Auto Mode's 21-day limit.
+    expire_after: str = "336h"
     disruption_budgets: list[DisruptionBudget] = Field(default_factory=lambda: [DisruptionBudget(nodes="1")])
 
     @field_validator("name")
@@ -125,6 +131,15 @@ class GpuCapacitySettings(Section):
             raise RuleViolation(
                 "pools", weights, "weights must be distinct (equal weights make Karpenter's choice arbitrary)"
             )
+        if self.provisioner == "auto-mode":
+            for i, pool in enumerate(self.pools):
+                if duration_seconds(pool.expire_after) > AUTO_MODE_MAX_NODE_LIFETIME_S:
+                    raise RuleViolation(
+                        f"pools[{i}].expireAfter",
+                        pool.expire_after,
+                        "must be at most 504h (21 days) with provisioner auto-mode: Auto Mode replaces "
+                        "every node after 21 days, so a longer lifetime is silently ineffective",
+                    )
         return self
 
     def pool(self, name: str) -> NodePoolSettings:
