@@ -10,8 +10,12 @@ from contract.settings.stack_file import from_engine_config
 
 
 def load() -> StackSettings:
-    """Read and validate all config, or stop with a RunError naming every bad key."""
+    """Read and validate all config, or stop with a RunError naming every bad key; what deploys
+    but needs attention soon (a Kubernetes version near its end of support) is logged as a warning."""
     try:
-        return from_engine_config({**get_config_env(), **CONFIG.get()})
+        settings = from_engine_config({**get_config_env(), **CONFIG.get()})
     except SettingsError as exc:
         raise pulumi.RunError(str(exc)) from None
+    for warning in settings.warnings():
+        pulumi.log.warn(warning)
+    return settings

@@ -8,6 +8,8 @@ from the engine's config (the program), so a `pulumi config set` means the same 
 from __future__ import annotations
 
 import itertools
+import re
+from datetime import date
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError
@@ -53,6 +55,10 @@ class StackSettings(Section):
         """The merged policy of one model: defaults < `autoscaling.default` < `autoscaling.<model>`."""
         return merged_policy(self.autoscaling.get(DEFAULT_KEY, {}), self.autoscaling.get(model_name, {}))
 
+    def warnings(self, today: date | None = None) -> list[str]:
+        """What deploys but needs attention soon (one line each, key named)."""
+        return [f"{NAMESPACE}:{w}" for w in self.cluster.support_warnings(today or date.today())]
+
     def with_autoscaling(self, section: dict[str, Any]) -> "StackSettings":
         """The same stack with its `autoscaling` section replaced (a policy file, a tuning
         candidate), validated by the same rules as the stack file itself."""
@@ -65,10 +71,25 @@ class StackSettings(Section):
         return candidate
 
 
-def _cross_section_problems(s: StackSettings) -> list[str]:
+def _cross_section_problems(s: StackSettings, aws_region: str | None, today: date) -> list[str]:
     """Rules that span sections; each problem names the key a user would change."""
     problems: list[str] = []
     where = f"{NAMESPACE}:"
+    problems += [f"{where}{p}" for p in s.cluster.support_problems(today)]
+    problems += _zone_region_problems(s, aws_region)
+    if s.environment == "prod" and s.model_store.force_destroy:
+        problems.append(
+            f"{where}modelStore.forceDestroy (True) is not allowed in a prod stack: `pulumi destroy` would "
+            "delete every synced model with the bucket"
+        )
+    prefixes: dict[str, int] = {}
+    for i, model in enumerate(s.models):
+        first = prefixes.setdefault(model.store_prefix, i)
+        if first != i and s.models[first].name != model.name:  # a duplicate entry is reported as one
+            problems.append(
+                f"{where}models[{i}].s3Prefix ({model.store_prefix!r}) is also models[{first}]'s; two models "
+                "in one prefix overwrite each other's weights and manifest"
+            )
     if s.environment == "prod" and len(s.network.availability_zones) < PROD_MIN_ZONES:
         problems.append(
             f"{where}network.availabilityZones ({s.network.availability_zones}) must list at least "
@@ -83,8 +104,11 @@ def _cross_section_problems(s: StackSettings) -> list[str]:
     pools = {p.name: p for p in s.gpu_capacity.pools}
     names = [m.name for m in s.models]
     for i, model in enumerate(s.models):
-        if names.count(model.name) > 1:
-            problems.append(f"{where}models[{i}].name ({model.name!r}) is served twice; served names must be unique")
+        if model.name in names[:i]:
+            problems.append(
+                f"{where}models[{i}].name ({model.name!r}) repeats models[{names.index(model.name)}]; "
+                "served names must be unique (remove the duplicate entry)"
+            )
         for pool_name in model.pools:
             pool = pools.get(pool_name)
             if pool is None:
@@ -97,7 +121,8 @@ def _cross_section_problems(s: StackSettings) -> list[str]:
                     f"{where}gpuCapacity.pools[{j}].gpuLimit ({pool.gpu_limit}) must be >= gpusPerReplica "
                     f"({model.gpus_per_replica}) of model {model.name!r}, which may run there"
                 )
-    problems += _autoscaling_problems(s, pools)
+    if len(set(names)) == len(names):  # a duplicate entry would also count twice against the GPU budget
+        problems += _autoscaling_problems(s, pools)
     problems += gpu_fit_problems(s.models, s.gpu_capacity.pools)
     problems += gateway_problems(s)
     problems += _window_problems(s)
@@ -173,13 +198,27 @@ def _window_problems(s: StackSettings) -> list[str]:
     ]
 
 
-def parse(raw: dict[str, Any]) -> StackSettings:
-    """Validate the whole `inference-platform` config mapping (keys without the namespace)."""
+_ZONE = re.compile(r"^(?P<region>[a-z]{2}(-[a-z]+)+-\d+)(-[a-z]+-\d+)?[a-z]$")
+
+
+def _zone_region_problems(s: StackSettings, aws_region: str | None) -> list[str]:
+    """Availability zones (and Local Zones) belong to the stack's `aws:region`."""
+    if not aws_region:
+        return []
+    wrong = [z for z in s.network.availability_zones if (m := _ZONE.match(z)) is None or m["region"] != aws_region]
+    if not wrong:
+        return []
+    return [f"{NAMESPACE}:network.availabilityZones ({wrong}) are not zones of aws:region ({aws_region!r})"]
+
+
+def parse(raw: dict[str, Any], *, aws_region: str | None = None, today: date | None = None) -> StackSettings:
+    """Validate the whole `inference-platform` config mapping (keys without the namespace);
+    `aws_region` (the stack's `aws:region`) and `today` enable the rules that need them."""
     try:
         settings = StackSettings.model_validate(raw)
     except ValidationError as exc:
         raise SettingsError(problems_of(exc)) from None
-    problems = _cross_section_problems(settings)
+    problems = _cross_section_problems(settings, aws_region, today or date.today())
     if problems:
         raise SettingsError(problems)
     return settings

@@ -26,6 +26,8 @@ class Section(BaseModel):
         extra="forbid",
         frozen=True,
         validate_default=True,
+        # `.inf` and `.nan` are YAML floats; no threshold, size or price is infinite.
+        allow_inf_nan=False,
     )
 
 

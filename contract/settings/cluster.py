@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from dataclasses import dataclass
+from datetime import date, timedelta
 
 from pydantic import Field, field_validator
 
@@ -13,11 +15,36 @@ _VERSION = re.compile(r"^1\.(\d{2})$")
 MIN_MINOR = 30  # oldest minor in EKS standard support with Auto Mode
 _PRINCIPAL = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$")
 REQUIRED_LOGS = ("api", "audit", "authenticator")
+
+
+@dataclass(frozen=True)
+class EksVersion:
+    released: date
+    end_of_standard_support: date
+    end_of_extended_support: date
+
+
+# The EKS release calendar (EKS user guide, "Understand the Kubernetes version lifecycle on EKS":
+# 14 months of standard support, then 12 of extended support at an extra cost per cluster hour),
+# as published on 2026-12-01. A minor EKS does not offer cannot be created; add a row when EKS
+# releases one (Auto Mode and Karpenter 1.14 support every row listed here).
+EKS_VERSIONS = {
+    "1.30": EksVersion(date(2024, 5, 23), date(2025, 7, 23), date(2026, 7, 23)),
+    "1.31": EksVersion(date(2024, 9, 26), date(2025, 11, 26), date(2026, 11, 26)),
+    "1.32": EksVersion(date(2025, 1, 23), date(2026, 3, 23), date(2027, 3, 23)),
+    "1.33": EksVersion(date(2025, 5, 29), date(2026, 7, 29), date(2027, 7, 29)),
+    "1.34": EksVersion(date(2025, 10, 2), date(2026, 12, 2), date(2027, 12, 2)),
+    "1.35": EksVersion(date(2026, 1, 27), date(2027, 3, 27), date(2028, 3, 27)),
+}
+# How early a stack hears that its version's standard support ends.
+SUPPORT_WARNING = timedelta(days=60)
 ALL_LOGS = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 
 
 class ClusterSettings(Section):
-    kubernetes_version: str = "1.34"
+    kubernetes_version: str = "1.35"
+    # Past standard support EKS charges extended support per cluster hour: only on purpose.
+    allow_extended_support: bool = False
     auto_mode: bool = True
     # Principals that get AmazonEKSClusterAdminPolicy through an access entry.
     admin_principal_arns: list[str] = Field(default_factory=list)
@@ -34,6 +61,8 @@ class ClusterSettings(Section):
             raise ValueError('must be a Kubernetes minor version like "1.34" (quote it in YAML)')
         if int(match.group(1)) < MIN_MINOR:
             raise ValueError(f"must be 1.{MIN_MINOR} or newer")
+        if value not in EKS_VERSIONS:
+            raise ValueError(f"is not a version EKS offers; known: {list(EKS_VERSIONS)}")
         return value
 
     @field_validator("admin_principal_arns")
@@ -54,6 +83,11 @@ class ClusterSettings(Section):
                 raise ValueError(f"entry {cidr!r} is not a CIDR") from None
             if network.prefixlen == 0:
                 raise ValueError(f"entry {cidr!r} opens the API to the whole internet; list your egress ranges")
+        networks = [ipaddress.ip_network(c) for c in cidrs]
+        for family in (4, 6):
+            union = list(ipaddress.collapse_addresses(n for n in networks if n.version == family))  # type: ignore[misc]
+            if any(n.prefixlen == 0 for n in union):
+                raise ValueError("entries together cover the whole internet; list your egress ranges")
         return cidrs
 
     @field_validator("control_plane_logs")
@@ -66,3 +100,27 @@ class ClusterSettings(Section):
         if missing:
             raise ValueError(f"must include {list(REQUIRED_LOGS)} (missing {missing})")
         return logs
+
+    def support_problems(self, today: date) -> list[str]:
+        """Errors: a version past EKS standard support (unless extended support is allowed), or
+        past extended support (EKS upgrades such clusters itself)."""
+        v, key = EKS_VERSIONS[self.kubernetes_version], "cluster.kubernetesVersion"
+        if today > v.end_of_extended_support:
+            return [f"{key} ({self.kubernetes_version!r}) left EKS extended support on {v.end_of_extended_support}; "
+                    f"upgrade to one of {self.supported_versions(today)}"]
+        if today > v.end_of_standard_support and not self.allow_extended_support:
+            return [f"{key} ({self.kubernetes_version!r}) left EKS standard support on {v.end_of_standard_support}; "
+                    f"upgrade to one of {self.supported_versions(today)}, or set cluster.allowExtendedSupport "
+                    "to pay for extended support"]
+        return []
+
+    def support_warnings(self, today: date) -> list[str]:
+        v = EKS_VERSIONS[self.kubernetes_version]
+        if today <= v.end_of_standard_support <= today + SUPPORT_WARNING:
+            return [f"cluster.kubernetesVersion ({self.kubernetes_version!r}) leaves EKS standard support on "
+                    f"{v.end_of_standard_support}; plan the upgrade to one of {self.supported_versions(today)}"]
+        return []
+
+    @staticmethod
+    def supported_versions(today: date) -> list[str]:
+        return [k for k, v in EKS_VERSIONS.items() if v.released <= today <= v.end_of_standard_support]

@@ -15,6 +15,26 @@ _HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]
 _REVISION = re.compile(r"^[0-9a-f]{40}$")
 _IMAGE = re.compile(r"^[a-z0-9.-]+(:\d+)?(/[a-z0-9._-]+)+(:[\w][\w.-]{0,127}|@sha256:[0-9a-f]{64})$")
 _QUANTITY = re.compile(r"^\d+(\.\d+)?(m|Ki|Mi|Gi|Ti)?$")
+_QUANTITY_SCALE = {"": 1.0, "m": 1e-3, "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
+# vLLM flags the platform sets itself, each with the setting that owns it.
+_OWNED_FLAGS = {
+    "--model": "models[].huggingFaceId",
+    "--served-model-name": "models[].name",
+    "--port": "the platform (the predictor port)",
+    "--tensor-parallel-size": "models[].gpusPerReplica",
+    "--revision": "models[].revision",
+    "--max-model-len": "engine.maxModelLen",
+    "--max-num-seqs": "engine.maxNumSeqs",
+    "--gpu-memory-utilization": "engine.gpuMemoryUtilization",
+    "--max-num-batched-tokens": "engine.maxNumBatchedTokens",
+    "--api-key": "the platform (the gateway holds the keys)",
+}
+
+
+def quantity(text: str) -> float:
+    """A Kubernetes quantity ("500m", "4", "14Gi") as a number (cores or bytes)."""
+    number = text.rstrip("mKiMGT")
+    return float(number) * _QUANTITY_SCALE[text[len(number):]]
 
 
 class EngineSettings(Section):
@@ -29,10 +49,10 @@ class EngineSettings(Section):
     @field_validator("extra_args")
     @classmethod
     def _extra(cls, args: list[str]) -> list[str]:
-        owned = ("--model", "--served-model-name", "--port", "--tensor-parallel-size", "--revision")
         for arg in args:
-            if arg.split("=")[0] in owned:
-                raise ValueError(f"must not set {arg.split('=')[0]}: the platform sets it from the model settings")
+            flag = arg.split("=")[0]
+            if flag in _OWNED_FLAGS:
+                raise ValueError(f"must not set {flag}: the platform sets it from {_OWNED_FLAGS[flag]}")
         return args
 
 
@@ -51,6 +71,14 @@ class Resources(Section):
 class ResourceSettings(Section):
     requests: Resources = Field(default_factory=lambda: Resources(cpu="3", memory="14Gi"))
     limits: Resources = Field(default_factory=lambda: Resources(cpu="4", memory="15Gi"))
+
+    @model_validator(mode="after")
+    def _requests_within_limits(self) -> "ResourceSettings":
+        for resource in ("cpu", "memory"):
+            request, limit = getattr(self.requests, resource), getattr(self.limits, resource)
+            if quantity(request) > quantity(limit):
+                raise RuleViolation(f"requests.{resource}", request, f"must be <= limits.{resource} ({limit})")
+        return self
 
 
 class ModelSettings(Section):

@@ -4,6 +4,7 @@ Both end in `parse()`, so a stack file means the same thing to the program and t
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,10 @@ from typing import Any
 import yaml
 
 from . import StackSettings, parse
-from .errors import NAMESPACE
+from .errors import NAMESPACE, SettingsError
+
+# Namespaces a stack file legitimately holds besides the program's own.
+OTHER_NAMESPACES = ("aws", "pulumi", "kubernetes", "eks", "random")
 
 
 def namespace_config(flat: dict[str, Any]) -> dict[str, Any]:
@@ -31,9 +35,30 @@ def namespace_config(flat: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
+def misspelled_namespaces(flat: dict[str, Any]) -> list[str]:
+    """Keys whose namespace nearly matches the program's are silently ignored by Pulumi: say so."""
+    problems = []
+    for key in flat:
+        namespace, _, name = key.partition(":")
+        if namespace == NAMESPACE or namespace in OTHER_NAMESPACES:
+            continue
+        if difflib.get_close_matches(namespace, [NAMESPACE], n=1, cutoff=0.8):
+            problems.append(f"{key} is ignored: its namespace {namespace!r} is not {NAMESPACE!r}; did you mean {NAMESPACE}:{name}?")
+    return problems
+
+
 def from_engine_config(flat: dict[str, Any]) -> StackSettings:
-    """Validate the config as the engine hands it to a program (`ns:key` -> value or JSON)."""
-    return parse(namespace_config(flat))
+    """Validate the config as the engine hands it to a program (`ns:key` -> value or JSON):
+    every problem at once, misspelled namespaces included."""
+    problems = misspelled_namespaces(flat)
+    region = flat.get("aws:region")
+    try:
+        settings = parse(namespace_config(flat), aws_region=region if isinstance(region, str) else None)
+    except SettingsError as exc:
+        raise SettingsError([*problems, *exc.problems]) from None
+    if problems:
+        raise SettingsError(problems)
+    return settings
 
 
 def find_stack_file(stack: str | Path, root: Path = Path(".")) -> Path:
@@ -59,10 +84,10 @@ class StackFile:
     def settings(self, autoscaling: dict[str, Any] | None = None) -> StackSettings:
         """The validated settings; `autoscaling` replaces the file's section (a policy file, a
         tuning candidate) and is held to every rule the stack file is."""
-        raw = namespace_config(self.config)
+        config = dict(self.config)
         if autoscaling is not None:
-            raw["autoscaling"] = autoscaling
-        return parse(raw)
+            config[f"{NAMESPACE}:autoscaling"] = autoscaling
+        return from_engine_config(config)
 
     def engine_config(self) -> dict[str, str]:
         """The config as the engine hands it to a program: objects as JSON strings."""
