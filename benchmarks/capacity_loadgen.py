@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import multiprocessing
 import os
 import statistics
@@ -54,7 +53,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from capacity.engine import EngineProfile  # noqa: E402
-from capacity.loadgen import LoadConfig, loop_factory, run_load_processes  # noqa: E402
+from capacity.measure.config import LoadConfig  # noqa: E402
+from capacity.measure.workers import run_load_processes  # noqa: E402
+from capacity.runtime import loop_factory, quiet_gc  # noqa: E402
 
 BENCH = EngineProfile(
     name="bench", description="benchmark: fixed 100 ms steps, no slot/KV limit", served_model_name="bench",
@@ -89,11 +90,9 @@ def _serve(port: int, stream_interval: float, use_uvloop: bool, ready) -> None: 
 
     async def main() -> None:
         async with serve_replicas(BENCH, ports=[port], stream_interval_s=stream_interval):
-            gc.collect()
-            gc.freeze()
-            gc.set_threshold(50_000, 50, 1000)  # as `python -m capacity serve` does
-            ready.set()
-            await asyncio.Event().wait()
+            with quiet_gc():  # as `python -m capacity serve` does
+                ready.set()
+                await asyncio.Event().wait()
 
     with asyncio.Runner(loop_factory=loop_factory(use_uvloop)) as runner:
         runner.run(main())

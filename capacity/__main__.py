@@ -11,13 +11,13 @@ import importlib
 import sys
 
 COMMANDS: dict[str, str] = {
-    "model": "capacity.model_cmd",
-    "serve": "capacity.mock.cli",
-    "load": "capacity.loadgen_cmd",
-    "collect": "capacity.collector",
-    "sweep": "capacity.sweep",
-    "recommend": "capacity.recommend",
-    "lab": "capacity.lab",
+    "model": "capacity.cli.model",
+    "serve": "capacity.cli.serve",
+    "load": "capacity.cli.load",
+    "collect": "capacity.cli.collect",
+    "sweep": "capacity.cli.sweep",
+    "recommend": "capacity.cli.recommend",
+    "lab": "capacity.cli.lab",
     "simulate": "capacity.sim.simulate_cmd",
     "compare": "capacity.sim.compare_cmd",
     "tune": "capacity.sim.tune_cmd",

@@ -1,7 +1,7 @@
-"""Request traces: load real ones (Azure CSV, JSONL), generate synthetic ones, rescale them.
+"""Request traces: load real ones (Azure CSV, JSONL, arrival offsets), generate synthetic ones, rescale them.
 
 A trace is three aligned numpy arrays (arrival seconds from the start, prompt tokens,
-output tokens), sorted by arrival. Every generator is seeded, so a run is reproducible.
+output tokens), sorted by arrival: the simulator replays it, and so does the load generator. Every generator is seeded, so a run is reproducible.
 
 Synthetic specs read `synthetic:KIND[:key=value,...]`, e.g. `synthetic:step:base=2,peak=8`:
   step     rate `base` req/s, `peak` from `at` for `length` seconds
@@ -78,44 +78,69 @@ def _positive_tokens(path: Path, column: str, values: np.ndarray) -> None:
         raise ValueError(f"{path}: row {bad[0] + 1}: {column} must be >= 0, got {values[bad[0]]}")
 
 
-def load_azure_csv(path: Path) -> Trace:
-    """Azure LLM inference trace: TIMESTAMP, ContextTokens, GeneratedTokens."""
+# The CSV layouts: the Azure LLM inference trace, and arrival offsets in seconds (the load
+# generator's own). Columns: arrival, prompt tokens, output tokens.
+_AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+_OFFSETS = ("offset_s", "prompt_tokens", "output_tokens")
+
+
+def load_csv(path: Path) -> Trace:
+    """Azure LLM inference trace (TIMESTAMP, ContextTokens, GeneratedTokens), or arrival offsets
+    (offset_s, prompt_tokens, output_tokens)."""
     with open(path, newline="") as handle:
         reader = csv.DictReader(handle)
-        missing = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} - set(reader.fieldnames or ())
+        names = set(reader.fieldnames or ())
+        layout = _OFFSETS if _OFFSETS[0] in names else _AZURE
+        missing = set(layout) - names
         if missing:
-            raise ValueError(f"{path}: missing columns {sorted(missing)} (Azure trace format)")
+            raise ValueError(f"{path}: missing columns {sorted(missing)} "
+                             f"({'offset' if layout is _OFFSETS else 'Azure'} trace format)")  # fmt: skip
         rows = list(reader)
-    stamps = np.array([r["TIMESTAMP"] for r in rows], dtype="datetime64[ns]")
-    prompt = np.array([int(r["ContextTokens"]) for r in rows], dtype=np.int64)
-    output = np.array([int(r["GeneratedTokens"]) for r in rows], dtype=np.int64)
-    _positive_tokens(path, "ContextTokens", prompt)
-    _positive_tokens(path, "GeneratedTokens", output)
+    arrival, prompt_column, output_column = layout
+    prompt = np.array([int(r[prompt_column]) for r in rows], dtype=np.int64)
+    output = np.array([int(r[output_column]) for r in rows], dtype=np.int64)
+    _positive_tokens(path, prompt_column, prompt)
+    _positive_tokens(path, output_column, output)
+    if layout is _OFFSETS:
+        return _sorted_trace(path.stem, np.array([float(r[arrival]) for r in rows], dtype=np.float64), prompt, output)
+    stamps = np.array([r[arrival] for r in rows], dtype="datetime64[ns]")
     seconds = (stamps - stamps.min()).astype(np.int64) / 1e9
     start = stamps.min().astype("datetime64[us]").item() if len(rows) else None
     return _sorted_trace(path.stem, seconds, prompt, output, start)
 
 
+# JSONL keys per column, the first one named when all are missing: the simulator's layout, then
+# the load generator's (arrival offsets in seconds).
+_JSONL_KEYS = (("timestamp", "offset_s"), ("input_length", "prompt_tokens"), ("output_length", "output_tokens"))
+
+
 def load_jsonl(path: Path) -> Trace:
-    """One JSON object per line: timestamp (seconds or ISO-8601), input_length, output_length."""
+    """One JSON object per line: timestamp (seconds or ISO-8601) or offset_s, input_length or
+    prompt_tokens, output_length or output_tokens."""
     times, prompt, output = [], [], []
     for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
         if not line.strip():
             continue
         record = json.loads(line)
         try:
-            stamp = record["timestamp"]
-            times.append(
-                datetime.fromisoformat(stamp).timestamp() if isinstance(stamp, str) else float(stamp)
-            )
-            prompt.append(int(record["input_length"]))
-            output.append(int(record["output_length"]))
+            stamp, inputs, outputs = (_first(record, keys) for keys in _JSONL_KEYS)
         except KeyError as missing:
             raise ValueError(f"{path}: line {number}: missing key {missing}") from None
+        times.append(datetime.fromisoformat(stamp).timestamp() if isinstance(stamp, str) else float(stamp))
+        prompt.append(int(inputs))
+        output.append(int(outputs))
     p, o = np.array(prompt, dtype=np.int64), np.array(output, dtype=np.int64)
     _positive_tokens(path, "input_length", p)
     _positive_tokens(path, "output_length", o)
     return _sorted_trace(path.stem, np.array(times, dtype=np.float64), p, o)
+
+
+def _first(record: dict, keys: tuple[str, ...]) -> object:
+    """The value of the first of `keys` present; KeyError naming the first otherwise."""
+    for key in keys:
+        if key in record:
+            return record[key]
+    raise KeyError(keys[0])
 
 
 # --- synthetic ------------------------------------------------------------------------
@@ -206,8 +231,8 @@ def load(source: str | Path) -> Trace:
     if not path.is_file():
         raise ValueError(f"trace file {path} does not exist")
     if path.suffix == ".csv":
-        return load_azure_csv(path)
-    if path.suffix in (".jsonl", ".json"):
+        return load_csv(path)
+    if path.suffix in (".jsonl", ".ndjson", ".json"):
         return load_jsonl(path)
     raise ValueError(f"trace file {path}: unknown format {path.suffix!r}; use .csv (Azure) or .jsonl")
 

@@ -120,3 +120,14 @@ def test_rate_scale_below_one_thins_the_trace():
 def test_missing_trace_file_is_reported(tmp_path):
     with pytest.raises(ValueError, match="does not exist"):
         traces.load(tmp_path / "none.csv")
+
+
+def test_offset_csv_and_jsonl_of_the_load_generator_load_as_the_same_trace(tmp_path):
+    csv_path, jsonl_path = tmp_path / "t.csv", tmp_path / "t.jsonl"
+    csv_path.write_text("offset_s,prompt_tokens,output_tokens\n1.5,20,2\n0.5,10,1\n")
+    jsonl_path.write_text('{"offset_s": 1.5, "prompt_tokens": 20, "output_tokens": 2}\n'
+                          '{"offset_s": 0.5, "prompt_tokens": 10, "output_tokens": 1}\n')  # fmt: skip
+    for path in (csv_path, jsonl_path):
+        trace = traces.load(path)
+        assert trace.arrivals.tolist() == [0.0, 1.0]
+        assert trace.prompt_tokens.tolist() == [10, 20] and trace.output_tokens.tolist() == [1, 2]

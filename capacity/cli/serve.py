@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 
-from capacity.engine import get_profile
+from capacity.engine import DEFAULT_PROFILE, PROFILES, get_profile
 from capacity.mock.server import serve_replicas
-from capacity.engine import DEFAULT_PROFILE, PROFILES
+from capacity.runtime import quiet_gc
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,13 +44,11 @@ def run(args: argparse.Namespace) -> int:
             api_key=args.api_key,
             stream_interval_s=args.stream_interval,
         ) as replicas:
-            gc.collect()
-            gc.freeze()  # the startup heap never needs collecting again
-            gc.set_threshold(50_000, 50, 1000)  # fewer collection pauses under load (see loadgen.quiet_gc)
             for r in replicas:
                 print(f"mock vLLM '{r.replica.model_name}' ({profile.name}, speedup {args.speedup:g}) on {args.host}:{r.port}",
                       flush=True)  # fmt: skip
-            await asyncio.Event().wait()
+            with quiet_gc():  # the startup heap frozen, fewer collection pauses under load
+                await asyncio.Event().wait()
 
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a user stops the replicas
         asyncio.run(main())

@@ -7,13 +7,14 @@ import time
 
 import pytest
 
-from capacity.collector import PrometheusClient, collect, keda_signals
 from capacity.engine import get_profile
-from capacity.loadgen import LoadConfig, run_load
-from contract.signals import REQUEST_LATENCY_BUCKETS
+from capacity.lab.prometheus import find_prometheus, run_prometheus, wait_for_targets
+from capacity.measure.collector import collect, keda_signals
+from capacity.measure.config import LoadConfig
+from capacity.measure.generator import run_load
+from capacity.measure.prometheus import PrometheusClient
 from capacity.mock.server import serve_replicas
-from capacity.promserver import find_prometheus, run_prometheus, wait_for_targets
-from contract.signals import Scope
+from contract.signals import REQUEST_LATENCY_BUCKETS, Scope
 
 PROFILE = get_profile("a10g-r1-14b-awq")
 SPEEDUP = 20
@@ -49,7 +50,7 @@ def measured():
                 # when it stops, and a gauge read at that edge can catch the drained replicas.
                 end = started + (config.warmup_s + config.duration_s) / SPEEDUP - 1.5
                 await asyncio.sleep(1.0)  # the last scrape of the run
-                queries = keda_signals(Scope(PROFILE.served_model_name), queue_window_s=3, latency_window_s=6)
+                queries = keda_signals(Scope(PROFILE.served_model_name), time_scale=SPEEDUP)  # windows 60 s, 120 s -> 3 s, 6 s
                 measured_from = started + config.warmup_s / SPEEDUP
                 readings = await asyncio.to_thread(collect, client, queries, measured_from, end, 1.0, SPEEDUP)
                 client.close()
@@ -70,7 +71,7 @@ def test_request_rate_from_prometheus_matches_the_load_generator(measured):
 
 def test_e2e_quantile_from_the_keda_query_matches_the_load_generator_within_bucket_resolution(measured):
     result, _, readings = measured
-    p99 = readings["e2e_latency_quantile"].instant
+    p99 = readings["e2eLatency"].instant
     client_p99 = result.summary["latency_s"]["p99"]
     # histogram_quantile interpolates inside one of vLLM's buckets: both fall in the same one
     bucket = lambda v: bisect.bisect_left(REQUEST_LATENCY_BUCKETS, v)  # noqa: E731
@@ -79,7 +80,7 @@ def test_e2e_quantile_from_the_keda_query_matches_the_load_generator_within_buck
 
 def test_kv_and_queue_signals_return_one_series_with_plausible_values(measured):
     _, _, readings = measured
-    kv = readings["kv_cache_usage"]
+    kv = readings["kvCache"]
     assert kv.instant is not None and 0 < kv.mean < 2, kv.samples  # one series: the sum over two replicas
-    assert readings["queue_depth"].instant is not None and readings["queue_depth"].instant >= 0
+    assert readings["queueDepth"].instant is not None and readings["queueDepth"].instant >= 0
     assert readings["generation_tokens_per_second"].mean > 0

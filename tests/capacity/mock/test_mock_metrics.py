@@ -6,7 +6,8 @@ import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
 from capacity.engine import get_profile
-from capacity.loadgen import LoadConfig, run_load
+from capacity.measure.config import LoadConfig
+from capacity.measure.generator import run_load
 from capacity.mock.server import serve_replicas
 from contract.signals import Vllm
 

@@ -3,8 +3,9 @@
 import httpx
 import pytest
 
-from capacity.collector import PrometheusClient, keda_signals, stack_signals
-from capacity.recommend import current_values
+from capacity.measure.collector import keda_signals
+from capacity.measure.prometheus import PrometheusClient
+from capacity.measure.recommend import current_values
 from contract import signals
 from tests.capacity.conftest import REPO
 
@@ -18,11 +19,11 @@ def _client(result: list, result_type: str = "vector") -> PrometheusClient:
 
 def test_queries_are_exactly_the_signals_builders_keda_uses():
     scope = signals.Scope("m", "ns")
-    by_name = {s.name: s.query for s in keda_signals(scope, queue_window_s=60, latency_window_s=120)}
-    assert by_name["queue_depth"] == signals.queue_depth(scope, 60)
-    assert by_name["kv_cache_usage"] == signals.kv_cache_usage(scope)
-    assert by_name["e2e_latency_quantile"] == signals.e2e_latency_quantile(scope, 0.99, 120)
-    assert by_name["ttft_quantile"] == signals.ttft_quantile(scope, 0.95, 120)
+    by_name = {s.name: s.query for s in keda_signals(scope)}  # the settings' defaults: 60 s, 120 s
+    assert by_name["queueDepth"] == signals.queue_depth(scope, 60)
+    assert by_name["kvCache"] == signals.kv_cache_usage(scope)
+    assert by_name["e2eLatency"] == signals.e2e_latency_quantile(scope, 0.99, 120)
+    assert by_name["ttft"] == signals.ttft_quantile(scope, 0.95, 120)
 
 
 def test_stack_windows_and_quantiles_are_used_when_a_stack_is_given():
@@ -30,9 +31,9 @@ def test_stack_windows_and_quantiles_are_used_when_a_stack_is_given():
     assert policy is not None, why
     t = policy.triggers
     scope = signals.Scope("m")
-    by_name = {s.name: s.query for s in stack_signals(scope, policy)}
-    assert by_name["queue_depth"] == signals.queue_depth(scope, t.queue_depth.window_seconds)
-    assert by_name["e2e_latency_quantile"] == signals.e2e_latency_quantile(
+    by_name = {s.name: s.query for s in keda_signals(scope, policy)}
+    assert by_name["queueDepth"] == signals.queue_depth(scope, t.queue_depth.window_seconds)
+    assert by_name["e2eLatency"] == signals.e2e_latency_quantile(
         scope, t.e2e_latency.quantile, t.e2e_latency.window_seconds
     )
 

@@ -1,18 +1,13 @@
 """Knee, planning capacity and threshold commands from an envelope."""
 
-import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from capacity.envelope import COLUMNS, EnvelopeRow, find_knee, read_envelope, write_envelope
-from capacity.recommend import commands, current_values, recommend
+from capacity.measure.envelope import COLUMNS, EnvelopeRow, find_knee, read_envelope, write_envelope
+from capacity.measure.recommend import commands, current_values, recommend
 from contract.settings.stack_file import load_stack
 from tests.capacity.conftest import CALIBRATION_CSV, REPO
-
-LINE = re.compile(r"^pulumi config set --path 'autoscaling\.(?P<key>[\w-]+)\.(?P<path>[\w.]+)' (?P<value>\S+) -s (?P<stack>\S+)   # .+$")
+from tests.capacity.conftest import CONFIG_SET_LINE as LINE
 
 
 def _rows(*points):  # (concurrency, rps, p99, waiting, kv)
@@ -117,15 +112,3 @@ def test_recommended_values_pass_the_stacks_own_validation():
 def test_current_values_are_optional_and_never_fail(tmp_path):
     current, why = current_values("no-such-stack", "default", tmp_path / "Pulumi.no-such-stack.yaml")
     assert current is None and "Pulumi.no-such-stack.yaml" in why
-
-
-def test_cli_prints_ready_to_run_lines_for_the_calibration_file(tmp_path):
-    out = subprocess.run(
-        [sys.executable, "-m", "capacity", "recommend", "--envelope", str(CALIBRATION_CSV), "--slo-p99", "30",
-         "--stack", "staging"],
-        cwd=tmp_path, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
-        check=True,
-    ).stdout  # fmt: skip
-    lines = [l for l in out.splitlines() if l.startswith("pulumi config set")]
-    assert lines and all(LINE.match(l) and " -s staging " in l for l in lines)
-    assert "planning capacity: 1.54 req/s per replica at concurrency 20" in out

@@ -1,10 +1,16 @@
-"""Envelope plot (throughput and p99 vs concurrency, knee marked) and Markdown report."""
+"""A sweep's report: the envelope plot (throughput and p99 vs concurrency, knee marked), the
+Markdown report with what the autoscaler would have seen, and the files they are written to."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from pathlib import Path
 
-from capacity.envelope import EnvelopeRow, Knee
+from capacity.measure.envelope import EnvelopeRow, Knee, find_knee, write_envelope
+from capacity.measure.sweep import PointResult
+from capacity.tables import cell
+from contract.triggers import TRIGGERS, Trigger
 
 
 def plot_envelope(rows: list[EnvelopeRow], knee: Knee | None, path: Path, title: str,
@@ -42,10 +48,6 @@ def plot_envelope(rows: list[EnvelopeRow], knee: Knee | None, path: Path, title:
     plt.close(fig)
 
 
-def _cell(value: float | None, fmt: str) -> str:
-    return "-" if value is None else format(value, fmt)
-
-
 def envelope_table(rows: list[EnvelopeRow], knee: Knee | None = None) -> list[str]:
     lines = [
         "| concurrency | req/s | tokens/s | p95 (s) | p99 (s) | TTFT p95 (s) | avg waiting | max waiting | avg KV |",
@@ -55,28 +57,47 @@ def envelope_table(rows: list[EnvelopeRow], knee: Knee | None = None) -> list[st
         mark = " **(knee)**" if knee and i == knee.index else ""
         lines.append(
             f"| {r.concurrency}{mark} | {r.successful_rps:.2f} | {r.total_tokens_per_s:.0f} | {r.p95_latency_s:.2f} "
-            f"| {r.p99_latency_s:.2f} | {_cell(r.ttft_p95_s, '.2f')} | {_cell(r.avg_waiting, '.2f')} "
-            f"| {_cell(r.max_waiting, '.0f')} | {_cell(r.avg_kv_usage, '.0%')} |"
+            f"| {r.p99_latency_s:.2f} | {cell(r.ttft_p95_s, '.2f')} | {cell(r.avg_waiting, '.2f')} "
+            f"| {cell(r.max_waiting, '.0f')} | {cell(r.avg_kv_usage, '.0%')} |"
         )
     return lines
 
 
-def markdown_report(rows: list[EnvelopeRow], knee: Knee | None, title: str, png_name: str, points: list,
-                    slo_p99: float | None = None, recommendations: list[str] | None = None) -> str:  # fmt: skip
+def _column(trigger: Trigger) -> str:
+    return f"{trigger.label} (s)" if trigger.unit == "s" else trigger.label
+
+
+def markdown_report(rows: list[EnvelopeRow], knee: Knee | None, title: str, png_name: str,
+                    points: Sequence[PointResult], slo_p99: float | None = None,
+                    recommendations: list[str] | None = None, triggers: Sequence[Trigger] = TRIGGERS) -> str:  # fmt: skip
     lines = [f"# {title}", "", f"![envelope]({png_name})", "", *envelope_table(rows, knee), ""]
     if knee:
         lines += [f"**Knee:** concurrency {knee.concurrency}: {knee.reason}.", ""]
-    keda_points = [p for p in points if getattr(p, "keda", None)]
+    keda_points = [p for p in points if p.keda]
     if keda_points:
+        read = [t for t in triggers if t.key in keda_points[0].keda]
         lines += ["## What the autoscaler would have seen (KEDA queries, end of each window)", "",
-                  "| concurrency | queue depth | KV usage (sum) | e2e p99 (s) | TTFT quantile (s) |", "|---:|---:|---:|---:|---:|"]  # fmt: skip
+                  "| concurrency | " + " | ".join(_column(t) for t in read) + " |",
+                  "|---:|" + "---:|" * len(read)]  # fmt: skip
         for p in keda_points:
-            k = p.keda
-            lines.append(f"| {p.row.concurrency} | {_cell(k['queue_depth'].instant, '.2f')} "
-                         f"| {_cell(k['kv_cache_usage'].instant, '.2f')} | {_cell(k['e2e_latency_quantile'].instant, '.2f')} "
-                         f"| {_cell(k['ttft_quantile'].instant, '.2f')} |")  # fmt: skip
+            lines.append(f"| {p.row.concurrency} | " + " | ".join(cell(p.keda[t.key].instant, ".2f") for t in read) + " |")
         queries = keda_points[0].keda
         lines += ["", "Queries:", "", *(f"- `{name}`: `{r.query}`" for name, r in queries.items()), ""]
     if recommendations:
         lines += [f"## Recommended thresholds (p99 SLO {slo_p99:g}s)", "", "```sh", *recommendations, "```", ""]
     return "\n".join(lines)
+
+
+def write_report(points: list[PointResult], out: Path, title: str, slo_p99: float | None = None,
+                 recommendations: list[str] | None = None) -> dict[str, Path]:  # fmt: skip
+    """envelope.csv, envelope.png, report.md and points.json (summaries and KEDA readings) in `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows = [p.row for p in points]
+    paths = {"csv": out / "envelope.csv", "png": out / "envelope.png", "md": out / "report.md", "json": out / "points.json"}
+    write_envelope(paths["csv"], rows)
+    knee = find_knee(rows) if len(rows) >= 2 else None
+    plot_envelope(rows, knee, paths["png"], title, slo_p99)
+    paths["md"].write_text(markdown_report(rows, knee, title, paths["png"].name, points, slo_p99, recommendations))
+    paths["json"].write_text(json.dumps([{"summary": p.summary, "keda": {k: {"query": v.query, "instant": v.instant,
+                             "mean": v.mean, "max": v.max} for k, v in p.keda.items()}} for p in points], indent=2))  # fmt: skip
+    return paths

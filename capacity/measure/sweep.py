@@ -1,28 +1,28 @@
-"""Measure a replica's capacity envelope: closed-loop load at each concurrency; CSV, PNG, Markdown.
+"""Measure a replica's capacity envelope: closed-loop load at each concurrency level.
 
 Each --url is one replica: with several, every level runs that concurrency per replica
 (round-robin) and the envelope is reported per replica. A gateway URL with N replicas behind
 it measures the whole pool. Queue and KV columns come from the replica's /metrics (sampled
-during each measurement window) or, when given, from Prometheus with the KEDA queries.
+during each measurement window) or, when given, from Prometheus with the KEDA queries
+(`capacity.measure.report` writes the envelope out).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import aiohttp
 
-from capacity.collector import PrometheusClient, SignalReading, collect, keda_signals
-from capacity.envelope import EnvelopeRow, find_knee, write_envelope
-from capacity.loadgen import LoadConfig, discover_model, run_load
-from capacity.loadgen_cmd import add_load_arguments, config_from_args, progress_bar
-from capacity.report import markdown_report, plot_envelope
+from capacity.measure.collector import SignalReading, collect, keda_signals
+from capacity.measure.config import LoadConfig
+from capacity.measure.envelope import EnvelopeRow
+from capacity.measure.generator import discover_model, run_load
+from capacity.measure.prometheus import PrometheusClient
 from contract import signals
+from contract.settings.autoscaling import ModelAutoscaling
 
 
 @dataclass
@@ -30,16 +30,6 @@ class PointResult:
     row: EnvelopeRow
     summary: dict
     keda: dict[str, SignalReading] = field(default_factory=dict)
-
-
-def parse_levels(text: str) -> list[int]:
-    try:
-        levels = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ValueError(f"--concurrency must be a comma-separated list of integers, got {text!r}") from None
-    if not levels or any(c < 1 for c in levels) or len(set(levels)) != len(levels):
-        raise ValueError(f"--concurrency needs distinct integers >= 1, got {text!r}")
-    return sorted(levels)
 
 
 class MetricsSampler:
@@ -90,11 +80,12 @@ class SweepOptions:
     sample_interval_s: float = 1.0  # wall seconds between /metrics samples
     prometheus: str | None = None
     scope_model: str | None = None  # model_name label for the KEDA queries (default: the requested model)
-    queue_window_s: int = 60  # Prometheus (wall) windows
-    latency_window_s: int = 120
+    # Windows and quantiles of the KEDA queries (model seconds; the defaults when None)
+    policy: ModelAutoscaling | None = None
 
 
-async def run_sweep(base: LoadConfig, options: SweepOptions, on_point=None, progress=None) -> list[PointResult]:  # noqa: ANN001
+async def run_sweep(base: LoadConfig, options: SweepOptions, on_point: Callable[[PointResult], None] | None = None,
+                    progress: Callable[[dict], None] | None = None) -> list[PointResult]:  # fmt: skip
     points: list[PointResult] = []
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
         if base.model is None:  # one name for every level and for the KEDA queries' model_name
@@ -118,7 +109,7 @@ async def run_sweep(base: LoadConfig, options: SweepOptions, on_point=None, prog
             window = sampler.window(w0, w1) if sample else []
             keda: dict[str, SignalReading] = {}
             if options.prometheus:
-                keda = _keda(options, config, w0, w1)
+                keda = _keda(options.prometheus, options, config, w0, w1)
             avg_waiting = max_waiting = kv = None
             if window:
                 avg_waiting = sum(x[1] for x in window) / len(window)
@@ -127,7 +118,7 @@ async def run_sweep(base: LoadConfig, options: SweepOptions, on_point=None, prog
             elif keda and keda["requests_waiting"].mean is not None:
                 avg_waiting = keda["requests_waiting"].mean / replicas
                 max_waiting = (keda["requests_waiting"].max or 0) / replicas
-                kv = (keda["kv_cache_usage"].mean or 0) / replicas
+                kv = (keda["kvCache"].mean or 0) / replicas
             if not s["successful"]:
                 raise ValueError(f"no successful request at concurrency {level}: errors {s['errors']}")
             row = EnvelopeRow(
@@ -149,64 +140,13 @@ async def run_sweep(base: LoadConfig, options: SweepOptions, on_point=None, prog
     return points
 
 
-def _keda(options: SweepOptions, config: LoadConfig, start: float, end: float) -> dict[str, SignalReading]:
-    client = PrometheusClient(options.prometheus)
+def _keda(prometheus: str, options: SweepOptions, config: LoadConfig, start: float, end: float) -> dict[str, SignalReading]:
+    client = PrometheusClient(prometheus)
     try:
-        queries = keda_signals(signals.Scope(options.scope_model or config.model or ""),
-                               queue_window_s=options.queue_window_s, latency_window_s=options.latency_window_s)  # fmt: skip
+        # Prometheus windows are wall time: the policy's (model seconds) shrunk by a mock's speedup
+        queries = keda_signals(signals.Scope(options.scope_model or config.model or ""), options.policy,
+                               time_scale=config.time_scale)  # fmt: skip
         time.sleep(1.5)  # let the last scrape of the window land
         return collect(client, queries, start, end, step=1.0, time_scale=config.time_scale)
     finally:
         client.close()
-
-
-def write_outputs(points: list[PointResult], out: Path, title: str, slo_p99: float | None = None,
-                  recommendations: list[str] | None = None) -> dict[str, Path]:  # fmt: skip
-    out.mkdir(parents=True, exist_ok=True)
-    rows = [p.row for p in points]
-    paths = {"csv": out / "envelope.csv", "png": out / "envelope.png", "md": out / "report.md", "json": out / "points.json"}
-    write_envelope(paths["csv"], rows)
-    knee = find_knee(rows) if len(rows) >= 2 else None
-    plot_envelope(rows, knee, paths["png"], title, slo_p99)
-    paths["md"].write_text(markdown_report(rows, knee, title, paths["png"].name, points, slo_p99, recommendations))
-    paths["json"].write_text(json.dumps([{"summary": p.summary, "keda": {k: {"query": v.query, "instant": v.instant,
-                             "mean": v.mean, "max": v.max} for k, v in p.keda.items()}} for p in points], indent=2))  # fmt: skip
-    return paths
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_load_arguments(parser, sweep=True)
-    parser.add_argument("--concurrency", default="1,5,10,20,40", help="comma-separated concurrency levels")
-    parser.add_argument("--no-stream", action="store_true", help="non-streaming requests (no TTFT column)")
-    parser.add_argument("--prometheus", default=None, help="also read the KEDA signals from this Prometheus")
-    parser.add_argument("--sample-interval", type=float, default=1.0, help="wall seconds between /metrics samples")
-    parser.add_argument("--out", type=Path, default=Path("out/sweep"))
-    parser.add_argument("--slo-p99", type=float, default=None, help="add threshold recommendations to the report")
-    parser.add_argument("--slo-ttft-p95", type=float, default=None)
-    parser.add_argument("--stack", default="dev", help="stack for the recommended commands")
-
-
-def run(args: argparse.Namespace) -> int:
-    from capacity.recommend import commands, current_values, recommend, report_lines
-
-    levels = parse_levels(args.concurrency)
-    args.stream = not args.no_stream
-    base = config_from_args(args, concurrency=levels[0])
-
-    def show(point: PointResult) -> None:
-        r = point.row
-        print(f"concurrency {r.concurrency:4d}: {r.successful_rps:7.2f} req/s  p99 {r.p99_latency_s:7.2f}s"
-              + (f"  waiting {r.avg_waiting:5.2f}" if r.avg_waiting is not None else ""), flush=True)  # fmt: skip
-
-    options = SweepOptions(levels, args.sample_interval, args.prometheus)
-    with progress_bar(not args.no_progress, "sweep") as update:
-        points = asyncio.run(run_sweep(base, options, show, update))
-    recs = None
-    if args.slo_p99:
-        rec = recommend([p.row for p in points], args.slo_p99, args.slo_ttft_p95)
-        current, _ = current_values(args.stack, args.model or "default")
-        recs = [*report_lines(rec, args.slo_p99), *commands(rec, args.stack, args.model, current)]
-        print("\n".join(recs))
-    paths = write_outputs(points, args.out, f"Capacity envelope of {', '.join(args.url)}", args.slo_p99, recs)
-    print("wrote " + ", ".join(str(p) for p in paths.values()))
-    return 0

@@ -8,15 +8,21 @@ guardrails (above the SLO, as the stack's settings require), and maxReplicas for
 
 from __future__ import annotations
 
-import argparse
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from capacity.envelope import EnvelopeRow, Knee, find_knee, read_envelope, validate
+from capacity.measure.envelope import EnvelopeRow, Knee, find_knee, validate
+from contract.settings.autoscaling import ModelAutoscaling
 from contract.settings.stack_file import load_stack
+from contract.signals import Vllm
+from contract.triggers import TRIGGERS, Trigger
+
+# The repository's root: its stack files are the fallback when none is found where the tool runs.
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -24,7 +30,7 @@ class Setting:
     path: str  # under autoscaling.<model>.
     value: float | int | bool
     rationale: str
-    current_attr: str | None = None  # dotted attribute of ModelAutoscaling, for "current" values
+    current: Callable[[ModelAutoscaling], object] | None = None  # the value in force, from a merged policy
 
 
 @dataclass(frozen=True)
@@ -38,6 +44,15 @@ class Recommendation:
     @property
     def planning_rps(self) -> float:
         return self.planning.successful_rps
+
+
+def trigger_for(metric: str, triggers: Sequence[Trigger] = TRIGGERS) -> Trigger:
+    """The trigger whose signal reads `metric` (the envelope measured the same vLLM series)."""
+    defaults = ModelAutoscaling()
+    for trigger in triggers:
+        if (query := trigger.signal(defaults)) is not None and query.metric == metric:
+            return trigger
+    raise ValueError(f"no trigger reads {metric}")
 
 
 def _meets(row: EnvelopeRow, slo_p99: float, slo_ttft: float | None) -> bool:
@@ -71,6 +86,7 @@ def recommend(
     slo_p99: float,
     slo_ttft_p95: float | None = None,
     peak_rps: float | None = None,
+    triggers: Sequence[Trigger] = TRIGGERS,
 ) -> Recommendation:
     if slo_p99 <= 0:
         raise ValueError(f"--slo-p99 must be > 0 seconds, got {slo_p99}")
@@ -95,54 +111,59 @@ def recommend(
     at = f"concurrency {planning.concurrency}"
     past = f"concurrency {beyond.concurrency}" if beyond else "no point past it"
 
+    queue = trigger_for(Vllm.REQUESTS_WAITING, triggers)
     if planning.avg_waiting is not None:
         # a whole count: KEDA's fallback truncates the target (settings rule on fallbackReplicas)
         target = max(1, round(_between(planning.avg_waiting, beyond.avg_waiting if beyond else None, 1.25)))
         settings.append(Setting(
-            "triggers.queueDepth.targetPerReplica", target,
+            queue.target_path(), target,
             "waiting per replica: " + _span(planning.avg_waiting, beyond.avg_waiting if beyond else None, at, past, "{:.2f}"),
-            "triggers.queue_depth.target_per_replica",
+            queue.target,
         ))  # fmt: skip
     else:
-        notes.append("queueDepth: the envelope has no avg_waiting column; keep the current target")
+        notes.append(f"{queue.key}: the envelope has no avg_waiting column; keep the current target")
 
+    kv_cache = trigger_for(Vllm.KV_CACHE_USAGE, triggers)
     if planning.avg_kv_usage is not None:
         kv = _between(planning.avg_kv_usage, beyond.avg_kv_usage if beyond else None, 1.2)
         kv = round(min(max(kv, 0.05), 0.95), 2)
         settings.append(Setting(
-            "triggers.kvCache.targetPerReplica", kv,
+            kv_cache.target_path(), kv,
             "KV usage per replica: " + _span(planning.avg_kv_usage, beyond.avg_kv_usage if beyond else None, at, past, "{:.0%}"),
-            "triggers.kv_cache.target_per_replica",
+            kv_cache.target,
         ))  # fmt: skip
     else:
-        notes.append("kvCache: the envelope has no avg_kv_usage column (sweep with metrics to measure it); "
+        notes.append(f"{kv_cache.key}: the envelope has no avg_kv_usage column (sweep with metrics to measure it); "
                      "keep the current target")  # fmt: skip
 
     settings.append(Setting("slo.e2eP99Seconds", _num(slo_p99), "the latency SLO this envelope was read against",
-                            "slo.e2e_p99_seconds"))  # fmt: skip
+                            lambda policy: policy.slo.e2e_p99_seconds))  # fmt: skip
+    e2e_latency = trigger_for(Vllm.E2E_LATENCY, triggers)
     e2e = _guardrail(slo_p99, beyond.p99_latency_s if beyond else None)
     settings.append(Setting(
-        "triggers.e2eLatency.thresholdSeconds", _num(e2e),
+        e2e_latency.target_path(), _num(e2e),
         f"guardrail above the {slo_p99:g}s SLO"
         + (f", below the {beyond.p99_latency_s:.3g}s p99 of the overloaded {past}" if beyond and beyond.p99_latency_s > slo_p99 else ""),
-        "triggers.e2e_latency.threshold_seconds",
+        e2e_latency.target,
     ))  # fmt: skip
     if slo_ttft_p95 is not None:
+        ttft = trigger_for(Vllm.TTFT, triggers)
         beyond_ttft = beyond.ttft_p95_s if beyond else None
-        settings.append(Setting("slo.ttftP95Seconds", _num(slo_ttft_p95), "the TTFT SLO", "slo.ttft_p95_seconds"))
-        settings.append(Setting("triggers.ttft.enabled", True, "a TTFT SLO was given: watch it", "triggers.ttft.enabled"))
+        settings.append(Setting("slo.ttftP95Seconds", _num(slo_ttft_p95), "the TTFT SLO",
+                                lambda policy: policy.slo.ttft_p95_seconds))  # fmt: skip
+        settings.append(Setting(f"triggers.{ttft.key}.enabled", True, "a TTFT SLO was given: watch it", ttft.enabled))
         settings.append(Setting(
-            "triggers.ttft.thresholdSeconds", _num(_guardrail(slo_ttft_p95, beyond_ttft)),
+            ttft.target_path(), _num(_guardrail(slo_ttft_p95, beyond_ttft)),
             f"guardrail above the {slo_ttft_p95:g}s TTFT SLO"
             + (f", below the {beyond_ttft:.3g}s TTFT p95 of the overloaded {past}" if beyond_ttft and beyond_ttft > slo_ttft_p95 else ""),
-            "triggers.ttft.threshold_seconds",
+            ttft.target,
         ))  # fmt: skip
     if peak_rps is not None:
         replicas = max(1, math.ceil(peak_rps / planning.successful_rps - 1e-9))
         settings.append(Setting(
             "maxReplicas", replicas,
             f"peak {peak_rps:g} req/s / {planning.successful_rps:.2f} req/s planning capacity per replica",
-            "max_replicas",
+            lambda policy: policy.max_replicas,
         ))  # fmt: skip
     else:
         notes.append("maxReplicas: pass --peak-rps to size it (peak load / planning capacity)")
@@ -161,11 +182,11 @@ def _render(value: float | int | bool) -> str:
     return str(value)
 
 
-def current_values(stack: str, model: str, stack_file: Path | None = None) -> tuple[object | None, str | None]:
+def current_values(stack: str, model: str, stack_file: Path | None = None) -> tuple[ModelAutoscaling | None, str | None]:
     """The stack's merged autoscaling policy for `model`, or (None, why not)."""
     path = stack_file or Path(f"Pulumi.{stack}.yaml")
     if not path.is_file():
-        path = Path(__file__).resolve().parents[1] / f"Pulumi.{stack}.yaml"
+        path = REPO / f"Pulumi.{stack}.yaml"
     if not path.is_file():
         return None, f"no Pulumi.{stack}.yaml found"
     try:
@@ -174,21 +195,15 @@ def current_values(stack: str, model: str, stack_file: Path | None = None) -> tu
         return None, f"{path} could not be read: {error}"
 
 
-def _attr(obj: object, dotted: str) -> object:
-    for part in dotted.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def commands(rec: Recommendation, stack: str, model: str | None, current: object | None = None) -> list[str]:
+def commands(rec: Recommendation, stack: str, model: str | None, current: ModelAutoscaling | None = None) -> list[str]:
     key = model or "default"
     # Pulumi's --path syntax: a key with a dot must be quoted, e.g. autoscaling["qwen2.5-7b"]
     prefix = f'autoscaling["{key}"]' if "." in key else f"autoscaling.{key}"
     lines = []
     for s in rec.settings:
         comment = s.rationale
-        if current is not None and s.current_attr:
-            comment += f" (current: {_render(_attr(current, s.current_attr))})"
+        if current is not None and s.current is not None:
+            comment += f" (current: {_render(s.current(current))})"
         lines.append(f"pulumi config set --path '{prefix}.{s.path}' {_render(s.value)} -s {stack}   # {comment}")
     return lines
 
@@ -201,24 +216,3 @@ def report_lines(rec: Recommendation, slo_p99: float) -> list[str]:
         f"(p99 {p.p99_latency_s:.3g}s <= SLO {slo_p99:g}s)",
         *(f"# note: {n}" for n in rec.notes),
     ]
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--envelope", type=Path, required=True, help="envelope CSV (sweep output or calibration file)")
-    parser.add_argument("--slo-p99", type=float, required=True, help="end-to-end p99 latency SLO, seconds")
-    parser.add_argument("--slo-ttft-p95", type=float, default=None, help="TTFT p95 SLO, seconds")
-    parser.add_argument("--stack", required=True, help="Pulumi stack the commands target (-s)")
-    parser.add_argument("--model", default=None, help="served model name (default: the 'default' block)")
-    parser.add_argument("--peak-rps", type=float, default=None, help="peak load to size maxReplicas for, req/s")
-    parser.add_argument("--stack-file", type=Path, default=None, help="Pulumi.<stack>.yaml (default: ./ or repo root)")
-
-
-def run(args: argparse.Namespace) -> int:
-    rows = read_envelope(args.envelope)
-    rec = recommend(rows, args.slo_p99, args.slo_ttft_p95, args.peak_rps)
-    current, why_not = current_values(args.stack, args.model or "default", args.stack_file)
-    print("\n".join(report_lines(rec, args.slo_p99)))
-    if why_not:
-        print(f"# current values not shown: {why_not}")
-    print("\n".join(commands(rec, args.stack, args.model, current)))
-    return 0

@@ -6,8 +6,7 @@ import argparse
 import json
 from dataclasses import asdict
 
-from capacity.engine import get_profile, predict
-from capacity.engine import DEFAULT_PROFILE, PROFILES
+from capacity.engine import DEFAULT_PROFILE, PROFILES, get_profile, predict
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,15 +1,12 @@
-"""Drive load at an OpenAI-compatible URL (closed loop, Poisson, or trace replay); write JSONL + summary."""
+"""Arguments shared by the commands that drive load (`load`, `sweep`, `lab`) and the config they build."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
-from capacity.loadgen import LoadConfig, run_load, write_outputs
+from capacity.measure.config import LoadConfig
 
 
 def add_load_arguments(parser: argparse.ArgumentParser, *, sweep: bool = False) -> None:
@@ -38,14 +35,11 @@ def add_load_arguments(parser: argparse.ArgumentParser, *, sweep: bool = False) 
         mode = parser.add_mutually_exclusive_group(required=True)
         mode.add_argument("--concurrency", type=int, help="closed loop with this many requests in flight")
         mode.add_argument("--rate", type=float, help="open loop, Poisson arrivals at this many requests/s")
-        mode.add_argument("--trace", type=Path, help="replay a CSV/JSONL trace (arrival offsets and lengths)")
+        mode.add_argument("--trace", type=Path,
+                          help="replay a trace (arrival offsets and lengths): Azure CSV, offset CSV or JSONL")  # fmt: skip
         parser.add_argument("--trace-speed", type=float, default=1.0, help="replay this many times faster")
         parser.add_argument("--max-requests", type=int, default=None)
         parser.add_argument("--out", type=Path, default=Path("out/load"), help="folder for requests.jsonl and summary.json")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_load_arguments(parser)
 
 
 def _client(choice: str, urls: list[str]) -> str:
@@ -80,33 +74,12 @@ def config_from_args(args: argparse.Namespace, **overrides: object) -> LoadConfi
     return LoadConfig(**values)  # type: ignore[arg-type]
 
 
-@contextmanager
-def progress_bar(enabled: bool, label: str):  # noqa: ANN201 - yields a callback or None
-    """A rich progress bar fed by the load generator's ticks (none when disabled or not a TTY)."""
-    if not enabled or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
-                  TimeElapsedColumn(), transient=True) as bar:  # fmt: skip
-        task = bar.add_task(label, total=1.0, info="")
-
-        def update(state: dict) -> None:
-            p99 = state["recent_p99_s"]
-            info = f"{state['phase']}  done {state['completed']}  measured {state['measured_ok']}"
-            info += f"  p99 {p99:.2f}s" if p99 is not None else ""
-            bar.update(task, completed=min(1.0, state["now_s"] / state["end_s"]), info=info)
-
-        yield update
-
-
-def run(args: argparse.Namespace) -> int:
-    config = config_from_args(args)
-    with progress_bar(not args.no_progress, f"load {config.mode}") as update:
-        result = asyncio.run(run_load(config, update))
-    write_outputs(result, args.out / "requests.jsonl", args.out / "summary.json")
-    s = result.summary
-    print(json.dumps({k: s[k] for k in ("successful", "successful_rps", "total_tokens_per_s", "latency_s", "ttft_s", "errors")}, indent=2))
-    print(f"wrote {args.out / 'requests.jsonl'} and {args.out / 'summary.json'}")
-    return 0 if s["successful"] else 1
+def parse_levels(text: str) -> list[int]:
+    """`--concurrency 1,5,10` of `sweep` and `lab`: distinct levels, sorted."""
+    try:
+        levels = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--concurrency must be a comma-separated list of integers, got {text!r}") from None
+    if not levels or any(c < 1 for c in levels) or len(set(levels)) != len(levels):
+        raise ValueError(f"--concurrency needs distinct integers >= 1, got {text!r}")
+    return sorted(levels)

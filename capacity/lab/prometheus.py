@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from capacity.processes import stop, wait_until_ready
+from capacity.lab.processes import stop, wait_until_ready
 
 PROMETHEUS = "/usr/bin/prometheus"
 

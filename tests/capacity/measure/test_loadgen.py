@@ -11,15 +11,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from capacity.engine import get_profile
-from capacity.loadgen import (
-    LoadConfig,
-    load_trace,
-    loop_factory,
-    run_load,
-    run_load_processes,
-    split_config,
-    write_outputs,
-)
+from capacity.measure.config import LoadConfig
+from capacity.measure.generator import run_load, trace_arrivals
+from capacity.measure.results import write_outputs
+from capacity.measure.workers import run_load_processes, split_config
+from capacity.runtime import loop_factory
 from capacity.mock.server import serve_replicas
 from capacity.workload.prompts import PromptBuilder
 
@@ -149,8 +145,7 @@ def test_tokenizer_prompts_have_exact_token_length(tmp_path):
 def test_trace_loader_reads_the_azure_layout(tmp_path):
     trace = tmp_path / "t.csv"
     trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:50.0,5,6\n2023-11-16 18:15:46.5,7,8\n")
-    entries = load_trace(trace)
-    assert [(e.offset_s, e.prompt_tokens, e.output_tokens) for e in entries] == [(0.0, 7, 8), (3.5, 5, 6)]
+    assert list(trace_arrivals(trace)) == [(0.0, 7, 8), (3.5, 5, 6)]
 
 
 def test_config_rejects_two_modes_naming_them():
@@ -271,9 +266,9 @@ def http_server():
 @pytest.mark.skipif(sys.platform != "linux", reason="kernel receive timestamps (SO_TIMESTAMPNS) are Linux's")
 @pytest.mark.asyncio
 async def test_raw_client_stamps_a_read_with_its_arrival_not_with_a_late_dispatch(http_server):
-    from capacity.loadgen import _RawConnection
+    from capacity.measure.rawhttp import RawConnection
 
-    connection = await _RawConnection.open("127.0.0.1", http_server)
+    connection = await RawConnection.open("127.0.0.1", http_server)
     response = await connection.request(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n", None)
     time.sleep(0.3)  # the event loop is busy while the answer arrives
     dispatched = time.monotonic()

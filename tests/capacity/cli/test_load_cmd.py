@@ -4,7 +4,8 @@ import argparse
 
 import pytest
 
-from capacity.loadgen_cmd import add_arguments, config_from_args
+from capacity.cli.load import add_arguments
+from capacity.cli.load_args import config_from_args
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -1,0 +1,27 @@
+"""Drive load at an OpenAI-compatible URL (closed loop, Poisson, or trace replay); write JSONL + summary."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+
+from capacity.cli.load_args import add_load_arguments, config_from_args
+from capacity.cli.progress import progress_bar
+from capacity.measure.generator import run_load
+from capacity.measure.results import write_outputs
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_load_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    with progress_bar(not args.no_progress, f"load {config.mode}") as update:
+        result = asyncio.run(run_load(config, update))
+    write_outputs(result, args.out / "requests.jsonl", args.out / "summary.json")
+    s = result.summary
+    print(json.dumps({k: s[k] for k in ("successful", "successful_rps", "total_tokens_per_s", "latency_s", "ttft_s", "errors")}, indent=2))
+    print(f"wrote {args.out / 'requests.jsonl'} and {args.out / 'summary.json'}")
+    return 0 if s["successful"] else 1

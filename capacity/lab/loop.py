@@ -1,0 +1,120 @@
+"""The lab's capacity loop: mock replicas + Prometheus, a short sweep, the recommended commands.
+
+Starts mock vLLM replicas (engine-model timing, sped up) in a child process and, where it is
+installed, a real Prometheus scraping them on loopback; sweeps concurrency, prints the
+envelope and the `pulumi config set` commands, and stops everything. No GPU, no cloud.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from capacity.engine import EngineProfile, get_profile
+from capacity.lab.processes import stop, wait_until_ready
+from capacity.lab.prometheus import find_prometheus, free_port, run_prometheus, wait_for_targets
+from capacity.measure.config import LoadConfig
+from capacity.measure.envelope import find_knee
+from capacity.measure.recommend import commands, current_values, recommend, report_lines
+from capacity.measure.report import envelope_table, write_report
+from capacity.measure.sweep import PointResult, SweepOptions, run_sweep
+from contract.settings.stack_file import load_stack
+
+
+@dataclass(frozen=True)
+class LabOptions:
+    profile: str
+    replicas: int
+    speedup: float  # model seconds per wall second
+    levels: list[int]  # concurrency per replica
+    prompt_tokens: int
+    output_tokens: int
+    warmup_s: float  # model seconds per level
+    duration_s: float  # measured model seconds per level
+    slo_p99: float
+    slo_ttft_p95: float | None
+    peak_rps: float | None
+    stack: str  # whose thresholds the commands retune
+    model: str | None  # its autoscaling block (None: the model served with the profile, else 'default')
+    prometheus: bool  # use Prometheus when installed
+    out: Path
+
+
+def _start_replicas(stack: ExitStack, options: LabOptions) -> list[str]:
+    ports = sorted({free_port() for _ in range(options.replicas * 3)})[: options.replicas]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "capacity", "serve", "--ports", ",".join(map(str, ports)),
+         "--profile", options.profile, "--speedup", str(options.speedup), "--stream-interval", "0.05"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+    stack.callback(stop, process)
+    urls = [f"http://127.0.0.1:{p}" for p in ports]
+    deadline = time.monotonic() + 20
+    for url in urls:
+        wait_until_ready(url + "/health", process, deadline,
+                         lambda: f"mock replicas exited: {process.stderr.read().decode()[-500:]}")  # fmt: skip
+    return urls
+
+
+def model_served_with(stack: str, profile_name: str) -> str | None:
+    """The stack's model whose `capacityProfile` is this profile: the envelope measured here is its."""
+    try:
+        settings = load_stack(stack)
+    except (OSError, ValueError):  # no such stack file, or one that does not validate
+        return None
+    return next((m.name for m in settings.models if m.capacity_profile == profile_name), None)
+
+
+def _measure(options: LabOptions, profile: EngineProfile, say: Callable[[str], None]) -> list[PointResult]:
+    """Replicas (and Prometheus) up, the sweep, everything stopped."""
+    with ExitStack() as stack:
+        urls = _start_replicas(stack, options)
+        say(f"lab: {options.replicas} mock replica(s) of {profile.name} at {options.speedup:g}x on {', '.join(urls)}")
+        prometheus = None
+        if options.prometheus and find_prometheus():
+            prometheus = stack.enter_context(run_prometheus([u.removeprefix("http://") for u in urls]))
+            wait_for_targets(prometheus, len(urls))
+            say(f"lab: Prometheus {prometheus} scraping them every 1s")
+        elif options.prometheus:
+            say("lab: prometheus not installed; reading queue and KV from the replicas' /metrics")
+        base = LoadConfig(urls=tuple(urls), concurrency=options.levels[0], prompt_tokens=options.prompt_tokens,
+                          output_tokens=options.output_tokens, warmup_s=options.warmup_s,
+                          duration_s=options.duration_s, stream=True, time_scale=options.speedup, client="raw")  # fmt: skip
+        sweep = SweepOptions(options.levels, sample_interval_s=0.5, prometheus=prometheus)
+
+        def show(point: PointResult) -> None:
+            r = point.row
+            say(f"  concurrency {r.concurrency:4d}/replica: {r.successful_rps:6.2f} req/s  p99 {r.p99_latency_s:6.2f}s")
+
+        wall = len(options.levels) * (options.warmup_s + options.duration_s) / options.speedup
+        say(f"lab: sweeping {options.levels} (about {wall:.0f}s)")
+        return asyncio.run(run_sweep(base, sweep, show))
+
+
+def run_lab(options: LabOptions, say: Callable[[str], None] = functools.partial(print, flush=True)) -> dict[str, Path]:
+    """Measure, print the envelope and the recommended commands, write the report; its paths."""
+    if options.replicas < 1:
+        raise ValueError(f"--replicas must be >= 1, got {options.replicas}")
+    profile = get_profile(options.profile)
+    points = _measure(options, profile, say)
+    rows = [p.row for p in points]
+    say("\n" + "\n".join(envelope_table(rows, find_knee(rows))) + "\n")
+    rec = recommend(rows, options.slo_p99, options.slo_ttft_p95, options.peak_rps)
+    model = options.model or model_served_with(options.stack, profile.name)
+    current, why_not = current_values(options.stack, model or "default")
+    lines = [*report_lines(rec, options.slo_p99), *commands(rec, options.stack, model, current)]
+    if model is None and not options.model:
+        lines.insert(0, f"# no model in stack {options.stack!r} names capacityProfile {profile.name!r}: commands target 'default'")
+    if why_not:
+        lines.insert(0, f"# current values not shown: {why_not}")
+    say("\n".join(lines))
+    title = f"Capacity lab: {profile.name} (mock, {options.speedup:g}x)"
+    return write_report(points, options.out, title, options.slo_p99, lines)

@@ -1,0 +1,44 @@
+"""The command table, and commands run as a user runs them (one clear line on bad input)."""
+
+import json
+import subprocess
+import sys
+
+from capacity.__main__ import COMMANDS, build_parser
+from tests.capacity.conftest import CALIBRATION_CSV, REPO
+from tests.capacity.conftest import CONFIG_SET_LINE as LINE
+
+
+def test_every_command_in_the_table_is_registered():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert set(sub.choices) == set(COMMANDS)
+
+
+def test_model_command_prints_the_predicted_steady_state_as_json():
+    out = subprocess.run([sys.executable, "-m", "capacity", "model", "--profile", "a10g-r1-14b-awq",
+                          "--concurrency", "20", "--prompt-tokens", "1024", "--output-tokens", "128", "--json"],
+                         cwd=REPO, capture_output=True, text=True, check=True).stdout  # fmt: skip
+    state = json.loads(out)
+    for key in ("rps", "total_tokens_per_s", "p50_latency_s", "p95_latency_s", "p99_latency_s", "ttft_p95_s",
+                "avg_waiting", "avg_kv_usage"):  # fmt: skip
+        assert state[key] > 0, key
+
+
+def test_bad_input_is_one_clear_line_not_a_traceback():
+    run = subprocess.run([sys.executable, "-m", "capacity", "model", "--profile", "nope", "--concurrency", "2"],
+                         cwd=REPO, capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 2
+    assert "unknown engine profile 'nope'" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_cli_prints_ready_to_run_lines_for_the_calibration_file(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "capacity", "recommend", "--envelope", str(CALIBRATION_CSV), "--slo-p99", "30",
+         "--stack", "staging"],
+        cwd=tmp_path, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
+        check=True,
+    ).stdout  # fmt: skip
+    lines = [l for l in out.splitlines() if l.startswith("pulumi config set")]
+    assert lines and all(LINE.match(l) and " -s staging " in l for l in lines)
+    assert "planning capacity: 1.54 req/s per replica at concurrency 20" in out

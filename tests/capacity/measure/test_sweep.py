@@ -1,0 +1,31 @@
+"""Sweep outputs: the envelope CSV, its plot and the report."""
+
+import asyncio
+
+from capacity.engine import get_profile
+from capacity.measure.config import LoadConfig
+from capacity.measure.envelope import COLUMNS, read_envelope
+from capacity.measure.report import write_report
+from capacity.measure.sweep import SweepOptions, run_sweep
+from capacity.mock.server import serve_replicas
+
+FAST = get_profile("8gb-qwen2.5-1.5b")
+
+
+def test_sweep_writes_envelope_csv_plot_and_report(tmp_path):
+    async def sweep():
+        async with serve_replicas(FAST, speedup=10) as [replica]:
+            base = LoadConfig(urls=(replica.url,), concurrency=1, warmup_s=1, duration_s=8, time_scale=10,
+                              prompt_tokens=100, output_tokens=50, stream=True)  # fmt: skip
+            return await run_sweep(base, SweepOptions([1, 8], sample_interval_s=0.1))
+
+    points = asyncio.run(sweep())
+    paths = write_report(points, tmp_path, "test envelope", slo_p99=30, recommendations=["# none"])
+    rows = read_envelope(paths["csv"])
+    assert [r.concurrency for r in rows] == [1, 8]
+    assert paths["csv"].read_text().splitlines()[0] == ",".join(COLUMNS)
+    assert rows[1].successful_rps > rows[0].successful_rps
+    assert rows[1].avg_kv_usage > rows[0].avg_kv_usage > 0  # sampled from /metrics
+    assert rows[0].ttft_p95_s > 0
+    assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| 8 |" in paths["md"].read_text() or "| 8 **(knee)** |" in paths["md"].read_text()
