@@ -5,6 +5,7 @@ Both end in `parse()`, so a stack file means the same thing to the program and t
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,8 @@ from typing import Any
 import yaml
 
 from . import StackSettings, parse
-from .errors import NAMESPACE
+from .errors import NAMESPACE, SettingsError
+from .observability import plaintext_webhook_problems
 
 
 def namespace_config(flat: dict[str, Any]) -> dict[str, Any]:
@@ -31,9 +33,14 @@ def namespace_config(flat: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
-def from_engine_config(flat: dict[str, Any]) -> StackSettings:
-    """Validate the config as the engine hands it to a program (`ns:key` -> value or JSON)."""
-    return parse(namespace_config(flat))
+def from_engine_config(flat: dict[str, Any], is_secret: Callable[[str], bool]) -> StackSettings:
+    """Validate the config as the engine hands it to a program (`ns:key` -> value or JSON),
+    plus the rules only the engine can check: which keys were set as secrets (`is_secret`)."""
+    settings = parse(namespace_config(flat))
+    problems = plaintext_webhook_problems(settings.observability, is_secret)
+    if problems:
+        raise SettingsError(problems)
+    return settings
 
 
 def find_stack_file(stack: str | Path, root: Path = Path(".")) -> Path:

@@ -12,8 +12,8 @@ import yaml
 from contract.settings import SettingsError, parse
 from contract.settings.stack_file import load_stack
 from contract.settings.errors import key_path
+from tests.harness import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 NS = "inference-platform:"
 
 
