@@ -57,7 +57,8 @@ def _cron(trigger: Trigger, cron: CronTrigger) -> dict[str, Any]:
 def keda_triggers(m: MonitoredModel, prometheus_url: str,
                   triggers: Sequence[Trigger] = TRIGGERS) -> list[dict[str, Any]]:
     """The enabled triggers of one model, in declaration order: KEDA's cron scaler for the
-    trigger that reads no metric, a Prometheus scaler for every other."""
+    trigger that reads no metric, a Prometheus scaler for every other (why each has its metric
+    type: `Trigger.why` in contract/triggers.py)."""
     # A model scaled to zero has no vLLM series at all: for it, empty means 0, not "Prometheus lost it".
     ignore_null = m.policy.min_replicas == 0
     found: list[dict[str, Any]] = []
