@@ -21,6 +21,7 @@ from contract.names import PART_OF
 from contract.settings.gpu_capacity import GpuCapacitySettings, NodePoolSettings
 
 from . import iam
+from .helm import helm_release
 from .naming import type_token
 
 KARPENTER_CHART = "oci://public.ecr.aws/karpenter/karpenter"
@@ -161,11 +162,14 @@ class GpuCapacity(pulumi.ComponentResource):
             tags=tags,
             opts=aws_opts,
         )
-        controller_role = aws.iam.Role(
+        controller_role, association = iam.pod_identity_role(
             f"{name}-karpenter-controller",
-            assume_role_policy=iam.pod_identity_trust(),
+            cluster_name=args.cluster_name,
+            namespace=KARPENTER_NAMESPACE,
+            service_account=KARPENTER_SERVICE_ACCOUNT,
             tags=tags,
-            opts=aws_opts,
+            parent=self,
+            association_name=f"{name}-karpenter",
         )
         aws.iam.RolePolicy(
             f"{name}-karpenter-controller",
@@ -175,20 +179,11 @@ class GpuCapacity(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=controller_role),
         )
-        association = aws.eks.PodIdentityAssociation(
+        release = helm_release(
             f"{name}-karpenter",
-            cluster_name=args.cluster_name,
-            namespace=KARPENTER_NAMESPACE,
-            service_account=KARPENTER_SERVICE_ACCOUNT,
-            role_arn=controller_role.arn,
-            tags=tags,
-            opts=aws_opts,
-        )
-        release = k8s.helm.v3.Release(
-            f"{name}-karpenter",
-            chart=KARPENTER_CHART,
-            version=KARPENTER_VERSION,
-            namespace=KARPENTER_NAMESPACE,
+            KARPENTER_CHART,
+            KARPENTER_VERSION,
+            KARPENTER_NAMESPACE,
             values={
                 "settings": {"clusterName": args.cluster_name, "interruptionQueue": queue.name},
                 "serviceAccount": {"name": KARPENTER_SERVICE_ACCOUNT},

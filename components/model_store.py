@@ -139,26 +139,20 @@ class ModelStore(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        writer = aws.iam.Role(
+        writer, _ = iam.pod_identity_role(
             f"{name}-model-sync",
-            assume_role_policy=iam.pod_identity_trust(),
-            description="Model sync Jobs: write pinned model revisions under their prefixes",
+            cluster_name=args.cluster_name,
+            namespace=args.namespace,
+            service_account=MODEL_SYNC_SERVICE_ACCOUNT,
             tags=tags,
-            opts=child,
+            parent=self,
+            description="Model sync Jobs: write pinned model revisions under their prefixes",
+            association_under_role=True,
         )
         aws.iam.RolePolicy(
             f"{name}-model-sync",
             role=writer.id,
             policy=pulumi.Output.all(bucket.arn, key.arn).apply(lambda a: _write_policy(a[0], a[1], prefixes)),
-            opts=pulumi.ResourceOptions(parent=writer),
-        )
-        aws.eks.PodIdentityAssociation(
-            f"{name}-model-sync",
-            cluster_name=args.cluster_name,
-            namespace=args.namespace,
-            service_account=MODEL_SYNC_SERVICE_ACCOUNT,
-            role_arn=writer.arn,
-            tags=tags,
             opts=pulumi.ResourceOptions(parent=writer),
         )
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ipaddress
-import json
 from dataclasses import dataclass
 
 import pulumi
@@ -11,6 +10,7 @@ import pulumi_aws as aws
 
 from contract.settings.network import NetworkSettings
 
+from . import iam
 from .naming import type_token
 
 
@@ -159,18 +159,7 @@ class Network(pulumi.ComponentResource):
         )
         role = aws.iam.Role(
             f"{name}-flow-logs",
-            assume_role_policy=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"Service": "vpc-flow-logs.amazonaws.com"},
-                            "Action": "sts:AssumeRole",
-                        }
-                    ],
-                }
-            ),
+            assume_role_policy=iam.service_trust("vpc-flow-logs.amazonaws.com"),
             tags=tags,
             opts=opts,
         )
@@ -178,16 +167,11 @@ class Network(pulumi.ComponentResource):
             f"{name}-flow-logs",
             role=role.id,
             policy=group.arn.apply(
-                lambda arn: json.dumps(
+                lambda arn: iam.document(
                     {
-                        "Version": "2012-10-17",
-                        "Statement": [
-                            {
-                                "Effect": "Allow",
-                                "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-                                "Resource": [arn, f"{arn}:*"],
-                            }
-                        ],
+                        "Effect": "Allow",
+                        "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                        "Resource": [arn, f"{arn}:*"],
                     }
                 )
             ),

@@ -14,10 +14,12 @@ from .gateway import Gateway, GatewayArgs
 from .gpu_capacity import GpuCapacity, GpuCapacityArgs
 from .model_store import ModelStore, ModelStoreArgs
 from .model_sync import ModelSync, ModelSyncArgs
+from .monitored import monitored_models
 from .naming import base_tags, type_token
 from .network import Network, NetworkArgs
 from .observability import Observability, ObservabilityArgs
-from .serving import SERVICE_PORT, ModelReplicas, Serving, ServingArgs
+from .serving import ModelReplicas, Serving, ServingArgs
+from .serving.objects import SERVICE_PORT
 
 
 class Platform(pulumi.ComponentResource):
@@ -87,10 +89,15 @@ class Platform(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.model_store]),
         )
+        monitored = monitored_models(settings)
         self.observability = Observability(
             f"{name}-obs",
             ObservabilityArgs(
-                settings,
+                settings.observability,
+                models=monitored,
+                gpu_pools=settings.gpu_capacity.pools,
+                auto_mode=settings.cluster.auto_mode,
+                region=settings.network.region,
                 cluster_name=self.cluster.name,
                 provider=provider,
                 tags=tags,
@@ -103,12 +110,7 @@ class Platform(pulumi.ComponentResource):
             ServingArgs(
                 settings.serving,
                 models=settings.models,
-                replicas={
-                    m.name: ModelReplicas(
-                        settings.autoscaling_for(m.name).min_replicas, settings.autoscaling_for(m.name).max_replicas
-                    )
-                    for m in settings.models
-                },
+                replicas={m.name: ModelReplicas(m.policy.min_replicas, m.policy.max_replicas) for m in monitored},
                 depends_on=[self.serving_namespace, self.model_store, self.model_sync],
                 provider=provider,
             ),
@@ -130,7 +132,7 @@ class Platform(pulumi.ComponentResource):
         self.autoscaling = Autoscaling(
             f"{name}-autoscaling",
             AutoscalingArgs(
-                settings,
+                monitored,
                 prometheus_url=self.observability.prometheus_url,
                 provider=provider,
                 depends_on=[self.serving, self.observability],

@@ -14,6 +14,7 @@ from contract import names
 from contract.settings.gateway import GatewaySettings
 from contract.settings.models import ModelSettings
 
+from ..helm import helm_release
 from ..naming import type_token
 from .objects import (
     AI_GATEWAY_CHART,
@@ -86,19 +87,17 @@ class Gateway(pulumi.ComponentResource):
         k8s.networking.v1.NetworkPolicy(f"{name}-redis", metadata=redis_policy["metadata"],
                                         spec=redis_policy["spec"], opts=after(namespace))
 
-        envoy_gateway = k8s.helm.v3.Release(
-            f"{name}-envoy-gateway", chart=ENVOY_GATEWAY_CHART, version=ENVOY_GATEWAY_VERSION,
-            namespace=ENVOY_GATEWAY_NAMESPACE, create_namespace=True, values=envoy_gateway_values(gw),
-            atomic=True, opts=k8s_opts,
+        envoy_gateway = helm_release(
+            f"{name}-envoy-gateway", ENVOY_GATEWAY_CHART, ENVOY_GATEWAY_VERSION, ENVOY_GATEWAY_NAMESPACE, k8s_opts,
+            create_namespace=True, values=envoy_gateway_values(gw), atomic=True,
         )
-        ai_crds = k8s.helm.v3.Release(
-            f"{name}-ai-gateway-crds", chart=AI_GATEWAY_CRDS_CHART, version=AI_GATEWAY_VERSION,
-            namespace=AI_GATEWAY_NAMESPACE, create_namespace=True, opts=k8s_opts,
+        ai_crds = helm_release(
+            f"{name}-ai-gateway-crds", AI_GATEWAY_CRDS_CHART, AI_GATEWAY_VERSION, AI_GATEWAY_NAMESPACE, k8s_opts,
+            create_namespace=True,
         )
-        ai_gateway = k8s.helm.v3.Release(
-            f"{name}-ai-gateway", chart=AI_GATEWAY_CHART, version=AI_GATEWAY_VERSION,
-            namespace=AI_GATEWAY_NAMESPACE, create_namespace=True, values=ai_gateway_values(gw),
-            atomic=True, opts=after(ai_crds, envoy_gateway),
+        ai_gateway = helm_release(
+            f"{name}-ai-gateway", AI_GATEWAY_CHART, AI_GATEWAY_VERSION, AI_GATEWAY_NAMESPACE,
+            after(ai_crds, envoy_gateway), create_namespace=True, values=ai_gateway_values(gw), atomic=True,
         )
         installed = (namespace, envoy_gateway, ai_gateway)
 

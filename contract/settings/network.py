@@ -12,6 +12,8 @@ from .base import Section
 
 # /16../20: Auto Mode and Karpenter give every pod a VPC address; smaller VPCs run dry.
 MIN_PREFIX, MAX_PREFIX = 16, 20
+# The subnet plan cuts the VPC into 8 blocks: one private block per zone, one for every public subnet.
+MAX_ZONES = 7
 _AZ = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$")
 
 
@@ -41,6 +43,9 @@ class NetworkSettings(Section):
     def _zones(cls, zones: list[str]) -> list[str]:
         if len(zones) < 2:
             raise ValueError("must list at least 2 availability zones (EKS requires subnets in 2 AZs)")
+        if len(zones) > MAX_ZONES:
+            raise ValueError(f"must list at most {MAX_ZONES} availability zones (the VPC is cut into 8 blocks: "
+                             "one private block per zone, one for the public subnets)")
         if len(set(zones)) != len(zones):
             raise ValueError("must not repeat a zone")
         for zone in zones:

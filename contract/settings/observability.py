@@ -8,11 +8,13 @@ Webhook URLs are credentials: set them with
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import Field, field_validator
 
 from .base import Section
+from .errors import NAMESPACE
 
 # Prometheus' duration syntax, largest unit first (e.g. "15d", "1w2d", "12h").
 _DURATION = re.compile(r"^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?$")
@@ -111,3 +113,15 @@ class ObservabilitySettings(Section):
     def windows(self) -> dict[str, int]:
         """Every PromQL window this section sets, by key path, for the scrape-interval rule."""
         return {"latencyWindowSeconds": self.latency_window_seconds}
+
+
+def plaintext_webhook_problems(obs: ObservabilitySettings, is_secret: Callable[[str], bool]) -> list[str]:
+    """Webhook URLs carry credentials: refuse them unless the config value is a Pulumi secret
+    (`is_secret` answers for a full config key; only the engine knows)."""
+    if not obs.alertmanager.receivers or is_secret(f"{NAMESPACE}:observability"):
+        return []
+    return [
+        f"{NAMESPACE}:observability.alertmanager.receivers[{i}].webhookUrl must be set with "
+        f"`pulumi config set --secret --path 'observability.alertmanager.receivers[{i}].webhookUrl' ...`"
+        for i in range(len(obs.alertmanager.receivers))
+    ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import yaml
 
 from . import StackSettings, parse
 from .errors import NAMESPACE, SettingsError
+from .observability import plaintext_webhook_problems
 
 # Namespaces a stack file legitimately holds besides the program's own.
 OTHER_NAMESPACES = ("aws", "pulumi", "kubernetes", "eks", "random")
@@ -47,15 +49,17 @@ def misspelled_namespaces(flat: dict[str, Any]) -> list[str]:
     return problems
 
 
-def from_engine_config(flat: dict[str, Any]) -> StackSettings:
-    """Validate the config as the engine hands it to a program (`ns:key` -> value or JSON):
-    every problem at once, misspelled namespaces included."""
+def from_engine_config(flat: dict[str, Any], is_secret: Callable[[str], bool]) -> StackSettings:
+    """Validate the config as the engine hands it to a program (`ns:key` -> value or JSON),
+    every problem at once: misspelled namespaces, the settings, and the rules only the engine
+    can check (which keys were set as secrets: `is_secret`)."""
     problems = misspelled_namespaces(flat)
     region = flat.get("aws:region")
     try:
         settings = parse(namespace_config(flat), aws_region=region if isinstance(region, str) else None)
     except SettingsError as exc:
         raise SettingsError([*problems, *exc.problems]) from None
+    problems += plaintext_webhook_problems(settings.observability, is_secret)
     if problems:
         raise SettingsError(problems)
     return settings
@@ -87,7 +91,17 @@ class StackFile:
         config = dict(self.config)
         if autoscaling is not None:
             config[f"{NAMESPACE}:autoscaling"] = autoscaling
-        return from_engine_config(config)
+        return from_engine_config(config, self.is_secret)
+
+    def is_secret(self, key: str) -> bool:
+        """A key set with `pulumi config set --secret` holds `secure:` values in the file."""
+
+        def secure(value: Any) -> bool:
+            if isinstance(value, dict):
+                return set(value) == {"secure"} or any(secure(v) for v in value.values())
+            return isinstance(value, list) and any(secure(v) for v in value)
+
+        return secure(self.config.get(key))
 
     def engine_config(self) -> dict[str, str]:
         """The config as the engine hands it to a program: objects as JSON strings."""

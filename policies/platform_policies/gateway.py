@@ -155,7 +155,7 @@ ai_routes = stack_policy(
     ),
     remediation=(
         "Attach the SecurityPolicy (apiKeyAuth) and the BackendTrafficPolicy (rateLimit) to the Gateway that is the "
-        "route's parentRef (components/gateway.py does), or to the HTTPRoute the AI gateway generates (same name as "
+        "route's parentRef (components/gateway/ does), or to the HTTPRoute the AI gateway generates (same name as "
         "the AIGatewayRoute). A route-level policy replaces the Gateway-level one: repeat apiKeyAuth/rateLimit in it "
         "or set mergeType."
     ),

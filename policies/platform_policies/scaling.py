@@ -91,7 +91,7 @@ no_resource_scaling = resource_policy(
     description="GPU predictors scale on inference signals (queue depth, KV cache, latency), never on CPU or memory.",
     remediation=(
         "Remove `cpu`/`memory` KEDA triggers and `Resource` HPA metrics from autoscalers of predictors; build the "
-        "triggers from components/signals.py (queue depth, KV-cache usage, latency). On InferenceServices set the "
+        "triggers from contract/triggers.py (queue depth, KV-cache usage, latency). On InferenceServices set the "
         f"annotation {KSERVE_AUTOSCALER_CLASS}: external (the platform's ScaledObject scales the predictor)."
     ),
     check=_check_no_resource_scaling,
@@ -130,7 +130,7 @@ def _check_prometheus_queries(subject: Subject, _config: Mapping[str, Any]) -> I
             elif metric not in known:
                 yield (
                     f"{subject.label}: prometheus trigger {name} reads {metric}, which is not a metric of "
-                    f"vLLM {VLLM_IMAGE_TAG} listed in components/signals.py"
+                    f"vLLM {VLLM_IMAGE_TAG} listed in contract/signals.py"
                 )
 
 
@@ -141,7 +141,7 @@ prometheus_queries = resource_policy(
         "version exposes."
     ),
     remediation=(
-        "Build trigger queries with the builders in components/signals.py: they wrap per-pod series in sum(...) "
+        "Build trigger queries with the builders in contract/signals.py: they wrap per-pod series in sum(...) "
         "and use the metric names of the pinned image (vllm:kv_cache_usage_perc, "
         "vllm:inter_token_latency_seconds, not the removed gpu_cache_usage_perc/time_per_output_token_seconds)."
     ),

@@ -142,7 +142,7 @@ predictors_drain = stack_policy(
         "grace period at least as long as the longest request timeout in front of it, and a PodDisruptionBudget."
     ),
     remediation=(
-        "Keep the probes and the preStop drain of components/serving.py; raise serving.terminationGracePeriodSeconds above "
+        "Keep the probes and the preStop drain of components/serving/objects.py; raise serving.terminationGracePeriodSeconds above "
         "gateway.timeouts.requestSeconds (AI gateway default 60s); create a PodDisruptionBudget selecting "
         f"{ISVC_LABEL}=<model> with maxUnavailable 1."
     ),

@@ -30,7 +30,7 @@ def image_problem(image: str) -> str | None:
         return "uses the latest tag"
     if repository.endswith(VLLM_IMAGE_REPOSITORY) and tag != VLLM_IMAGE_TAG:
         return (
-            f"is vLLM {tag}, but components/signals.py names the metrics of {VLLM_IMAGE_TAG} "
+            f"is vLLM {tag}, but contract/signals.py names the metrics of {VLLM_IMAGE_TAG} "
             "(scaling triggers and alerts would read names this image may not expose)"
         )
     return None

@@ -17,7 +17,7 @@ from pulumi_policy import EnforcementLevel, StackValidationPolicy
 
 from contract import signals
 from tests.harness import Captured, StackRun
-from tests.policy_harness import (
+from tests.policies.policy_harness import (
     POLICIES,
     UNKNOWN,
     Dependencies,

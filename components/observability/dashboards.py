@@ -6,16 +6,21 @@ as a ConfigMap that Grafana's dashboard sidecar loads.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from contract import signals
-from contract.settings import StackSettings
+from contract.settings import ModelAutoscaling
+from contract.settings.gpu_capacity import NodePoolSettings
+from contract.settings.observability import ObservabilitySettings
+from contract.signals import Vllm
+from contract.triggers import TRIGGERS, Trigger, enabled_triggers
 
-from .rules import E2E_SLO_QUANTILE, TTFT_SLO_QUANTILE, MonitoredModel, monitored_models
+from ..monitored import MonitoredModel
+from .rules import E2E_SLO_QUANTILE, TTFT_SLO_QUANTILE
 
 # kube-prometheus-stack provisions its Prometheus data source with this uid.
 DATASOURCE = {"type": "prometheus", "uid": "prometheus"}
-SIDECAR_LABEL = "grafana_dashboard"
 QUANTILES = (0.5, 0.95, 0.99)
 PANEL_WIDTH, PANEL_HEIGHT, COLUMNS = 8, 8, 3
 
@@ -72,32 +77,45 @@ def _dashboard(uid: str, title: str, sections: list[tuple[str, list[dict[str, An
     }
 
 
-def capacity_panels(m: MonitoredModel) -> list[dict[str, Any]]:
+def _slo_lines(metric: str, policy: ModelAutoscaling) -> list[Target]:
+    """The SLO a latency histogram is held to (`slo.*` of the policy) as a flat line; none
+    for a metric without an SLO."""
+    slos = {
+        Vllm.TTFT: (policy.slo.ttft_p95_seconds, TTFT_SLO_QUANTILE),
+        Vllm.E2E_LATENCY: (policy.slo.e2e_p99_seconds, E2E_SLO_QUANTILE),
+    }
+    if metric not in slos:
+        return []
+    seconds, quantile = slos[metric]
+    return [(signals.constant(seconds), f"SLO p{quantile * 100:g}")]
+
+
+def trigger_panel(trigger: Trigger, m: MonitoredModel) -> dict[str, Any] | None:
+    """One scaling signal as KEDA compares it with its target: per ready replica for an
+    AverageValue trigger, as is for a Value one (`contract/triggers.py` says why each has its
+    type); None for a trigger that reads no metric (cron)."""
+    signal = trigger.signal(m.policy)
+    if signal is None:
+        return None
+    query = signal.promql(m.scope)
+    target = signals.constant(trigger.target(m.policy))
+    if trigger.metric_type == "AverageValue":
+        return _timeseries(f"{trigger.label} per replica (KEDA AverageValue)", [
+            (signals.per_replica(query, m.workload), f"{trigger.label} per ready replica"),
+            (target, "target per replica"),
+        ], trigger.unit)
+    quantile = f" p{signal.quantile * 100:g}" if signal.quantile is not None else ""
+    return _timeseries(f"{trigger.label}{quantile} (KEDA Value)", [
+        (query, trigger.label),
+        (target, "guardrail threshold"),
+        *_slo_lines(signal.metric, m.policy),
+    ], trigger.unit)
+
+
+def capacity_panels(m: MonitoredModel, triggers: Sequence[Trigger] = TRIGGERS) -> list[dict[str, Any]]:
     """Each enabled scaling signal next to its configured threshold, then the replica story."""
-    t, scope, w = m.policy.triggers, m.scope, m.workload
-    panels = []
-    if t.queue_depth.enabled:
-        queue = signals.queue_depth(scope, t.queue_depth.window_seconds)
-        panels.append(_timeseries("Queue depth per replica (KEDA AverageValue)", [
-            (signals.per_replica(queue, w), "waiting per ready replica"),
-            (signals.constant(t.queue_depth.target_per_replica), "target per replica"),
-        ], "short"))
-    if t.kv_cache.enabled:
-        panels.append(_timeseries("KV cache per replica (KEDA AverageValue)", [
-            (signals.per_replica(signals.kv_cache_usage(scope), w), "KV in use per ready replica"),
-            (signals.constant(t.kv_cache.target_per_replica), "target per replica"),
-        ], "percentunit"))
-    if t.e2e_latency.enabled:
-        panels.append(_timeseries(f"End-to-end p{t.e2e_latency.quantile * 100:g} (KEDA Value)", [
-            (signals.e2e_latency_quantile(scope, t.e2e_latency.quantile, t.e2e_latency.window_seconds), "latency"),
-            (signals.constant(t.e2e_latency.threshold_seconds), "guardrail threshold"),
-            (signals.constant(m.policy.slo.e2e_p99_seconds), "SLO p99"),
-        ], "s"))
-    if t.ttft.enabled:
-        panels.append(_timeseries(f"TTFT p{t.ttft.quantile * 100:g} (KEDA Value)", [
-            (signals.ttft_quantile(scope, t.ttft.quantile, t.ttft.window_seconds), "TTFT"),
-            (signals.constant(t.ttft.threshold_seconds), "threshold"),
-        ], "s"))
+    w = m.workload
+    panels = [p for t in enabled_triggers(m.policy, triggers) if (p := trigger_panel(t, m)) is not None]
     panels.append(_timeseries("Replicas: desired vs current vs ready", [
         (signals.desired_replicas(w), "desired (KEDA HPA)"),
         (signals.spec_replicas(w), "current (Deployment)"),
@@ -111,13 +129,13 @@ def capacity_panels(m: MonitoredModel) -> list[dict[str, Any]]:
     return panels
 
 
-def pool_panels(settings: StackSettings) -> list[dict[str, Any]]:
+def pool_panels(pools: Sequence[NodePoolSettings]) -> list[dict[str, Any]]:
     """GPUs the pools hold against their limits: the ceiling every model's maxReplicas shares."""
     pool_label = f"{{{{{signals.KubeState.POOL_LABEL}}}}}"
     return [
         _timeseries("GPUs per NodePool vs gpuLimit", [
             (signals.gpus_allocatable_by_pool(), pool_label),
-            *((signals.constant(p.gpu_limit), f"{p.name} gpuLimit") for p in settings.gpu_capacity.pools),
+            *((signals.constant(p.gpu_limit), f"{p.name} gpuLimit") for p in pools),
         ], "short"),
     ]
 
@@ -127,15 +145,11 @@ def latency_panels(m: MonitoredModel, window_seconds: int) -> list[dict[str, Any
         return [(build(m.scope, q, window_seconds), f"p{q * 100:g}") for q in QUANTILES]
 
     return [
-        _timeseries("Time to first token", [
-            *quantiles(signals.ttft_quantile),
-            (signals.constant(m.policy.slo.ttft_p95_seconds), f"SLO p{TTFT_SLO_QUANTILE * 100:g}"),
-        ], "s"),
+        _timeseries("Time to first token", [*quantiles(signals.ttft_quantile), *_slo_lines(Vllm.TTFT, m.policy)],
+                    "s"),
         _timeseries("Inter-token latency", quantiles(signals.inter_token_latency_quantile), "s"),
-        _timeseries("End-to-end latency", [
-            *quantiles(signals.e2e_latency_quantile),
-            (signals.constant(m.policy.slo.e2e_p99_seconds), f"SLO p{E2E_SLO_QUANTILE * 100:g}"),
-        ], "s"),
+        _timeseries("End-to-end latency",
+                    [*quantiles(signals.e2e_latency_quantile), *_slo_lines(Vllm.E2E_LATENCY, m.policy)], "s"),
     ]
 
 
@@ -152,13 +166,14 @@ def gpu_panels() -> list[dict[str, Any]]:
     ]
 
 
-def dashboards(settings: StackSettings) -> dict[str, dict[str, Any]]:
+def dashboards(models: Sequence[MonitoredModel], obs: ObservabilitySettings, pools: Sequence[NodePoolSettings],
+               triggers: Sequence[Trigger] = TRIGGERS) -> dict[str, dict[str, Any]]:
     """Dashboard key (also its ConfigMap suffix) -> Grafana dashboard JSON model."""
-    models = monitored_models(settings)
-    window = settings.observability.latency_window_seconds
+    window = obs.latency_window_seconds
     return {
-        "capacity": _dashboard("inference-capacity", "Inference / Capacity",
-                               [*((m.name, capacity_panels(m)) for m in models), ("GPU pools", pool_panels(settings))]),
+        "capacity": _dashboard("inference-capacity", "Inference / Capacity", [
+            *((m.name, capacity_panels(m, triggers)) for m in models), ("GPU pools", pool_panels(pools)),
+        ]),
         "latency": _dashboard("inference-latency", "Inference / Latency",
                               [(m.name, latency_panels(m, window)) for m in models]),
         "gpu": _dashboard("inference-gpu", "Inference / GPU (DCGM)", [("GPU nodes", gpu_panels())]),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,8 +11,8 @@ import yaml
 from contract.settings import SettingsError, parse
 from contract.settings.stack_file import load_stack
 from contract.settings.errors import key_path
+from tests.harness import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 NS = "inference-platform:"
 
 
@@ -47,6 +46,8 @@ REJECTED = [
     ("dev", ["network", "availabilityZones"], ["us-west-2a"], "network.availabilityZones", "at least 2"),
     ("dev", ["network", "availabilityZones"], ["us-west-2a", "us-east-1b"], "network.availabilityZones", "one region"),
     ("dev", ["network", "availabilityZones"], ["us-west-2a", "us-west-2a"], "network.availabilityZones", "repeat"),
+    ("dev", ["network", "availabilityZones"], [f"us-west-2{z}" for z in "abcdefgh"], "network.availabilityZones",
+     "at most 7"),
     ("prod", ["network", "availabilityZones"], ["us-west-2a", "us-west-2b"], "network.availabilityZones", "at least 3"),
     ("dev", ["network", "natGateways"], "three", "network.natGateways", "single"),
     ("dev", ["network", "natGatway"], "single", "network.natGatway", "not a known setting"),

@@ -10,16 +10,15 @@ from typing import Any
 
 import pytest
 
-from components.autoscaling import KEDA_VERSION, scaled_object_spec, triggers
-from components.observability import prometheus_url
-from components.rules import MonitoredModel, monitored_models
+from components.autoscaling.objects import KEDA_VERSION, keda_triggers, scaled_object_spec
+from components.monitored import MonitoredModel, monitored_models
+from components.observability.objects import prometheus_url
 from contract.settings import StackSettings
 from contract.settings.stack_file import load_stack
-from tests.harness import StackRun
+from tests.harness import ROOT, StackRun
 from tests.k8s_schemas import validate
 from tests.rules.promtool import run_rule_tests
 
-ROOT = Path(__file__).resolve().parents[1]
 URL = "http://prometheus.test:9090"
 SAMPLES = 40  # 10 minutes at 15 s
 
@@ -98,7 +97,7 @@ def test_per_model_override_sets_that_models_threshold_only(prod: StackRun) -> N
 
 
 def test_additive_signals_use_average_value_and_quantiles_use_value() -> None:
-    types = {name: t.get("metricType") for name, t in by_name(triggers(all_triggers_enabled(), URL)).items()}
+    types = {name: t.get("metricType") for name, t in by_name(keda_triggers(all_triggers_enabled(), URL)).items()}
     assert types == {
         "queue-depth": "AverageValue",
         "kv-cache": "AverageValue",
@@ -109,30 +108,30 @@ def test_additive_signals_use_average_value_and_quantiles_use_value() -> None:
 
 
 def test_queue_depth_query_is_the_windowed_sum_of_waiting_requests() -> None:
-    query = by_name(triggers(model(settings("dev")), URL))["queue-depth"]["metadata"]["query"]
+    query = by_name(keda_triggers(model(settings("dev")), URL))["queue-depth"]["metadata"]["query"]
     assert query == (
         'sum(avg_over_time(vllm:num_requests_waiting{namespace="inference",model_name="qwen25-1p5b"}[60s]))'
     )
 
 
 def test_kv_cache_query_is_a_sum_over_replicas() -> None:
-    query = by_name(triggers(model(settings("dev")), URL))["kv-cache"]["metadata"]["query"]
+    query = by_name(keda_triggers(model(settings("dev")), URL))["kv-cache"]["metadata"]["query"]
     assert query == 'sum(vllm:kv_cache_usage_perc{namespace="inference",model_name="qwen25-1p5b"})'
 
 
 def test_a_disabled_trigger_is_left_out() -> None:
     s = with_default("dev", triggers={"kvCache": {"enabled": False}})
-    assert "kv-cache" not in by_name(triggers(model(s), URL))
+    assert "kv-cache" not in by_name(keda_triggers(model(s), URL))
 
 
 def test_cron_trigger_warms_capacity_between_start_and_end() -> None:
-    cron = by_name(triggers(all_triggers_enabled(), URL))["warm-peak"]
+    cron = by_name(keda_triggers(all_triggers_enabled(), URL))["warm-peak"]
     assert cron["type"] == "cron"
     assert cron["metadata"] == {"timezone": "UTC", "start": "0 8 * * 1-5", "end": "0 20 * * 1-5", "desiredReplicas": "3"}
 
 
 def test_an_empty_result_is_an_error_for_interactive_models_so_fallback_applies() -> None:
-    for trigger in triggers(model(settings("prod")), URL):
+    for trigger in keda_triggers(model(settings("prod")), URL):
         assert trigger["metadata"]["ignoreNullValues"] == "false"
 
 
@@ -203,7 +202,7 @@ def one_series(query: str) -> dict[str, Any]:
 
 KEDA_QUERIES = [
     (name, trigger["metadata"]["query"])
-    for name, trigger in by_name(triggers(all_triggers_enabled(), URL)).items()
+    for name, trigger in by_name(keda_triggers(all_triggers_enabled(), URL)).items()
     if trigger["type"] == "prometheus"
 ]
 

@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
+from components.monitored import monitored_models
+from components.observability.dashboards import dashboards, queries
+from components.observability.objects import SIDECAR_LABEL
 from contract import signals
-from components.dashboards import SIDECAR_LABEL, dashboards, queries
 from contract.settings.stack_file import load_stack
-from tests.harness import StackRun
+from tests.harness import ROOT, StackRun
 from tests.rules.promtool import parse_queries, run_rule_tests
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def provisioned(run: StackRun) -> dict[str, dict[str, Any]]:
@@ -29,7 +30,8 @@ def provisioned(run: StackRun) -> dict[str, dict[str, Any]]:
 
 
 def generated(stack: str) -> dict[str, dict[str, Any]]:
-    return dashboards(load_stack(stack, ROOT))
+    settings = load_stack(stack, ROOT)
+    return dashboards(monitored_models(settings), settings.observability, settings.gpu_capacity.pools)
 
 
 def model_rows(dashboard: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:

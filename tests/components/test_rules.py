@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from components.rules import rule_groups
+from components.monitored import monitored_models
+from components.observability.rules import rule_groups
 from contract.settings.stack_file import load_stack
+from tests.harness import ROOT
 from tests.rules.promtool import check_rules, run_rule_tests
 
-ROOT = Path(__file__).resolve().parents[1]
 MODEL, NAMESPACE = "qwen25-1p5b", "inference"
 DEPLOYMENT = f"{MODEL}-predictor"
 PODS = [f"{DEPLOYMENT}-7d9f8-{suffix}" for suffix in ("a1", "b2", "c3")]
@@ -25,7 +26,8 @@ EVAL_TIME = "30m"
 
 
 def groups(stack: str = "dev") -> list[dict[str, Any]]:
-    return rule_groups(load_stack(stack, ROOT))
+    settings = load_stack(stack, ROOT)
+    return rule_groups(monitored_models(settings), settings.observability)
 
 
 def vllm(metric: str, pod: str, values: str, **extra: str) -> dict[str, str]:

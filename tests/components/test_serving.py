@@ -15,7 +15,7 @@ import pytest
 from contract import names
 from contract.gpu import GPU_RESOURCE, GPU_TAINT, POOL_LABEL
 from components.model_store import claim_name
-from components.serving import (
+from components.serving.objects import (
     DRAIN_SCRIPT,
     KSERVE_CHART,
     KSERVE_CRD_CHART,
@@ -29,7 +29,7 @@ from contract.settings.stack_file import load_stack
 from contract.settings.models import ModelSettings
 from contract.settings.serving import ServingSettings
 from tests.harness import ROOT, StackRun
-from tests.test_settings import stack_raw, with_value
+from tests.contract.test_settings import stack_raw, with_value
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 

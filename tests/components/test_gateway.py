@@ -20,14 +20,14 @@ from components.gateway.objects import (
     MODEL_HEADER,
     load_balancer_service,
 )
-from components.serving import SERVICE_PORT
+from components.serving.objects import SERVICE_PORT
 from contract.settings import SettingsError, parse
 from contract.settings.stack_file import load_stack
 from contract.settings.gateway import GatewaySettings
 from tests.crd_rules import rule_violations
 from tests.harness import ROOT, StackRun
 from tests.k8s_schemas import is_core
-from tests.test_settings import stack_raw
+from tests.contract.test_settings import stack_raw
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 SECRET = "1b47061264138c4ac30d75fd1eb44270"

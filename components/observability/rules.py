@@ -1,52 +1,25 @@
 """Recording and alerting rules, built from `signals` with thresholds from the stack config.
 
-Pure functions: `rule_groups(settings)` returns the `spec.groups` of the platform's
-PrometheusRule; tests feed the same groups to `promtool check rules` and `promtool test rules`.
+Pure functions: `rule_groups(models, observability)` returns the `spec.groups` of the
+platform's PrometheusRule; tests feed the same groups to `promtool check rules` and `promtool test rules`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from contract import names, signals
-from contract.settings import ModelAutoscaling, ModelSettings, StackSettings
+from contract.settings import ModelAutoscaling
 from contract.settings.observability import ObservabilitySettings
+from contract.signals import Query, Vllm
+from contract.triggers import TRIGGERS, Trigger
+
+from ..monitored import MonitoredModel
 
 RECORDING_WINDOW_SECONDS = 60  # the "1m" of the recording rule names below
 # The quantiles the SLO keys name: slo.ttftP95Seconds and slo.e2eP99Seconds.
 TTFT_SLO_QUANTILE, E2E_SLO_QUANTILE = 0.95, 0.99
-
-
-@dataclass(frozen=True)
-class MonitoredModel:
-    """Everything rules and dashboards need to find one model's series."""
-
-    model: ModelSettings
-    policy: ModelAutoscaling
-    scope: signals.Scope
-    workload: signals.Workload
-
-    @property
-    def name(self) -> str:
-        return self.model.name
-
-
-def monitored_models(settings: StackSettings) -> list[MonitoredModel]:
-    namespace = settings.serving.namespace
-    return [
-        MonitoredModel(
-            model=model,
-            policy=settings.autoscaling_for(model.name),
-            scope=signals.Scope(model.name, namespace),
-            workload=signals.Workload(
-                namespace=namespace,
-                deployment=names.deployment_name(model),
-                hpa=names.hpa_name(model),
-            ),
-        )
-        for model in settings.models
-    ]
 
 
 def _record(name: str, expr: str, m: MonitoredModel) -> dict[str, Any]:
@@ -57,7 +30,8 @@ def recording_rules(m: MonitoredModel, obs: ObservabilitySettings) -> list[dict[
     """Per-model series for dashboards and ad-hoc queries (KEDA queries the raw signals)."""
     window, latency = RECORDING_WINDOW_SECONDS, obs.latency_window_seconds
     return [
-        _record("model:vllm_requests_waiting:avg1m", signals.queue_depth(m.scope, window), m),
+        _record("model:vllm_requests_waiting:avg1m",
+                Query(Vllm.REQUESTS_WAITING, "sum_avg_over_time", window).promql(m.scope), m),
         _record("model:vllm_kv_cache_usage:sum", signals.kv_cache_usage(m.scope), m),
         _record("model:vllm_time_to_first_token_seconds:p95", signals.ttft_quantile(m.scope, TTFT_SLO_QUANTILE, latency), m),
         _record("model:vllm_e2e_request_latency_seconds:p99", signals.e2e_latency_quantile(m.scope, E2E_SLO_QUANTILE, latency), m),
@@ -84,10 +58,19 @@ def _alert(
     return rule
 
 
+def waiting_target(policy: ModelAutoscaling, triggers: Sequence[Trigger] = TRIGGERS) -> float:
+    """The target per replica of the trigger that scales on waiting requests: capacity is
+    exhausted when more wait than maxReplicas absorb at it."""
+    return next(
+        t.target(policy) for t in triggers
+        if (signal := t.signal(policy)) is not None and signal.metric == Vllm.REQUESTS_WAITING
+    )
+
+
 def model_alerts(m: MonitoredModel, obs: ObservabilitySettings) -> list[dict[str, Any]]:
     a, p, name = obs.alerts, m.policy, m.name
     labels = {"model_name": name, "namespace": m.workload.namespace}
-    queue = p.triggers.queue_depth
+    waiting = waiting_target(p)
     return [
         _alert(
             "InferenceTtftSloBreach",
@@ -103,13 +86,12 @@ def model_alerts(m: MonitoredModel, obs: ObservabilitySettings) -> list[dict[str
         ),
         _alert(
             "InferenceCapacityExhausted",
-            signals.capacity_exhausted(m.scope, m.workload, RECORDING_WINDOW_SECONDS, queue.target_per_replica,
-                                       p.max_replicas),
+            signals.capacity_exhausted(m.scope, m.workload, RECORDING_WINDOW_SECONDS, waiting, p.max_replicas),
             a.capacity_exhausted_for_minutes,
             "critical",
             f"{name}: queue keeps growing at maxReplicas",
             f"{{{{ $value }}}} requests wait on {name}, more than {p.max_replicas} replicas x "
-            f"{queue.target_per_replica:g} absorb, and all {p.max_replicas} replicas are already ready.",
+            f"{waiting:g} absorb, and all {p.max_replicas} replicas are already ready.",
             f"Raise autoscaling.{name}.maxReplicas (and gpuCapacity.pools[].gpuLimit), or shed load at the gateway.",
             labels,
         ),
@@ -196,9 +178,8 @@ def gpu_alerts(obs: ObservabilitySettings) -> list[dict[str, Any]]:
     ]
 
 
-def rule_groups(settings: StackSettings) -> list[dict[str, Any]]:
+def rule_groups(models: Sequence[MonitoredModel], obs: ObservabilitySettings) -> list[dict[str, Any]]:
     """The `spec.groups` of the platform's PrometheusRule."""
-    obs, models = settings.observability, monitored_models(settings)
     return [
         {"name": "inference-recording", "rules": [r for m in models for r in recording_rules(m, obs)]},
         {"name": "inference-alerts", "rules": [r for m in models for r in model_alerts(m, obs)]},

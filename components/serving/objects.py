@@ -1,18 +1,10 @@
-"""Serving: KServe (Standard mode, external autoscaler) and one vLLM InferenceService per model.
-
-Each predictor runs the pinned vLLM OpenAI server against its model's read-only weights
-claim. The object builders are pure functions, so tests and policies read exactly what the
-program applies.
-"""
+"""Serving's Kubernetes objects and chart values, as pure functions of the settings (tests
+and policies read exactly what the component applies)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
-
-import pulumi
-import pulumi_kubernetes as k8s
 
 from contract import names
 from contract.gpu import GPU_RESOURCE, GPU_TAINT, POOL_LABEL
@@ -20,9 +12,8 @@ from contract.settings.models import ModelSettings
 from contract.settings.serving import ServingSettings
 from contract.signals import Vllm
 
-from .model_store import claim_name
-from .model_sync import manifest_wait_init_container
-from .naming import type_token
+from ..model_store import claim_name
+from ..model_sync import manifest_wait_init_container
 
 CERT_MANAGER_CHART = "cert-manager"
 CERT_MANAGER_REPO = "https://charts.jetstack.io"
@@ -242,87 +233,6 @@ def service_account(model: ModelSettings, serving: ServingSettings) -> dict[str,
     }
 
 
-@dataclass(frozen=True)
-class ModelReplicas:
-    min: int
-    max: int
-
-
-@dataclass(frozen=True)
-class ServingArgs:
-    settings: ServingSettings
-    models: list[ModelSettings]
-    replicas: dict[str, ModelReplicas]
-    # The weights claims (ModelStore) and model-sync Jobs the predictors wait for.
-    depends_on: list[pulumi.Resource]
-    provider: k8s.Provider
-
-
-class Serving(pulumi.ComponentResource):
-    service_hosts: dict[str, str]
-
-    def __init__(self, name: str, args: ServingArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(type_token("serving", "Serving"), name, None, opts)
-        s = args.settings
-        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
-
-        cert_manager = k8s.helm.v3.Release(
-            f"{name}-cert-manager",
-            chart=CERT_MANAGER_CHART,
-            version=CERT_MANAGER_VERSION,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=CERT_MANAGER_REPO),
-            namespace=CERT_MANAGER_NAMESPACE,
-            create_namespace=True,
-            # KServe's webhook certificates are cert-manager Certificates.
-            values={"crds": {"enabled": True}},
-            atomic=True,
-            opts=k8s_opts,
-        )
-        crds = k8s.helm.v3.Release(
-            f"{name}-kserve-crd",
-            chart=KSERVE_CRD_CHART,
-            version=KSERVE_VERSION,
-            namespace=s.kserve_namespace,
-            create_namespace=True,
-            opts=k8s_opts,
-        )
-        kserve = k8s.helm.v3.Release(
-            f"{name}-kserve",
-            chart=KSERVE_CHART,
-            version=KSERVE_VERSION,
-            namespace=s.kserve_namespace,
-            create_namespace=True,
-            values=kserve_values(),
-            atomic=True,
-            opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[cert_manager, crds])),
-        )
-
-        self.service_hosts = {}
-        for model in args.models:
-            replicas = args.replicas[model.name]
-            model_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
-            account = service_account(model, s)
-            sa = k8s.core.v1.ServiceAccount(
-                f"{name}-{model.name}",
-                metadata=account["metadata"],
-                automount_service_account_token=False,
-                opts=model_opts,
-            )
-            isvc = inference_service(model, s, replicas.min, replicas.max)
-            k8s.apiextensions.CustomResource(
-                f"{name}-{model.name}",
-                api_version=isvc["apiVersion"],
-                kind=isvc["kind"],
-                metadata=isvc["metadata"],
-                spec=isvc["spec"],
-                opts=pulumi.ResourceOptions.merge(
-                    model_opts, pulumi.ResourceOptions(depends_on=[kserve, sa, *args.depends_on])
-                ),
-            )
-            pdb = pod_disruption_budget(model, s)
-            k8s.policy.v1.PodDisruptionBudget(
-                f"{name}-{model.name}", metadata=pdb["metadata"], spec=pdb["spec"], opts=model_opts
-            )
-            self.service_hosts[model.name] = f"{names.service_name(model)}.{s.namespace}.svc.cluster.local"
-
-        self.register_outputs({"serviceHosts": self.service_hosts})
+def service_host(model: ModelSettings, serving: ServingSettings) -> str:
+    """The predictor Service's cluster DNS name, which the gateway routes to."""
+    return f"{names.service_name(model)}.{serving.namespace}.svc.cluster.local"

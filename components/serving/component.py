@@ -1,0 +1,101 @@
+"""Serving component: installs cert-manager and KServe from their charts, then applies the
+objects of `objects.py` (one vLLM InferenceService per model)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from contract.settings.models import ModelSettings
+from contract.settings.serving import ServingSettings
+
+from ..helm import helm_release
+from ..naming import type_token
+from .objects import (
+    CERT_MANAGER_CHART,
+    CERT_MANAGER_NAMESPACE,
+    CERT_MANAGER_REPO,
+    CERT_MANAGER_VERSION,
+    KSERVE_CHART,
+    KSERVE_CRD_CHART,
+    KSERVE_VERSION,
+    inference_service,
+    kserve_values,
+    pod_disruption_budget,
+    service_account,
+    service_host,
+)
+
+
+@dataclass(frozen=True)
+class ModelReplicas:
+    min: int
+    max: int
+
+
+@dataclass(frozen=True)
+class ServingArgs:
+    settings: ServingSettings
+    models: list[ModelSettings]
+    # Model name -> its autoscaling bounds (the ScaledObject scales between them).
+    replicas: dict[str, ModelReplicas]
+    # The weights claims (ModelStore) and model-sync Jobs the predictors wait for.
+    depends_on: list[pulumi.Resource]
+    provider: k8s.Provider
+
+
+class Serving(pulumi.ComponentResource):
+    service_hosts: dict[str, str]
+
+    def __init__(self, name: str, args: ServingArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(type_token("serving", "Serving"), name, None, opts)
+        s = args.settings
+        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
+
+        cert_manager = helm_release(
+            f"{name}-cert-manager", CERT_MANAGER_CHART, CERT_MANAGER_VERSION, CERT_MANAGER_NAMESPACE, k8s_opts,
+            repository=CERT_MANAGER_REPO, create_namespace=True,
+            # KServe's webhook certificates are cert-manager Certificates.
+            values={"crds": {"enabled": True}}, atomic=True,
+        )
+        crds = helm_release(
+            f"{name}-kserve-crd", KSERVE_CRD_CHART, KSERVE_VERSION, s.kserve_namespace, k8s_opts,
+            create_namespace=True,
+        )
+        kserve = helm_release(
+            f"{name}-kserve", KSERVE_CHART, KSERVE_VERSION, s.kserve_namespace,
+            pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[cert_manager, crds])),
+            create_namespace=True, values=kserve_values(), atomic=True,
+        )
+
+        self.service_hosts = {}
+        for model in args.models:
+            replicas = args.replicas[model.name]
+            model_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
+            account = service_account(model, s)
+            sa = k8s.core.v1.ServiceAccount(
+                f"{name}-{model.name}",
+                metadata=account["metadata"],
+                automount_service_account_token=account["automountServiceAccountToken"],
+                opts=model_opts,
+            )
+            isvc = inference_service(model, s, replicas.min, replicas.max)
+            k8s.apiextensions.CustomResource(
+                f"{name}-{model.name}",
+                api_version=isvc["apiVersion"],
+                kind=isvc["kind"],
+                metadata=isvc["metadata"],
+                spec=isvc["spec"],
+                opts=pulumi.ResourceOptions.merge(
+                    model_opts, pulumi.ResourceOptions(depends_on=[kserve, sa, *args.depends_on])
+                ),
+            )
+            pdb = pod_disruption_budget(model, s)
+            k8s.policy.v1.PodDisruptionBudget(
+                f"{name}-{model.name}", metadata=pdb["metadata"], spec=pdb["spec"], opts=model_opts
+            )
+            self.service_hosts[model.name] = service_host(model, s)
+
+        self.register_outputs({"serviceHosts": self.service_hosts})
