@@ -18,9 +18,9 @@ COMMANDS: dict[str, str] = {
     "sweep": "capacity.sweep",
     "recommend": "capacity.recommend",
     "lab": "capacity.lab",
-    "simulate": "capacity.sim.simulate_cmd",
-    "compare": "capacity.sim.compare_cmd",
-    "tune": "capacity.sim.tune_cmd",
+    "simulate": "capacity.cli.simulate",
+    "compare": "capacity.cli.compare",
+    "tune": "capacity.cli.tune",
 }
 
 
