@@ -400,24 +400,21 @@ class Simulation:
             return lambda t: inside if self._inside_cron(trigger.name, t) else 1.0  # KEDA reports 1 outside
         if not isinstance(source, Query):
             raise ValueError(f"trigger {trigger.name!r} has neither a query nor a cron window to simulate")
-        if source.metric not in GAUGES and source.metric not in HISTOGRAMS:
-            raise ValueError(
-                f"trigger {trigger.name!r} reads {source.metric}, which the simulator does not record "
-                f"(it records {', '.join([*GAUGES, *HISTOGRAMS])})"
-            )
-        if source.shape == "quantile":
-            if source.metric not in HISTOGRAMS:
-                raise ValueError(f"trigger {trigger.name!r}: a quantile needs a histogram, {source.metric} is a gauge")
+        if source.shape == "quantile" and source.metric in HISTOGRAMS:
             counts, bounds = HISTOGRAMS[source.metric]
             q, window = source.quantile, float(source.window_seconds)  # type: ignore[arg-type]
             return lambda t: self._quantile(t, q, window, counts, bounds)  # type: ignore[arg-type]
-        if source.metric not in GAUGES:
-            raise ValueError(f"trigger {trigger.name!r}: a {source.shape} needs a gauge, {source.metric} is a histogram")
-        gauge = GAUGES[source.metric]
-        if source.shape == "sum":
+        if source.shape == "sum" and source.metric in GAUGES:
+            gauge = GAUGES[source.metric]
             return lambda t: self._sum(t, gauge)
-        window = float(source.window_seconds)  # type: ignore[arg-type]
-        return lambda t: self._sum_avg_over_time(t, window, gauge)
+        if source.shape == "sum_avg_over_time" and source.metric in GAUGES:
+            gauge, window = GAUGES[source.metric], float(source.window_seconds)  # type: ignore[arg-type]
+            return lambda t: self._sum_avg_over_time(t, window, gauge)
+        raise ValueError(
+            f"trigger {trigger.name!r} reads {source.metric} ({source.shape}), which the simulator does not "
+            f"record as such: it records the gauges {', '.join(GAUGES)} (sum, sum_avg_over_time) and the "
+            f"histograms {', '.join(HISTOGRAMS)} (quantile)"
+        )
 
     def _sum(self, t: float, gauge: str) -> float:
         """`sum(metric)`: the latest sample of every live series within the lookback."""

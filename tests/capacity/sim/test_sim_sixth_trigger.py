@@ -98,5 +98,5 @@ def test_a_query_on_a_metric_the_simulator_does_not_record_is_refused_by_name():
         key="waitingNow", keda_name="waiting-now", metric_type="AverageValue", why="-", target_key="targetPerReplica",
         query=lambda t: Query(Vllm.PREEMPTIONS, "sum"), label="Preemptions", unit="short",
     )  # fmt: skip
-    with pytest.raises(ValueError, match="reads vllm:num_preemptions_total, which the simulator does not record"):
+    with pytest.raises(ValueError, match=r"reads vllm:num_preemptions_total \(sum\), which the simulator does not record"):
         run(only_the_sixth(), (*TRIGGERS, preemptions))
