@@ -20,10 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from capacity.workload import traces  # noqa: E402
+from capacity.sim.from_stack import load_stack_model  # noqa: E402
 from capacity.sim.run import RunOptions, run_policy, summarize  # noqa: E402
-from capacity.sim.stack import load_stack_model  # noqa: E402
-from capacity.tune import set_path  # noqa: E402
+from capacity.sim.tune import set_path  # noqa: E402
+from capacity.workload import traces  # noqa: E402
 
 AZURE = ROOT.parent / "shared" / "traces" / "azure-llm-2023-conv.csv"
 CASES = {
@@ -46,7 +46,7 @@ def bench(case: str, repeat: int) -> dict:
         start = time.perf_counter()
         result = run_policy(sm, trace, RunOptions(initial_replicas=1))
         times.append(time.perf_counter() - start)
-        summary = summarize(result, sm, None)
+        summary = summarize(result, sm)
     return {
         "case": case,
         "requests": len(trace),

@@ -1,4 +1,4 @@
-"""`python -m capacity <command>`: a thin argparse dispatcher.
+"""`python -m capacity <command>`: measure a vLLM replica, model it, simulate and tune its scaling.
 
 Each command lives in a module exposing `add_arguments(parser)` and `run(args) -> int`; its
 docstring's first line is the command's help. Register a command with one line in COMMANDS.
@@ -18,9 +18,9 @@ COMMANDS: dict[str, str] = {
     "sweep": "capacity.cli.sweep",
     "recommend": "capacity.cli.recommend",
     "lab": "capacity.cli.lab",
-    "simulate": "capacity.sim.simulate_cmd",
-    "compare": "capacity.sim.compare_cmd",
-    "tune": "capacity.sim.tune_cmd",
+    "simulate": "capacity.cli.simulate",
+    "compare": "capacity.cli.compare",
+    "tune": "capacity.cli.tune",
 }
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -11,24 +10,19 @@ from rich.console import Console
 from rich.table import Table
 
 from capacity.sim.simulator import SimResult
+from capacity.tables import cell
 
 COLUMNS = (
-    ("SLO attained", "slo_attainment", "{:.1%}"),
-    ("GPU-h", "gpu_hours", "{:.2f}"),
-    ("x oracle", "oracle_ratio", "{:.2f}"),
-    ("cost $", "cost_usd", "{:.2f}"),
-    ("scale events", "scale_events", "{}"),
-    ("max replicas", "max_replicas_used", "{}"),
-    ("TTFT p95 s", "ttft_p95_s", "{:.2f}"),
-    ("e2e p99 s", "e2e_p99_s", "{:.1f}"),
-    ("failed", "failed_requests", "{}"),
+    ("SLO attained", "slo_attainment", ".1%"),
+    ("GPU-h", "gpu_hours", ".2f"),
+    ("x oracle", "oracle_ratio", ".2f"),
+    ("cost $", "cost_usd", ".2f"),
+    ("scale events", "scale_events", ""),
+    ("max replicas", "max_replicas_used", ""),
+    ("TTFT p95 s", "ttft_p95_s", ".2f"),
+    ("e2e p99 s", "e2e_p99_s", ".1f"),
+    ("failed", "failed_requests", ""),
 )
-
-
-def _cell(fmt: str, value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return fmt.format(value)
 
 
 def summary_table(rows: Sequence[tuple[str, dict[str, Any]]], title: str) -> Table:
@@ -37,7 +31,7 @@ def summary_table(rows: Sequence[tuple[str, dict[str, Any]]], title: str) -> Tab
     for header, _, _ in COLUMNS:
         table.add_column(header, justify="right")
     for name, summary in rows:
-        table.add_row(name, *(_cell(fmt, summary.get(key)) for _, key, fmt in COLUMNS))
+        table.add_row(name, *(cell(summary.get(key), fmt) for _, key, fmt in COLUMNS))
     return table
 
 
@@ -62,16 +56,14 @@ def plot_timeline(result: SimResult, path: Path, title: str, slo: dict[str, floa
     axes[0].plot(minutes, tl.arrivals_per_s, color="tab:gray")
     axes[0].set_ylabel("arrivals / s")
     highest = 1.0
-    for name, values in tl.signals.items():
-        target = result.triggers.get(name)
-        if target is None:
-            continue
+    for trigger in result.triggers:
+        values, target = tl.signals.get(trigger.name, []), trigger.target
         # Each signal divided by its target: AverageValue ones per ready replica, so 1.0 is the line.
-        if name in ("queueDepth", "kvCache"):
+        if trigger.metric_type == "AverageValue":
             ratio = [v / target / max(r, 1) for v, r in zip(values, tl.ready)]
         else:
             ratio = [v / target for v in values]
-        axes[1].plot(minutes, ratio, label=name)
+        axes[1].plot(minutes, ratio, label=trigger.name)
         highest = max([highest, *(r for r in ratio if r == r)])
     axes[1].axhline(1.0, color="black", linestyle="--", linewidth=0.8)
     # A backlog can push a signal to 100x its target; the interesting range is around 1.

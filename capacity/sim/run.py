@@ -1,4 +1,4 @@
-"""Run one policy of a stack model over a trace and summarise it as the CLI reports it."""
+"""Run one policy of a stack model over a trace and summarise it as the commands report it."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from capacity.oracle import OracleResult, oracle
-from capacity.sim.policy import scaled_object, signals_of
-from capacity.sim.router import RouterName
+from capacity.sim.cluster.router import RouterName
+from capacity.sim.from_stack import StackModel, scaled_object
+from capacity.sim.oracle import OracleResult, oracle
 from capacity.sim.simulator import FAILED, OK, REJECTED, SimConfig, SimResult, simulate
-from capacity.sim.stack import StackModel
 from capacity.workload.traces import Trace
 
 
@@ -53,7 +52,7 @@ def initial_replicas(sm: StackModel, options: RunOptions) -> int:
 def run_policy(sm: StackModel, trace: Trace, options: RunOptions = RunOptions()) -> SimResult:
     """The stack model's autoscaling policy, through KEDA + HPA."""
     initial = initial_replicas(sm, options)
-    return simulate(sim_config(sm, options, initial), trace, scaled_object(sm.policy), signals_of(sm.policy))
+    return simulate(sim_config(sm, options, initial), trace, scaled_object(sm.policy))
 
 
 def run_static(sm: StackModel, trace: Trace, replicas: int, options: RunOptions = RunOptions()) -> SimResult:
@@ -79,9 +78,9 @@ def _percentile(values: np.ndarray, q: float) -> float | None:
     return round(float(np.percentile(values, q)), 3) if len(values) else None
 
 
-def summarize(result: SimResult, sm: StackModel, oracle_gpu_hours: float | None) -> dict[str, Any]:
+def summarize(result: SimResult, sm: StackModel) -> dict[str, Any]:
     """The JSON summary: SLO attainment counts every request vLLM accepts; a failed or
-    unfinished request misses the SLO."""
+    unfinished request misses the SLO. The oracle's keys stay None until `with_oracle`."""
     slo = sm.policy.slo
     accepted = result.outcome != REJECTED
     ok = result.outcome == OK
@@ -97,10 +96,8 @@ def summarize(result: SimResult, sm: StackModel, oracle_gpu_hours: float | None)
         "spot_gpu_hours": round(result.gpu_seconds.get("spot", 0.0) / 3600, 3),
         "on_demand_gpu_hours": round(result.gpu_seconds.get("on-demand", 0.0) / 3600, 3),
         "cost_usd": round(result.cost_usd, 2),
-        "oracle_gpu_hours": None if oracle_gpu_hours is None else round(oracle_gpu_hours, 3),
-        "oracle_ratio": None
-        if not oracle_gpu_hours
-        else round(gpu_hours / oracle_gpu_hours, 3),
+        "oracle_gpu_hours": None,
+        "oracle_ratio": None,
         "scale_events": result.scale_events,
         "initial_replicas": result.initial_replicas,
         "max_replicas_used": result.max_replicas_used,
@@ -112,4 +109,12 @@ def summarize(result: SimResult, sm: StackModel, oracle_gpu_hours: float | None)
     }
     if math.isnan(summary["slo_attainment"]):
         summary["slo_attainment"] = 0.0
+    return summary
+
+
+def with_oracle(summary: dict[str, Any], oracle_gpu_hours: float) -> dict[str, Any]:
+    """The summary with the oracle's GPU-hours and the ratio of the policy's to them (the
+    price of reacting instead of knowing), from the GPU-hours the summary reports."""
+    summary["oracle_gpu_hours"] = round(oracle_gpu_hours, 3)
+    summary["oracle_ratio"] = round(summary["gpu_hours"] / oracle_gpu_hours, 3) if oracle_gpu_hours else None
     return summary

@@ -20,37 +20,37 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import numpy as np
 
 from capacity.engine import EngineProfile, Request, ReplicaEngine
-from capacity.hpa import TimedValue
-from capacity.keda import ScaledObject
-from capacity.sim.promql import (
-    avg_over_time,
-    extrapolated_increase,
-    histogram_quantile,
-    positive_or_zero,
-)
-from capacity.sim.cron import window_mask
-from capacity.sim.policy import Signals
-from contract.signals import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS
-from capacity.sim.router import RouterName, make_router
-from capacity.sim.startup import Pool, Startup, interruption_delay, place
+from capacity.sim.cluster.router import RouterName, make_router
+from capacity.sim.cluster.startup import Pool, Startup, interruption_delay, place
+from capacity.sim.control.cron import CronWindow, window_mask
+from capacity.sim.control.hpa import TimedValue
+from capacity.sim.control.keda import KedaTrigger, ScaledObject
+from capacity.sim.control.promql import avg_over_time, extrapolated_increase, histogram_quantile, positive_or_zero
 from capacity.workload.traces import Trace
+from contract.signals import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, Query, Vllm
 
 PENDING, STARTING, READY, DRAINING, GONE = range(5)
 SPOT_WARNING_S = 120.0  # EC2 spot interruption notice
 HPA_OFFSET_S = 5.0  # HPA syncs are not aligned with scrapes
-KV_LOOKBACK_S = 300.0  # instant-vector lookback of a live series
+LOOKBACK_S = 300.0  # instant-vector lookback of a live series
 CLIENT_DELAY_S = 0.005  # closed-loop client turnaround
 # Wall clock of t = 0 for traces without one (synthetic): a Monday, 00:00 UTC.
 DEFAULT_START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
 # Request outcomes.
 OK, FAILED, REJECTED, UNFINISHED = range(4)
+
+# The series each pod's scrapes record (`_Pod`), by the vLLM metric a trigger's Query names:
+# gauges (one value per scrape) and histograms (cumulative bucket counts per scrape, and bounds).
+GAUGES = {Vllm.REQUESTS_WAITING: "waiting", Vllm.KV_CACHE_USAGE: "kv"}
+HISTOGRAMS = {Vllm.TTFT: ("ttft_counts", TTFT_BUCKETS), Vllm.E2E_LATENCY: ("e2e_counts", REQUEST_LATENCY_BUCKETS)}
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ class SimResult:
     end_time: float
     initial_replicas: int
     timeline: Timeline
-    triggers: dict[str, float]  # trigger name -> target, for plots
+    triggers: tuple[KedaTrigger, ...]  # what the timeline's signals were compared with
 
 
 class _Pod:
@@ -154,15 +154,13 @@ def _cumulative(hist: list[int]) -> tuple[int, ...]:
 
 
 class Simulation:
-    def __init__(
-        self, config: SimConfig, trace: Trace, scaled_object: ScaledObject | None, signals: Signals | None = None
-    ) -> None:
+    def __init__(self, config: SimConfig, trace: Trace, scaled_object: ScaledObject | None) -> None:
         self.c = config
         self.trace = trace
         self.so = scaled_object  # None: a static fleet of `initial_replicas`
-        if scaled_object is not None and signals is None:
-            raise ValueError("a ScaledObject needs the Signals (windows, quantiles) its triggers query")
-        self.signals = signals
+        triggers = scaled_object.triggers if scaled_object is not None else ()
+        self._cron_masks = {t.name: self._cron_mask(t.source) for t in triggers if isinstance(t.source, CronWindow)}
+        self._readers = {t.name: self._reader(t) for t in triggers}
         self.rng = np.random.default_rng(config.seed)
         self.router = make_router(config.router, config.seed)
         self.pods: list[_Pod] = []
@@ -183,7 +181,6 @@ class Simulation:
         self._arrived_since_sync = 0
         self._recent: list[int] = []  # request ids finished since the last sync
         self.arrival = np.array(trace.arrivals, dtype=np.float64)
-        self._cron = self._cron_mask()
         self._next_poll = 0.0
         self._clients: list[float] = []  # closed loop: next send time per idle client (heap)
         if config.closed_loop_clients:
@@ -395,11 +392,45 @@ class Simulation:
     def _series(self, t: float, horizon: float) -> list[_Pod]:
         return [p for p in self.pods if p.t and p.t[-1] > t - horizon]
 
-    def _quantile(self, t: float, q: float, window: float, which: str) -> float:
-        bounds = TTFT_BUCKETS if which == "ttft" else REQUEST_LATENCY_BUCKETS
+    def _reader(self, trigger: KedaTrigger) -> Callable[[float], float]:
+        """The trigger's metric at t: its Query evaluated as Prometheus would, or its cron window."""
+        source = trigger.source
+        if isinstance(source, CronWindow):
+            inside = float(source.desired_replicas)
+            return lambda t: inside if self._inside_cron(trigger.name, t) else 1.0  # KEDA reports 1 outside
+        if not isinstance(source, Query):
+            raise ValueError(f"trigger {trigger.name!r} has neither a query nor a cron window to simulate")
+        if source.shape == "quantile" and source.metric in HISTOGRAMS:
+            counts, bounds = HISTOGRAMS[source.metric]
+            q, window = source.quantile, float(source.window_seconds)  # type: ignore[arg-type]
+            return lambda t: self._quantile(t, q, window, counts, bounds)  # type: ignore[arg-type]
+        if source.shape == "sum" and source.metric in GAUGES:
+            gauge = GAUGES[source.metric]
+            return lambda t: self._sum(t, gauge)
+        if source.shape == "sum_avg_over_time" and source.metric in GAUGES:
+            gauge, window = GAUGES[source.metric], float(source.window_seconds)  # type: ignore[arg-type]
+            return lambda t: self._sum_avg_over_time(t, window, gauge)
+        raise ValueError(
+            f"trigger {trigger.name!r} reads {source.metric} ({source.shape}), which the simulator does not "
+            f"record as such: it records the gauges {', '.join(GAUGES)} (sum, sum_avg_over_time) and the "
+            f"histograms {', '.join(HISTOGRAMS)} (quantile)"
+        )
+
+    def _sum(self, t: float, gauge: str) -> float:
+        """`sum(metric)`: the latest sample of every live series within the lookback."""
+        live = [p for p in self.pods if p.phase in (READY, DRAINING) and p.t and p.t[-1] > t - LOOKBACK_S]
+        return sum(getattr(p, gauge)[-1] for p in live)
+
+    def _sum_avg_over_time(self, t: float, window: float, gauge: str) -> float:
+        """`sum(avg_over_time(metric[window]))`: every series with samples in the window."""
+        averages = [avg_over_time(p.t, getattr(p, gauge), t, window) for p in self._series(t, window)]
+        return sum(v for v in averages if v is not None)
+
+    def _quantile(self, t: float, q: float, window: float, counts: str, bounds: Sequence[float]) -> float:
+        """`(histogram_quantile(q, sum by (le) (rate(metric_bucket[window]))) > 0) or vector(0)`."""
         total = None
         for pod in self._series(t, window):
-            inc = extrapolated_increase(pod.t, getattr(pod, f"{which}_counts"), t, window)
+            inc = extrapolated_increase(pod.t, getattr(pod, counts), t, window)
             if inc is not None:
                 total = inc if total is None else total + inc
         if total is None:
@@ -407,33 +438,22 @@ class Simulation:
         return positive_or_zero(histogram_quantile(q, bounds, total))
 
     def query(self, t: float) -> dict[str, float]:
-        """Every trigger's query, evaluated as Prometheus would at `t`."""
-        s = self.signals
-        values: dict[str, float] = {}
-        queue = [avg_over_time(p.t, p.waiting, t, s.queue_window_s) for p in self._series(t, s.queue_window_s)]
-        values["queueDepth"] = sum(v for v in queue if v is not None)
-        live = [p for p in self.pods if p.phase in (READY, DRAINING) and p.t and p.t[-1] > t - KV_LOOKBACK_S]
-        values["kvCache"] = sum(p.kv[-1] for p in live)
-        values["e2eLatency"] = self._quantile(t, s.e2e_quantile, s.e2e_window_s, "e2e")
-        values["ttft"] = self._quantile(t, s.ttft_quantile, s.ttft_window_s, "ttft")
-        if s.cron is not None:
-            values["cron"] = float(s.cron[3]) if self._inside_cron(t) else 1.0  # KEDA reports 1 outside
-        return values
+        """Every trigger's metric, evaluated as Prometheus (or KEDA's cron scaler) would at `t`."""
+        return {name: read(t) for name, read in self._readers.items()}
 
-    def _inside_cron(self, t: float) -> bool:
-        return bool(self._cron[min(int(t // 60), len(self._cron) - 1)])
+    def _inside_cron(self, name: str, t: float) -> bool:
+        mask = self._cron_masks[name]
+        return bool(mask[min(int(t // 60), len(mask) - 1)])
 
     def _cron_activity(self, t: float) -> dict[str, bool]:
-        """The cron scaler's own activity: inside its window (its metric alone cannot tell)."""
-        return {"cron": self._inside_cron(t)} if self.signals is not None and self.signals.cron is not None else {}
+        """The cron scalers' own activity: inside their window (their metric alone cannot tell)."""
+        return {name: self._inside_cron(name, t) for name in self._cron_masks}
 
-    def _cron_mask(self) -> np.ndarray:
+    def _cron_mask(self, window: CronWindow) -> np.ndarray:
         """Minute by minute: inside the cron trigger's window (wall clock from the trace)."""
-        if self.signals is None or self.signals.cron is None:
-            return np.zeros(0, dtype=bool)
-        start, end, tz, _ = self.signals.cron
         span = self.c.closed_loop_s or self.trace.duration + self.c.drain_limit_s
-        return window_mask(start, end, tz, self.trace.start or DEFAULT_START, int(span // 60) + 2)
+        start = self.trace.start or DEFAULT_START
+        return window_mask(window.start, window.end, window.timezone, start, int(span // 60) + 2)
 
     def _sync(self, t: float, since: float) -> None:
         alive = self._alive()
@@ -542,7 +562,7 @@ class Simulation:
             end_time=end,
             initial_replicas=c.initial_replicas,
             timeline=self.timeline,
-            triggers={t.name: t.target for t in self.so.triggers} if self.so else {},
+            triggers=self.so.triggers if self.so else (),
         )
 
     def _admissible_mask(self) -> np.ndarray:
@@ -557,8 +577,6 @@ class Simulation:
         )
 
 
-def simulate(
-    config: SimConfig, trace: Trace, scaled_object: ScaledObject | None, signals: Signals | None = None
-) -> SimResult:
+def simulate(config: SimConfig, trace: Trace, scaled_object: ScaledObject | None) -> SimResult:
     """Replay `trace`; without a ScaledObject the fleet is static (`initial_replicas`)."""
-    return Simulation(config, trace, scaled_object, signals).run()
+    return Simulation(config, trace, scaled_object).run()

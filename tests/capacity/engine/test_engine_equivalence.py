@@ -163,7 +163,7 @@ def test_matches_the_reference_through_the_simulator(profile, trace, monkeypatch
     from capacity.workload import traces
     from capacity.sim import simulator
     from capacity.sim.run import RunOptions, run_policy
-    from capacity.sim.stack import load_stack_model
+    from capacity.sim.from_stack import load_stack_model
 
     ref = _reference()
     sm = load_stack_model("prod", profile=profile, root=REPO)

@@ -8,7 +8,7 @@ import pytest
 
 from capacity.engine import get_profile
 from capacity.sim.simulator import OK, SimConfig, simulate
-from capacity.sim.startup import Pool, Startup
+from capacity.sim.cluster.startup import Pool, Startup
 from capacity.workload.traces import Trace
 
 CALIBRATION = Path(__file__).resolve().parents[3] / ".." / "shared" / "calibration" / "a10g-deepseek-r1-14b-awq-concurrency.csv"

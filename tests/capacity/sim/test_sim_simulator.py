@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from capacity.engine import EngineProfile
-from capacity.sim.policy import scaled_object, signals_of
+from capacity.sim.from_stack import scaled_object
 from capacity.sim.simulator import FAILED, OK, REJECTED, SimConfig, Simulation, simulate
-from capacity.sim.startup import Pool, Startup
+from capacity.sim.cluster.startup import Pool, Startup
 from capacity.workload.traces import Trace, load
 from contract.settings.autoscaling import ModelAutoscaling
 
@@ -36,7 +36,7 @@ def config(**overrides):
 
 def run(trace=STEP, policy=POLICY, **overrides):
     trace = trace if isinstance(trace, Trace) else load(trace)
-    return simulate(config(**overrides), trace, scaled_object(policy), signals_of(policy))
+    return simulate(config(**overrides), trace, scaled_object(policy))
 
 
 def ready_at(result, t):

@@ -1,6 +1,14 @@
-"""Tune's search rules, without simulations."""
+"""Tune's search rules, and one short search through the dev stack's policy."""
 
-from capacity.tune import Candidate, TuneResult, _score, _spread, config_set_lines
+from pathlib import Path
+
+from capacity.sim.from_stack import load_stack_model
+from capacity.sim.run import RunOptions
+from capacity.sim.tune import Candidate, TuneResult, _score, _spread, config_set_lines, set_path, tune
+from capacity.workload.traces import load
+
+ROOT = Path(__file__).resolve().parents[3]
+PROFILE = "8gb-qwen2.5-1.5b"
 
 
 def summary(attainment, cost, gpu_hours=1.0):
@@ -32,3 +40,22 @@ def test_config_set_lines_use_the_model_block_and_plain_numbers():
         "pulumi config set --path 'autoscaling.m.triggers.queueDepth.targetPerReplica' 3 -s prod",
         "pulumi config set --path 'autoscaling.m.minReplicas' 4 -s prod",
     ]
+
+
+def test_set_path_edits_only_the_model_block():
+    raw = {"default": {"maxReplicas": 3}}
+    edited = set_path(raw, "m", "triggers.queueDepth.targetPerReplica", 2)
+    assert edited == {"default": {"maxReplicas": 3}, "m": {"triggers": {"queueDepth": {"targetPerReplica": 2}}}}
+    assert raw == {"default": {"maxReplicas": 3}}
+
+
+def test_tune_finds_a_policy_no_worse_than_the_stack_and_prints_config_set_lines():
+    sm = load_stack_model("dev", profile=PROFILE, root=ROOT)
+    trace = load("synthetic:step:base=2,peak=20,at=60,length=240,duration=420,prompt=512,output=128")
+    result = tune(sm, trace, target=0.9, options=RunOptions(), workers=2, max_passes=1)
+    before, after = result.baseline.summary, result.best.summary
+    assert (after["slo_attainment"] >= 0.9 and after["cost_usd"] <= before["cost_usd"]) or (
+        after["slo_attainment"] >= before["slo_attainment"]
+    )
+    for line in config_set_lines(result, sm.model.name, "dev"):
+        assert line.startswith(f"pulumi config set --path 'autoscaling.{sm.model.name}.") and line.endswith(" -s dev")

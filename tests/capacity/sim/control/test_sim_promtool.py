@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
-from capacity.sim.promql import avg_over_time, extrapolated_increase, histogram_quantile
+from capacity.sim.control.promql import avg_over_time, extrapolated_increase, histogram_quantile
 from contract import signals
 from contract.signals import REQUEST_LATENCY_BUCKETS as E2E_LATENCY_BUCKETS
 

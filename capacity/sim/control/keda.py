@@ -1,4 +1,4 @@
-"""KEDA's part of the control loop, as a pure model on top of `capacity.hpa`.
+"""KEDA's part of the control loop, as a pure model on top of `capacity.sim.control.hpa`.
 
 KEDA turns each ScaledObject trigger into an External metric of the HPA it owns. With
 minReplicaCount >= 1 the HPA does all the scaling; KEDA only serves metric values, and on
@@ -17,7 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from capacity.hpa import DEFAULT_TOLERANCE, HorizontalPodAutoscaler, average_value_replicas, value_replicas
+from capacity.sim.control.cron import CronWindow
+from capacity.sim.control.hpa import DEFAULT_TOLERANCE, HorizontalPodAutoscaler, average_value_replicas, value_replicas
+from contract.signals import Query
 
 MetricType = Literal["AverageValue", "Value"]
 FallbackBehavior = Literal["static", "currentReplicas", "currentReplicasIfHigher", "currentReplicasIfLower"]
@@ -27,13 +29,15 @@ DEFAULT_FAILURE_THRESHOLD = 3
 
 
 @dataclass(frozen=True)
-class Trigger:
-    """One ScaledObject trigger as the HPA sees it."""
+class KedaTrigger:
+    """One ScaledObject trigger as the HPA sees it, and what its scaler reads: a Prometheus
+    query or a cron window (None when the caller feeds metric values itself)."""
 
     name: str
     metric_type: MetricType
     target: float
     activation_threshold: float = 0.0
+    source: Query | CronWindow | None = None
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,7 @@ def fallback_replicas(fallback: Fallback, current_replicas: int) -> int:
     return fallback.replicas
 
 
-def fallback_value(trigger: Trigger, replicas: int) -> float:
+def fallback_value(trigger: KedaTrigger, replicas: int) -> float:
     """The metric value that makes an AverageValue HPA compute `replicas`.
 
     KEDA truncates the target to an integer (`int64(AverageValue.AsApproximateFloat64())`)
@@ -65,7 +69,7 @@ def fallback_value(trigger: Trigger, replicas: int) -> float:
 
 
 def proposal(
-    trigger: Trigger,
+    trigger: KedaTrigger,
     value: float,
     status_replicas: int,
     ready_replicas: int,
@@ -81,7 +85,7 @@ def proposal(
 class ScaledObject:
     """A ScaledObject with its HPA; feed it metric values, get the replica count to set."""
 
-    triggers: tuple[Trigger, ...]
+    triggers: tuple[KedaTrigger, ...]
     hpa: HorizontalPodAutoscaler
     min_replica_count: int
     polling_interval_seconds: float = 30.0

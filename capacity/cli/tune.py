@@ -9,8 +9,9 @@ import argparse
 
 from rich.console import Console
 
-from capacity.sim.cli import add_common_arguments, emit, load_inputs
-from capacity.tune import config_set_lines, tune
+from capacity.cli.sim_args import add_common_arguments, emit, load_inputs
+from capacity.sim.run import with_oracle
+from capacity.sim.tune import config_set_lines, tune
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,8 +27,7 @@ def run(args: argparse.Namespace) -> int:
     result = tune(sm, trace, args.slo_attainment, options, workers=args.workers)
     lines = config_set_lines(result, sm.model.name, sm.stack)
     for summary in (result.baseline.summary, result.best.summary):
-        summary["oracle_gpu_hours"] = round(orc.gpu_hours, 3)
-        summary["oracle_ratio"] = round(summary["gpu_hours"] / orc.gpu_hours, 3) if orc.gpu_hours else None
+        with_oracle(summary, orc.gpu_hours)
     payload = {
         "target_slo_attainment": result.target,
         "evaluated_policies": result.evaluated,

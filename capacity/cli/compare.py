@@ -7,10 +7,10 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from capacity.cli.sim_args import add_common_arguments, emit, load_inputs
+from capacity.sim.from_stack import StackModel, read_policy_file
+from capacity.sim.run import RunOptions, run_policy, run_static, summarize, with_oracle
 from capacity.workload import traces
-from capacity.sim.cli import add_common_arguments, emit, load_inputs
-from capacity.sim.run import RunOptions, run_policy, run_static, summarize
-from capacity.sim.stack import StackModel, read_policy_file
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _job(job: tuple[str, StackModel, traces.Trace, RunOptions, int | None]) -> dict[str, Any]:
     name, sm, trace, options, static = job
     result = run_static(sm, trace, static, options) if static else run_policy(sm, trace, options)
-    return summarize(result, sm, None)
+    return summarize(result, sm)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,11 +34,7 @@ def run(args: argparse.Namespace) -> int:
     jobs.append((f"static {static}", sm, trace, options, static))
     with ProcessPoolExecutor(max_workers=2) as pool:
         summaries = list(pool.map(_job, jobs))
-    rows = []
-    for (name, *_), summary in zip(jobs, summaries):
-        summary["oracle_gpu_hours"] = round(orc.gpu_hours, 3)
-        summary["oracle_ratio"] = round(summary["gpu_hours"] / orc.gpu_hours, 3) if orc.gpu_hours else None
-        rows.append((name, summary))
+    rows = [(name, with_oracle(summary, orc.gpu_hours)) for (name, *_), summary in zip(jobs, summaries)]
     oracle_row = {
         "gpu_hours": round(orc.gpu_hours, 3),
         "oracle_ratio": 1.0,

@@ -31,31 +31,31 @@ SelectPolicy = Literal["Max", "Min", "Disabled"]
 
 
 @dataclass(frozen=True)
-class ScalingPolicy:
+class HpaScalingPolicy:
     type: PolicyType
     value: int
     period_seconds: int
 
 
 @dataclass(frozen=True)
-class ScalingRules:
+class HpaScalingRules:
     stabilization_window_seconds: int
     select_policy: SelectPolicy
-    policies: tuple[ScalingPolicy, ...]
+    policies: tuple[HpaScalingPolicy, ...]
 
 
 @dataclass(frozen=True)
-class Behavior:
-    scale_up: ScalingRules
-    scale_down: ScalingRules
+class HpaBehavior:
+    scale_up: HpaScalingRules
+    scale_down: HpaScalingRules
 
 
 # API defaults (autoscaling/v2 `SetDefaults_HorizontalPodAutoscalerBehavior`).
-DEFAULT_SCALE_UP = ScalingRules(
-    0, "Max", (ScalingPolicy("Pods", 4, 15), ScalingPolicy("Percent", 100, 15))
+DEFAULT_SCALE_UP = HpaScalingRules(
+    0, "Max", (HpaScalingPolicy("Pods", 4, 15), HpaScalingPolicy("Percent", 100, 15))
 )
-DEFAULT_SCALE_DOWN = ScalingRules(300, "Max", (ScalingPolicy("Percent", 100, 15),))
-DEFAULT_BEHAVIOR = Behavior(DEFAULT_SCALE_UP, DEFAULT_SCALE_DOWN)
+DEFAULT_SCALE_DOWN = HpaScalingRules(300, "Max", (HpaScalingPolicy("Percent", 100, 15),))
+DEFAULT_BEHAVIOR = HpaBehavior(DEFAULT_SCALE_UP, DEFAULT_SCALE_DOWN)
 
 
 # --- replica_calculator.go ---------------------------------------------------------
@@ -130,7 +130,7 @@ def scale_up_limit(
     current: int,
     up_events: Sequence[TimedValue],
     down_events: Sequence[TimedValue],
-    rules: ScalingRules,
+    rules: HpaScalingRules,
     now: float,
 ) -> int:
     """`calculateScaleUpLimitWithScalingRules`: the most replicas the policies allow now."""
@@ -150,7 +150,7 @@ def scale_down_limit(
     current: int,
     up_events: Sequence[TimedValue],
     down_events: Sequence[TimedValue],
-    rules: ScalingRules,
+    rules: HpaScalingRules,
     now: float,
 ) -> int:
     """`calculateScaleDownLimitWithBehaviors`: the fewest replicas the policies allow now."""
@@ -172,7 +172,7 @@ def stabilize(
     now: float,
     desired: int,
     current: int,
-    behavior: Behavior,
+    behavior: HpaBehavior,
 ) -> int:
     """`stabilizeRecommendationWithBehaviors`: scale up only to the lowest and down only
     to the highest recommendation seen inside the respective window."""
@@ -195,7 +195,7 @@ def limit_rate(
     max_replicas: int,
     up_events: Sequence[TimedValue],
     down_events: Sequence[TimedValue],
-    behavior: Behavior,
+    behavior: HpaBehavior,
     now: float,
 ) -> int:
     """`convertDesiredReplicasWithBehaviorRate`: apply the policies and min/max."""
@@ -218,7 +218,7 @@ class HorizontalPodAutoscaler:
 
     min_replicas: int
     max_replicas: int
-    behavior: Behavior = DEFAULT_BEHAVIOR
+    behavior: HpaBehavior = DEFAULT_BEHAVIOR
     recommendations: list[TimedValue] = field(default_factory=list)
     up_events: list[TimedValue] = field(default_factory=list)
     down_events: list[TimedValue] = field(default_factory=list)

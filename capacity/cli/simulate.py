@@ -11,9 +11,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from capacity.sim.cli import add_common_arguments, emit, load_inputs
+from capacity.cli.sim_args import add_common_arguments, emit, load_inputs
 from capacity.sim.report import plot_timeline
-from capacity.sim.run import run_policy, summarize
+from capacity.sim.run import run_policy, summarize, with_oracle
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     sm, trace, options, orc = load_inputs(args, args.policy)
     result = run_policy(sm, trace, options)
-    summary = summarize(result, sm, orc.gpu_hours)
+    summary = with_oracle(summarize(result, sm), orc.gpu_hours)
     summary["oracle_infeasible_intervals"] = orc.infeasible
     png = args.png or Path("out") / f"simulate-{sm.stack}-{sm.model.name}.png"
     title = f"{sm.stack}/{sm.model.name} ({sm.profile.name}) on {trace.name}"

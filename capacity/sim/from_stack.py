@@ -1,13 +1,16 @@
-"""Everything a simulation needs, read from a stack file through the program's own settings.
+"""The simulator's one door to the settings: a stack file turned into the plain data it runs on.
 
 `pulumi config set` changes `Pulumi.<stack>.yaml`; this module reads that file with the
 contract's one stack loader (`contract.settings.stack_file`), so the simulated policy is exactly
 the deployed one, with every validation rule the program applies (a policy file that would not
-deploy does not simulate).
+deploy does not simulate). A model's autoscaling settings become the ScaledObject the platform
+deploys: one KEDA trigger per enabled trigger of `contract.triggers.TRIGGERS`, with the query it
+reads, and the HPA behaviour around them. No other module under `capacity/sim/` reads settings.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -15,12 +18,20 @@ from typing import Any
 import yaml
 
 from capacity.engine import EngineProfile, get_profile
-from capacity.sim.startup import Pool, Startup
+from capacity.sim.cluster.startup import Pool, Startup
+from capacity.sim.control.cron import CronWindow
+from capacity.sim.control.hpa import HorizontalPodAutoscaler, HpaBehavior, HpaScalingPolicy, HpaScalingRules
+from capacity.sim.control.keda import Fallback, KedaTrigger, ScaledObject
 from contract.settings import NAMESPACE
-from contract.settings.autoscaling import ModelAutoscaling
+from contract.settings.autoscaling import CronTrigger, ModelAutoscaling, ScalingRules
 from contract.settings.gpu_capacity import duration_seconds
 from contract.settings.models import ModelSettings
 from contract.settings.stack_file import StackFile, read_stack
+from contract.signals import Query
+from contract.triggers import TRIGGERS, Trigger, enabled_triggers
+
+# The merged autoscaling policy of one model, for modules that take it from here.
+Policy = ModelAutoscaling
 
 AUTOSCALING_KEY = f"{NAMESPACE}:autoscaling"
 DEFAULT_SCRAPE_INTERVAL_S = 15.0
@@ -125,4 +136,46 @@ def load_stack_model(
         scrape_interval_s=scrape,
         raw_autoscaling=autoscaling if autoscaling is not None else dict(settings.autoscaling),
         source=source,
+    )
+
+
+def keda_triggers(policy: ModelAutoscaling, triggers: Sequence[Trigger] = TRIGGERS) -> tuple[KedaTrigger, ...]:
+    """The enabled triggers as KEDA's: metric type and target, and the query (or cron window) read."""
+    return tuple(
+        KedaTrigger(t.key, t.metric_type, t.metric_target(policy), source=_source(t, policy))
+        for t in enabled_triggers(policy, triggers)
+    )
+
+
+def _source(trigger: Trigger, policy: ModelAutoscaling) -> Query | CronWindow:
+    query = trigger.signal(policy)
+    if query is not None:
+        return query
+    section = trigger.settings(policy)
+    if not isinstance(section, CronTrigger):
+        raise ValueError(f"trigger {trigger.key!r} reads no query and is not a cron trigger: nothing to simulate")
+    return CronWindow(section.start, section.end, section.timezone, section.desired_replicas)
+
+
+def _rules(rules: ScalingRules) -> HpaScalingRules:
+    return HpaScalingRules(
+        rules.stabilization_window_seconds,
+        rules.select_policy,
+        tuple(HpaScalingPolicy(p.type, p.value, p.period_seconds) for p in rules.policies),
+    )
+
+
+def scaled_object(policy: ModelAutoscaling, triggers: Sequence[Trigger] = TRIGGERS) -> ScaledObject:
+    """A fresh ScaledObject + HPA for one simulation run (both keep state while it runs)."""
+    behavior = HpaBehavior(_rules(policy.behavior.scale_up), _rules(policy.behavior.scale_down))
+    return ScaledObject(
+        triggers=keda_triggers(policy, triggers),
+        # KEDA gives the HPA minReplicas >= 1 and handles 0 <-> 1 itself.
+        hpa=HorizontalPodAutoscaler(max(policy.min_replicas, 1), policy.max_replicas, behavior),
+        min_replica_count=policy.min_replicas,
+        polling_interval_seconds=policy.polling_interval_seconds,
+        cooldown_period_seconds=policy.cooldown_period_seconds,
+        fallback=None
+        if policy.fallback_replicas is None
+        else Fallback(policy.fallback_replicas, policy.fallback_failure_threshold, policy.fallback_behavior),
     )

@@ -2,12 +2,12 @@
 
 import pytest
 
-from capacity.hpa import (
+from capacity.sim.control.hpa import (
     DEFAULT_BEHAVIOR,
-    Behavior,
+    HpaBehavior,
     HorizontalPodAutoscaler,
-    ScalingPolicy,
-    ScalingRules,
+    HpaScalingPolicy,
+    HpaScalingRules,
     TimedValue,
     average_value_replicas,
     replicas_for_metrics,
@@ -17,9 +17,9 @@ from capacity.hpa import (
     value_replicas,
 )
 
-NO_STABILIZATION = Behavior(
-    ScalingRules(0, "Max", (ScalingPolicy("Percent", 1000, 15),)),
-    ScalingRules(0, "Max", (ScalingPolicy("Percent", 100, 15),)),
+NO_STABILIZATION = HpaBehavior(
+    HpaScalingRules(0, "Max", (HpaScalingPolicy("Percent", 1000, 15),)),
+    HpaScalingRules(0, "Max", (HpaScalingPolicy("Percent", 100, 15),)),
 )
 
 
@@ -98,19 +98,19 @@ def test_all_metrics_invalid_means_no_decision():
 
 
 def test_scale_down_stabilization_uses_highest_recommendation_in_window():
-    behavior = Behavior(DEFAULT_BEHAVIOR.scale_up, ScalingRules(300, "Max", (ScalingPolicy("Percent", 100, 15),)))
+    behavior = HpaBehavior(DEFAULT_BEHAVIOR.scale_up, HpaScalingRules(300, "Max", (HpaScalingPolicy("Percent", 100, 15),)))
     history = [TimedValue(100, 3), TimedValue(200, 4)]
     assert stabilize(history, now=350, desired=2, current=6, behavior=behavior) == 4
 
 
 def test_scale_down_stabilization_forgets_recommendations_older_than_window():
-    behavior = Behavior(DEFAULT_BEHAVIOR.scale_up, ScalingRules(300, "Max", (ScalingPolicy("Percent", 100, 15),)))
+    behavior = HpaBehavior(DEFAULT_BEHAVIOR.scale_up, HpaScalingRules(300, "Max", (HpaScalingPolicy("Percent", 100, 15),)))
     history = [TimedValue(0, 6), TimedValue(200, 4)]
     assert stabilize(history, now=301, desired=2, current=6, behavior=behavior) == 4
 
 
 def test_scale_up_stabilization_uses_lowest_recommendation_in_window():
-    behavior = Behavior(ScalingRules(60, "Max", (ScalingPolicy("Pods", 10, 15),)), DEFAULT_BEHAVIOR.scale_down)
+    behavior = HpaBehavior(HpaScalingRules(60, "Max", (HpaScalingPolicy("Pods", 10, 15),)), DEFAULT_BEHAVIOR.scale_down)
     history = [TimedValue(10, 3), TimedValue(40, 5)]
     assert stabilize(history, now=60, desired=8, current=2, behavior=behavior) == 3
 
@@ -133,53 +133,53 @@ def test_hpa_scales_down_once_the_window_has_passed():
 
 
 def test_pods_policy_limits_scale_up_per_period():
-    rules = ScalingRules(0, "Max", (ScalingPolicy("Pods", 2, 60),))
+    rules = HpaScalingRules(0, "Max", (HpaScalingPolicy("Pods", 2, 60),))
     assert scale_up_limit(3, [], [], rules, now=0) == 5
 
 
 def test_pods_policy_counts_scale_ups_inside_the_period():
-    rules = ScalingRules(0, "Max", (ScalingPolicy("Pods", 2, 60),))
+    rules = HpaScalingRules(0, "Max", (HpaScalingPolicy("Pods", 2, 60),))
     assert scale_up_limit(5, [TimedValue(30, 2)], [], rules, now=60) == 5
 
 
 def test_pods_policy_allows_again_after_the_period():
-    rules = ScalingRules(0, "Max", (ScalingPolicy("Pods", 2, 60),))
+    rules = HpaScalingRules(0, "Max", (HpaScalingPolicy("Pods", 2, 60),))
     assert scale_up_limit(5, [TimedValue(30, 2)], [], rules, now=90) == 7
 
 
 def test_percent_scale_up_rounds_up():
-    rules = ScalingRules(0, "Max", (ScalingPolicy("Percent", 10, 60),))
+    rules = HpaScalingRules(0, "Max", (HpaScalingPolicy("Percent", 10, 60),))
     assert scale_up_limit(3, [], [], rules, now=0) == 4
 
 
 def test_docs_example_pods_policy_wins_below_40_replicas_with_select_max():
     # docs: Pods 4 / 60 s and Percent 10 / 60 s; with 30 replicas 4 pods beat 3 (10%)
-    rules = ScalingRules(0, "Max", (ScalingPolicy("Pods", 4, 60), ScalingPolicy("Percent", 10, 60)))
+    rules = HpaScalingRules(0, "Max", (HpaScalingPolicy("Pods", 4, 60), HpaScalingPolicy("Percent", 10, 60)))
     assert scale_down_limit(30, [], [], rules, now=0) == 26
 
 
 def test_docs_example_percent_policy_wins_at_80_replicas_with_select_max():
     # docs: at 80 replicas the 10% policy removes 8, at 72 it removes 8 again (72 x 0.9 = 64.8 -> 64)
-    rules = ScalingRules(0, "Max", (ScalingPolicy("Pods", 4, 60), ScalingPolicy("Percent", 10, 60)))
+    rules = HpaScalingRules(0, "Max", (HpaScalingPolicy("Pods", 4, 60), HpaScalingPolicy("Percent", 10, 60)))
     assert scale_down_limit(80, [], [], rules, now=0) == 72
     assert scale_down_limit(72, [], [], rules, now=0) == 64
 
 
 def test_select_policy_min_picks_the_smallest_change():
-    rules = ScalingRules(0, "Min", (ScalingPolicy("Pods", 4, 60), ScalingPolicy("Percent", 10, 60)))
+    rules = HpaScalingRules(0, "Min", (HpaScalingPolicy("Pods", 4, 60), HpaScalingPolicy("Percent", 10, 60)))
     assert scale_down_limit(80, [], [], rules, now=0) == 76
-    up = ScalingRules(0, "Min", (ScalingPolicy("Pods", 4, 60), ScalingPolicy("Percent", 100, 60)))
+    up = HpaScalingRules(0, "Min", (HpaScalingPolicy("Pods", 4, 60), HpaScalingPolicy("Percent", 100, 60)))
     assert scale_up_limit(10, [], [], up, now=0) == 14
 
 
 def test_select_policy_disabled_forbids_scaling_in_that_direction():
-    behavior = Behavior(DEFAULT_BEHAVIOR.scale_up, ScalingRules(0, "Disabled", (ScalingPolicy("Pods", 1, 60),)))
+    behavior = HpaBehavior(DEFAULT_BEHAVIOR.scale_up, HpaScalingRules(0, "Disabled", (HpaScalingPolicy("Pods", 1, 60),)))
     hpa = HorizontalPodAutoscaler(1, 10, behavior)
     assert hpa.reconcile(0, 5, [1]) == 5
 
 
 def test_scale_down_policy_one_pod_per_period_across_syncs():
-    behavior = Behavior(DEFAULT_BEHAVIOR.scale_up, ScalingRules(0, "Min", (ScalingPolicy("Pods", 1, 300),)))
+    behavior = HpaBehavior(DEFAULT_BEHAVIOR.scale_up, HpaScalingRules(0, "Min", (HpaScalingPolicy("Pods", 1, 300),)))
     hpa = HorizontalPodAutoscaler(1, 10, behavior)
     assert hpa.reconcile(0, 5, [1]) == 4
     assert hpa.reconcile(15, 4, [1]) == 4

@@ -9,6 +9,7 @@ The window state is computed once per minute of the simulated span.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
@@ -16,6 +17,16 @@ import numpy as np
 
 _RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
 _LOOKAHEAD_MIN = 8 * 24 * 60  # a weekly schedule always recurs within 8 days
+
+
+@dataclass(frozen=True)
+class CronWindow:
+    """What a KEDA cron trigger reads: its window, and the replicas it asks for inside it."""
+
+    start: str
+    end: str
+    timezone: str
+    desired_replicas: int
 
 
 def _field(text: str, lo: int, hi: int) -> frozenset[int]:

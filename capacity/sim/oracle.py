@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from capacity.engine import EngineProfile
+from capacity.sim.cluster.startup import Pool, Startup
 from capacity.sim.simulator import OK, REJECTED, SimConfig, simulate
-from capacity.sim.startup import Pool, Startup
 from capacity.workload.traces import Trace
 
 INSTANT = Startup((0.0, 0.0), (0.0, 0.0), 0.0, (0.0, 0.0))

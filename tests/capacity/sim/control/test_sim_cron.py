@@ -4,7 +4,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from capacity.sim.cron import CronSchedule, window_mask
+from capacity.sim.control.cron import CronSchedule, window_mask
 
 MONDAY = datetime(2024, 1, 1, tzinfo=timezone.utc)
 

@@ -1,7 +1,8 @@
 """Search the threshold space for the cheapest policy that meets an SLO-attainment target.
 
-Coordinate descent over the knobs a platform team actually turns (queue threshold, KV
-target, latency guardrail, scale-down stabilization, minReplicas): each pass tries every
+Coordinate descent over the knobs a platform team actually turns (each enabled trigger's
+target that `contract.triggers` gives search candidates for, the stabilization windows,
+minReplicas): each pass tries every
 candidate of one knob with the others fixed, keeps the best, and moves on; it stops when a
 pass changes nothing. "Best" is the lowest cost among policies that meet the target, or the
 highest attainment while none does. Every candidate is validated by the program's settings
@@ -12,40 +13,25 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
+from capacity.sim.from_stack import Policy, StackModel
 from capacity.sim.run import RunOptions, run_policy, summarize
-from capacity.sim.stack import StackModel
 from capacity.workload.traces import Trace
-from contract.settings.autoscaling import ModelAutoscaling
+from contract.triggers import TRIGGERS, Trigger, enabled_triggers
 
-Knob = tuple[str, Callable[[ModelAutoscaling], list[Any]], Callable[[ModelAutoscaling], Any]]
+# (key path under the model's block, candidates given the policy, current value)
+Knob = tuple[str, Callable[[Policy], Sequence[Any]], Callable[[Policy], Any]]
 
 
-def _knobs(policy: ModelAutoscaling) -> list[Knob]:
-    t = policy.triggers
-    knobs: list[Knob] = []
-    if t.queue_depth.enabled:
-        knobs.append(
-            ("triggers.queueDepth.targetPerReplica", lambda p: [1, 2, 3, 4, 6, 8, 12], lambda p: p.triggers.queue_depth.target_per_replica)
-        )
-    if t.kv_cache.enabled:
-        knobs.append(
-            ("triggers.kvCache.targetPerReplica", lambda p: [0.5, 0.6, 0.7, 0.8, 0.9], lambda p: p.triggers.kv_cache.target_per_replica)
-        )
-    if t.e2e_latency.enabled:
-        knobs.append(
-            (
-                "triggers.e2eLatency.thresholdSeconds",
-                lambda p: [round(p.slo.e2e_p99_seconds * f, 1) for f in (1.05, 1.25, 1.5, 2.0)],
-                lambda p: p.triggers.e2e_latency.threshold_seconds,
-            )
-        )
+def _knobs(policy: Policy, triggers: Sequence[Trigger] = TRIGGERS) -> list[Knob]:
+    """Every enabled trigger's target the trigger has candidates for, then the non-trigger knobs."""
+    knobs: list[Knob] = [(t.target_path(), t.search, t.target) for t in enabled_triggers(policy, triggers) if t.search(policy)]
     knobs.append(
         (
             "behavior.scaleUp.stabilizationWindowSeconds",
@@ -120,7 +106,7 @@ def _evaluate(raw: dict[str, Any]) -> dict[str, Any] | None:
         candidate = sm.with_policy(raw)
     except (ValidationError, ValueError):
         return None  # a policy the program would refuse to deploy
-    return summarize(run_policy(candidate, trace, options), candidate, None)
+    return summarize(run_policy(candidate, trace, options), candidate)
 
 
 def tune(

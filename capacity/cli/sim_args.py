@@ -1,4 +1,4 @@
-"""Shared plumbing of the `simulate`, `compare` and `tune` commands: arguments, loading, printing."""
+"""Shared plumbing of the simulator commands (`simulate`, `compare`, `tune`): arguments, loading, printing."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from capacity.workload import traces
+from capacity.sim.cluster.router import ROUTERS
+from capacity.sim.from_stack import StackModel, load_stack_model
+from capacity.sim.oracle import OracleResult
 from capacity.sim.report import print_table
-from capacity.sim.router import ROUTERS
-from capacity.oracle import OracleResult
 from capacity.sim.run import RunOptions, run_oracle
-from capacity.sim.stack import StackModel, load_stack_model
+from capacity.workload import traces
 
 
 def add_common_arguments(p: argparse.ArgumentParser) -> None:

@@ -1,14 +1,14 @@
 """KEDA: trigger types, fallback and activation, on top of the HPA model."""
 
-from capacity.hpa import Behavior, HorizontalPodAutoscaler, ScalingPolicy, ScalingRules
-from capacity.keda import Fallback, ScaledObject, Trigger, fallback_replicas, proposal
+from capacity.sim.control.hpa import HpaBehavior, HorizontalPodAutoscaler, HpaScalingPolicy, HpaScalingRules
+from capacity.sim.control.keda import Fallback, ScaledObject, KedaTrigger, fallback_replicas, proposal
 
-FAST = Behavior(
-    ScalingRules(0, "Max", (ScalingPolicy("Percent", 1000, 15),)),
-    ScalingRules(0, "Max", (ScalingPolicy("Percent", 100, 15),)),
+FAST = HpaBehavior(
+    HpaScalingRules(0, "Max", (HpaScalingPolicy("Percent", 1000, 15),)),
+    HpaScalingRules(0, "Max", (HpaScalingPolicy("Percent", 100, 15),)),
 )
-QUEUE = Trigger("queueDepth", "AverageValue", 4)
-LATENCY = Trigger("e2eLatency", "Value", 40)
+QUEUE = KedaTrigger("queueDepth", "AverageValue", 4)
+LATENCY = KedaTrigger("e2eLatency", "Value", 40)
 
 
 def scaled_object(min_replicas=1, fallback=None, triggers=(QUEUE, LATENCY)):
@@ -84,7 +84,7 @@ def test_min_replica_count_above_zero_never_deactivates():
     assert so.poll(10_000, 1, {"queueDepth": 0}) == 1
 
 
-CRON = Trigger("cron", "AverageValue", 1.0)
+CRON = KedaTrigger("cron", "AverageValue", 1.0)
 
 
 def test_a_cron_trigger_outside_its_window_does_not_wake_a_model_at_zero():

@@ -4,8 +4,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from capacity.sim.router import LeastOutstanding, LeastRequest, RoundRobin, make_router
-from capacity.sim.startup import Pool, Startup, place
+from capacity.sim.cluster.router import LeastOutstanding, LeastRequest, RoundRobin, make_router
+from capacity.sim.cluster.startup import Pool, Startup, place
 
 SPOT = Pool("gpu-spot", "spot", 100, 2, 0.45)
 ON_DEMAND = Pool("gpu-on-demand", "on-demand", 10, 1, 1.0)

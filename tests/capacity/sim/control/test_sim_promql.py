@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from capacity.sim.promql import avg_over_time, extrapolated_increase, histogram_quantile, positive_or_zero
+from capacity.sim.control.promql import avg_over_time, extrapolated_increase, histogram_quantile, positive_or_zero
 
 
 def test_avg_over_time_uses_samples_in_the_left_open_window():

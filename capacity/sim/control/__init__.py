@@ -1,0 +1,1 @@
+"""The upstream control loop (HPA, KEDA, its cron scaler) and the PromQL semantics its triggers read."""
