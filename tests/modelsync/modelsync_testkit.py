@@ -7,8 +7,8 @@ from typing import Any
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 MODEL_ID = "acme/tiny-model"
-# Small parts keep the tests fast while still exercising multipart (moto enforces the minimum part size).
-PART = 64 * 1024
+# S3's minimum part size: the smallest parts modelsync accepts, so multipart stays fast to test.
+PART = 5 * 1024 * 1024
 AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",

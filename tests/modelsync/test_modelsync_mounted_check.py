@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ def publish_locally(root: Path, files: dict[str, bytes], revision: str = REVISIO
     for name, data in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes(data)
-        entries.append(ManifestFile(name, len(data), "0" * 64, "x"))
+        entries.append(ManifestFile(name, len(data), hashlib.sha256(data).hexdigest(), "x"))
     (root / "_MANIFEST.json").write_bytes(dump_manifest(build_manifest(MODEL_ID, revision, entries)))
     return root
 
