@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+from botocore.exceptions import BotoCoreError, ClientError, FlexibleChecksumError, NoCredentialsError
 
 from .errors import Interrupted, SyncError
 from .hashing import READ_BLOCK, FileDigest, b64
@@ -64,6 +64,11 @@ def checksum_matches(reported: str | None, expected: str) -> bool:
     digest, _, parts = reported.partition("-")
     want_digest, _, want_parts = expected.partition("-")
     return digest == want_digest and (not parts or parts == want_parts)
+
+
+def is_composite(s3_checksum: str) -> bool:
+    """A multipart object's checksum ("b64-N"; base64 itself has no '-')."""
+    return "-" in s3_checksum
 
 
 def is_verified(remote: RemoteObject | None, digest: FileDigest) -> bool:
@@ -182,12 +187,17 @@ class ObjectStore:
         self._call("DELETE", key, self.client.delete_object)
 
     def read_back_sha256(self, key: str) -> str | None:
-        """SHA-256 hex of the bytes S3 serves for key: proof that does not rest on S3 checking our header."""
+        """SHA-256 hex of the bytes S3 serves for key: proof that does not rest on S3 checking our header.
+
+        None when the object is missing, or when the bytes served fail S3's own stored checksum.
+        """
         try:
             body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
             whole = hashlib.sha256()
             while block := body.read(READ_BLOCK):
                 whole.update(block)
+        except FlexibleChecksumError:
+            return None
         except ClientError as err:
             if _error_code(err) in ("NoSuchKey", "404"):
                 return None

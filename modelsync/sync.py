@@ -17,7 +17,7 @@ from .errors import Interrupted, SyncError
 from .hashing import MAX_PART_SIZE, MIN_PART_SIZE, FileDigest, digest_file, part_size_for
 from .manifest import Manifest, ManifestFile, build_manifest, dump_manifest, parse_manifest
 from .source import SourceFile, disk_error, download_from_hub, list_files
-from .store import ObjectStore, RemoteObject, checksum_matches, is_verified, no_requests_after
+from .store import ObjectStore, RemoteObject, checksum_matches, is_composite, is_verified, no_requests_after
 
 log = logging.getLogger("modelsync")
 
@@ -220,22 +220,34 @@ def require_same_model(manifest: Manifest, cfg: SyncConfig) -> None:
 
 
 def verify_manifest(store: ObjectStore, cfg: SyncConfig, manifest: Manifest, listed: dict[str, int]) -> list[str]:
-    """HEADs every listed object; returns the paths whose size or checksums differ from the manifest."""
+    """Checks every listed object; returns the paths that do not hold what the manifest says."""
 
     def broken(entry: ManifestFile) -> bool:
         if listed.get(cfg.key(entry.path)) != entry.size:
             return True
-        remote = store.head(cfg.key(entry.path))
-        return not (
-            remote is not None
-            and remote.size == entry.size
-            and remote.sha256_hex == entry.sha256
-            and checksum_matches(remote.checksum_sha256, entry.s3_checksum)
-        )
+        return not holds(store, cfg.key(entry.path), entry.size, entry.sha256, entry.s3_checksum)
 
     with ThreadPoolExecutor(cfg.concurrency) as pool:
         flags = list(pool.map(broken, manifest.files))
     return [entry.path for entry, bad in zip(manifest.files, flags, strict=True) if bad]
+
+
+def holds(store: ObjectStore, key: str, size: int, sha256_hex: str, s3_checksum: str) -> bool:
+    """True when S3 holds exactly these bytes.
+
+    A multipart object's composite checksum is computed by S3 from the parts it received. A single
+    PUT's checksum is the one the uploader sent, and only a store that checks it (S3 does; emulators
+    may not) keeps it honest, so a single-part object (<= the multipart threshold) is read back and hashed.
+    """
+    remote = store.head(key)
+    if not (
+        remote is not None
+        and remote.size == size
+        and remote.sha256_hex == sha256_hex
+        and checksum_matches(remote.checksum_sha256, s3_checksum)
+    ):
+        return False
+    return is_composite(s3_checksum) or store.read_back_sha256(key) == sha256_hex
 
 
 def materialize(cfg: SyncConfig) -> list[SourceFile]:
@@ -297,7 +309,7 @@ def sync_file(
         digest = digest_file(src.path, part_size_for(size, cfg.part_size, cfg.multipart_threshold))
     except OSError as err:
         raise disk_error(err, src.path) from None
-    if listed_size == digest.size and is_verified(store.head(key), digest):
+    if listed_size == digest.size and holds(store, key, digest.size, digest.sha256_hex, digest.s3_checksum):
         return FileResult(entry_for(src, digest), uploaded=False)
     if digest.is_multipart:
         store.put_multipart(key, src.path, digest, parts_pool, stop)
@@ -309,13 +321,11 @@ def sync_file(
             f"checksum mismatch: {store.where(key)} does not verify after upload "
             f"({describe_remote(remote)}; expected size {digest.size}, ChecksumSHA256 {digest.s3_checksum})"
         )
-    # A multipart object's composite checksum is computed by S3 from the parts it received. A single
-    # PUT's checksum is the one we sent, and only a store that checks it (S3 does; emulators may not)
-    # would catch bytes changed in transit, so read it back and hash what is served (<= the threshold).
+    # See holds(): a single PUT's checksum is the one we sent, so hash what S3 serves.
     if not digest.is_multipart and (served := store.read_back_sha256(key)) != digest.sha256_hex:
         raise SyncError(
-            f"checksum mismatch: {store.where(key)} serves bytes with SHA-256 {served}, "
-            f"not the uploaded file's {digest.sha256_hex}"
+            f"checksum mismatch: {store.where(key)} serves bytes with SHA-256 "
+            f"{served or 'unknown (they fail the checksum S3 stored)'}, not the uploaded file's {digest.sha256_hex}"
         )
     log.info("uploaded %s (%d bytes)", src.rel_path, digest.size)
     return FileResult(entry_for(src, digest), uploaded=True)
