@@ -273,7 +273,8 @@ class ObjectStore:
         if stop.is_set():
             raise Interrupted(f"stopped before part {number} of {self.where(key)}")
         offset = (number - 1) * digest.part_size
-        body = read_unchanged(path, offset, min(digest.part_size, digest.size - offset), digest.part_digests[number - 1])
+        length = min(digest.part_size, digest.size - offset)
+        body = read_unchanged(path, offset, length, digest.part_digests[number - 1])
         checksum = b64(digest.part_digests[number - 1])
         resp = self._call(
             f"UPLOAD-PART {number}",

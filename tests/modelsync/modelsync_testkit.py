@@ -259,9 +259,10 @@ class FaultProxy:
                     if name.lower() not in hop_by_hop:
                         self.send_header(name, value)
                 # A HEAD answer carries the object's length and no body.
-                self.send_header("Content-Length", response.getheader("Content-Length", "0") if self.command == "HEAD" else str(len(data)))
+                head = self.command == "HEAD"
+                self.send_header("Content-Length", response.getheader("Content-Length", "0") if head else str(len(data)))
                 self.end_headers()
-                if self.command != "HEAD":
+                if not head:
                     self.wfile.write(data)
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
