@@ -2,7 +2,8 @@
 
 Writes a realistic shard set (default: four safetensors-sized files of 0.5, 1, 1.5 and 2 GiB) under a
 temporary directory, then times the gate's own hashing (`hash_mismatches`) over it for several
---parallel-reads values, --repeats times each, and prints the medians. Two cases:
+--parallel-reads values, --repeats times each, and prints the medians. A baseline and two cases:
+  * memory: one core hashing a buffer already in memory (hashlib's SHA-256 ceiling per core);
   * cold: each file's pages are dropped first (posix_fadvise DONTNEED, only these files), so reads hit the disk;
   * cached: the files are in the page cache, so this is the hashing (CPU) ceiling of this machine.
 Through Mountpoint the read side is S3 instead of the disk; the hashing ceiling is the same.
@@ -15,6 +16,7 @@ Bounded: a fixed file set, a fixed number of runs; the files are removed at the 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -71,6 +73,13 @@ def measure(entries: list[tuple[str, str, int, str]], parallel_reads: int, cold:
     return sum(e[2] for e in entries) / seconds / 1e9
 
 
+def one_core_ceiling() -> float:
+    buffer = os.urandom(256 * 1024 * 1024)
+    started = time.perf_counter()
+    hashlib.sha256(buffer).digest()
+    return len(buffer) / (time.perf_counter() - started) / 1e9
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes-gib", type=float, nargs="+", default=[0.5, 1.0, 1.5, 2.0])
@@ -78,7 +87,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()))
     args = parser.parse_args()
-    results = []
+    memory = [one_core_ceiling() for _ in range(args.repeats)]
+    results = [{"case": "memory", "parallelReads": 1, "medianGBps": round(statistics.median(memory), 3)}]
+    print(json.dumps(results[-1]), flush=True)
     with tempfile.TemporaryDirectory(prefix="gate-bench-", dir=args.dir) as tmp:
         entries = write_shards(Path(tmp), args.sizes_gib)
         total = sum(e[2] for e in entries)
