@@ -31,6 +31,12 @@ SYNC_IMAGE = "python:3.11.13-slim-bookworm"
 SOURCE_MOUNT = "/opt/modelsync"
 WORK_MOUNT = "/work"
 NON_ROOT_UID = 65532
+# Only incomplete multipart uploads older than this are aborted at the start of a run. A Job runs one pod
+# at a time (podReplacementPolicy: Failed), so any upload under the prefix belongs to a dead pod; the age
+# only spares a concurrent manual run's newest upload and clock skew. A retry comes >= 10 s (the Job's
+# first backoff) after a kill, so it always cleans up what the killed pod left.
+STALE_UPLOAD_AGE_SECONDS = 5
+GATE_PARALLEL_READS = 8
 # Formats vLLM never loads; skipping them keeps the download close to the declared size.
 DEFAULT_EXCLUDE = (
     "original/*",
@@ -96,9 +102,8 @@ def sync_arguments(model: ModelSettings, bucket: str, region: str, exclude: tupl
         f"{WORK_MOUNT}/staging",
         "--concurrency",
         "8",
-        # Only a run older than any live run's deadline can own an incomplete upload: abort those.
         "--abort-stale-uploads-after",
-        str(job_deadline_seconds(model.size_gib)),
+        str(STALE_UPLOAD_AGE_SECONDS),
     ]
     for pattern in exclude:
         args += ["--exclude", pattern]
@@ -182,6 +187,8 @@ def job_manifest(
         },
         "spec": {
             "backoffLimit": backoff_limit,
+            # A retry starts only once the failed pod is gone, so no two pods ever write the prefix at once.
+            "podReplacementPolicy": "Failed",
             "activeDeadlineSeconds": job_deadline_seconds(model.size_gib),
             "ttlSecondsAfterFinished": ttl_seconds_after_finished,
             "template": {
@@ -216,7 +223,8 @@ def manifest_wait_init_container(
     model: ModelSettings, mount_path: str, volume_name: str = "model-weights", package_dir: Path = PACKAGE_DIR
 ) -> dict[str, Any]:
     """An init container for a predictor: waits until the mounted prefix holds the published
-    `_MANIFEST.json` of the pinned revision and every listed file at its size, else fails saying why.
+    `_MANIFEST.json` of the pinned revision and every listed file at its size, then verifies each
+    file's SHA-256 (unless the model's gateVerification is "size"), else fails saying why.
 
     Runs from the predictor's own pinned serving image (it has python3) and needs no AWS access:
     it only reads the read-only Mountpoint volume that the predictor mounts at `mount_path`.
@@ -233,6 +241,10 @@ def manifest_wait_init_container(
             model.hugging_face_id,
             "--revision",
             model.revision,
+            "--verify",
+            model.gate_verification,
+            "--parallel-reads",
+            str(GATE_PARALLEL_READS),
             # As long as the sync Job itself may run; after that the pod restarts and waits again.
             "--timeout-seconds",
             str(job_deadline_seconds(model.size_gib)),

@@ -17,11 +17,18 @@ from typing import Any
 
 from . import mounted_check
 from .errors import Interrupted, SyncError
-from .sync import HUB, SyncConfig, sync_model, validate
+from .store import ObjectStore
+from .sync import HUB, SyncConfig, SyncReport, sync_to, validate
 
 _SIZE = re.compile(r"^(\d+)\s*(B|KiB|MiB|GiB)?$")
 _UNITS = {None: 1, "B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
 EXIT_FAILURE, EXIT_USAGE = 1, 2
+# After a stop, how long the work may take to wind down (it sends nothing new, so only calls already on
+# the wire remain), and then how long the main thread's own aborts may take. Together well inside
+# Kubernetes' grace period, so the pod exits instead of being killed.
+STOP_GRACE_SECONDS = 2.0
+ABORT_SECONDS = 1.5
+POLL_SECONDS = 0.1
 
 
 def parse_size(text: str) -> int:
@@ -62,9 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument("--region", default=os.environ.get("AWS_REGION"))
     sync.add_argument("--verbose", action="store_true")
     check = commands.add_parser(
-        "check-mounted", help="exit 0 only when a mounted prefix holds the complete revision", add_help=False
+        "check-mounted",
+        help="exit 0 only when a mounted prefix holds the complete, verified revision",
+        description=mounted_check.DESCRIPTION,
     )
-    check.add_argument("rest", nargs=argparse.REMAINDER)
+    mounted_check.add_arguments(check)
     return parser
 
 
@@ -96,14 +105,53 @@ def s3_client(endpoint_url: str | None, region: str | None, concurrency: int) ->
     return boto3.session.Session().client("s3", endpoint_url=endpoint_url, region_name=region, config=config)
 
 
-def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
-    raise Interrupted(f"received {signal.Signals(signum).name}")
+class StopRequest:
+    """A signal only sets a flag: the work checks it between S3 calls, the main thread acts on it."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()  # also set by the sync itself when a file fails, to stop the rest
+        self.reason = ""  # set only by a signal
+
+    def __call__(self, signum: int, _frame: FrameType | None) -> None:
+        self.reason = self.reason or f"received {signal.Signals(signum).name}"
+        self.event.set()
+
+
+def run_until_done_or_stopped(store: ObjectStore, cfg: SyncConfig, stop: StopRequest) -> SyncReport:
+    """The sync runs on a worker thread; the main thread waits, so a signal never lands inside a boto3 call.
+
+    On a stop the worker gets STOP_GRACE_SECONDS to abort its uploads and return. A worker still stuck in a
+    call after that is abandoned: the main thread aborts the open uploads itself and the process exits.
+    """
+    finished = threading.Event()
+    outcome: list[SyncReport | BaseException] = []
+
+    def work() -> None:
+        try:
+            outcome.append(sync_to(store, cfg, stop.event))
+        except BaseException as err:  # handed to the main thread, which decides the exit
+            outcome.append(err)
+        finally:
+            finished.set()
+
+    threading.Thread(target=work, name="sync", daemon=True).start()
+    while not (finished.wait(POLL_SECONDS) or stop.reason):
+        continue
+    if not finished.wait(STOP_GRACE_SECONDS):
+        aborting = threading.Thread(target=store.abort_in_flight, name="abort", daemon=True)
+        aborting.start()
+        aborting.join(ABORT_SECONDS)
+        raise Interrupted(stop.reason)
+    result = outcome[0]
+    if isinstance(result, BaseException):
+        raise Interrupted(stop.reason) if stop.reason else result
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "check-mounted":
-        return mounted_check.main(args.rest)
+        return mounted_check.run(args)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         stream=sys.stderr,
@@ -116,21 +164,26 @@ def main(argv: list[str] | None = None) -> int:
     except SyncError as err:
         print(f"modelsync: error: {err}", file=sys.stderr)
         return EXIT_USAGE
-    signal.signal(signal.SIGTERM, _raise_interrupted)
+    stop = StopRequest()
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}
+    store = ObjectStore(s3_client(args.endpoint_url, args.region, cfg.concurrency), cfg.bucket, cfg.sse_kms_key_id)
     try:
-        report = sync_model(cfg, s3_client(args.endpoint_url, args.region, cfg.concurrency), threading.Event())
+        report = run_until_done_or_stopped(store, cfg, stop)
     except Interrupted as err:
         print(
             f"modelsync: interrupted: {err}; this run's incomplete multipart uploads were aborted, "
             "no manifest was written; rerun to resume",
             file=sys.stderr,
+            flush=True,
         )
-        return EXIT_FAILURE
-    except KeyboardInterrupt:
-        print("modelsync: interrupted; no manifest was written; rerun to resume", file=sys.stderr)
-        return EXIT_FAILURE
+        # A worker may still be blocked in a network call; a normal interpreter exit would wait for it.
+        sys.stdout.flush()
+        os._exit(EXIT_FAILURE)
     except SyncError as err:
         print(f"modelsync: failed: {err}; no manifest was written for this run", file=sys.stderr)
         return EXIT_FAILURE
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     print(json.dumps(report.summary()), flush=True)
     return 0

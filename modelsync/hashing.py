@@ -13,6 +13,8 @@ from .errors import SyncError
 
 READ_BLOCK = 4 * 1024 * 1024
 MAX_PARTS = 10_000  # S3's limit on parts per multipart upload
+MIN_PART_SIZE = 5 * 1024**2  # S3 rejects a smaller part that is not the last (EntityTooSmall)
+MAX_PART_SIZE = 5 * 1024**3
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,20 @@
-"""S3 I/O: checksummed uploads, verification by HEAD, conditional manifest publish."""
+"""S3 I/O: checksummed uploads, verification by HEAD or read-back, conditional manifest publish."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+from botocore.exceptions import BotoCoreError, ClientError, FlexibleChecksumError, NoCredentialsError
 
 from .errors import Interrupted, SyncError
-from .hashing import FileDigest, b64
+from .hashing import READ_BLOCK, FileDigest, b64
 
 SHA256_METADATA = "sha256"  # x-amz-meta-sha256: whole-file hex, since a composite checksum is not one
 _ACCESS_CODES = {
@@ -25,6 +27,27 @@ _ACCESS_CODES = {
     "KMS.AccessDeniedException",
 }
 _CONFLICT_CODES = {"PreconditionFailed", "ConditionalRequestConflict"}
+# The only request a stopped run still sends: it cleans up after the run instead of doing more work.
+_CLEANUP_OPERATIONS = {"AbortMultipartUpload"}
+
+
+@contextmanager
+def no_requests_after(stop: threading.Event, client: Any) -> Iterator[None]:
+    """After a stop, every new S3 request (retries included) fails with Interrupted, except cleanup.
+
+    botocore retries what looks like a transient error, so a stop must be refused at the send,
+    not raised into a call in progress: that is where a signal used to vanish.
+    """
+
+    def refuse(event_name: str, **_: Any) -> None:
+        if stop.is_set() and event_name.rsplit(".", 1)[-1] not in _CLEANUP_OPERATIONS:
+            raise Interrupted(f"stopped before {event_name.rsplit('.', 1)[-1]}")
+
+    client.meta.events.register("before-send.s3", refuse)
+    try:
+        yield
+    finally:
+        client.meta.events.unregister("before-send.s3", refuse)
 
 
 @dataclass(frozen=True)
@@ -41,6 +64,11 @@ def checksum_matches(reported: str | None, expected: str) -> bool:
     digest, _, parts = reported.partition("-")
     want_digest, _, want_parts = expected.partition("-")
     return digest == want_digest and (not parts or parts == want_parts)
+
+
+def is_composite(s3_checksum: str) -> bool:
+    """A multipart object's checksum ("b64-N"; base64 itself has no '-')."""
+    return "-" in s3_checksum
 
 
 def is_verified(remote: RemoteObject | None, digest: FileDigest) -> bool:
@@ -85,6 +113,22 @@ def _error_code(err: ClientError) -> str:
     return str(err.response.get("Error", {}).get("Code", ""))
 
 
+def read_unchanged(path: Path, offset: int, length: int, sha256: bytes) -> bytes:
+    """The bytes to upload, refused unless they are exactly the bytes hashed before (same length, same SHA-256)."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            body = handle.read(length)
+    except OSError as err:
+        raise SyncError(f"cannot read {path} to upload it: {err}") from None
+    if len(body) != length or hashlib.sha256(body).digest() != sha256:
+        raise SyncError(
+            f"{path} changed after it was hashed (bytes {offset}-{offset + length} are no longer what was hashed); "
+            "rerun to upload the current file"
+        )
+    return body
+
+
 class ObjectStore:
     """One bucket; every write carries a SHA-256 additional checksum that S3 verifies on receipt."""
 
@@ -92,6 +136,8 @@ class ObjectStore:
         self.client = client
         self.bucket = bucket
         self._sse = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": sse_kms_key_id} if sse_kms_key_id else {}
+        self._in_flight: dict[str, str] = {}  # upload id -> key of this run's open multipart uploads
+        self._in_flight_lock = threading.Lock()
 
     def where(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
@@ -140,19 +186,39 @@ class ObjectStore:
     def delete(self, key: str) -> None:
         self._call("DELETE", key, self.client.delete_object)
 
+    def read_back_sha256(self, key: str) -> str | None:
+        """SHA-256 hex of the bytes S3 serves for key: proof that does not rest on S3 checking our header.
+
+        None when the object is missing, or when the bytes served fail S3's own stored checksum.
+        """
+        try:
+            body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
+            whole = hashlib.sha256()
+            while block := body.read(READ_BLOCK):
+                whole.update(block)
+        except FlexibleChecksumError:
+            return None
+        except ClientError as err:
+            if _error_code(err) in ("NoSuchKey", "404"):
+                return None
+            raise describe(err, "GET", self.where(key)) from None
+        except BotoCoreError as err:
+            raise describe(err, "GET", self.where(key)) from None
+        return whole.hexdigest()
+
     def put_file(self, key: str, path: Path, digest: FileDigest) -> None:
-        with path.open("rb") as body:
-            self._call(
-                "PUT",
-                key,
-                self.client.put_object,
-                Body=body,
-                ContentLength=digest.size,
-                ChecksumAlgorithm="SHA256",
-                ChecksumSHA256=digest.s3_checksum,
-                Metadata={SHA256_METADATA: digest.sha256_hex},
-                **self._sse,
-            )
+        """One PUT of the bytes that were hashed (held in memory: at most the multipart threshold)."""
+        body = read_unchanged(path, 0, digest.size, digest.part_digests[0])
+        self._call(
+            "PUT",
+            key,
+            self.client.put_object,
+            Body=body,
+            ChecksumAlgorithm="SHA256",
+            ChecksumSHA256=digest.s3_checksum,
+            Metadata={SHA256_METADATA: digest.sha256_hex},
+            **self._sse,
+        )
 
     def put_multipart(
         self, key: str, path: Path, digest: FileDigest, parts_pool: ThreadPoolExecutor, stop: threading.Event
@@ -167,6 +233,8 @@ class ObjectStore:
             **self._sse,
         )
         upload_id = upload["UploadId"]
+        with self._in_flight_lock:
+            self._in_flight[upload_id] = key
         futures: list[Future[dict[str, Any]]] = []
         try:
             futures = [
@@ -187,15 +255,26 @@ class ObjectStore:
             wait(futures)  # no part may land after the abort
             self.abort(key, upload_id)
             raise
+        finally:
+            with self._in_flight_lock:
+                self._in_flight.pop(upload_id, None)
+
+    def abort_in_flight(self) -> int:
+        """Aborts this run's open multipart uploads, for a stop whose workers are stuck in a call."""
+        with self._in_flight_lock:
+            open_uploads = list(self._in_flight.items())
+        for upload_id, key in open_uploads:
+            self.abort(key, upload_id)
+        return len(open_uploads)
 
     def _put_part(
         self, key: str, upload_id: str, path: Path, digest: FileDigest, number: int, stop: threading.Event
     ) -> dict[str, Any]:
         if stop.is_set():
             raise Interrupted(f"stopped before part {number} of {self.where(key)}")
-        with path.open("rb") as handle:
-            handle.seek((number - 1) * digest.part_size)
-            body = handle.read(digest.part_size)
+        offset = (number - 1) * digest.part_size
+        length = min(digest.part_size, digest.size - offset)
+        body = read_unchanged(path, offset, length, digest.part_digests[number - 1])
         checksum = b64(digest.part_digests[number - 1])
         resp = self._call(
             f"UPLOAD-PART {number}",

@@ -14,10 +14,10 @@ from typing import Any
 
 from . import MANIFEST_NAME
 from .errors import Interrupted, SyncError
-from .hashing import FileDigest, digest_file, part_size_for
+from .hashing import MAX_PART_SIZE, MIN_PART_SIZE, FileDigest, digest_file, part_size_for
 from .manifest import Manifest, ManifestFile, build_manifest, dump_manifest, parse_manifest
 from .source import SourceFile, disk_error, download_from_hub, list_files
-from .store import ObjectStore, RemoteObject, checksum_matches, is_verified
+from .store import ObjectStore, RemoteObject, checksum_matches, is_composite, is_verified, no_requests_after
 
 log = logging.getLogger("modelsync")
 
@@ -104,23 +104,37 @@ def validate(cfg: SyncConfig) -> None:
         )
     if cfg.concurrency < 1:
         raise SyncError(f"--concurrency {cfg.concurrency} must be >= 1")
-    if cfg.part_size < 1 or cfg.multipart_threshold < 1:
-        raise SyncError("--part-size and --multipart-threshold must be positive")
+    if not MIN_PART_SIZE <= cfg.part_size <= MAX_PART_SIZE:
+        raise SyncError(
+            f"--part-size {cfg.part_size} must be between S3's part size limits, "
+            f"{MIN_PART_SIZE} (5 MiB) and {MAX_PART_SIZE} (5 GiB) bytes"
+        )
+    if cfg.multipart_threshold < 1:
+        raise SyncError("--multipart-threshold must be positive")
     if cfg.source != HUB and not Path(cfg.source).is_dir():
         raise SyncError(f"--source {cfg.source!r} must be 'hf' or an existing directory")
 
 
 def sync_model(cfg: SyncConfig, client: Any, stop: threading.Event | None = None) -> SyncReport:
     """Idempotent: safe to rerun after any interruption, and safe to run twice at once."""
-    validate(cfg)
-    started = time.monotonic()
-    stop = stop or threading.Event()
-    store = ObjectStore(client, cfg.bucket, cfg.sse_kms_key_id)
+    return sync_to(ObjectStore(client, cfg.bucket, cfg.sse_kms_key_id), cfg, stop or threading.Event())
 
+
+def sync_to(store: ObjectStore, cfg: SyncConfig, stop: threading.Event) -> SyncReport:
+    """The sync on a given store; once `stop` is set no new S3 request leaves except aborts, nothing publishes."""
+    validate(cfg)
+    with no_requests_after(stop, store.client):
+        return _sync(store, cfg, stop)
+
+
+def _sync(store: ObjectStore, cfg: SyncConfig, stop: threading.Event) -> SyncReport:
+    started = time.monotonic()
+    # First, on every run: a published revision is where a killed run's uploads would otherwise live forever.
+    aborted = abort_stale_uploads(store, cfg)
     # One listing answers "does it exist" for every key, so no decision rests on a 404 from HEAD/GET:
     # with a prefix-scoped s3:ListBucket grant, S3 answers 403 (not 404) for a missing key.
     listed = store.list_sizes(cfg.prefix + "/")
-    existing = load_manifest(store, cfg.manifest_key, listed)
+    existing = read_published(store, cfg.manifest_key, listed)
     if existing is not None:
         require_same_model(existing, cfg)
         broken = verify_manifest(store, cfg, existing, listed)
@@ -133,16 +147,18 @@ def sync_model(cfg: SyncConfig, client: Any, stop: threading.Event | None = None
                 "already-published",
                 skipped=tuple(f.path for f in existing.files),
                 total_bytes=existing.total_size,
+                stale_uploads_aborted=aborted,
                 seconds=time.monotonic() - started,
             )
         # Withdraw the manifest first: a model with a bad object must not look servable while it is repaired.
         log.warning("manifest lists objects that do not verify: %s; withdrawing it and repairing", ", ".join(broken))
         store.delete(cfg.manifest_key)
 
-    aborted = abort_stale_uploads(store, cfg)
     files = materialize(cfg)
     results = sync_files(store, cfg, files, listed, stop)
     manifest = build_manifest(cfg.model_id, cfg.revision, [r.entry for r in results])
+    if stop.is_set():
+        raise Interrupted("stopped before publishing")
     outcome = publish(store, cfg.manifest_key, manifest)
     uploaded = [r for r in results if r.uploaded]
     return SyncReport(
@@ -165,12 +181,27 @@ def abort_stale_uploads(store: ObjectStore, cfg: SyncConfig) -> int:
         return 0
     try:
         aborted = store.abort_stale_uploads(cfg.prefix + "/", cfg.stale_upload_age)
+    except Interrupted:
+        raise
     except SyncError as err:
         log.warning("could not clean up multipart uploads of dead runs (%s); continuing", err)
         return 0
     if aborted:
         log.info("aborted %d stale multipart uploads left by killed runs", aborted)
     return aborted
+
+
+def read_published(store: ObjectStore, key: str, listed: dict[str, int]) -> Manifest | None:
+    """The published manifest; an unreadable one is withdrawn like one that fails verification."""
+    raw = store.get(key) if key in listed else None
+    if raw is None:
+        return None
+    try:
+        return parse_manifest(raw, store.where(key))
+    except SyncError as err:
+        log.warning("%s; withdrawing it, verifying every object and republishing", err)
+        store.delete(key)
+        return None
 
 
 def load_manifest(store: ObjectStore, key: str, listed: dict[str, int]) -> Manifest | None:
@@ -189,22 +220,34 @@ def require_same_model(manifest: Manifest, cfg: SyncConfig) -> None:
 
 
 def verify_manifest(store: ObjectStore, cfg: SyncConfig, manifest: Manifest, listed: dict[str, int]) -> list[str]:
-    """HEADs every listed object; returns the paths whose size or checksums differ from the manifest."""
+    """Checks every listed object; returns the paths that do not hold what the manifest says."""
 
     def broken(entry: ManifestFile) -> bool:
         if listed.get(cfg.key(entry.path)) != entry.size:
             return True
-        remote = store.head(cfg.key(entry.path))
-        return not (
-            remote is not None
-            and remote.size == entry.size
-            and remote.sha256_hex == entry.sha256
-            and checksum_matches(remote.checksum_sha256, entry.s3_checksum)
-        )
+        return not holds(store, cfg.key(entry.path), entry.size, entry.sha256, entry.s3_checksum)
 
     with ThreadPoolExecutor(cfg.concurrency) as pool:
         flags = list(pool.map(broken, manifest.files))
     return [entry.path for entry, bad in zip(manifest.files, flags, strict=True) if bad]
+
+
+def holds(store: ObjectStore, key: str, size: int, sha256_hex: str, s3_checksum: str) -> bool:
+    """True when S3 holds exactly these bytes.
+
+    A multipart object's composite checksum is computed by S3 from the parts it received. A single
+    PUT's checksum is the one the uploader sent, and only a store that checks it (S3 does; emulators
+    may not) keeps it honest, so a single-part object (<= the multipart threshold) is read back and hashed.
+    """
+    remote = store.head(key)
+    if not (
+        remote is not None
+        and remote.size == size
+        and remote.sha256_hex == sha256_hex
+        and checksum_matches(remote.checksum_sha256, s3_checksum)
+    ):
+        return False
+    return is_composite(s3_checksum) or store.read_back_sha256(key) == sha256_hex
 
 
 def materialize(cfg: SyncConfig) -> list[SourceFile]:
@@ -266,7 +309,7 @@ def sync_file(
         digest = digest_file(src.path, part_size_for(size, cfg.part_size, cfg.multipart_threshold))
     except OSError as err:
         raise disk_error(err, src.path) from None
-    if listed_size == digest.size and is_verified(store.head(key), digest):
+    if listed_size == digest.size and holds(store, key, digest.size, digest.sha256_hex, digest.s3_checksum):
         return FileResult(entry_for(src, digest), uploaded=False)
     if digest.is_multipart:
         store.put_multipart(key, src.path, digest, parts_pool, stop)
@@ -277,6 +320,12 @@ def sync_file(
         raise SyncError(
             f"checksum mismatch: {store.where(key)} does not verify after upload "
             f"({describe_remote(remote)}; expected size {digest.size}, ChecksumSHA256 {digest.s3_checksum})"
+        )
+    # See holds(): a single PUT's checksum is the one we sent, so hash what S3 serves.
+    if not digest.is_multipart and (served := store.read_back_sha256(key)) != digest.sha256_hex:
+        raise SyncError(
+            f"checksum mismatch: {store.where(key)} serves bytes with SHA-256 "
+            f"{served or 'unknown (they fail the checksum S3 stored)'}, not the uploaded file's {digest.sha256_hex}"
         )
     log.info("uploaded %s (%d bytes)", src.rel_path, digest.size)
     return FileResult(entry_for(src, digest), uploaded=True)

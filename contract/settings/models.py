@@ -93,6 +93,10 @@ class ModelSettings(Section):
     pools: list[str] = Field(default_factory=lambda: ["gpu-spot", "gpu-on-demand"])
     workload: Literal["interactive", "batch"] = "interactive"
     capacity_profile: str | None = None
+    # What the predictor's gate checks before serving: "sha256" reads every file through the mount and
+    # compares it with the published manifest (refuses an object overwritten in place with the same size;
+    # costs one full read per replica start), "size" compares sizes only (no read: for very large models).
+    gate_verification: Literal["sha256", "size"] = "sha256"
     image: str = f"{VLLM_IMAGE_REPOSITORY}:{VLLM_IMAGE_TAG}"
     engine: EngineSettings = Field(default_factory=EngineSettings)
     resources: ResourceSettings = Field(default_factory=ResourceSettings)

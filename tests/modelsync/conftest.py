@@ -29,7 +29,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
     port = _free_port()
-    env = {**os.environ, **AWS_ENV, "S3_UPLOAD_PART_MIN_SIZE": str(PART)}
+    env = {**os.environ, **AWS_ENV}
     server = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         env=env,
