@@ -53,6 +53,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from capacity.engine import EngineProfile  # noqa: E402
+from capacity.engine.roofline import StepCost  # noqa: E402
 from capacity.measure.config import LoadConfig  # noqa: E402
 from capacity.measure.workers import run_load_processes  # noqa: E402
 from capacity.runtime import loop_factory, quiet_gc  # noqa: E402
@@ -60,7 +61,7 @@ from capacity.runtime import loop_factory, quiet_gc  # noqa: E402
 BENCH = EngineProfile(
     name="bench", description="benchmark: fixed 100 ms steps, no slot/KV limit", served_model_name="bench",
     max_num_seqs=100_000, max_num_batched_tokens=10_000_000, kv_cache_tokens=1_000_000_000, max_model_len=100_000,
-    step_base_s=0.1, step_per_seq_s=0.0, step_per_kv_token_s=0.0, prefill_token_s=0.0,
+    cost=StepCost(step_s=0.1),
 )  # fmt: skip
 
 

@@ -1,5 +1,7 @@
-"""The replica engine model: a profile (GPU + model + vLLM flags) as data, the event-driven
-replica that follows vLLM's scheduler, and its closed-loop steady state."""
+"""The replica engine model from physics: architectures and GPUs as data (hardware), a roofline
+step time (roofline) with three fitted efficiency factors (fit), profiles (GPU + model + vLLM
+flags), the event-driven replica that follows vLLM's scheduler, its closed-loop steady state,
+and which bound limits it (explain)."""
 
 from capacity.engine.profile import EngineProfile
 from capacity.engine.profiles import DEFAULT_PROFILE, PROFILES, get_profile

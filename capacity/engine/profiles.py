@@ -1,73 +1,150 @@
-"""Named engine profiles: one vLLM replica (GPU + model + engine flags) each.
+"""Named engine profiles: one vLLM replica (GPU + checkpoint + engine flags) each, derived from
+physics (`capacity.engine.roofline`) with the efficiency factors fitted on ../shared/calibration/.
 
-Step-time parameters are fitted to published measurements in ../shared/calibration/README.md;
-tests/capacity/engine/test_engine_calibration.py holds each profile to its reference.
+- `a10g-r1-14b-awq`: the calibrated replica itself;
+- `<gpu>-<model>` (e.g. `h100-qwen2.5-7b-awq`): every model of the stacks on every GPU in
+  data/gpus.yaml, with the stack's engine flags, so a GPU that was never rented can be simulated;
+- `8gb-qwen2.5-1.5b`, `8gb-qwen2.5-3b-eager`: the 8 GB consumer-GPU references of the README.
+
+tests/capacity/engine/test_engine_calibration.py holds each reference profile to its measurements.
 """
 
 from __future__ import annotations
 
+from capacity.engine.hardware import Checkpoint, Gpu, checkpoint, gpu
 from capacity.engine.profile import EngineProfile
+from capacity.engine.roofline import Efficiency, memory_plan, step_cost
 
-# One A10G (g5.xlarge), DeepSeek-R1-Distill-Qwen-14B-AWQ, vLLM v0.25.1,
-# --gpu-memory-utilization 0.90 --max-num-seqs 40 --max-model-len 15000 --max-num-batched-tokens 2048.
-# KV capacity from the run's KV usage: 78% at 40 x ~1,090 tokens of context -> ~56k tokens.
-# Step times fitted (closed loop, 1024+128 tokens) to the calibration CSV's rps and p99.
-A10G_R1_14B_AWQ = EngineProfile(
-    name="a10g-r1-14b-awq",
-    description="1x A10G 24GB, DeepSeek-R1-Distill-Qwen-14B-AWQ, max-num-seqs 40, batched-tokens 2048",
-    served_model_name="deepseek-r1-distill-qwen-14b-awq",
-    max_num_seqs=40,
-    max_num_batched_tokens=2048,
-    kv_cache_tokens=56_000,
-    max_model_len=15_000,
-    step_base_s=0.0178,
-    step_per_seq_s=0.0009,
-    step_per_kv_token_s=1.8e-6,
-    prefill_token_s=0.00021,
+# Fitted by capacity.engine.fit on the calibration CSV (rps and p99 of all five rows);
+# benchmarks/engine_accuracy.py refits them and prints the fit with its residuals.
+CALIBRATED = Efficiency(bandwidth=0.798, flops=0.806, step_overhead_s=0.00236)
+
+
+def derive(
+    name: str,
+    model: Checkpoint,
+    device: Gpu,
+    *,
+    max_model_len: int,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    gpu_memory_utilization: float = 0.90,
+    efficiency: Efficiency = CALIBRATED,
+    kv_cache_tokens: int | None = None,
+    description: str = "",
+    served_model_name: str = "",
+) -> EngineProfile:
+    """The profile of `model` on `device` with these vLLM flags; KV capacity derived from memory
+    unless measured (`kv_cache_tokens`). A ValueError says why a replica cannot start."""
+    plan = memory_plan(model, device, gpu_memory_utilization, max_num_batched_tokens, max_num_seqs)
+    if plan.budget_bytes < plan.weight_bytes:
+        raise ValueError(
+            f"{name}: {model.repo} weights ({plan.weight_bytes / 2**30:.1f} GiB) do not fit "
+            f"{gpu_memory_utilization:.0%} of {device.description} ({plan.budget_bytes / 2**30:.1f} GiB)"
+        )
+    tokens = kv_cache_tokens if kv_cache_tokens is not None else plan.kv_tokens()
+    if tokens < max_model_len:
+        raise ValueError(
+            f"{name}: {model.repo} on {device.description} leaves KV cache for {tokens} tokens, "
+            f"fewer than max_model_len {max_model_len} (vLLM refuses to start)"
+        )
+    return EngineProfile(
+        name=name,
+        description=description
+        or f"1x {device.description}, {model.repo}, max-num-seqs {max_num_seqs}, batched-tokens {max_num_batched_tokens}",
+        served_model_name=served_model_name or model.short,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        kv_cache_tokens=tokens,
+        max_model_len=max_model_len,
+        cost=step_cost(model, device, efficiency),
+    )
+
+
+def calibrated(efficiency: Efficiency = CALIBRATED) -> EngineProfile:
+    """One A10G (g5.xlarge), DeepSeek-R1-Distill-Qwen-14B-AWQ, vLLM v0.25.1, --gpu-memory-utilization
+    0.90 --max-num-seqs 40 --max-model-len 15000 --max-num-batched-tokens 2048 (the calibration run)."""
+    return derive(
+        "a10g-r1-14b-awq",
+        checkpoint("DeepSeek-R1-Distill-Qwen-14B-AWQ"),
+        gpu("a10g"),
+        max_model_len=15_000,
+        max_num_seqs=40,
+        max_num_batched_tokens=2048,
+        efficiency=efficiency,
+        description="1x A10G 24GB, DeepSeek-R1-Distill-Qwen-14B-AWQ, max-num-seqs 40, batched-tokens 2048 (calibrated)",
+        served_model_name="deepseek-r1-distill-qwen-14b-awq",
+    )
+
+
+def _eight_gb_references() -> list[EngineProfile]:
+    """The README's 8 GB consumer-GPU runs, on an 8 GB Ampere card (data/gpus.yaml says why);
+    their KV capacity is the block count those runs reported."""
+    device = gpu("rtx-3070")
+    return [
+        # Qwen2.5-1.5B FP16: 6,382 KV blocks, ~2,600 generated tokens/s at 64 concurrent
+        # requests, TTFT p50 31 ms at low load; KV ~11% at 64 concurrent short requests.
+        derive(
+            "8gb-qwen2.5-1.5b",
+            checkpoint("Qwen/Qwen2.5-1.5B-Instruct"),
+            device,
+            max_model_len=32_768,
+            max_num_seqs=256,
+            max_num_batched_tokens=2048,
+            kv_cache_tokens=6_382 * 16,
+            description="1x 8GB consumer GPU, Qwen2.5-1.5B FP16 (compute-bound reference)",
+            served_model_name="qwen2.5-1.5b",
+        ),
+        # Qwen2.5-3B FP16, --enforce-eager, 2k context: 751 KV blocks, ~670 generated tokens/s;
+        # long requests fill the cache (99.5%), requests queue and TTFT p95 reaches seconds.
+        derive(
+            "8gb-qwen2.5-3b-eager",
+            checkpoint("Qwen/Qwen2.5-3B-Instruct"),
+            device,
+            max_model_len=2048,
+            max_num_seqs=256,
+            max_num_batched_tokens=2048,
+            kv_cache_tokens=751 * 16,
+            description="1x 8GB consumer GPU, Qwen2.5-3B FP16, enforce-eager, 2k context (KV-bound reference)",
+            served_model_name="qwen2.5-3b",
+        ),
+    ]
+
+
+# The stacks' models with their engine flags (Pulumi.prod.yaml, Pulumi.dev.yaml; unset
+# gpuMemoryUtilization is vLLM's default 0.90).
+STACK_MODELS: tuple[tuple[str, dict[str, int]], ...] = (
+    ("Qwen/Qwen2.5-14B-Instruct-AWQ", {"max_model_len": 15_000, "max_num_seqs": 40, "max_num_batched_tokens": 2048}),
+    ("Qwen/Qwen2.5-7B-Instruct-AWQ", {"max_model_len": 16_384, "max_num_seqs": 64, "max_num_batched_tokens": 4096}),
+    ("Qwen/Qwen2.5-1.5B-Instruct", {"max_model_len": 8192, "max_num_seqs": 64, "max_num_batched_tokens": 4096}),
 )
 
-# Qwen2.5-1.5B FP16 on one 8 GB GPU: 6,382 KV blocks (~102k tokens), ~2,600 generated tokens/s
-# sustained at 64 concurrent requests, TTFT p50 31 ms at low load (short ~150-token prompts
-# assumed); compute-bound: KV stays ~11% at 64 concurrent short requests and no queue forms.
-RTX8G_QWEN25_1_5B = EngineProfile(
-    name="8gb-qwen2.5-1.5b",
-    description="1x 8GB consumer GPU, Qwen2.5-1.5B FP16 (compute-bound reference)",
-    served_model_name="qwen2.5-1.5b",
-    max_num_seqs=256,
-    max_num_batched_tokens=2048,
-    kv_cache_tokens=6_382 * 16,
-    max_model_len=32_768,
-    step_base_s=0.0080,
-    step_per_seq_s=0.00025,
-    step_per_kv_token_s=0.0,
-    prefill_token_s=0.00005,
-)
 
-# Qwen2.5-3B FP16 with --enforce-eager and a 2k context on one 8 GB GPU: 751 KV blocks
-# (~12k tokens), ~670 generated tokens/s; KV-bound: long requests fill the cache (99.5%),
-# requests queue and TTFT p95 reaches seconds.
-RTX8G_QWEN25_3B = EngineProfile(
-    name="8gb-qwen2.5-3b-eager",
-    description="1x 8GB consumer GPU, Qwen2.5-3B FP16, enforce-eager, 2k context (KV-bound reference)",
-    served_model_name="qwen2.5-3b",
-    max_num_seqs=256,
-    max_num_batched_tokens=2048,
-    kv_cache_tokens=751 * 16,
-    max_model_len=2_048,
-    step_base_s=0.018,
-    step_per_seq_s=0.00035,
-    step_per_kv_token_s=0.0,
-    prefill_token_s=0.00025,
-)
+STACK_GPUS = ("a10g", "l4", "l40s", "a100-80gb", "h100", "h200")
 
-PROFILES: dict[str, EngineProfile] = {
-    p.name: p for p in (A10G_R1_14B_AWQ, RTX8G_QWEN25_1_5B, RTX8G_QWEN25_3B)
-}
-DEFAULT_PROFILE = A10G_R1_14B_AWQ.name
+
+def _stack_profiles() -> tuple[list[EngineProfile], dict[str, str]]:
+    offered, refused = [], {}
+    for repo, flags in STACK_MODELS:
+        model = checkpoint(repo)
+        for device in map(gpu, STACK_GPUS):
+            name = f"{device.name}-{model.short}"
+            try:
+                offered.append(derive(name, model, device, **flags))
+            except ValueError as exc:
+                refused[name] = str(exc)
+    return offered, refused
+
+
+_STACK, UNAVAILABLE = _stack_profiles()
+PROFILES: dict[str, EngineProfile] = {p.name: p for p in (calibrated(), *_eight_gb_references(), *_STACK)}
+DEFAULT_PROFILE = "a10g-r1-14b-awq"
 
 
 def get_profile(name: str) -> EngineProfile:
-    """The named profile; a clear ValueError listing the known names otherwise."""
+    """The named profile; a clear ValueError saying why it is not offered, or listing the known names."""
+    if name in UNAVAILABLE:
+        raise ValueError(f"engine profile {name!r} is not offered: {UNAVAILABLE[name]}")
     try:
         return PROFILES[name]
     except KeyError:

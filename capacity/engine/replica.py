@@ -7,18 +7,18 @@ What is modelled, following vLLM V1's scheduler:
 - at most `max_num_seqs` requests run at once; a request is admitted only if the KV cache
   has blocks for the tokens it computes; when decoding outgrows the cache the newest running
   request is preempted (recompute: it re-prefills prompt + generated tokens later);
-- a step costs `base + per_seq * decodes + per_kv_token * context read + per_prefill_token * chunk`,
+- a step costs what the profile's roofline (`capacity.engine.roofline.StepCost`) says for its
+  batch: weights + KV + activations read vs FLOPs of every scheduled token and attention pair,
   so decode slows as the batch and its context grow and prefill steals time from decode.
 
 Between events (admission, prefill chunk, first token, completion) a pure-decode batch is
-constant, so time advances analytically over many steps at once, never step by step in
-Python: a 24 h trace of ~1M requests runs in seconds.
+constant, so time advances analytically over many steps at once (`StepCost.decode_span`),
+never step by step in Python: a 24 h trace of ~1M requests runs in seconds.
 """
 
 from __future__ import annotations
 
 import heapq
-import math
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -89,33 +89,10 @@ class _Seq:
         self.last_token_time = 0.0
 
 
-def _steps_within(dt: float, t0: float, c2: float) -> int:
-    """Largest k with k*t0 + c2*k*(k-1)/2 <= dt (k pure-decode steps fit in dt seconds).
-
-    t0 is the first step's duration, c2 = step_per_kv_token_s * decoders (growth per step)."""
-    if dt <= 0:
-        return 0
-    if c2 <= 0:
-        return int(dt / t0 + 1e-9)
-    if t0 > dt + 1e-12:
-        # not even one step fits: the root below and the check after it give 0 as well
-        # (every span(k >= 1) >= t0), so skip the square root on this common path
-        return 0
-    # k*t0 + c2*k*(k-1)/2 <= dt  ->  (c2/2) k^2 + (t0 - c2/2) k - dt <= 0
-    a, bq = c2 / 2, t0 - c2 / 2
-    k = int((-bq + math.sqrt(bq * bq + 4 * a * dt)) / (2 * a) + 1e-9)
-    while k > 0 and k * t0 + c2 * k * (k - 1) / 2 > dt + 1e-12:
-        k -= 1
-    return k
-
-
 class ReplicaEngine:
     """Continuous-batching replica. Call `advance(now)` before `submit(request, now)`.
 
-    The hot paths (`advance`, `submit`) read the profile through fields cached on the engine
-    and inline the step-time arithmetic; every floating-point expression keeps the exact
-    operand order of the reference formulas in `_step_time` / `_decode_span`, so results are
-    bit-identical to computing them through those helpers."""
+    The hot paths (`advance`, `submit`) read the profile through fields cached on the engine."""
 
     def __init__(self, profile: EngineProfile, now: float = 0.0, record_stats: bool = False) -> None:
         self.profile = profile
@@ -148,10 +125,7 @@ class ReplicaEngine:
         self._kv_blocks = profile.kv_blocks
         self._max_len = profile.max_model_len
         self._bs = profile.block_size
-        self._base = profile.step_base_s
-        self._per_seq = profile.step_per_seq_s
-        self._per_kv = profile.step_per_kv_token_s
-        self._per_prefill = profile.prefill_token_s
+        self._cost = profile.cost
 
     # --- observable state --------------------------------------------------------------
     @property
@@ -245,7 +219,7 @@ class ReplicaEngine:
         if not self.num_running and self._waiting[0].req.arrival > self._clock:
             return self._waiting[0].req.arrival
         if self._prefilling or self._admissible():
-            return self._clock + self._step_time(self._plan_prefill()[0])
+            return self._clock + self._step_time(self._plan_prefill()[1])
         while self._heap and self._heap[0][2].finish_step != self._heap[0][0]:
             heapq.heappop(self._heap)
         k = self._heap[0][0] - self._step
@@ -253,6 +227,14 @@ class ReplicaEngine:
             # the first step boundary after the queue head arrived admits it
             k = min(k, max(1, self._steps_until(self._waiting[0].req.arrival - self._clock)))
         return self._clock + self._decode_span(k)
+
+    def step_bound(self) -> str | None:
+        """Which roofline side limits the next step ("memory" or "compute"); None when idle."""
+        if not (self._prefilling or self._decoding):
+            return None
+        plan = self._plan_prefill()[1] if self._prefilling or self._admissible() else []
+        _, tokens, sampled, kv, pairs = self._batch(plan)
+        return "memory" if self._cost.memory_bound(tokens, sampled, kv, pairs) else "compute"
 
     def advance(self, now: float) -> list[Finished]:
         """Execute every step that ends by `now`; return requests finished in that span."""
@@ -292,7 +274,6 @@ class ReplicaEngine:
         return done
 
     # --- internals -------------------------------------------------------------------------
-    # The helpers below are the reference formulas; the hot paths inline them.
     def _has_work(self) -> bool:
         return bool(self._waiting or self._prefilling or self._decoding)
 
@@ -348,20 +329,35 @@ class ReplicaEngine:
             admitted += 1
         return tokens, plan, admitted
 
-    def _step_time(self, prefill_tokens: int) -> float:
+    def _batch(self, plan: list[tuple[_Seq, int]]) -> tuple[int, int, int, int, int]:
+        """(sequences, tokens, sampled, KV tokens read, attention pairs) of a step running every
+        decoder plus the prefill chunks of `plan` (a chunk of c tokens after o cached ones
+        attends to o + 1 .. o + c tokens; a sequence is sampled when its prefill completes)."""
         b = len(self._decoding)
         ctx = self._ctx_base + b * self._step
-        return self._base + self._per_seq * b + self._per_kv * ctx + self._per_prefill * prefill_tokens
+        seqs, tokens, sampled, kv, pairs = b, b, b, ctx, ctx
+        for s, c in plan:
+            o = s.computed
+            seqs += 1
+            tokens += c
+            kv += o + c
+            pairs += c * o + c * (c + 1) // 2
+            if c == s.to_prefill:
+                sampled += 1
+        return seqs, tokens, sampled, kv, pairs
+
+    def _step_time(self, plan: list[tuple[_Seq, int]]) -> float:
+        return self._cost.step_time(*self._batch(plan))
 
     def _decode_span(self, k: int) -> float:
         """Duration of k pure-decode steps from the clock (context grows by b per step)."""
         b = len(self._decoding)
-        t0 = self._step_time(0)
-        return k * t0 + self._per_kv * b * k * (k - 1) / 2
+        return self._cost.decode_span(b, self._ctx_base + b * self._step, k)
 
     def _steps_within(self, dt: float) -> int:
         """Largest k with _decode_span(k) <= dt."""
-        return _steps_within(dt, self._step_time(0), self._per_kv * len(self._decoding))
+        b = len(self._decoding)
+        return self._cost.decode_steps_within(b, self._ctx_base + b * self._step, dt)
 
     def _preempt_if_needed(self) -> None:
         """Free KV for at least one more decode step by preempting the newest running request."""
@@ -412,14 +408,13 @@ class ReplicaEngine:
         ):
             self._preempt_if_needed()
             b = len(decoding)
-        # the step's time without its prefill tokens: a lower bound of its duration, so if even
+        # the step's time without its prefill chunks: a lower bound of its duration, so if even
         # that ends after `now` the step cannot run and need not be planned
-        t0 = self._base + self._per_seq * b + self._per_kv * (self._ctx_base + b * self._step)
         start = self._clock
-        if start + t0 > now:
+        if b and start + self._cost.decode_step(b, self._ctx_base + b * self._step) > now:
             return False
         tokens, plan, admitted = self._plan_prefill()
-        dur = t0 + self._per_prefill * tokens  # == self._step_time(tokens), same operand order
+        dur = self._step_time(plan)
         end = start + dur
         if end > now:
             return False
@@ -482,16 +477,14 @@ class ReplicaEngine:
             return False
         step = self._step
         clock = self._clock
-        per_kv = self._per_kv
-        # t0 == self._step_time(0), c2 == step_per_kv_token_s * b as in _decode_span
-        t0 = self._base + self._per_seq * b + per_kv * (self._ctx_base + b * step)
-        c2 = per_kv * b
+        cost = self._cost
+        ctx = self._ctx_base + b * step
         # The `now` bound first: when no step fits (the common end of an advance) the other
         # bounds cannot matter (k = min(..., 0)), so they are not computed.
         dt = now - clock
-        if c2 > 0 and t0 > dt + 1e-12:  # _steps_within(dt, t0, c2) == 0 (see there), call saved
+        if cost.decode_step(b, ctx) > dt + 1e-12:
             return False
-        k = _steps_within(dt, t0, c2)
+        k = cost.decode_steps_within(b, ctx, dt)
         if k <= 0:
             return False
         heap = self._heap
@@ -505,8 +498,8 @@ class ReplicaEngine:
             arrival = waiting[0].req.arrival
             if arrival > clock:  # stop at the first step starting after it arrives
                 dt = arrival - clock
-                ka = _steps_within(dt, t0, c2)  # == _steps_until(dt)
-                if not (ka * t0 + c2 * ka * (ka - 1) / 2 >= dt):
+                ka = cost.decode_steps_within(b, ctx, dt)  # == _steps_until(dt)
+                if not (cost.decode_span(b, ctx, ka) >= dt):
                     ka += 1
                 if ka < 1:
                     ka = 1
@@ -519,7 +512,7 @@ class ReplicaEngine:
             k = kf
         if k <= 0:
             return False
-        dur = k * t0 + c2 * k * (k - 1) / 2  # == self._decode_span(k)
+        dur = cost.decode_span(b, ctx, k)
         self._step = step = step + k
         self._clock = clock = clock + dur
         if self._record:

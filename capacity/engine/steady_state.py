@@ -32,6 +32,7 @@ class SteadyState:
     avg_waiting: float
     max_waiting: int
     avg_kv_usage: float
+    memory_bound_share: float  # of the sampled busy steps, the share bound by memory (the rest: compute)
     completed: int
     measured_s: float
 
@@ -63,7 +64,7 @@ def predict(
     latencies: list[float] = []
     ttfts: list[float] = []
     waiting_sum = kv_sum = 0.0
-    samples = max_waiting = 0
+    samples = max_waiting = busy = memory_bound = 0
     rid = 0
     t = 0.0
     while True:
@@ -84,6 +85,9 @@ def predict(
         if t >= next_sample:
             waiting_sum += engine.num_waiting
             kv_sum += engine.kv_usage
+            bound = engine.step_bound()
+            busy += bound is not None
+            memory_bound += bound == "memory"
             max_waiting = max(max_waiting, engine.num_waiting)
             samples += 1
             next_sample += sample_every
@@ -114,6 +118,7 @@ def predict(
         avg_waiting=waiting_sum / max(samples, 1),
         max_waiting=max_waiting,
         avg_kv_usage=kv_sum / max(samples, 1),
+        memory_bound_share=memory_bound / max(busy, 1),
         completed=len(lat),
         measured_s=measured,
     )

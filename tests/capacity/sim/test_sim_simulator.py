@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from capacity.engine import EngineProfile
+from capacity.engine.roofline import StepCost
 from capacity.sim.from_stack import scaled_object
 from capacity.sim.simulator import FAILED, OK, REJECTED, SimConfig, Simulation, simulate
 from capacity.sim.cluster.startup import Pool, Startup
@@ -13,7 +14,7 @@ from contract.settings.autoscaling import ModelAutoscaling
 TOY = EngineProfile(
     "toy", "toy", "toy",
     max_num_seqs=16, max_num_batched_tokens=2048, kv_cache_tokens=40_000, max_model_len=4096,
-    step_base_s=0.02, step_per_seq_s=0.002, step_per_kv_token_s=0.0, prefill_token_s=1e-4,
+    cost=StepCost(step_s=0.02, seq_s=0.002, token_s=1e-4),
 )  # fmt: skip
 SPOT = Pool("gpu-spot", "spot", 100, 4, 0.5)
 ON_DEMAND = Pool("gpu-on-demand", "on-demand", 10, 2, 1.0)

@@ -5,6 +5,7 @@ import pytest
 from pydantic import Field
 
 from capacity.engine import EngineProfile
+from capacity.engine.roofline import StepCost
 from capacity.sim.cluster.startup import Pool, Startup
 from capacity.sim.from_stack import scaled_object
 from capacity.sim.report import plot_timeline
@@ -18,7 +19,7 @@ from contract.triggers import TRIGGERS, Trigger
 TOY = EngineProfile(
     "toy", "toy", "toy",
     max_num_seqs=16, max_num_batched_tokens=2048, kv_cache_tokens=40_000, max_model_len=4096,
-    step_base_s=0.02, step_per_seq_s=0.002, step_per_kv_token_s=0.0, prefill_token_s=1e-4,
+    cost=StepCost(step_s=0.02, seq_s=0.002, token_s=1e-4),
 )  # fmt: skip
 STEP = "synthetic:step:base=0.5,peak=12,at=120,length=600,duration=1500,prompt=256,output=64"
 
