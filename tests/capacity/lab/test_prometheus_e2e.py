@@ -17,7 +17,7 @@ from capacity.mock.server import serve_replicas
 from contract.signals import REQUEST_LATENCY_BUCKETS, Scope
 
 PROFILE = get_profile("a10g-r1-14b-awq")
-SPEEDUP = 20
+SPEEDUP = 10  # model seconds per wall second: slow enough for a busy 2-core machine
 CONCURRENCY_PER_REPLICA = 8
 
 
@@ -50,7 +50,7 @@ def measured():
                 # when it stops, and a gauge read at that edge can catch the drained replicas.
                 end = started + (config.warmup_s + config.duration_s) / SPEEDUP - 1.5
                 await asyncio.sleep(1.0)  # the last scrape of the run
-                queries = keda_signals(Scope(PROFILE.served_model_name), time_scale=SPEEDUP)  # windows 60 s, 120 s -> 3 s, 6 s
+                queries = keda_signals(Scope(PROFILE.served_model_name), time_scale=SPEEDUP)  # windows 60 s, 120 s -> 6 s, 12 s
                 measured_from = started + config.warmup_s / SPEEDUP
                 readings = await asyncio.to_thread(collect, client, queries, measured_from, end, 1.0, SPEEDUP)
                 client.close()
@@ -73,9 +73,11 @@ def test_e2e_quantile_from_the_keda_query_matches_the_load_generator_within_buck
     result, _, readings = measured
     p99 = readings["e2eLatency"].instant
     client_p99 = result.summary["latency_s"]["p99"]
-    # histogram_quantile interpolates inside one of vLLM's buckets: both fall in the same one
+    # histogram_quantile interpolates inside one of vLLM's buckets: both fall in the same one, up
+    # to the client's own few percent of receive lag (a p99 at 10.5 s seen as 9.95 s server-side
+    # straddles the 10 s bucket edge)
     bucket = lambda v: bisect.bisect_left(REQUEST_LATENCY_BUCKETS, v)  # noqa: E731
-    assert bucket(p99) == bucket(client_p99), (p99, client_p99)
+    assert bucket(p99) in {bucket(client_p99 * 0.95), bucket(client_p99), bucket(client_p99 * 1.05)}, (p99, client_p99)
 
 
 def test_kv_and_queue_signals_return_one_series_with_plausible_values(measured):

@@ -245,12 +245,16 @@ def http_server():
     """A real HTTP server on its own thread: it answers while the test's event loop is blocked."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+    answered = threading.Event()
+
     class Ok(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
             self.send_response(200)
             self.send_header("Content-Length", "2")
             self.end_headers()
             self.wfile.write(b"ok")
+            self.wfile.flush()
+            answered.set()
 
         def log_message(self, *args) -> None:  # noqa: ANN002
             """No access log on the test's stderr."""
@@ -258,7 +262,7 @@ def http_server():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Ok)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield server.server_address[1]
+    yield server.server_address[1], answered
     server.shutdown()
     server.server_close()
 
@@ -268,9 +272,13 @@ def http_server():
 async def test_raw_client_stamps_a_read_with_its_arrival_not_with_a_late_dispatch(http_server):
     from capacity.measure.rawhttp import RawConnection
 
-    connection = await RawConnection.open("127.0.0.1", http_server)
+    port, answered = http_server
+    connection = await RawConnection.open("127.0.0.1", port)
     response = await connection.request(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n", None)
-    time.sleep(0.3)  # the event loop is busy while the answer arrives
+    # The event loop stays blocked while the answer arrives, and for 0.3 s after it was written
+    # (waiting on the server's write, not a guess, keeps this exact under CPU contention).
+    assert answered.wait(timeout=30)
+    time.sleep(0.3)
     dispatched = time.monotonic()
     status, _, body = await response
     connection.drop()
