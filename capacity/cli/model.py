@@ -1,4 +1,4 @@
-"""Predict one replica's closed-loop steady state from its engine profile (no server, no GPU)."""
+"""Predict one replica's closed-loop steady state from its engine profile, and what limits it (no server, no GPU)."""
 
 from __future__ import annotations
 
@@ -6,27 +6,41 @@ import argparse
 import json
 from dataclasses import asdict
 
-from capacity.engine import DEFAULT_PROFILE, PROFILES, get_profile, predict
+from rich.console import Console
+from rich.table import Table
+
+from capacity.cli.load_args import parse_levels
+from capacity.engine import DEFAULT_PROFILE, PROFILES, get_profile
+from capacity.engine.explain import Explained, explain
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", default=DEFAULT_PROFILE, help=f"one of: {', '.join(sorted(PROFILES))}")
-    parser.add_argument("--concurrency", type=int, required=True)
+    parser.add_argument("--concurrency", required=True, help="closed-loop clients, one level or a list like 1,5,10,20,40")
     parser.add_argument("--prompt-tokens", type=int, default=1024)
     parser.add_argument("--output-tokens", type=int, default=128)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", action="store_true", help="print the steady state as JSON")
+    parser.add_argument("--json", action="store_true", help="print each point's steady state and bound as JSON")
+
+
+def table(points: list[Explained]) -> Table:
+    first = points[0].state
+    out = Table(title=f"{first.profile}: {first.prompt_tokens}+{first.output_tokens} tokens per request")
+    for column in ("concurrency", "req/s", "tokens/s", "p99 s", "TTFT p95 s", "avg waiting", "avg KV", "bound", "why"):
+        out.add_column(column, justify="left" if column in ("bound", "why") else "right")
+    for p in points:
+        s = p.state
+        out.add_row(str(s.concurrency), f"{s.rps:.2f}", f"{s.total_tokens_per_s:.0f}", f"{s.p99_latency_s:.2f}",
+                    f"{s.ttft_p95_s:.2f}", f"{s.avg_waiting:.2f}", f"{s.avg_kv_usage:.0%}", p.bound, p.why)
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
-    state = predict(get_profile(args.profile), args.concurrency, args.prompt_tokens, args.output_tokens, seed=args.seed)
+    profile = get_profile(args.profile)
+    points = [explain(profile, c, args.prompt_tokens, args.output_tokens, seed=args.seed)
+              for c in parse_levels(str(args.concurrency))]  # fmt: skip
     if args.json:
-        print(json.dumps(asdict(state), indent=2))
+        print(json.dumps([{**asdict(p.state), "bound": p.bound, "why": p.why} for p in points], indent=2))
         return 0
-    print(
-        f"{state.profile}: concurrency {state.concurrency}, {state.prompt_tokens}+{state.output_tokens} tokens\n"
-        f"  {state.rps:.2f} req/s, {state.total_tokens_per_s:.0f} tokens/s\n"
-        f"  latency p50 {state.p50_latency_s:.2f}s  p95 {state.p95_latency_s:.2f}s  p99 {state.p99_latency_s:.2f}s\n"
-        f"  TTFT p95 {state.ttft_p95_s:.2f}s  avg waiting {state.avg_waiting:.2f}  avg KV usage {state.avg_kv_usage:.0%}"
-    )
+    Console(width=160).print(table(points))
     return 0

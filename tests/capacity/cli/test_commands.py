@@ -19,10 +19,20 @@ def test_model_command_prints_the_predicted_steady_state_as_json():
     out = subprocess.run([sys.executable, "-m", "capacity", "model", "--profile", "a10g-r1-14b-awq",
                           "--concurrency", "20", "--prompt-tokens", "1024", "--output-tokens", "128", "--json"],
                          cwd=REPO, capture_output=True, text=True, check=True).stdout  # fmt: skip
-    state = json.loads(out)
+    (state,) = json.loads(out)
     for key in ("rps", "total_tokens_per_s", "p50_latency_s", "p95_latency_s", "p99_latency_s", "ttft_p95_s",
                 "avg_waiting", "avg_kv_usage"):  # fmt: skip
         assert state[key] > 0, key
+
+
+def test_model_command_names_the_bound_that_limits_each_point():
+    out = subprocess.run([sys.executable, "-m", "capacity", "model", "--profile", "a10g-r1-14b-awq",
+                          "--concurrency", "1,40", "--json"], cwd=REPO, capture_output=True, text=True,
+                         check=True).stdout  # fmt: skip
+    idle, busy = json.loads(out)
+    assert (idle["concurrency"], busy["concurrency"]) == (1, 40)
+    assert idle["bound"] == "memory"  # one sequence: every step reads the weights for one token
+    assert busy["bound"] in ("compute", "kv-capacity") and busy["why"]
 
 
 def test_bad_input_is_one_clear_line_not_a_traceback():
