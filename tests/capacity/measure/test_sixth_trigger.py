@@ -2,58 +2,32 @@
 the collector's queries and the report's columns without either being edited."""
 
 import httpx
-from pydantic import Field
 
 from capacity.measure.collector import collect, keda_signals
 from capacity.measure.envelope import EnvelopeRow
 from capacity.measure.prometheus import PrometheusClient
 from capacity.measure.report import markdown_report
 from capacity.measure.sweep import PointResult
-from contract.settings.autoscaling import ModelAutoscaling, TriggerSection, Triggers
 from contract.signals import Query, Scope, Vllm
-from contract.triggers import TRIGGERS, Trigger
+from contract.triggers import TRIGGERS
+from tests.sixth_trigger import SIX, SixTriggerAutoscaling, SixTriggers, WaitingNowTrigger
 
 
-class PreemptionsTrigger(TriggerSection):
-    enabled: bool = True
-    target_per_replica: float = Field(default=1.0, gt=0)
-    window_seconds: int = Field(default=60, gt=0)
-
-
-class SixTriggers(Triggers):
-    preemptions: PreemptionsTrigger = Field(default_factory=PreemptionsTrigger)
-
-
-class SixTriggerAutoscaling(ModelAutoscaling):
-    triggers: SixTriggers = Field(default_factory=SixTriggers)
-
-
-PREEMPTIONS = Trigger(
-    key="preemptions",
-    keda_name="preemptions",
-    metric_type="AverageValue",
-    why="preemptions add up across replicas",
-    target_key="targetPerReplica",
-    query=lambda t: Query(Vllm.PREEMPTIONS, "sum_avg_over_time", t.window_seconds),
-    label="Preemptions",
-    unit="short",
-)
-SIX = (*TRIGGERS, PREEMPTIONS)
 SCOPE = Scope("m")
 
 
 def test_a_sixth_trigger_is_queried_with_its_own_settings_windows_shrunk_for_a_mock():
-    policy = SixTriggerAutoscaling(triggers=SixTriggers(preemptions=PreemptionsTrigger(window_seconds=120)))
+    policy = SixTriggerAutoscaling(triggers=SixTriggers(waiting_now=WaitingNowTrigger(window_seconds=120)))
     by_name = {s.name: s.query for s in keda_signals(SCOPE, policy, time_scale=2, triggers=SIX)}
-    assert by_name["preemptions"] == Query(Vllm.PREEMPTIONS, "sum_avg_over_time", 60).promql(SCOPE)
+    assert by_name["waitingNow"] == Query(Vllm.REQUESTS_WAITING, "sum_avg_over_time", 60).promql(SCOPE)
     assert {t.key for t in TRIGGERS if t.query is not None} < set(by_name)
 
 
 def test_a_sixth_trigger_is_read_from_prometheus_and_becomes_a_report_column():
-    preemptions = Query(Vllm.PREEMPTIONS, "sum_avg_over_time", 60).promql(SCOPE)
+    sixth = Query(Vllm.REQUESTS_WAITING, "sum_avg_over_time", 30).promql(SCOPE)
 
     def handler(request: httpx.Request) -> httpx.Response:
-        value = "7" if request.url.params["query"] == preemptions else "1"
+        value = "7" if request.url.params["query"] == sixth else "1"
         if request.url.path.endswith("query_range"):
             data = {"resultType": "matrix", "result": [{"metric": {}, "values": [[1, value], [2, value]]}]}
         else:
@@ -62,11 +36,11 @@ def test_a_sixth_trigger_is_read_from_prometheus_and_becomes_a_report_column():
 
     client = PrometheusClient("http://prom", transport=httpx.MockTransport(handler))
     readings = collect(client, keda_signals(SCOPE, SixTriggerAutoscaling(), triggers=SIX), 0, 10)
-    assert readings["preemptions"].instant == 7 and readings["preemptions"].mean == 7
+    assert readings["waitingNow"].instant == 7 and readings["waitingNow"].mean == 7
 
     rows = [EnvelopeRow(1, 0.5, 500, 2, 3), EnvelopeRow(2, 0.9, 900, 2.5, 4)]
     report = markdown_report(rows, None, "t", "e.png", [PointResult(rows[0], {}, readings)], triggers=SIX)
     keda_table = report.split("## What the autoscaler would have seen")[1].splitlines()
     header, values = next(line for line in keda_table if line.startswith("| concurrency")), keda_table[4]
-    assert header.startswith("| concurrency | Queue depth |") and header.endswith("| Preemptions |")
+    assert header.startswith("| concurrency | Queue depth |") and header.endswith("| Waiting now |")
     assert values.startswith("| 1 | 1.00 |") and values.endswith("| 7.00 |")

@@ -2,7 +2,6 @@
 simulated, plotted and tuned without editing the simulator, its report or the tuner."""
 
 import pytest
-from pydantic import Field
 
 from capacity.engine import EngineProfile
 from capacity.engine.roofline import StepCost
@@ -12,9 +11,9 @@ from capacity.sim.report import plot_timeline
 from capacity.sim.simulator import SimConfig, simulate
 from capacity.sim.tune import _knobs
 from capacity.workload.traces import load
-from contract.settings.autoscaling import ModelAutoscaling, TriggerSection, Triggers
 from contract.signals import Query, Vllm
 from contract.triggers import TRIGGERS, Trigger
+from tests.sixth_trigger import SIX, WAITING_NOW, SixTriggerAutoscaling
 
 TOY = EngineProfile(
     "toy", "toy", "toy",
@@ -22,33 +21,6 @@ TOY = EngineProfile(
     cost=StepCost(step_s=0.02, seq_s=0.002, token_s=1e-4),
 )  # fmt: skip
 STEP = "synthetic:step:base=0.5,peak=12,at=120,length=600,duration=1500,prompt=256,output=64"
-
-
-class WaitingNowTrigger(TriggerSection):
-    enabled: bool = True
-    target_per_replica: float = Field(default=2.0, gt=0)
-
-
-class SixTriggers(Triggers):
-    waiting_now: WaitingNowTrigger = Field(default_factory=WaitingNowTrigger)
-
-
-class SixTriggerAutoscaling(ModelAutoscaling):
-    triggers: SixTriggers = Field(default_factory=SixTriggers)
-
-
-WAITING_NOW = Trigger(
-    key="waitingNow",
-    keda_name="waiting-now",
-    metric_type="AverageValue",
-    why="waiting requests add up across replicas",
-    target_key="targetPerReplica",
-    query=lambda t: Query(Vllm.REQUESTS_WAITING, "sum"),
-    label="Waiting now",
-    unit="short",
-    search=lambda policy: (1, 2, 4),
-)
-SIX = (*TRIGGERS, WAITING_NOW)
 
 
 def only_the_sixth(**overrides) -> SixTriggerAutoscaling:
@@ -74,14 +46,14 @@ def run(policy, triggers=SIX):
 def test_the_sixth_trigger_becomes_a_keda_trigger_with_its_query():
     (trigger,) = scaled_object(only_the_sixth(), SIX).triggers
     assert (trigger.name, trigger.metric_type, trigger.target) == ("waitingNow", "AverageValue", 2.0)
-    assert trigger.source == Query(Vllm.REQUESTS_WAITING, "sum")
+    assert trigger.source == Query(Vllm.REQUESTS_WAITING, "sum_avg_over_time", 30)
 
 
 def test_the_sixth_trigger_alone_scales_a_load_step_out_and_back_in(tmp_path):
     result = run(only_the_sixth())
     tl = result.timeline
     assert set(tl.signals) == {"waitingNow"}
-    assert max(tl.signals["waitingNow"]) > 2  # the instant sum of waiting requests over the pods
+    assert max(tl.signals["waitingNow"]) > 2  # waiting requests summed over the pods
     assert max(tl.desired) > 1 and tl.desired[-1] < max(tl.desired)
     png = plot_timeline(result, tmp_path / "t.png", "sixth trigger", {"ttft_p95_s": 2.0, "e2e_p99_s": 30.0})
     assert png.stat().st_size > 10_000
