@@ -29,7 +29,13 @@ class Vllm:
     GENERATION_TOKENS = "vllm:generation_tokens_total"  # counter
     REQUEST_SUCCESS = "vllm:request_success_total"  # counter, label finished_reason
     TTFT = "vllm:time_to_first_token_seconds"  # histogram
-    INTER_TOKEN_LATENCY = "vllm:inter_token_latency_seconds"  # histogram
+    # histogram, one observation per gap between consecutive tokens (token-weighted: long answers dominate)
+    INTER_TOKEN_LATENCY = "vllm:inter_token_latency_seconds"
+    # histogram, one observation per finished request: its TPOT, (last token - first token) /
+    # (generated tokens - 1), 0 for a single token (vllm/v1/metrics/stats.py,
+    # IterationStats.update_from_finished_request; observed in loggers.py PrometheusStatLogger.record).
+    # Request-weighted, so its buckets count requests within a TPOT target: the SLO's TPOT signal.
+    REQUEST_TPOT = "vllm:request_time_per_output_token_seconds"
     E2E_LATENCY = "vllm:e2e_request_latency_seconds"  # histogram
     QUEUE_TIME = "vllm:request_queue_time_seconds"  # histogram
 
@@ -155,6 +161,11 @@ def ttft_quantile(scope: Scope, quantile: float, window_seconds: int) -> str:
 
 def inter_token_latency_quantile(scope: Scope, quantile: float, window_seconds: int) -> str:
     return Query(Vllm.INTER_TOKEN_LATENCY, "quantile", window_seconds, quantile).promql(scope)
+
+
+def tpot_quantile(scope: Scope, quantile: float, window_seconds: int) -> str:
+    """The quantile of requests' time per output token (one observation per request)."""
+    return Query(Vllm.REQUEST_TPOT, "quantile", window_seconds, quantile).promql(scope)
 
 
 def generation_tokens_per_second(scope: Scope, window_seconds: int) -> str:
@@ -290,6 +301,10 @@ def above(expression: str, threshold: float) -> str:
 
 def ttft_slo_breach(scope: Scope, quantile: float, window_seconds: int, slo_seconds: float) -> str:
     return above(ttft_quantile(scope, quantile, window_seconds), slo_seconds)
+
+
+def tpot_slo_breach(scope: Scope, quantile: float, window_seconds: int, slo_seconds: float) -> str:
+    return above(tpot_quantile(scope, quantile, window_seconds), slo_seconds)
 
 
 def capacity_exhausted(scope: Scope, workload: Workload, window_seconds: int, target_per_replica: float,

@@ -71,6 +71,15 @@ class Trigger:
         return self.query(self.settings(policy)) if self.query is not None else None
 
 
+def _guardrail_candidates(policy: ModelAutoscaling) -> tuple[float, ...]:
+    """End-to-end guardrails to try: above slo.e2eP99Seconds when one is set (the settings rule),
+    else around the configured threshold."""
+    slo = policy.slo.e2e_p99_seconds
+    if slo is not None:
+        return tuple(round(slo * f, 1) for f in (1.05, 1.25, 1.5, 2.0))
+    return tuple(round(policy.triggers.e2e_latency.threshold_seconds * f, 1) for f in (0.5, 0.75, 1.0, 1.5, 2.0))
+
+
 TRIGGERS: tuple[Trigger, ...] = (
     Trigger(
         key="queueDepth",
@@ -104,7 +113,7 @@ TRIGGERS: tuple[Trigger, ...] = (
         query=lambda t: Query(Vllm.E2E_LATENCY, "quantile", t.window_seconds, t.quantile),
         label="End-to-end",
         unit="s",
-        search=lambda policy: tuple(round(policy.slo.e2e_p99_seconds * f, 1) for f in (1.05, 1.25, 1.5, 2.0)),
+        search=lambda policy: _guardrail_candidates(policy),
     ),
     Trigger(
         key="ttft",

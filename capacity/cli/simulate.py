@@ -25,8 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     sm, trace, options, orc = load_inputs(args, args.policy)
     result = run_policy(sm, trace, options)
-    summary = with_oracle(summarize(result, sm), orc.gpu_hours)
-    summary["oracle_infeasible_intervals"] = orc.infeasible
+    summary = with_oracle(summarize(result, sm, orc.feasible), orc.gpu_hours)
+    summary["oracle_infeasible_intervals"] = orc.infeasible_intervals
     png = args.png or Path("out") / f"simulate-{sm.stack}-{sm.model.name}.png"
     title = f"{sm.stack}/{sm.model.name} ({sm.profile.name}) on {trace.name}"
     summary["timeline_png"] = str(plot_timeline(result, png, title, summary["slo"]))

@@ -16,12 +16,16 @@ from capacity.sim.tune import config_set_lines, tune
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser)
-    parser.add_argument("--slo-attainment", type=float, default=0.99, help="target fraction of requests within the SLO")
+    parser.add_argument(
+        "--slo-attainment",
+        type=float,
+        help="target share of feasible requests within the TTFT/TPOT SLO (default: the SLO objective, 0.95)",
+    )
     parser.add_argument("--workers", type=int, default=2, help="parallel simulations")
 
 
 def run(args: argparse.Namespace) -> int:
-    if not 0 < args.slo_attainment <= 1:
+    if args.slo_attainment is not None and not 0 < args.slo_attainment <= 1:
         raise ValueError(f"--slo-attainment must be in (0, 1], got {args.slo_attainment}")
     sm, trace, options, orc = load_inputs(args)
     result = tune(sm, trace, args.slo_attainment, options, workers=args.workers)
@@ -36,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
         "changes": [{"path": p, "before": b, "after": a} for p, b, a in result.changes],
         "pulumi_config_set": lines,
         "meets_target": result.best.summary["slo_attainment"] >= result.target,
+        "oracle_infeasible_intervals": orc.infeasible_intervals,
     }
     title = f"tune {sm.stack}/{sm.model.name}: cheapest policy with SLO attainment >= {result.target:.1%}"
     emit(args, payload, [("before (stack)", result.baseline.summary), ("after (tuned)", result.best.summary)], title)

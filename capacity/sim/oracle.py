@@ -1,15 +1,21 @@
-"""The oracle lower bound: the fewest GPU-hours that meet the SLO with perfect foresight.
+"""The oracle lower bound: the fewest GPU-hours that meet the SLO objective with perfect foresight.
 
 Time is cut into intervals. In each, the oracle knows exactly which requests will come and
 has the replicas it needs, warm, from the first second: the fewest replicas of the engine
-model for which that interval's requests, replayed alone, meet the SLO (TTFT p95 and
-end-to-end p99 within the stack's targets). No controller can beat it (it cannot see the
-future nor start a GPU in zero seconds), so a policy's GPU-hours divided by the oracle's is
-the price of reacting instead of knowing.
+model for which that interval's requests, replayed alone, reach the SLO objective (the share
+of requests whose TTFT and TPOT meet their targets, `capacity.sim.slo`). No controller can beat
+it in any interval (it cannot see the future nor start a GPU in zero seconds), so a policy's
+GPU-hours divided by the oracle's is the price of reacting instead of knowing.
+
+Infeasible requests (refused by vLLM, or missing the SLO even alone on an idle replica) are
+left out before sizing: no replica count serves them, so counting them would only push the
+oracle to its cap. They are reported apart (`infeasible_requests`). An interval that still
+misses the objective at `MAX_REPLICAS` (more feasible load than the cap serves) is billed at
+the cap and counted in `infeasible_intervals`.
 
 Why replay instead of a closed-form capacity: real traces mix short and very long requests,
-and the p99 is set by the long ones; a capacity computed for the mean request shape would
-promise replicas that miss the SLO on the real mix.
+and a capacity computed for the mean request shape would promise replicas that miss the SLO
+on the real mix.
 """
 
 from __future__ import annotations
@@ -21,11 +27,12 @@ import numpy as np
 
 from capacity.engine import EngineProfile
 from capacity.sim.cluster.startup import Pool, Startup
-from capacity.sim.simulator import OK, REJECTED, SimConfig, simulate
+from capacity.sim.simulator import SimConfig, simulate
+from capacity.sim.slo import SloTargets, attainment, feasible, met
 from capacity.workload.traces import Trace
 
 INSTANT = Startup((0.0, 0.0), (0.0, 0.0), 0.0, (0.0, 0.0))
-# Above this the interval is declared infeasible and billed at the cap (see `infeasible`).
+# Above this the interval is declared infeasible and billed at the cap (see `infeasible_intervals`).
 MAX_REPLICAS = 64
 
 
@@ -35,11 +42,16 @@ class OracleResult:
     replicas: np.ndarray  # per interval
     gpu_hours: float
     peak_replicas: int
-    infeasible: int  # intervals no replica count brings within the SLO (long requests alone miss it)
+    infeasible_intervals: int  # intervals whose feasible requests need more than MAX_REPLICAS
+    feasible: np.ndarray  # per request of the trace: some fleet serves it within the SLO
+
+    @property
+    def infeasible_requests(self) -> int:
+        return int((~self.feasible).sum())
 
 
-def meets_slo(trace: Trace, profile: EngineProfile, replicas: int, ttft_slo: float, e2e_slo: float, seed: int) -> bool:
-    """Do `replicas` warm replicas serve these requests within the SLO percentiles?"""
+def meets_slo(trace: Trace, profile: EngineProfile, replicas: int, slo: SloTargets, seed: int) -> bool:
+    """Do `replicas` warm replicas serve the objective's share of these requests within the SLO?"""
     config = SimConfig(
         profile=profile,
         pools=(Pool("oracle", "on-demand", 1, MAX_REPLICAS, 0.0),),
@@ -48,13 +60,8 @@ def meets_slo(trace: Trace, profile: EngineProfile, replicas: int, ttft_slo: flo
         seed=seed,
     )
     result = simulate(config, trace, None)
-    accepted = result.outcome != REJECTED
-    if not accepted.any():
-        return True
-    ok = result.outcome[accepted] == OK
-    ttft = np.where(ok, result.ttft[accepted], np.inf)
-    e2e = np.where(ok, result.e2e[accepted], np.inf)
-    return bool(np.percentile(ttft, 95) <= ttft_slo and np.percentile(e2e, 99) <= e2e_slo)
+    everyone = np.ones(len(trace), dtype=bool)
+    return attainment(met(result.outcome, result.ttft, result.tpot, slo), everyone) >= slo.objective
 
 
 def fewest_replicas(meets, start: int, cap: int = MAX_REPLICAS) -> tuple[int, bool]:
@@ -82,29 +89,32 @@ def fewest_replicas(meets, start: int, cap: int = MAX_REPLICAS) -> tuple[int, bo
     return hi, True
 
 
+def _only(trace: Trace, keep: np.ndarray) -> Trace:
+    return Trace(trace.name, trace.arrivals[keep], trace.prompt_tokens[keep], trace.output_tokens[keep], trace.start)
+
+
 def oracle(
     trace: Trace,
     profile: EngineProfile,
-    ttft_slo: float,
-    e2e_slo: float,
+    slo: SloTargets,
     interval_s: float = 300.0,
     gpus_per_replica: int = 1,
     seed: int = 0,
 ) -> OracleResult:
+    servable = feasible(trace, profile, slo)
+    sized = _only(trace, servable)
     end = max(trace.duration, interval_s)
     n = math.ceil(end / interval_s)
     replicas = np.zeros(n, dtype=np.int64)
     infeasible = 0
     guess = 1
     for i in range(n):
-        window = trace.window(i * interval_s, (i + 1) * interval_s)
+        window = sized.window(i * interval_s, (i + 1) * interval_s)
         if not len(window):
             continue
-        count, feasible = fewest_replicas(
-            lambda r: meets_slo(window, profile, r, ttft_slo, e2e_slo, seed), guess
-        )
+        count, reachable = fewest_replicas(lambda r: meets_slo(window, profile, r, slo, seed), guess)
         replicas[i], guess = count, count
-        infeasible += not feasible
+        infeasible += not reachable
     lengths = np.minimum(interval_s, end - np.arange(n) * interval_s)
     gpu_hours = float((replicas * lengths).sum()) / 3600 * gpus_per_replica
-    return OracleResult(interval_s, replicas, gpu_hours, int(replicas.max(initial=0)), infeasible)
+    return OracleResult(interval_s, replicas, gpu_hours, int(replicas.max(initial=0)), infeasible, servable)

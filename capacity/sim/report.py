@@ -20,13 +20,23 @@ COLUMNS = (
     ("scale events", "scale_events", ""),
     ("max replicas", "max_replicas_used", ""),
     ("TTFT p95 s", "ttft_p95_s", ".2f"),
+    ("TPOT p95 s", "tpot_p95_s", ".3f"),
     ("e2e p99 s", "e2e_p99_s", ".1f"),
     ("failed", "failed_requests", ""),
+    ("infeasible", "infeasible_requests", ""),
+    ("oracle infeasible intervals", "oracle_infeasible_intervals", ""),
+)
+CAPTION = (
+    "SLO attained: share of feasible requests whose TTFT and TPOT meet slo.ttftP95Seconds and "
+    "slo.tpotP95Seconds (a failed request misses). infeasible: requests no fleet serves within the SLO "
+    "(refused by vLLM, or missing it alone on an idle replica), left out of attainment and of the oracle. "
+    "oracle infeasible intervals: intervals whose feasible requests miss the objective even on the oracle's "
+    "replica cap, billed at the cap."
 )
 
 
 def summary_table(rows: Sequence[tuple[str, dict[str, Any]]], title: str) -> Table:
-    table = Table(title=title)
+    table = Table(title=title, caption=CAPTION)
     table.add_column("policy")
     for header, _, _ in COLUMNS:
         table.add_column(header, justify="right")
@@ -42,8 +52,9 @@ def print_table(rows: Sequence[tuple[str, dict[str, Any]]], title: str, console:
     console.print(summary_table(rows, title))
 
 
-def plot_timeline(result: SimResult, path: Path, title: str, slo: dict[str, float]) -> Path:
-    """Four stacked panels: load, signals / targets, desired and ready replicas, latency."""
+def plot_timeline(result: SimResult, path: Path, title: str, slo: dict[str, float | None]) -> Path:
+    """Five stacked panels: load, signals / targets, desired and ready replicas, TTFT and
+    end-to-end latency, TPOT; each latency against its SLO target (e2e only when one is set)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -52,7 +63,7 @@ def plot_timeline(result: SimResult, path: Path, title: str, slo: dict[str, floa
 
     tl = result.timeline
     minutes = [t / 60 for t in tl.t]
-    fig, axes = plt.subplots(4, 1, figsize=(11, 11), sharex=True)
+    fig, axes = plt.subplots(5, 1, figsize=(11, 13), sharex=True)
     axes[0].plot(minutes, tl.arrivals_per_s, color="tab:gray")
     axes[0].set_ylabel("arrivals / s")
     highest = 1.0
@@ -78,12 +89,18 @@ def plot_timeline(result: SimResult, path: Path, title: str, slo: dict[str, floa
     axes[3].plot(minutes, tl.ttft_p95_s, label="TTFT p95 (per sync)")
     axes[3].plot(minutes, tl.e2e_p99_s, label="e2e p99 (per sync)")
     axes[3].axhline(slo["ttft_p95_s"], color="tab:blue", linestyle=":", linewidth=0.8)
-    axes[3].axhline(slo["e2e_p99_s"], color="tab:orange", linestyle=":", linewidth=0.8)
+    if slo.get("e2e_p99_s") is not None:
+        axes[3].axhline(slo["e2e_p99_s"], color="tab:orange", linestyle=":", linewidth=0.8)
     axes[3].set_yscale("symlog", linthresh=1.0)
     axes[3].set_ylim(bottom=0)
     axes[3].set_ylabel("seconds")
-    axes[3].set_xlabel("minutes")
     axes[3].legend(loc="upper right", fontsize=8)
+    axes[4].plot(minutes, tl.tpot_p95_s, color="tab:green", label="TPOT p95 (per sync)")
+    axes[4].axhline(slo["tpot_p95_s"], color="tab:green", linestyle=":", linewidth=0.8)
+    axes[4].set_ylim(bottom=0)
+    axes[4].set_ylabel("seconds per token")
+    axes[4].set_xlabel("minutes")
+    axes[4].legend(loc="upper right", fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +11,7 @@ from capacity.sim.cluster.router import RouterName
 from capacity.sim.from_stack import StackModel, scaled_object
 from capacity.sim.oracle import OracleResult, oracle
 from capacity.sim.simulator import FAILED, OK, REJECTED, SimConfig, SimResult, simulate
+from capacity.sim.slo import SloTargets, attainment, feasible, met
 from capacity.workload.traces import Trace
 
 
@@ -60,13 +60,22 @@ def run_static(sm: StackModel, trace: Trace, replicas: int, options: RunOptions 
     return simulate(sim_config(sm, options, replicas), trace, None)
 
 
-def run_oracle(sm: StackModel, trace: Trace, options: RunOptions = RunOptions()) -> OracleResult:
+def slo_targets(sm: StackModel) -> SloTargets:
+    """The model's SLO (`slo.ttftP95Seconds`, `slo.tpotP95Seconds`) and its objective as plain data."""
     slo = sm.policy.slo
+    return SloTargets(slo.ttft_p95_seconds, slo.tpot_p95_seconds, slo.OBJECTIVE)
+
+
+def feasible_requests(sm: StackModel, trace: Trace) -> np.ndarray:
+    """Per request: some fleet of the model's replicas serves it within the SLO."""
+    return feasible(trace, sm.profile, slo_targets(sm))
+
+
+def run_oracle(sm: StackModel, trace: Trace, options: RunOptions = RunOptions()) -> OracleResult:
     return oracle(
         trace,
         sm.profile,
-        slo.ttft_p95_seconds,
-        slo.e2e_p99_seconds,
+        slo_targets(sm),
         options.oracle_interval_s,
         sm.model.gpus_per_replica,
         options.seed,
@@ -78,20 +87,24 @@ def _percentile(values: np.ndarray, q: float) -> float | None:
     return round(float(np.percentile(values, q)), 3) if len(values) else None
 
 
-def summarize(result: SimResult, sm: StackModel) -> dict[str, Any]:
-    """The JSON summary: SLO attainment counts every request vLLM accepts; a failed or
-    unfinished request misses the SLO. The oracle's keys stay None until `with_oracle`."""
+def summarize(result: SimResult, sm: StackModel, feasible_mask: np.ndarray) -> dict[str, Any]:
+    """The JSON summary. `slo_attainment` is the share of feasible requests (`feasible_mask`,
+    from `feasible_requests`) whose TTFT and TPOT meet the SLO; a failed or unfinished request
+    misses. Infeasible requests, which no fleet serves within the SLO, are counted apart
+    (`infeasible_requests`, which include the `rejected_requests` vLLM refuses). The latency
+    percentiles are over served requests. The oracle's keys stay None until `with_oracle`."""
+    targets = slo_targets(sm)
     slo = sm.policy.slo
     accepted = result.outcome != REJECTED
     ok = result.outcome == OK
-    met = ok & (result.ttft <= slo.ttft_p95_seconds) & (result.e2e <= slo.e2e_p99_seconds)
     gpu_hours = sum(result.gpu_seconds.values()) / 3600
-    served = ok & accepted
     summary: dict[str, Any] = {
         "requests": int(len(result.outcome)),
-        "slo_attainment": round(float(met.sum() / max(accepted.sum(), 1)), 4),
-        "ttft_p95_s": _percentile(result.ttft[served], 95),
-        "e2e_p99_s": _percentile(result.e2e[served], 99),
+        "slo_attainment": round(attainment(met(result.outcome, result.ttft, result.tpot, targets), feasible_mask), 4),
+        "infeasible_requests": int((~feasible_mask).sum()),
+        "ttft_p95_s": _percentile(result.ttft[ok], 95),
+        "tpot_p95_s": _percentile(result.tpot[ok], 95),
+        "e2e_p99_s": _percentile(result.e2e[ok], 99),
         "gpu_hours": round(gpu_hours, 3),
         "spot_gpu_hours": round(result.gpu_seconds.get("spot", 0.0) / 3600, 3),
         "on_demand_gpu_hours": round(result.gpu_seconds.get("on-demand", 0.0) / 3600, 3),
@@ -104,11 +117,14 @@ def summarize(result: SimResult, sm: StackModel) -> dict[str, Any]:
         "failed_requests": int((result.outcome == FAILED).sum()),
         "rejected_requests": int((~accepted).sum()),
         "unfinished_requests": int((accepted & ~ok & (result.outcome != FAILED)).sum()),
-        "slo": {"ttft_p95_s": slo.ttft_p95_seconds, "e2e_p99_s": slo.e2e_p99_seconds},
+        "slo": {
+            "ttft_p95_s": targets.ttft_s,
+            "tpot_p95_s": targets.tpot_s,
+            "e2e_p99_s": slo.e2e_p99_seconds,
+            "objective": targets.objective,
+        },
         "simulated_s": round(result.end_time, 1),
     }
-    if math.isnan(summary["slo_attainment"]):
-        summary["slo_attainment"] = 0.0
     return summary
 
 

@@ -84,13 +84,18 @@ class Timeline:
     desired: list[int] = field(default_factory=list)
     ready: list[int] = field(default_factory=list)
     ttft_p95_s: list[float] = field(default_factory=list)
+    tpot_p95_s: list[float] = field(default_factory=list)
     e2e_p99_s: list[float] = field(default_factory=list)
 
 
 @dataclass
 class SimResult:
+    """Per request (trace order): arrival, TTFT, TPOT = (e2e - TTFT) / (output tokens - 1)
+    (vLLM's per-request `mean_time_per_output_token`; NaN for a single-token output), e2e, outcome."""
+
     arrival: np.ndarray
     ttft: np.ndarray
+    tpot: np.ndarray
     e2e: np.ndarray
     outcome: np.ndarray
     gpu_seconds: dict[str, float]  # by capacity type
@@ -171,6 +176,7 @@ class Simulation:
         self._seq = 0
         n = len(trace)
         self.ttft = np.full(n, np.nan)
+        self.tpot = np.full(n, np.nan)
         self.e2e = np.full(n, np.nan)
         self.outcome = np.full(n, UNFINISHED, dtype=np.int8)
         self.gpu_seconds: dict[str, float] = {}
@@ -345,6 +351,8 @@ class Simulation:
                 rid = f.request.id
                 e2e = f.finish_time - f.request.arrival
                 self.ttft[rid] = f.first_token_time - f.request.arrival
+                if f.request.output_tokens > 1:
+                    self.tpot[rid] = (f.finish_time - f.first_token_time) / (f.request.output_tokens - 1)
                 self.e2e[rid] = e2e
                 self.outcome[rid] = OK
                 pod.e2e_hist[bisect_left(REQUEST_LATENCY_BUCKETS, e2e)] += 1
@@ -485,6 +493,9 @@ class Simulation:
         tl.ready.append(len(self.ready))
         recent = self._recent
         tl.ttft_p95_s.append(float(np.percentile(self.ttft[recent], 95)) if recent else math.nan)
+        tpot = self.tpot[recent]
+        tpot = tpot[~np.isnan(tpot)]
+        tl.tpot_p95_s.append(float(np.percentile(tpot, 95)) if len(tpot) else math.nan)
         tl.e2e_p99_s.append(float(np.percentile(self.e2e[recent], 99)) if recent else math.nan)
         self._recent = []
 
@@ -500,7 +511,7 @@ class Simulation:
             self.so.last_active = 0.0  # and KEDA saw a trigger active (no instant scale to zero)
         arrivals = self.trace.arrivals
         n = len(arrivals)
-        valid = self._admissible_mask()
+        valid = admissible(self.trace, c.profile)
         self.outcome[~valid] = REJECTED
         closed = c.closed_loop_clients > 0
         stop = c.closed_loop_s if closed else (float(arrivals[-1]) if n else 0.0) + c.drain_limit_s
@@ -553,6 +564,7 @@ class Simulation:
         return SimResult(
             arrival=self.arrival,
             ttft=self.ttft,
+            tpot=self.tpot,
             e2e=self.e2e,
             outcome=self.outcome,
             gpu_seconds=self.gpu_seconds,
@@ -565,16 +577,17 @@ class Simulation:
             triggers=self.so.triggers if self.so else (),
         )
 
-    def _admissible_mask(self) -> np.ndarray:
-        """Requests vLLM accepts: within max_model_len and the KV cache (others get a 400)."""
-        p = self.c.profile
-        total = self.trace.prompt_tokens + self.trace.output_tokens
-        return (
-            (self.trace.prompt_tokens >= 1)
-            & (self.trace.output_tokens >= 1)
-            & (total <= p.max_model_len)
-            & (total + p.block_size <= p.kv_cache_tokens)
-        )
+
+
+def admissible(trace: Trace, profile: EngineProfile) -> np.ndarray:
+    """Requests vLLM accepts: within max_model_len and the KV cache (others get a 400)."""
+    total = trace.prompt_tokens + trace.output_tokens
+    return (
+        (trace.prompt_tokens >= 1)
+        & (trace.output_tokens >= 1)
+        & (total <= profile.max_model_len)
+        & (total + profile.block_size <= profile.kv_cache_tokens)
+    )
 
 
 def simulate(config: SimConfig, trace: Trace, scaled_object: ScaledObject | None) -> SimResult:

@@ -1,4 +1,5 @@
-"""Search the threshold space for the cheapest policy that meets an SLO-attainment target.
+"""Search the threshold space for the cheapest policy that meets an SLO-attainment target
+(by default the SLO's objective: 95% of the feasible requests within TTFT and TPOT targets).
 
 Coordinate descent over the knobs a platform team actually turns (each enabled trigger's
 target that `contract.triggers` gives search candidates for, the stabilization windows,
@@ -18,10 +19,11 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from pydantic import ValidationError
 
 from capacity.sim.from_stack import Policy, StackModel
-from capacity.sim.run import RunOptions, run_policy, summarize
+from capacity.sim.run import RunOptions, feasible_requests, run_policy, slo_targets, summarize
 from capacity.workload.traces import Trace
 from contract.triggers import TRIGGERS, Trigger, enabled_triggers
 
@@ -91,37 +93,42 @@ def _score(summary: dict[str, Any], target: float) -> tuple:
     return (1, -summary["slo_attainment"], summary["cost_usd"])
 
 
-# Worker state: set once per process (fork), so a candidate ships only its policy dict.
-_JOB: tuple[StackModel, Trace, RunOptions] | None = None
+# Worker state: set once per process (fork), so a candidate ships only its policy dict. The
+# feasible requests are the same for every candidate (the knobs never touch the SLO).
+_JOB: tuple[StackModel, Trace, RunOptions, np.ndarray] | None = None
 
 
-def _init(sm: StackModel, trace: Trace, options: RunOptions) -> None:
+def _init(sm: StackModel, trace: Trace, options: RunOptions, feasible: np.ndarray) -> None:
     global _JOB
-    _JOB = (sm, trace, options)
+    _JOB = (sm, trace, options, feasible)
 
 
 def _evaluate(raw: dict[str, Any]) -> dict[str, Any] | None:
-    sm, trace, options = _JOB  # type: ignore[misc]
+    sm, trace, options, feasible = _JOB  # type: ignore[misc]
     try:
         candidate = sm.with_policy(raw)
     except (ValidationError, ValueError):
         return None  # a policy the program would refuse to deploy
-    return summarize(run_policy(candidate, trace, options), candidate)
+    return summarize(run_policy(candidate, trace, options), candidate, feasible)
 
 
 def tune(
     sm: StackModel,
     trace: Trace,
-    target: float = 0.99,
+    target: float | None = None,
     options: RunOptions = RunOptions(),
     workers: int = 2,
     max_passes: int = 3,
 ) -> TuneResult:
-    _init(sm, trace, options)
+    """`target`: the attainment to reach (share of feasible requests within the SLO); default
+    the SLO's own objective (the P95 of its key names)."""
+    target = slo_targets(sm).objective if target is None else target
+    job = (sm, trace, options, feasible_requests(sm, trace))
+    _init(*job)
     cache: dict[str, dict[str, Any] | None] = {}
     key = lambda raw: json.dumps(raw, sort_keys=True)  # noqa: E731
 
-    with ProcessPoolExecutor(max_workers=workers, initializer=_init, initargs=(sm, trace, options)) as pool:
+    with ProcessPoolExecutor(max_workers=workers, initializer=_init, initargs=job) as pool:
 
         def evaluate_all(raws: Iterable[dict[str, Any]]) -> None:
             todo = [r for r in raws if key(r) not in cache]

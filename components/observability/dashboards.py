@@ -17,7 +17,7 @@ from contract.signals import Vllm
 from contract.triggers import TRIGGERS, Trigger, enabled_triggers
 
 from ..monitored import MonitoredModel
-from .rules import E2E_SLO_QUANTILE, TTFT_SLO_QUANTILE
+from .rules import E2E_SLO_QUANTILE, TPOT_SLO_QUANTILE, TTFT_SLO_QUANTILE
 
 # kube-prometheus-stack provisions its Prometheus data source with this uid.
 DATASOURCE = {"type": "prometheus", "uid": "prometheus"}
@@ -79,14 +79,15 @@ def _dashboard(uid: str, title: str, sections: list[tuple[str, list[dict[str, An
 
 def _slo_lines(metric: str, policy: ModelAutoscaling) -> list[Target]:
     """The SLO a latency histogram is held to (`slo.*` of the policy) as a flat line; none
-    for a metric without an SLO."""
+    for a metric without an SLO (or an unset optional one: slo.e2eP99Seconds)."""
     slos = {
         Vllm.TTFT: (policy.slo.ttft_p95_seconds, TTFT_SLO_QUANTILE),
+        Vllm.REQUEST_TPOT: (policy.slo.tpot_p95_seconds, TPOT_SLO_QUANTILE),
         Vllm.E2E_LATENCY: (policy.slo.e2e_p99_seconds, E2E_SLO_QUANTILE),
     }
-    if metric not in slos:
+    seconds, quantile = slos.get(metric, (None, None))
+    if seconds is None:
         return []
-    seconds, quantile = slos[metric]
     return [(signals.constant(seconds), f"SLO p{quantile * 100:g}")]
 
 
@@ -147,7 +148,9 @@ def latency_panels(m: MonitoredModel, window_seconds: int) -> list[dict[str, Any
     return [
         _timeseries("Time to first token", [*quantiles(signals.ttft_quantile), *_slo_lines(Vllm.TTFT, m.policy)],
                     "s"),
-        _timeseries("Inter-token latency", quantiles(signals.inter_token_latency_quantile), "s"),
+        _timeseries("Time per output token (per request)",
+                    [*quantiles(signals.tpot_quantile), *_slo_lines(Vllm.REQUEST_TPOT, m.policy)], "s"),
+        _timeseries("Inter-token latency (per token)", quantiles(signals.inter_token_latency_quantile), "s"),
         _timeseries("End-to-end latency",
                     [*quantiles(signals.e2e_latency_quantile), *_slo_lines(Vllm.E2E_LATENCY, m.policy)], "s"),
     ]

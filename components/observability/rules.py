@@ -11,6 +11,7 @@ from typing import Any
 
 from contract import names, signals
 from contract.settings import ModelAutoscaling
+from contract.settings.autoscaling import Slo
 from contract.settings.observability import ObservabilitySettings
 from contract.signals import Query, Vllm
 from contract.triggers import TRIGGERS, Trigger
@@ -18,8 +19,12 @@ from contract.triggers import TRIGGERS, Trigger
 from ..monitored import MonitoredModel
 
 RECORDING_WINDOW_SECONDS = 60  # the "1m" of the recording rule names below
-# The quantiles the SLO keys name: slo.ttftP95Seconds and slo.e2eP99Seconds.
-TTFT_SLO_QUANTILE, E2E_SLO_QUANTILE = 0.95, 0.99
+# The quantiles the SLO keys name: slo.ttftP95Seconds and slo.tpotP95Seconds (the objective: 95% of
+# requests meet both), slo.e2eP99Seconds. Each SLO alert sees one histogram: its quantile above the
+# target means more than 5% of requests miss that target, so the objective is missed (exactly when the
+# target is one of vLLM's bucket bounds; between bounds histogram_quantile interpolates).
+TTFT_SLO_QUANTILE = TPOT_SLO_QUANTILE = Slo.OBJECTIVE
+E2E_SLO_QUANTILE = 0.99
 
 
 def _record(name: str, expr: str, m: MonitoredModel) -> dict[str, Any]:
@@ -34,6 +39,8 @@ def recording_rules(m: MonitoredModel, obs: ObservabilitySettings) -> list[dict[
                 Query(Vllm.REQUESTS_WAITING, "sum_avg_over_time", window).promql(m.scope), m),
         _record("model:vllm_kv_cache_usage:sum", signals.kv_cache_usage(m.scope), m),
         _record("model:vllm_time_to_first_token_seconds:p95", signals.ttft_quantile(m.scope, TTFT_SLO_QUANTILE, latency), m),
+        _record("model:vllm_request_time_per_output_token_seconds:p95",
+                signals.tpot_quantile(m.scope, TPOT_SLO_QUANTILE, latency), m),
         _record("model:vllm_e2e_request_latency_seconds:p99", signals.e2e_latency_quantile(m.scope, E2E_SLO_QUANTILE, latency), m),
         _record("model:vllm_generation_tokens:rate1m", signals.generation_tokens_per_second(m.scope, window), m),
         _record("model:dcgm_gpu_utilization:avg", signals.model_gpu_utilization(m.workload), m),
@@ -82,6 +89,20 @@ def model_alerts(m: MonitoredModel, obs: ObservabilitySettings) -> list[dict[str
             f"(SLO {p.slo.ttft_p95_seconds:g}s) for {a.ttft_breach_for_minutes}m.",
             "Check the Capacity dashboard: if replicas are at maxReplicas raise it (GPU budget permitting); "
             "if replicas are pending, GPU nodes are not launching; otherwise lower the queue/KV targets.",
+            labels,
+        ),
+        _alert(
+            "InferenceTpotSloBreach",
+            signals.tpot_slo_breach(m.scope, TPOT_SLO_QUANTILE, obs.latency_window_seconds, p.slo.tpot_p95_seconds),
+            a.tpot_breach_for_minutes,
+            "critical",
+            f"{name}: time per output token above its SLO",
+            f"TPOT p95 of {name} (per request, after the first token) is {{{{ $value | humanizeDuration }}}} "
+            f"(SLO {p.slo.tpot_p95_seconds:g}s) for {a.tpot_breach_for_minutes}m.",
+            "Decode is slowed by full batches or by long prompts' prefill chunks interleaved with decode: "
+            "lower the KV target (fewer sequences per replica) or the queue target so replicas are added "
+            "earlier; if replicas are at maxReplicas raise it; a lower engine.maxNumBatchedTokens shortens "
+            "the prefill chunks that stall decoding.",
             labels,
         ),
         _alert(

@@ -41,6 +41,7 @@ class AlertThresholds(Section):
     """When each alert fires; durations are how long the condition must hold."""
 
     ttft_breach_for_minutes: int = Field(default=10, gt=0)
+    tpot_breach_for_minutes: int = Field(default=10, gt=0)
     capacity_exhausted_for_minutes: int = Field(default=10, gt=0)
     kv_cache_near_full_fraction: float = Field(default=0.95, gt=0, le=1)
     kv_cache_near_full_for_minutes: int = Field(default=5, gt=0)

@@ -85,13 +85,32 @@ def test_capacity_shows_desired_current_ready_replicas_pending_pods_and_gpus() -
         assert any(name in e for e in panel_exprs), name
 
 
-def test_latency_shows_ttft_itl_and_end_to_end_quantiles_per_model() -> None:
+def test_latency_shows_ttft_tpot_itl_and_end_to_end_quantiles_per_model() -> None:
     rows = model_rows(generated("prod")["latency"])
     assert sorted(rows) == ["qwen25-14b-awq", "qwen25-7b-awq"]
     for panels in rows.values():
-        assert [p["title"] for p in panels] == ["Time to first token", "Inter-token latency", "End-to-end latency"]
+        assert [p["title"] for p in panels] == [
+            "Time to first token", "Time per output token (per request)", "Inter-token latency (per token)",
+            "End-to-end latency",
+        ]
         for panel in panels:
             assert {t["legendFormat"] for t in panel["targets"]} >= {"p50", "p95", "p99"}
+
+
+def slo_lines(panel: dict[str, Any]) -> list[str]:
+    return [t["expr"] for t in panel["targets"] if t["legendFormat"].startswith("SLO")]
+
+
+def test_latency_draws_the_ttft_and_tpot_targets_and_no_unset_end_to_end_one() -> None:
+    ttft, tpot, itl, e2e = model_rows(generated("prod")["latency"])["qwen25-14b-awq"]
+    assert slo_lines(ttft) == [signals.constant(2.5)]  # slo.ttftP95Seconds
+    assert slo_lines(tpot) == [signals.constant(0.1)]  # slo.tpotP95Seconds
+    assert slo_lines(itl) == [] and slo_lines(e2e) == []  # prod sets no slo.e2eP99Seconds
+
+
+def test_the_tpot_panel_reads_the_per_request_histogram() -> None:
+    tpot = model_rows(generated("prod")["latency"])["qwen25-14b-awq"][1]
+    assert all(signals.Vllm.REQUEST_TPOT in e for e in exprs([tpot]) if "histogram_quantile" in e)
 
 
 def test_gpu_dashboard_plots_dcgm_utilisation_memory_power_and_temperature_per_node() -> None:

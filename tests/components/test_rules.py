@@ -1,7 +1,7 @@
 """Recording and alert rules: they pass `promtool check rules`, and `promtool test rules`
 proves each alert fires on series that should trigger it and stays silent on series that should not.
 
-Thresholds are the dev stack's (Pulumi.dev.yaml and the defaults): TTFT SLO 1 s, queue target 8
+Thresholds are the dev stack's (Pulumi.dev.yaml and the defaults): TTFT SLO 1 s, TPOT SLO 0.1 s, queue target 8
 per replica at maxReplicas 3, KV near-full 0.95, GPU memory 0.98, GPU temperature 85 C.
 """
 
@@ -54,6 +54,16 @@ def ttft(fast: bool) -> list[dict[str, str]]:
     ]
 
 
+def tpot(fast: bool) -> list[dict[str, str]]:
+    """Two replicas; every request's TPOT under 0.05 s (fast) or between 0.1 s and 0.15 s (slow)."""
+    counts = {"0.05": "0+2" if fast else "0+0", "0.1": "0+2" if fast else "0+0", "0.15": "0+2", "+Inf": "0+2"}
+    return [
+        vllm("vllm:request_time_per_output_token_seconds_bucket", pod, f"{step}x{SAMPLES}", le=le)
+        for pod in PODS[:2]
+        for le, step in counts.items()
+    ]
+
+
 def gpu(metric: str, values: str, node: str = "ip-10-20-1-5", gpu_index: str = "0") -> dict[str, str]:
     return series(metric, values, node=node, gpu=gpu_index)
 
@@ -70,6 +80,7 @@ def gpu_nodes(exporters_up: tuple[int, int]) -> list[dict[str, str]]:
 # alert -> (series that must make it fire by EVAL_TIME, series that must keep it silent)
 CASES: dict[str, tuple[list[dict[str, str]], list[dict[str, str]]]] = {
     "InferenceTtftSloBreach": (ttft(fast=False), ttft(fast=True)),
+    "InferenceTpotSloBreach": (tpot(fast=False), tpot(fast=True)),
     "InferenceCapacityExhausted": (
         [*(vllm("vllm:num_requests_waiting", p, f"15x{SAMPLES}") for p in PODS),
          deployment("kube_deployment_status_replicas_ready", 3)],
@@ -163,6 +174,23 @@ def test_a_ttft_breach_shorter_than_its_for_duration_does_not_fire(tmp_path: Pat
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def tpot_with_share_over_target(over: int) -> list[dict[str, str]]:
+    """100 requests per scrape on one replica, `over` of them with a TPOT above the 0.1 s target."""
+    counts = {"0.05": f"0+{100 - over}", "0.1": f"0+{100 - over}", "0.15": "0+100", "+Inf": "0+100"}
+    return [vllm("vllm:request_time_per_output_token_seconds_bucket", PODS[0], f"{step}x{SAMPLES}", le=le)
+            for le, step in counts.items()]  # fmt: skip
+
+
+def test_a_tpot_miss_within_the_five_percent_the_objective_allows_does_not_fire(tmp_path: Path) -> None:
+    result = run_rule_tests(groups(), [silent("InferenceTpotSloBreach", tpot_with_share_over_target(5))], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_tpot_miss_beyond_the_five_percent_the_objective_allows_fires(tmp_path: Path) -> None:
+    result = run_rule_tests(groups(), [fires("InferenceTpotSloBreach", tpot_with_share_over_target(6))], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_every_alert_has_severity_summary_description_with_value_and_runbook() -> None:
     alerts = [rule for group in groups("prod") for rule in group["rules"] if "alert" in rule]
     for alert in alerts:
@@ -178,6 +206,7 @@ def test_recording_rules_cover_each_model_signal() -> None:
             "model:vllm_requests_waiting:avg1m",
             "model:vllm_kv_cache_usage:sum",
             "model:vllm_time_to_first_token_seconds:p95",
+            "model:vllm_request_time_per_output_token_seconds:p95",
             "model:vllm_e2e_request_latency_seconds:p99",
             "model:vllm_generation_tokens:rate1m",
             "model:dcgm_gpu_utilization:avg",

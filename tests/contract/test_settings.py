@@ -84,8 +84,10 @@ REJECTED = [
     ("dev", ["autoscaling", "default", "minReplicas"], 0, "autoscaling.default.minReplicas", "batch"),
     ("dev", ["autoscaling", "default", "maxReplica"], 3, "autoscaling.default.maxReplica", "not a known setting"),
     ("dev", ["autoscaling", "qwen-typo"], {"maxReplicas": 2}, "autoscaling.qwen-typo", "names no model"),
-    ("dev", ["autoscaling", "default", "triggers", "e2eLatency", "thresholdSeconds"], 10,
+    ("dev", ["autoscaling", "default", "slo"], {"ttftP95Seconds": 1.0, "tpotP95Seconds": 0.1, "e2eP99Seconds": 40},
      "autoscaling.default.triggers.e2eLatency.thresholdSeconds", "above slo.e2eP99Seconds"),
+    ("dev", ["autoscaling", "default", "slo", "tpotP95Seconds"], 0,
+     "autoscaling.default.slo.tpotP95Seconds", "greater than 0"),
     ("dev", ["autoscaling", "default", "triggers", "kvCache", "targetPerReplica"], 1.5,
      "autoscaling.default.triggers.kvCache.targetPerReplica", "less than or equal to 1"),
     ("dev", ["autoscaling", "default", "behavior", "scaleDown", "stabilizationWindowSeconds"], -1,
@@ -170,6 +172,22 @@ def test_message_shows_the_offending_value() -> None:
 def test_stack_files_are_valid(stack: str) -> None:
     settings = load_stack(stack, ROOT)
     assert settings.environment == stack
+
+
+def test_the_slo_needs_no_end_to_end_target() -> None:
+    slo = load_stack("prod", ROOT).autoscaling_for("qwen25-14b-awq").slo
+    assert (slo.ttft_p95_seconds, slo.tpot_p95_seconds, slo.e2e_p99_seconds) == (2.5, 0.1, None)
+
+
+def test_an_slo_written_before_tpot_existed_still_validates_with_the_default_tpot() -> None:
+    raw = with_value(stack_raw("dev"), ["autoscaling", "default", "slo"], {"ttftP95Seconds": 2.0, "e2eP99Seconds": 20.0})
+    slo = parse(raw).autoscaling_for("qwen25-1p5b").slo
+    assert (slo.ttft_p95_seconds, slo.tpot_p95_seconds, slo.e2e_p99_seconds) == (2.0, 0.1, 20.0)
+
+
+def test_without_an_end_to_end_slo_the_latency_guardrail_has_no_floor() -> None:
+    raw = with_value(stack_raw("dev"), ["autoscaling", "default", "triggers", "e2eLatency", "thresholdSeconds"], 5)
+    assert parse(raw).autoscaling_for("qwen25-1p5b").triggers.e2e_latency.threshold_seconds == 5
 
 
 def test_model_override_is_merged_over_default_field_by_field() -> None:

@@ -15,9 +15,11 @@ def test_simulate_command_prints_the_documented_json(tmp_path, capsys, monkeypat
     png = tmp_path / "t.png"
     assert main(["simulate", "--stack", "dev", "--profile", PROFILE, "--trace", SHORT, "--json", "--png", str(png)]) == 0
     out = json.loads(capsys.readouterr().out)
-    for key in ("requests", "slo_attainment", "ttft_p95_s", "e2e_p99_s", "gpu_hours", "cost_usd",
-                "oracle_gpu_hours", "scale_events", "max_replicas_used"):  # fmt: skip
+    for key in ("requests", "slo_attainment", "infeasible_requests", "ttft_p95_s", "tpot_p95_s", "e2e_p99_s",
+                "gpu_hours", "cost_usd", "oracle_gpu_hours", "oracle_infeasible_intervals", "scale_events",
+                "max_replicas_used"):  # fmt: skip
         assert key in out
+    assert set(out["slo"]) == {"ttft_p95_s", "tpot_p95_s", "e2e_p99_s", "objective"}
     assert png.stat().st_size > 10_000
 
 
@@ -25,3 +27,11 @@ def test_bad_input_is_one_clear_error_line(capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     assert main(["simulate", "--stack", "dev", "--profile", "nope", "--trace", SHORT]) == 2
     assert "unknown engine profile 'nope'" in capsys.readouterr().err
+
+
+def test_the_table_explains_attainment_and_infeasible_requests_and_intervals(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    assert main(["simulate", "--stack", "dev", "--profile", PROFILE, "--trace", SHORT, "--png", str(tmp_path / "t.png")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "infeasible: requests no fleet serves within the SLO" in out
+    assert "oracle infeasible intervals: intervals whose feasible requests miss the objective" in out

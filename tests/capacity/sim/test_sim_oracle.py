@@ -1,20 +1,35 @@
 """The oracle lower bound and its replica search (short traces)."""
 
+import numpy as np
 import pytest
 
 from capacity.engine import get_profile
 from capacity.sim.oracle import fewest_replicas, oracle
-from capacity.workload.traces import load
+from capacity.sim.slo import SloTargets
+from capacity.workload.traces import Trace, load
 
 PROFILE = "8gb-qwen2.5-1.5b"
+SLO = SloTargets(ttft_s=1.0, tpot_s=0.1, objective=0.95)
 SHORT = "synthetic:step:base=2,peak=30,at=120,length=300,duration=600,prompt=512,output=128"
 
 
 def test_oracle_needs_more_replicas_for_more_load():
     trace = load(SHORT)
-    result = oracle(trace, get_profile(PROFILE), 1.0, 20.0, interval_s=120)
+    result = oracle(trace, get_profile(PROFILE), SLO, interval_s=120)
     assert result.replicas[0] < result.peak_replicas
     assert result.gpu_hours == pytest.approx(sum(result.replicas * 120) / 3600, rel=0.01)
+
+
+def test_requests_no_fleet_serves_in_time_are_counted_apart_not_sized_for():
+    # One request a second; every tenth prompt is 14,000 tokens, whose prefill alone takes
+    # longer than the 1 s TTFT target on an idle replica: no replica count helps them.
+    n = 300
+    prompts = np.where(np.arange(n) % 10 == 0, 14_000, 512)
+    trace = Trace("mixed", np.arange(n, dtype=float), prompts, np.full(n, 128))
+    result = oracle(trace, get_profile(PROFILE), SLO, interval_s=150)
+    assert result.infeasible_requests == n // 10
+    assert result.infeasible_intervals == 0
+    assert result.peak_replicas <= 2
 
 
 def test_fewest_replicas_searches_down_from_a_passing_guess():
