@@ -228,6 +228,14 @@ class ReplicaEngine:
             k = min(k, max(1, self._steps_until(self._waiting[0].req.arrival - self._clock)))
         return self._clock + self._decode_span(k)
 
+    def next_step_time(self) -> float | None:
+        """End of the next engine step (the next token of every decoding request) if nothing else
+        arrives; None when idle. What a server streaming every token as it is generated wakes for."""
+        nxt = self.next_event_time()
+        if nxt is None or not self._decoding:
+            return nxt
+        return min(nxt, self._clock + self._decode_span(1))
+
     def step_bound(self) -> str | None:
         """Which roofline side limits the next step ("memory" or "compute"); None when idle."""
         if not (self._prefilling or self._decoding):
