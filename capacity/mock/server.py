@@ -199,8 +199,9 @@ class MockReplica:
         m.inference_time.observe(f.finish_time - f.scheduled_time)
         m.prefill_time.observe(f.first_token_time - f.scheduled_time)
         m.decode_time.observe(f.finish_time - f.first_token_time)
-        if r.output_tokens > 1:
-            m.request_time_per_output_token.observe((f.finish_time - f.first_token_time) / (r.output_tokens - 1))
+        # vLLM's FinishedRequestStats.mean_time_per_output_token: 0 for a single token
+        tpot = (f.finish_time - f.first_token_time) / (r.output_tokens - 1) if r.output_tokens > 1 else 0.0
+        m.request_time_per_output_token.observe(tpot)
         m.request_prompt_tokens.observe(r.prompt_tokens)
         m.request_generation_tokens.observe(r.output_tokens)
 

@@ -177,7 +177,7 @@ async def test_raw_client_reports_http_errors_and_non_streaming_usage():
     async with serve_replicas(FAST, speedup=SPEEDUP, api_key="k") as [replica]:
         denied = LoadConfig(urls=(replica.url,), model=FAST.served_model_name, api_key="wrong", concurrency=2,
                             warmup_s=0, duration_s=0.5, time_scale=SPEEDUP, prompt_tokens=5, output_tokens=3,
-                            client="raw")  # fmt: skip
+                            client="raw", max_requests=6)  # fmt: skip
         bad = await run_load(denied)
         good = await run_load(LoadConfig(urls=(replica.url,), api_key="k", api="chat", concurrency=2, warmup_s=0,
                                          duration_s=1, time_scale=SPEEDUP, prompt_tokens=5, output_tokens=3,
