@@ -2,8 +2,9 @@
 
 Goal (issue 7): on 2 cores, at least 500 requests/s and 500 concurrent streams with a
 client-side overhead under 5 ms p99. The mock runs in its own process with a benchmark engine
-profile (fixed 100 ms steps, no slot or KV limit) so the engine is never the bottleneck; the load
-generator streams, closed loop (or Poisson open loop with --rate), in --workers processes.
+profile (fixed --step-ms steps, 100 ms by default, no slot or KV limit) so the engine is never the
+bottleneck; it streams one SSE chunk per token, as vLLM does. The load generator streams, closed
+loop (or Poisson open loop with --rate), in --workers processes.
 
 What is measured, per successful request (wall ms):
 
@@ -19,7 +20,7 @@ What is measured, per successful request (wall ms):
 - engine overhead = client latency - the engine model's latency (adds the mock's own delays).
 - loop lag = how late the load generator's event loop wakes a 50 ms sleeper.
 
-    .venv/bin/python benchmarks/capacity_loadgen.py [--concurrency 500] [--duration 15] [--workers 2] [--rate R]
+    .venv/bin/python benchmarks/capacity_loadgen.py [--concurrency 500] [--duration 15] [--workers 2] [--rate R] [--step-ms 100]
     .venv/bin/python benchmarks/capacity_loadgen.py --compare --repeat 2 --duration 15 [--rate 560]   # variants side by side
 
 Measured on the 2-core machine (shared), `--compare --repeat 2 --duration 15`, medians of 2
