@@ -2,8 +2,9 @@
 
 Goal (issue 7): on 2 cores, at least 500 requests/s and 500 concurrent streams with a
 client-side overhead under 5 ms p99. The mock runs in its own process with a benchmark engine
-profile (fixed 100 ms steps, no slot or KV limit) so the engine is never the bottleneck; the load
-generator streams, closed loop (or Poisson open loop with --rate), in --workers processes.
+profile (fixed --step-ms steps, 100 ms by default, no slot or KV limit) so the engine is never the
+bottleneck; it streams one SSE chunk per token, as vLLM does. The load generator streams, closed
+loop (or Poisson open loop with --rate), in --workers processes.
 
 What is measured, per successful request (wall ms):
 
@@ -19,7 +20,7 @@ What is measured, per successful request (wall ms):
 - engine overhead = client latency - the engine model's latency (adds the mock's own delays).
 - loop lag = how late the load generator's event loop wakes a 50 ms sleeper.
 
-    .venv/bin/python benchmarks/capacity_loadgen.py [--concurrency 500] [--duration 15] [--workers 2] [--rate R]
+    .venv/bin/python benchmarks/capacity_loadgen.py [--concurrency 500] [--duration 15] [--workers 2] [--rate R] [--step-ms 100]
     .venv/bin/python benchmarks/capacity_loadgen.py --compare --repeat 2 --duration 15 [--rate 560]   # variants side by side
 
 Measured on the 2-core machine (shared), `--compare --repeat 2 --duration 15`, medians of 2
@@ -58,11 +59,13 @@ from capacity.measure.config import LoadConfig  # noqa: E402
 from capacity.measure.workers import run_load_processes  # noqa: E402
 from capacity.runtime import loop_factory, quiet_gc  # noqa: E402
 
-BENCH = EngineProfile(
-    name="bench", description="benchmark: fixed 100 ms steps, no slot/KV limit", served_model_name="bench",
-    max_num_seqs=100_000, max_num_batched_tokens=10_000_000, kv_cache_tokens=1_000_000_000, max_model_len=100_000,
-    cost=StepCost(step_s=0.1),
-)  # fmt: skip
+def bench_profile(step_s: float) -> EngineProfile:
+    """Fixed-length steps and no slot or KV limit: the engine is never the bottleneck."""
+    return EngineProfile(
+        name="bench", description=f"benchmark: fixed {step_s * 1000:g} ms steps, no slot/KV limit",
+        served_model_name="bench", max_num_seqs=100_000, max_num_batched_tokens=10_000_000,
+        kv_cache_tokens=1_000_000_000, max_model_len=100_000, cost=StepCost(step_s=step_s),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -86,11 +89,11 @@ VARIANTS = (
 )
 
 
-def _serve(port: int, stream_interval: float, use_uvloop: bool, ready) -> None:  # noqa: ANN001
+def _serve(port: int, step_s: float, stream_interval: int, use_uvloop: bool, ready) -> None:  # noqa: ANN001
     from capacity.mock.server import serve_replicas
 
     async def main() -> None:
-        async with serve_replicas(BENCH, ports=[port], stream_interval_s=stream_interval):
+        async with serve_replicas(bench_profile(step_s), ports=[port], stream_interval=stream_interval):
             with quiet_gc():  # as `python -m capacity serve` does
                 ready.set()
                 await asyncio.Event().wait()
@@ -108,7 +111,7 @@ def measure(args: argparse.Namespace, variant: Variant) -> dict:
     """One run against a fresh mock process: the load generator's summary plus both sides' CPU."""
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Event()
-    server = ctx.Process(target=_serve, args=(args.port, args.stream_interval, variant.server_uvloop, ready), daemon=True)
+    server = ctx.Process(target=_serve, args=(args.port, args.step_ms / 1000, args.stream_interval, variant.server_uvloop, ready), daemon=True)
     server.start()
     try:
         if not ready.wait(30):
@@ -139,7 +142,7 @@ def report(args: argparse.Namespace, s: dict) -> None:
     else:
         print(f"closed loop: {args.concurrency} concurrent {kind}, {shape}")
     print(f"throughput: {s['successful_rps']:.0f} req/s successful, errors {s['errors']}")
-    print(f"latency: p50 {lat['p50'] * 1000:.1f} ms  p99 {lat['p99'] * 1000:.1f} ms (engine alone ~{(args.output_tokens + 0.5) * 100:.0f} ms)")
+    print(f"latency: p50 {lat['p50'] * 1000:.1f} ms  p99 {lat['p99'] * 1000:.1f} ms (engine alone ~{(args.output_tokens + 0.5) * args.step_ms:.0f} ms)")
     for key, label in (("client_overhead_ms", "client overhead (send + receive lag)"),
                        ("send_ms", "  send (start -> request written)"),
                        ("receive_lag_ms", "  receive lag (mock's last write -> recorded arrival)"),
@@ -201,7 +204,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--output-tokens", type=int, default=8)
-    parser.add_argument("--stream-interval", type=float, default=0.1)
+    parser.add_argument("--step-ms", type=float, default=100.0, help="the mock's engine step (one token per stream)")
+    parser.add_argument("--stream-interval", type=int, default=1, help="the mock's tokens per SSE chunk (vLLM's)")
     parser.add_argument("--no-stream", action="store_true")
     parser.add_argument("--port", type=int, default=18999)
     # defaults: the fastest measured combination (see --compare); the load generator as it was is

@@ -51,14 +51,17 @@ class Finished:
 
 @dataclass
 class IterationStats:
-    """What the engine did since the last drain, in the shape vLLM's metrics logger records it."""
+    """What the engine did since the last drain, in the shape vLLM's metrics logger records it:
+    as vllm/v1/metrics/stats.py `IterationStats.update_from_output` counts, a prompt's tokens once,
+    with the request's first output (not per prefill chunk, not again after a preemption), and a
+    step's tokens as its prompt plus generation tokens (`vllm:iteration_tokens_total`)."""
 
     prompt_tokens: int = 0
     generation_tokens: int = 0
     preemptions: int = 0
     # (seconds between consecutive tokens of one request, how many such gaps)
     inter_token_latencies: list[tuple[float, int]] = field(default_factory=list)
-    # (tokens computed in one engine step, how many such steps)
+    # (prompt + generation tokens of one engine step, how many such steps)
     step_tokens: list[tuple[int, int]] = field(default_factory=list)
 
 
@@ -227,6 +230,14 @@ class ReplicaEngine:
             # the first step boundary after the queue head arrived admits it
             k = min(k, max(1, self._steps_until(self._waiting[0].req.arrival - self._clock)))
         return self._clock + self._decode_span(k)
+
+    def next_step_time(self) -> float | None:
+        """End of the next engine step (the next token of every decoding request) if nothing else
+        arrives; None when idle. What a server streaming every token as it is generated wakes for."""
+        nxt = self.next_event_time()
+        if nxt is None or not self._decoding:
+            return nxt
+        return min(nxt, self._clock + self._decode_span(1))
 
     def step_bound(self) -> str | None:
         """Which roofline side limits the next step ("memory" or "compute"); None when idle."""
@@ -429,9 +440,7 @@ class ReplicaEngine:
         record = self._record
         if record:
             stats = self.stats
-            stats.prompt_tokens += tokens
             stats.generation_tokens += b
-            stats.step_tokens.append((tokens + b, 1))
             if b:
                 stats.inter_token_latencies.append((dur, b))
         completed: list[_Seq] = []
@@ -443,6 +452,7 @@ class ReplicaEngine:
         self._prefill_ctx += tokens  # == the sum of the chunks (ints)
         if self._heap and self._heap[0][0] <= self._step:
             self._pop_finished(end, done)
+        first_prompts = 0  # vLLM counts a prompt once, with the request's first output
         for s in completed:
             prefilling.remove(s)
             self._prefill_ctx -= s.computed
@@ -452,6 +462,7 @@ class ReplicaEngine:
             if s.first_token_time < 0:
                 s.first_token_time = end
                 self._new_first_tokens.append((s.req, end))
+                first_prompts += s.req.prompt_tokens
             elif record:
                 self.stats.inter_token_latencies.append((end - s.last_token_time, 1))
             s.last_token_time = end
@@ -459,6 +470,9 @@ class ReplicaEngine:
                 done.append(Finished(s.req, s.first_token_time, end, s.scheduled_time))
             else:
                 self._join_decode(s)
+        if record:
+            self.stats.prompt_tokens += first_prompts
+            self.stats.step_tokens.append((first_prompts + b + len(completed), 1))
         return True
 
     def _decode_segment(self, now: float, done: list[Finished]) -> bool:

@@ -51,7 +51,7 @@ def _start_replicas(stack: ExitStack, options: LabOptions) -> list[str]:
     ports = sorted({free_port() for _ in range(options.replicas * 3)})[: options.replicas]
     process = subprocess.Popen(
         [sys.executable, "-m", "capacity", "serve", "--ports", ",".join(map(str, ports)),
-         "--profile", options.profile, "--speedup", str(options.speedup), "--stream-interval", "0.05"],
+         "--profile", options.profile, "--speedup", str(options.speedup)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
 

@@ -22,7 +22,8 @@ class LoadConfig:
     trace_speed: float = 1.0
     warmup_s: float = 30.0
     duration_s: float = 120.0
-    max_requests: int | None = None
+    max_requests: int | None = None  # requests sent, in every mode
+    max_consecutive_4xx: int = 10  # a run of client errors this long stops the load (LoadStopped)
     timeout_s: float = 600.0
     tokenizer: str | None = None
     seed: int = 0
@@ -49,6 +50,10 @@ class LoadConfig:
         for key in ("duration_s", "time_scale", "trace_speed", "timeout_s"):
             if getattr(self, key) <= 0:
                 raise ValueError(f"{key} must be > 0, got {getattr(self, key)}")
+        if self.max_requests is not None and self.max_requests < 1:
+            raise ValueError(f"max_requests must be >= 1, got {self.max_requests}")
+        if self.max_consecutive_4xx < 1:
+            raise ValueError(f"max_consecutive_4xx must be >= 1, got {self.max_consecutive_4xx}")
         if self.warmup_s < 0:
             raise ValueError(f"warmup_s must be >= 0, got {self.warmup_s}")
         if self.client not in ("aiohttp", "raw"):

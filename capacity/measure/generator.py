@@ -17,6 +17,13 @@ bytes, each request also records the load generator's own added latency (`overhe
 time from its start to the request being on the socket plus the time from the mock's last write
 to the recorded arrival. `capacity.measure.workers` spreads the load over several processes
 (optionally on uvloop).
+
+`max_requests` caps the requests sent, in every mode. A run of `max_consecutive_4xx` client
+errors in a row (an unknown model, a wrong key, a prompt over the context) stops the run with
+`LoadStopped`, naming the URL, the model and the status: the server refuses what is being sent,
+so sending more measures nothing. 408 and 429 do not count: they are what overload looks like.
+Tokens are counted with the model's tokenizer when one is local (`find_tokenizer`: `tokenizer`,
+the model's folder, or the local Hugging Face cache), else as whitespace words; the summary says which.
 """
 
 from __future__ import annotations
@@ -39,7 +46,14 @@ from capacity.measure.sse import SSEReader
 from capacity.measure.timing import Timing
 from capacity.runtime import quiet_gc
 from capacity.workload import traces
-from capacity.workload.prompts import PromptBuilder
+from capacity.workload.prompts import PromptBuilder, find_tokenizer
+
+# 4xx statuses that say "not now" rather than "not this request": they do not stop a run
+_OVERLOAD_STATUSES = frozenset({408, 429})
+
+
+class LoadStopped(ValueError):
+    """The server kept refusing the requests (a run of 4xx): the run stopped, and why."""
 
 
 def trace_arrivals(path: Path, speed: float = 1.0) -> Iterator[tuple[float, int, int]]:
@@ -50,15 +64,21 @@ def trace_arrivals(path: Path, speed: float = 1.0) -> Iterator[tuple[float, int,
         yield float(offset) / speed, max(1, int(prompt)), max(1, int(output))
 
 
-async def discover_model(session: aiohttp.ClientSession, url: str, headers: dict[str, str]) -> str:
+async def first_model(session: aiohttp.ClientSession, url: str, headers: dict[str, str]) -> dict:
+    """The first entry of a server's /v1/models: its `id` to request, its `root` (vLLM: the
+    checkpoint it loaded, a Hub id or a folder)."""
     async with session.get(f"{url.rstrip('/')}/v1/models", headers=headers) as response:
         if response.status != 200:
             raise ValueError(f"{url}/v1/models answered HTTP {response.status}; pass --model")
         data = await response.json()
-    models = [m["id"] for m in data.get("data", [])]
+    models = data.get("data", [])
     if not models:
         raise ValueError(f"{url}/v1/models lists no model; pass --model")
     return models[0]
+
+
+async def discover_model(session: aiohttp.ClientSession, url: str, headers: dict[str, str]) -> str:
+    return (await first_model(session, url, headers))["id"]
 
 
 class LoadGenerator:
@@ -68,13 +88,15 @@ class LoadGenerator:
         """`start_at`: a `time.monotonic()` instant to start at, so worker processes share one window."""
         self.config = config
         self._start_at = start_at
-        self._prompts = PromptBuilder(config.tokenizer, seed=config.seed)
         self._progress = progress
         self._records: list[RequestRecord] = []
         self._itl: list[tuple[float, int]] = []
         self._lags: list[float] = []
         self._counter = itertools.count()
+        self._sent = 0  # requests started (what max_requests caps)
         self._dropped = 0
+        self._refused = 0  # consecutive 4xx answers
+        self._stopped: str | None = None  # why the run stopped early
         self._t0 = 0.0
         self._stop_at = 0.0
         self._window = (config.warmup_s, config.warmup_s + config.duration_s)
@@ -104,8 +126,11 @@ class LoadGenerator:
         timeout = aiohttp.ClientTimeout(total=self._wall(cfg.timeout_s))
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers,
                                          trace_configs=[_stamp_written()]) as session:  # fmt: skip
-            model = cfg.model or await discover_model(session, cfg.urls[0], headers)
-            self._model = model
+            card = {"id": cfg.model} if cfg.model else await first_model(session, cfg.urls[0], headers)
+            self._model = model = card["id"]
+            # built before the clock starts: loading a tokenizer takes a while
+            tokenizer = find_tokenizer(cfg.tokenizer, dict.fromkeys((card.get("root") or model, model)))
+            self._prompts = PromptBuilder(tokenizer, seed=cfg.seed)
             self._session = session
             self._raw_pool = RawPool()
             self._raw_auth = f"Authorization: Bearer {cfg.api_key}\r\n" if cfg.api_key else ""
@@ -131,6 +156,8 @@ class LoadGenerator:
                 await asyncio.gather(main, return_exceptions=True)
                 if main.done() and not main.cancelled() and main.exception():
                     raise main.exception()
+                if self._stopped:
+                    raise LoadStopped(self._stopped)
             finally:
                 lag.cancel()
                 if ticker:
@@ -143,19 +170,20 @@ class LoadGenerator:
             itl_samples=weighted_samples(self._itl),
             loop_lag_ms=np.asarray(self._lags),
             dropped=self._dropped,
+            token_counting=self._prompts.counter.counting,
         )
         result.summary = summarize(result)
         return result
 
-    def _done(self) -> bool:
-        cfg = self.config
-        if self._now() >= self._stop_at:
-            return True
-        return cfg.max_requests is not None and len(self._records) >= cfg.max_requests
+    def _may_send(self) -> bool:
+        """Inside the window, under max_requests, and not stopped."""
+        cap = self.config.max_requests
+        return self._now() < self._stop_at and (cap is None or self._sent < cap) and self._stopped is None
 
     async def _closed_loop(self) -> None:
         async def worker() -> None:
-            while not self._done():
+            while self._may_send():
+                self._sent += 1
                 await self._one(next(self._counter), self.config.prompt_tokens, self.config.output_tokens)
 
         await asyncio.gather(*(worker() for _ in range(self.config.concurrency or 1)))
@@ -170,20 +198,21 @@ class LoadGenerator:
     async def _open_loop(self, arrivals) -> None:  # noqa: ANN001
         tasks: set[asyncio.Task] = set()
         for offset, prompt, output in arrivals:
-            if offset >= self._stop_at or self._done():
+            if offset >= self._stop_at or not self._may_send():
                 break
             delay = self._wall(offset - self._now())
             if delay > 0:
                 await asyncio.sleep(delay)
+                if not self._may_send():  # stopped while waiting
+                    break
             if len(tasks) >= self.config.max_outstanding:
                 self._dropped += 1
                 continue
+            self._sent += 1
             due = self._t0 + self._wall(offset)
             task = asyncio.create_task(self._one(next(self._counter), prompt, output, due))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
-        while not self._done() and self._now() < self._stop_at:
-            await asyncio.sleep(min(0.05, self._wall(self._stop_at - self._now())))
         try:
             if tasks:
                 await asyncio.gather(*tasks)
@@ -231,6 +260,7 @@ class LoadGenerator:
         end = self._now()
         record.phase = "warmup" if end < self._window[0] else "measure" if end <= self._window[1] else "after"
         self._records.append(record)
+        self._count_refusal(record, url + path)
         if itl and record.phase == "measure":
             self._itl.extend(itl)
 
@@ -279,6 +309,17 @@ class LoadGenerator:
             timing.end = connection.last_read
             self._full_response(body, headers, record, timing)
 
+    def _count_refusal(self, record: RequestRecord, url: str) -> None:
+        """A run of 4xx answers stops the load: the server refuses what is being sent."""
+        if 400 <= record.status < 500 and record.status not in _OVERLOAD_STATUSES:
+            self._refused += 1
+            if self._refused >= self.config.max_consecutive_4xx and self._stopped is None:
+                detail = _error_message(record.error)
+                self._stopped = (f"stopped after {self._refused} consecutive HTTP {record.status} answers from "
+                                 f"{url} for model {self._model!r}" + (f": {detail}" if detail else ""))  # fmt: skip
+        elif record.status:
+            self._refused = 0
+
     @staticmethod
     def _full_response(payload: bytes, headers, record: RequestRecord, timing: Timing) -> None:  # noqa: ANN001
         usage = json.loads(payload).get("usage") or {}
@@ -310,6 +351,18 @@ class LoadGenerator:
                     "recent_p99_s": float(np.percentile(recent, 99)) if recent else None,
                 }
             )
+
+
+def _error_message(body: str | None) -> str:
+    """The message of an OpenAI-style error body ({"error": {"message": ...}}), else the body."""
+    if not body:
+        return ""
+    try:
+        error = json.loads(body).get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+    except (ValueError, AttributeError):
+        message = body
+    return " ".join(str(message).split())[:200]
 
 
 def _stamp_written() -> aiohttp.TraceConfig:

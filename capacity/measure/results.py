@@ -48,6 +48,7 @@ class LoadResult:
     dropped: int = 0
     cpu_s: float = 0.0  # CPU time of the load generator's process(es) during the run
     cpu_wait_s: float = 0.0  # time they were runnable but had no core (Linux schedstat; 0 elsewhere)
+    token_counting: str = ""  # how prompts were sized and streamed text counted (PromptBuilder's counter)
     summary: dict = field(default_factory=dict)
 
 
@@ -76,7 +77,9 @@ def summarize(result: LoadResult) -> dict:
     errors: dict[str, int] = {}
     for r in measured:
         if not r.ok:
-            errors[str(r.status or r.error)] = errors.get(str(r.status or r.error), 0) + 1
+            # an HTTP error by its status; a failure after HTTP 200 (mid-stream) or without an answer by its message
+            key = str(r.status) if r.status not in (0, 200) else str(r.error)
+            errors[key] = errors.get(key, 0) + 1
     prompt = sum(r.prompt_tokens for r in ok)
     output = sum(r.output_tokens for r in ok)
     return {
@@ -89,6 +92,7 @@ def summarize(result: LoadResult) -> dict:
         "prompt_tokens": cfg.prompt_tokens,
         "output_tokens": cfg.output_tokens,
         "time_scale": cfg.time_scale,
+        "token_counting": result.token_counting,
         "window_s": [result.window[0], result.window[1]],
         "requests": len(result.records),
         "measured": len(measured),

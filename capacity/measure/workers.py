@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 
 from capacity.measure.config import LoadConfig
-from capacity.measure.generator import LoadGenerator
+from capacity.measure.generator import LoadGenerator, LoadStopped
 from capacity.measure.results import LoadResult, summarize
 from capacity.runtime import loop_factory
 
@@ -31,6 +31,8 @@ def split_config(config: LoadConfig, workers: int) -> list[LoadConfig]:
         raise ValueError("trace replay runs in one process (the trace's order would be split)")
     if config.concurrency is not None and config.concurrency < workers:
         raise ValueError(f"concurrency {config.concurrency} is below workers {workers}")
+    if config.max_requests is not None and config.max_requests < workers:
+        raise ValueError(f"max_requests {config.max_requests} is below workers {workers}")
     shares = []
     for i in range(workers):
         changes: dict = {"seed": config.seed + i}
@@ -39,7 +41,7 @@ def split_config(config: LoadConfig, workers: int) -> list[LoadConfig]:
         if config.rate is not None:
             changes["rate"] = config.rate / workers
         if config.max_requests is not None:
-            changes["max_requests"] = max(1, config.max_requests // workers)
+            changes["max_requests"] = config.max_requests // workers + (i < config.max_requests % workers)
         shares.append(replace(config, **changes))
     return shares
 
@@ -69,12 +71,15 @@ def run_load_processes(config: LoadConfig, workers: int, *, use_uvloop: bool = F
         go.wait()
         deadline = config.warmup_s + config.duration_s
         timeout = start_timeout_s + deadline / config.time_scale + 30
-        parts: dict[int, LoadResult | str] = dict(queue.get(timeout=timeout) for _ in procs)
+        parts: dict[int, LoadResult | LoadStopped | str] = dict(queue.get(timeout=timeout) for _ in procs)
     finally:
         for proc in procs:
             proc.join(5)
             if proc.is_alive():
                 proc.terminate()
+    for part in parts.values():
+        if isinstance(part, LoadStopped):
+            raise part
     errors = [part for part in parts.values() if isinstance(part, str)]
     if errors:
         raise RuntimeError("load worker failed: " + errors[0])
@@ -88,6 +93,8 @@ def _worker(i: int, config: LoadConfig, use_uvloop: bool, barriers, start, queue
         result = run_load_sync(config, use_uvloop=use_uvloop, start_at=start.value)
         result.summary = {}
         queue.put((i, result))
+    except LoadStopped as stopped:  # the server refused the requests: the parent says why
+        queue.put((i, stopped))
     except BaseException as error:  # noqa: BLE001 - reported to the parent, which raises
         queue.put((i, f"worker {i}: {type(error).__name__}: {error}"))
 
@@ -110,6 +117,7 @@ def merge_results(config: LoadConfig, parts: Sequence[LoadResult]) -> LoadResult
         dropped=sum(p.dropped for p in parts),
         cpu_s=sum(p.cpu_s for p in parts),
         cpu_wait_s=sum(p.cpu_wait_s for p in parts),
+        token_counting=parts[0].token_counting,
     )
     result.summary = summarize(result)
     return result

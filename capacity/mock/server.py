@@ -4,8 +4,21 @@ Time: the engine runs in model seconds; with `speedup` X one model second passes
 wall seconds. Everything the replica reports (histograms, usage) is in model seconds, so a
 sped-up replica looks like the real GPU it models; only wall-clock rates are X times higher.
 
-Streaming sends one SSE chunk per request per `stream_interval_s` (wall) carrying every token
-generated since the last chunk, like vLLM's API server coalescing under load.
+Streaming follows vLLM's OpenAI server: one SSE chunk per engine step that gave the request a
+token (`--stream-interval` tokens, default 1: vLLM's `OutputProcessor(stream_interval=1)`, whose
+`RequestState.make_request_output` sends the first token, then every `stream_interval` tokens,
+and the last), at any speedup. Tokens are coalesced into one chunk only when the consumer lags:
+each stream holds one slot that the engine fills and its writer empties, as vLLM's
+`RequestOutputCollector.put` merges outputs when the producer gets ahead of the consumer.
+
+Finish reasons and `vllm:request_success_total` follow vLLM: a request with `max_tokens` runs to
+it ("length": the mock never samples EOS, as with `ignore_eos`); without it vLLM allows the rest
+of the context (`get_max_tokens`: max_model_len - prompt) and the mock stops after
+DEFAULT_MAX_TOKENS as at an EOS ("stop"), or at the context ("length") if that comes first. A
+client that disconnects is aborted (`OutputProcessor.abort_requests`), which records no finished
+request: no `request_success`, no per-request histogram. Prompt tokens are counted with the
+model's tokenizer when one is at hand (`tokenizer=`), else as whitespace words. Faults
+(`capacity.mock.faults`) are reported as vLLM reports them.
 
 Timing for load generators (mock only; vLLM sends neither): each response ends with
 `: engine-latency=<wall s>` (what the engine model produced) and
@@ -20,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import socket
 import time
 import uuid
@@ -31,9 +45,11 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from capacity.engine import EngineProfile, Finished, ReplicaEngine, Request
+from capacity.mock.faults import GENERATION_ERROR, Faults
 from capacity.mock.metrics import VllmMetrics
+from capacity.workload.prompts import TokenCounter
 
-DEFAULT_MAX_TOKENS = 256  # used when a request sets no max_tokens (vLLM would use the context left)
+DEFAULT_MAX_TOKENS = 256  # where a request without max_tokens stops, as if it sampled EOS
 _WORD = " tok"
 
 
@@ -42,9 +58,19 @@ class _Pending:
     request: Request
     stream: bool
     done: asyncio.Future[Finished]
+    finish_reason: str  # "length", "stop" or "error" (an injected fault), once the engine finishes it
+    max_tokens: int  # the effective max_tokens (vLLM's sampling_params.max_tokens)
     generated: int = 0
     first_token_time: float = -1.0
     progress: asyncio.Event = field(default_factory=asyncio.Event)
+    lagged: bool = False  # progress came again before the writer took the last: merge (the collector's put)
+
+    def advance_to(self, generated: int) -> None:
+        """The engine's progress, handed to the stream's writer like vLLM's RequestOutputCollector.put."""
+        self.generated = generated
+        if self.progress.is_set():
+            self.lagged = True
+        self.progress.set()
 
 
 class MockReplica:
@@ -57,15 +83,23 @@ class MockReplica:
         speedup: float = 1.0,
         served_model_name: str | None = None,
         api_key: str | None = None,
-        stream_interval_s: float = 0.02,
+        stream_interval: int = 1,
+        faults: Faults = Faults(),
+        tokenizer: str | None = None,
+        seed: int = 0,
     ) -> None:
         if speedup <= 0:
             raise ValueError(f"speedup must be > 0, got {speedup}")
+        if stream_interval < 1:
+            raise ValueError(f"--stream-interval must be >= 1 token, got {stream_interval}")
         self.profile = profile
         self.speedup = speedup
         self.model_name = served_model_name or profile.served_model_name
         self.api_key = api_key
-        self.stream_interval_s = stream_interval_s
+        self.stream_interval = stream_interval
+        self.faults = faults
+        self.tokens = TokenCounter(tokenizer)
+        self._rng = random.Random(seed)
         self.engine = ReplicaEngine(profile, record_stats=True)
         self.metrics = VllmMetrics(self.model_name, profile.max_model_len)
         self.metrics.bind_gauges(self._running, self._waiting, self._kv)
@@ -84,21 +118,22 @@ class MockReplica:
         return model_seconds / self.speedup
 
     # --- engine driving --------------------------------------------------------------------
-    def submit(self, prompt_tokens: int, output_tokens: int, *, stream: bool, max_tokens: int | None) -> _Pending:
+    def submit(self, prompt_tokens: int, output_tokens: int, *, stream: bool, max_tokens: int,
+               finish_reason: str) -> _Pending:  # fmt: skip
+        """Start a request that generates `output_tokens` and then finishes with `finish_reason`,
+        unless a fault strikes first."""
         now = self.model_now()
         self._sync(now)
+        if self.faults.mid_stream_error and self._rng.random() < self.faults.mid_stream_error:
+            output_tokens = self._rng.randint(1, max(1, output_tokens - 1))  # fails after at least one token
+            finish_reason = "error"
         self._ids += 1
         request = Request(self._ids, now, prompt_tokens, output_tokens)
         self.engine.submit(request, now)  # raises ValueError for requests the model cannot hold
-        pending = _Pending(request, stream, asyncio.get_running_loop().create_future())
+        pending = _Pending(request, stream, asyncio.get_running_loop().create_future(), finish_reason, max_tokens)
         self._pending[request.id] = pending
         if stream:
             self._streams[request.id] = pending
-        m = self.metrics
-        m.params_n.observe(1)
-        m.max_num_generation_tokens.observe(output_tokens)
-        if max_tokens is not None:
-            m.params_max_tokens.observe(max_tokens)
         self._schedule()
         return pending
 
@@ -124,15 +159,14 @@ class MockReplica:
             m.iteration_tokens.observe(tokens, count)
         stepped = stats.generation_tokens > 0  # the engine produced tokens since the last _sync
         for f in finished:
-            self._observe_finished(f)
             pending = self._pending.pop(f.request.id, None)
             if pending is None:
                 continue
-            pending.generated = f.request.output_tokens
+            self._observe_finished(f, pending)
             self._streams.pop(f.request.id, None)
             if not pending.done.done():
                 pending.done.set_result(f)
-            pending.progress.set()
+            pending.advance_to(f.request.output_tokens)
         # Progress moves only when tokens were produced: most _sync calls come from a submit
         # between two steps, and scanning every stream then cost ~0.1 ms per request.
         if self._streams and stepped:
@@ -140,8 +174,7 @@ class MockReplica:
             for rid, pending in self._streams.items():
                 n = progress.get(rid, 0)
                 if n > pending.generated:
-                    pending.generated = n
-                    pending.progress.set()
+                    pending.advance_to(n)
 
     def abort(self, pending: _Pending) -> None:
         """The client went away: free the request's slot and KV, as vLLM aborts it."""
@@ -150,31 +183,33 @@ class MockReplica:
             return
         self._streams.pop(rid, None)
         self._sync()
-        if self.engine.abort(rid):
-            self.metrics.request_success["abort"].inc()
+        self.engine.abort(rid)  # like vLLM's abort_requests: no finished-request stats
         self._schedule()
 
-    def _observe_finished(self, f: Finished) -> None:
+    def _observe_finished(self, f: Finished, pending: _Pending) -> None:
+        """vLLM's per finished request metrics (PrometheusStatLogger.record, finished_requests)."""
         m = self.metrics
         r = f.request
-        m.request_success["length"].inc()
+        m.request_success[pending.finish_reason].inc()
+        m.params_n.observe(1)
+        m.max_num_generation_tokens.observe(r.output_tokens)
+        m.params_max_tokens.observe(pending.max_tokens)
         m.e2e_latency.observe(f.finish_time - r.arrival)
         m.queue_time.observe(f.scheduled_time - r.arrival)
         m.inference_time.observe(f.finish_time - f.scheduled_time)
         m.prefill_time.observe(f.first_token_time - f.scheduled_time)
         m.decode_time.observe(f.finish_time - f.first_token_time)
-        if r.output_tokens > 1:
-            m.request_time_per_output_token.observe((f.finish_time - f.first_token_time) / (r.output_tokens - 1))
+        # vLLM's FinishedRequestStats.mean_time_per_output_token: 0 for a single token
+        tpot = (f.finish_time - f.first_token_time) / (r.output_tokens - 1) if r.output_tokens > 1 else 0.0
+        m.request_time_per_output_token.observe(tpot)
         m.request_prompt_tokens.observe(r.prompt_tokens)
         m.request_generation_tokens.observe(r.output_tokens)
 
     def _schedule(self) -> None:
-        """Arm one timer for the next engine event (or the next streaming tick)."""
+        """Arm one timer for the next engine event, or the next step while streams want its tokens."""
         loop = asyncio.get_running_loop()
-        nxt = self.engine.next_event_time()
+        nxt = self.engine.next_step_time() if self._streams else self.engine.next_event_time()
         at = float("inf") if nxt is None else self._t0 + self._wall(nxt)
-        if self._streams:
-            at = min(at, time.monotonic() + self.stream_interval_s)
         if at == self._timer_at and self._timer is not None:
             return
         if self._timer is not None:
@@ -183,7 +218,7 @@ class MockReplica:
         self._timer_at = at
         if at != float("inf"):
             # loop.time() and time.monotonic() share a clock on every asyncio loop we use
-            self._timer = loop.call_at(max(at, loop.time()) + 1e-4, self._on_timer)
+            self._timer = loop.call_at(max(at, loop.time()) + 1e-5, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -265,9 +300,9 @@ class MockReplica:
         if isinstance(prompt, list) and prompt and isinstance(prompt[0], int):
             prompt_tokens = len(prompt)
         elif isinstance(prompt, str):
-            prompt_tokens = count_words(prompt)
+            prompt_tokens = self.tokens.count(prompt)
         elif isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-            prompt_tokens = count_words(prompt[0])
+            prompt_tokens = self.tokens.count(prompt[0])
         else:
             return _error(400, "'prompt' must be a string, a one-element list of strings, or a list of token ids")
         return await self._serve(request, body, prompt_tokens, chat=False)
@@ -284,49 +319,57 @@ class MockReplica:
             content = message.get("content") if isinstance(message, dict) else None
             if isinstance(content, list):
                 content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
-            prompt_tokens += count_words(content or "")
+            prompt_tokens += self.tokens.count(content or "")
         return await self._serve(request, body, max(prompt_tokens, 1), chat=True)
 
     async def _serve(self, request: web.Request, body: dict, prompt_tokens: int, *, chat: bool) -> web.StreamResponse:
         model = body.get("model")
         if model != self.model_name:
-            return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
+            return _error(404, f"The model `{model}` does not exist.", "NotFoundError", param="model")
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens")) if chat else body.get("max_tokens")
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-            return _error(400, f"max_tokens must be at least 1, got {max_tokens}.")
-        output_tokens = max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS
-        # The mock never emits EOS, so every request runs to max_tokens as if `ignore_eos` were set;
-        # without max_tokens it stops after DEFAULT_MAX_TOKENS with finish_reason "stop".
-        finish_reason = "length" if max_tokens is not None else "stop"
-        total = prompt_tokens + output_tokens
-        if total > self.profile.max_model_len:
-            return _error(
-                400,
-                f"This model's maximum context length is {self.profile.max_model_len} tokens. However, you "
-                f"requested {total} tokens ({prompt_tokens} in the messages, {output_tokens} in the completion). "
-                "Please reduce the length of the messages or completion.",
-            )
+            return _error(400, f"max_tokens must be at least 1, got {max_tokens}.", param="max_tokens")
+        # vLLM's OpenAIServing._validate_input, then get_max_tokens
+        limit = self.profile.max_model_len
+        if prompt_tokens >= limit:
+            return _error(400, f"This model's maximum context length is {limit} tokens. However, your request "
+                               f"has {prompt_tokens} input tokens. Please reduce the length of the input messages.",
+                          param="input_tokens")  # fmt: skip
+        if max_tokens is not None and prompt_tokens + max_tokens > limit:
+            return _error(400, f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's "
+                               f"maximum context length is {limit} tokens and your request has {prompt_tokens} input "
+                               f"tokens ({max_tokens} > {limit} - {prompt_tokens}).", param="max_tokens")  # fmt: skip
+        effective_max = max_tokens if max_tokens is not None else limit - prompt_tokens
+        if max_tokens is not None or body.get("ignore_eos"):
+            output_tokens, finish_reason = effective_max, "length"
+        else:  # the mock's EOS comes after DEFAULT_MAX_TOKENS, unless the context ends first
+            output_tokens = min(DEFAULT_MAX_TOKENS, effective_max)
+            finish_reason = "stop" if output_tokens == DEFAULT_MAX_TOKENS else "length"
         stream = bool(body.get("stream"))
         try:
-            pending = self.submit(prompt_tokens, output_tokens, stream=stream, max_tokens=max_tokens)
+            pending = self.submit(prompt_tokens, output_tokens, stream=stream, max_tokens=effective_max,
+                                  finish_reason=finish_reason)  # fmt: skip
         except ValueError as error:
             return _error(400, str(error))
         kind = _Chat(self.model_name) if chat else _Text(self.model_name)
         try:
             if stream:
                 include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-                return await self._stream(request, pending, kind, finish_reason, include_usage)
+                return await self._stream(request, pending, kind, include_usage)
             finished = await pending.done
         except (asyncio.CancelledError, ConnectionResetError):
             self.abort(pending)
             raise
-        payload = kind.full(output_tokens, finish_reason, _usage(prompt_tokens, output_tokens))
+        if pending.finish_reason == "error":  # vLLM: _convert_generation_error_to_response
+            return web.json_response({"error": GENERATION_ERROR}, status=500)
+        output_tokens = finished.request.output_tokens
+        payload = kind.full(output_tokens, pending.finish_reason, _usage(prompt_tokens, output_tokens))
         latency = self._wall(finished.finish_time - finished.request.arrival)
         # "sent" is stamped as the body is built, a few microseconds before aiohttp writes it
         timing = f"{request[RECEIVED]:.6f},{time.monotonic():.6f}"
         return web.json_response(payload, headers={"x-engine-latency": f"{latency:.6f}", "x-server-timing": timing})
 
-    async def _stream(self, request: web.Request, pending: _Pending, kind: "_Text | _Chat", finish_reason: str,
+    async def _stream(self, request: web.Request, pending: _Pending, kind: "_Text | _Chat",
                       include_usage: bool) -> web.StreamResponse:  # fmt: skip
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
@@ -339,25 +382,25 @@ class MockReplica:
             while sent < target:
                 await pending.progress.wait()
                 pending.progress.clear()
-                n = min(pending.generated, target)
-                if n > sent:
-                    last = n >= target
-                    if not last:
-                        await response.write(kind.delta_event(n - sent))
-                        sent = n
-                        continue
-                    event = _sse(kind.delta(n - sent, finish_reason))
-                    sent = n
-                    # the last token, usage, latency comment and [DONE] leave in one write
-                    if include_usage:
-                        event += _sse(kind.usage_chunk(_usage(pending.request.prompt_tokens, target)))
-                    f = pending.done.result()
-                    event += f": engine-latency={self._wall(f.finish_time - f.request.arrival):.6f}\n\n".encode()
-                    # stamped right before the write: aiohttp hands these bytes to the socket synchronously
-                    event += f": server-timing={request[RECEIVED]:.6f},{time.monotonic():.6f}\n\n".encode()
-                    await response.write(event + b"data: [DONE]\n\n")
-                elif pending.done.cancelled():
-                    break
+                lagged, pending.lagged = pending.lagged, False
+                points = _emission_points(sent, min(pending.generated, target), target, self.stream_interval)
+                if not points:
+                    if pending.done.cancelled():
+                        break
+                    continue
+                if lagged:  # the writer fell behind: one chunk for all (RequestOutputCollector merges)
+                    points = points[-1:]
+                # Otherwise one chunk per output, in one write: a timer wakes the mock once per step
+                # only down to the event loop's timer resolution (~1 ms), so at high speedups one
+                # wake can find several steps done.
+                events = []
+                for point in points:
+                    if point == target:
+                        events.append(self._last_events(request, pending, kind, point - sent, include_usage))
+                    else:
+                        events.append(kind.delta_event(point - sent))
+                    sent = point
+                await response.write(b"".join(events))
         except ConnectionResetError:
             # the client hung up between two writes (a load generator's window closed): free its
             # slot as vLLM aborts; the prepared response goes back and aiohttp closes quietly
@@ -365,6 +408,31 @@ class MockReplica:
             return response
         await response.write_eof()
         return response
+
+    def _last_events(self, request: web.Request, pending: _Pending, kind: "_Text | _Chat", tokens: int,
+                     include_usage: bool) -> bytes:  # fmt: skip
+        """The last tokens, then usage, the mock's timing comments and [DONE], for one write; a
+        failed generation ends with vLLM's error event and [DONE] instead (HTTP 200 is already out)."""
+        if pending.finish_reason == "error":
+            event = kind.delta_event(tokens) if tokens else b""
+            return event + _sse({"error": GENERATION_ERROR}) + b"data: [DONE]\n\n"
+        event = _sse(kind.delta(tokens, pending.finish_reason))
+        if include_usage:
+            event += _sse(kind.usage_chunk(_usage(pending.request.prompt_tokens, pending.request.output_tokens)))
+        f = pending.done.result()
+        event += f": engine-latency={self._wall(f.finish_time - f.request.arrival):.6f}\n\n".encode()
+        # stamped right before the write: aiohttp hands these bytes to the socket synchronously
+        event += f": server-timing={request[RECEIVED]:.6f},{time.monotonic():.6f}\n\n".encode()
+        return event + b"data: [DONE]\n\n"
+
+
+def _emission_points(sent: int, generated: int, target: int, interval: int) -> list[int]:
+    """Token counts in (sent, generated] at which vLLM's output processor emits an output:
+    the first token, then every `interval` tokens, and the last (RequestState.make_request_output)."""
+    points = list(range(1 if sent == 0 else sent + interval, generated + 1, interval))
+    if generated == target and (not points or points[-1] != target):
+        points.append(target)
+    return points
 
 
 RECEIVED = web.RequestKey("received", float)
@@ -377,11 +445,6 @@ async def _stamp_received(request: web.Request, handler):  # noqa: ANN001, ANN20
     return await handler(request)
 
 
-def count_words(text: str) -> int:
-    """The mock's tokenizer: whitespace-separated words (what the load generator's prompts count)."""
-    return len(text.split())
-
-
 def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens}  # fmt: skip
@@ -391,8 +454,10 @@ def _sse(payload: dict) -> bytes:
     return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
 
 
-def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Response:
-    return web.json_response({"error": {"message": message, "type": kind, "param": None, "code": status}}, status=status)
+def _error(status: int, message: str, kind: str = "BadRequestError", param: str | None = None) -> web.Response:
+    """vLLM's ErrorResponse: {"error": {message, type, param, code}} with the HTTP status as code."""
+    return web.json_response({"error": {"message": message, "type": kind, "param": param, "code": status}},
+                             status=status)  # fmt: skip
 
 
 async def _json_body(request: web.Request) -> dict | web.Response:

@@ -137,3 +137,13 @@ def test_random_load_on_a_tight_kv_cache_finishes_every_request_and_frees_every_
     early = [f for f in done if f.finish_time < f.request.arrival]
     assert not early
     assert all(f.request.arrival <= f.scheduled_time <= f.first_token_time <= f.finish_time for f in done)
+
+
+def test_next_step_time_is_one_decode_step_ahead_while_requests_decode():
+    engine = ReplicaEngine(A10G)
+    engine.submit(Request(1, 0.0, 64, 100), 0.0)
+    first_token = engine.next_step_time()
+    engine.advance(first_token)
+    second_token = engine.next_step_time()
+    assert second_token == pytest.approx(first_token + A10G.cost.decode_step(1, 64))
+    assert engine.next_event_time() > second_token  # the completion is 98 steps later

@@ -177,7 +177,7 @@ async def test_raw_client_reports_http_errors_and_non_streaming_usage():
     async with serve_replicas(FAST, speedup=SPEEDUP, api_key="k") as [replica]:
         denied = LoadConfig(urls=(replica.url,), model=FAST.served_model_name, api_key="wrong", concurrency=2,
                             warmup_s=0, duration_s=0.5, time_scale=SPEEDUP, prompt_tokens=5, output_tokens=3,
-                            client="raw")  # fmt: skip
+                            client="raw", max_requests=6)  # fmt: skip
         bad = await run_load(denied)
         good = await run_load(LoadConfig(urls=(replica.url,), api_key="k", api="chat", concurrency=2, warmup_s=0,
                                          duration_s=1, time_scale=SPEEDUP, prompt_tokens=5, output_tokens=3,
@@ -304,3 +304,127 @@ async def test_open_loop_counts_a_late_dispatch_from_the_scheduled_time(tmp_path
     first, second = sorted((r for r in result.records if r.ok), key=lambda r: r.start_s)
     assert first.start_s < 0.1 and second.start_s == pytest.approx(0.3, abs=0.02)
     assert second.send_ms > 200 and first.send_ms < 100
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("client", ["aiohttp", "raw"])
+async def test_a_mid_stream_error_counts_as_a_failure_named_in_the_summary(client):
+    from capacity.mock.faults import Faults
+
+    async with serve_replicas(FAST, speedup=SPEEDUP, faults=Faults(mid_stream_error=1.0)) as [replica]:
+        config = LoadConfig(urls=(replica.url,), concurrency=2, warmup_s=0, duration_s=20, time_scale=SPEEDUP,
+                            prompt_tokens=10, output_tokens=20, stream=True, client=client, max_requests=6)  # fmt: skip
+        result = await run_load(config)
+    assert result.summary["successful"] == 0
+    assert result.summary["errors"] == {"mid-stream error: Internal server error": 6}
+    assert {r.status for r in result.records} == {200}
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("mode", [{"concurrency": 8}, {"rate": 50.0}], ids=["closed", "open"])
+async def test_a_run_of_4xx_stops_the_load_naming_the_url_model_and_status(mode):
+    from capacity.measure.generator import LoadStopped
+
+    async with serve_replicas(FAST, speedup=SPEEDUP) as [replica]:
+        config = LoadConfig(urls=(replica.url,), model="no-such-model", warmup_s=0, duration_s=600, **mode,
+                            prompt_tokens=5, output_tokens=3)  # fmt: skip
+        with pytest.raises(LoadStopped) as stopped:
+            await asyncio.wait_for(run_load(config), timeout=30)  # the window alone is 600 s
+    message = str(stopped.value)
+    assert "\n" not in message
+    for part in (f"{replica.url}/v1/completions", "'no-such-model'", "HTTP 404", "does not exist"):
+        assert part in message
+
+
+@pytest.mark.asyncio
+async def test_answers_of_429_are_overload_and_do_not_stop_the_load():
+    from aiohttp import web
+
+    async def too_many(_request: web.Request) -> web.Response:
+        return web.json_response({"error": "slow down"}, status=429)
+
+    app = web.Application()
+    app.router.add_post("/v1/completions", too_many)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    try:
+        config = LoadConfig(urls=(f"http://127.0.0.1:{port}",), model="m", concurrency=2, warmup_s=0, duration_s=60,
+                            prompt_tokens=5, output_tokens=3, max_requests=15, max_consecutive_4xx=3)  # fmt: skip
+        result = await run_load(config)
+    finally:
+        await runner.cleanup()
+    assert len(result.records) == 15 and result.summary["errors"] == {"429": 15}
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("mode", ["closed", "poisson", "trace"])
+async def test_max_requests_caps_what_is_sent_in_every_mode(mode, tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("".join(f'{{"offset_s": {i * 0.05}, "prompt_tokens": 8, "output_tokens": 2}}\n' for i in range(40)))
+    modes = {"closed": {"concurrency": 4}, "poisson": {"rate": 100.0}, "trace": {"trace": trace}}
+    async with serve_replicas(FAST, speedup=SPEEDUP) as [replica]:
+        config = LoadConfig(urls=(replica.url,), warmup_s=0, duration_s=60, time_scale=SPEEDUP, prompt_tokens=8,
+                            output_tokens=2, max_requests=7, **modes[mode])  # fmt: skip
+        result = await asyncio.wait_for(run_load(config), timeout=30)
+    assert len(result.records) == 7 and all(r.ok for r in result.records)
+
+
+def test_workers_share_max_requests_exactly():
+    shares = split_config(LoadConfig(urls=("http://127.0.0.1:1",), rate=10.0, max_requests=5), 2)
+    assert [c.max_requests for c in shares] == [3, 2]
+
+
+@pytest.mark.asyncio
+async def test_the_summary_says_tokens_were_counted_as_whitespace_words_without_a_tokenizer(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))  # an empty cache
+    async with serve_replicas(FAST, speedup=SPEEDUP) as [replica]:
+        config = LoadConfig(urls=(replica.url,), concurrency=1, warmup_s=0, duration_s=10, time_scale=SPEEDUP,
+                            prompt_tokens=5, output_tokens=2, max_requests=1)  # fmt: skip
+        result = await run_load(config)
+    assert result.summary["token_counting"] == "whitespace words"
+
+
+def _tokenizer_file(path):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel()
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["[UNK]"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(["the quick brown fox jumps over the lazy dog"] * 50, trainer)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(path))
+    return tokenizer
+
+
+@pytest.mark.asyncio
+async def test_the_models_tokenizer_is_found_in_the_local_hugging_face_cache_and_named_in_the_summary(tmp_path, monkeypatch):
+    cached = tmp_path / "models--org--tiny" / "snapshots" / "abc123" / "tokenizer.json"
+    tokenizer = _tokenizer_file(cached)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    async with serve_replicas(FAST, speedup=SPEEDUP, served_model_name="org/tiny", tokenizer=str(cached)) as [replica]:
+        config = LoadConfig(urls=(replica.url,), concurrency=1, warmup_s=0, duration_s=10, time_scale=SPEEDUP,
+                            prompt_tokens=40, output_tokens=2, max_requests=2)  # fmt: skip
+        result = await run_load(config)
+    assert result.summary["token_counting"] == f"tokenizer {cached}"
+    # the mock counted the prompts with the same tokenizer: exactly what was asked for
+    assert [r.prompt_tokens for r in result.records] == [40, 40]
+    prompt = PromptBuilder(cached).build(0, 40)
+    assert len(tokenizer.encode(prompt, add_special_tokens=False).ids) == 40 != len(prompt.split())
+
+
+def test_an_explicit_tokenizer_path_without_a_tokenizer_is_one_error_naming_it(tmp_path):
+    from capacity.workload.prompts import find_tokenizer
+
+    with pytest.raises(ValueError, match=f"--tokenizer: {tmp_path}/tokenizer.json is not a tokenizer.json file"):
+        find_tokenizer(tmp_path)
+
+
+def test_a_model_that_is_not_cached_locally_counts_whitespace_words(tmp_path, monkeypatch):
+    from capacity.workload.prompts import find_tokenizer
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    assert find_tokenizer(None, ["org/absent"]) is None
