@@ -152,7 +152,10 @@ def test_two_concurrent_runs_publish_exactly_one_manifest(s3, bucket, make_confi
     for thread in threads:
         thread.join(timeout=60)
 
-    assert sorted(outcomes) == ["published", "published-by-concurrent-run"]
+    # Which one loses depends on the scheduler: the other run either finds the manifest already there
+    # or loses the conditional publish (the deterministic interleaving is the next test's).
+    assert len(outcomes) == 2 and outcomes.count("published") == 1
+    assert set(outcomes) - {"published"} <= {"published-by-concurrent-run", "already-published"}
     assert len(manifest_versions(s3, bucket)) == 1
 
 
