@@ -7,7 +7,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from capacity.cli.sim_args import add_common_arguments, emit, load_inputs
+from capacity.cli.sim_args import add_common_arguments, emit, load_inputs, pool_replicas, row_name, start_note
 from capacity.sim.from_stack import StackModel, read_policy_file
 from capacity.sim.run import RunOptions, run_policy, run_static, summarize, with_oracle
 from capacity.workload import traces
@@ -15,8 +15,10 @@ from capacity.workload import traces
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser)
-    parser.add_argument("--policy", type=Path, action="append", default=[], help="autoscaling section file (repeatable)")
-    parser.add_argument("--static", type=int, help="static fleet size (default: the oracle's peak)")
+    parser.add_argument("--policy", type=Path, action="append", default=[],
+                        help="autoscaling section file, shaped like the stack's (repeatable)")  # fmt: skip
+    parser.add_argument("--static", type=int, metavar="N",
+                        help="static fleet size, >= 1 (default: the oracle's peak)")  # fmt: skip
 
 
 def _job(job: tuple[str, StackModel, traces.Trace, RunOptions, int | None]) -> dict[str, Any]:
@@ -25,16 +27,32 @@ def _job(job: tuple[str, StackModel, traces.Trace, RunOptions, int | None]) -> d
     return summarize(result, sm)
 
 
+def _with_policy_file(sm: StackModel, path: Path) -> StackModel:
+    try:
+        return sm.with_policy(read_policy_file(path))
+    except ValueError as error:
+        if str(error).startswith(f"policy file {path}"):
+            raise
+        raise ValueError(f"policy file {path} does not validate against stack {sm.stack}: {error}") from None
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.static is not None and args.static < 1:
+        raise ValueError(f"--static must be >= 1 replica, got {args.static}")
     sm, trace, options, orc = load_inputs(args)
-    static = args.static or orc.peak_replicas
+    held = pool_replicas(sm)
+    if args.static is not None and args.static > held:
+        raise ValueError(f"--static {args.static} is more replicas than the GPU limits of "
+                         f"{sm.stack}/{sm.model.name}'s pools hold ({held})")  # fmt: skip
+    static = args.static if args.static is not None else orc.peak_replicas
     jobs = [(f"stack {sm.stack}", sm, trace, options, None)]
     for path in args.policy:
-        jobs.append((str(path), sm.with_policy(read_policy_file(path)), trace, options, None))
+        jobs.append((str(path), _with_policy_file(sm, path), trace, options, None))
     jobs.append((f"static {static}", sm, trace, options, static))
     with ProcessPoolExecutor(max_workers=2) as pool:
         summaries = list(pool.map(_job, jobs))
-    rows = [(name, with_oracle(summary, orc.gpu_hours)) for (name, *_), summary in zip(jobs, summaries)]
+    rows = [(name if static_size else row_name(name, summary, model), with_oracle(summary, orc.gpu_hours))
+            for (name, model, _, _, static_size), summary in zip(jobs, summaries)]  # fmt: skip
     oracle_row = {
         "gpu_hours": round(orc.gpu_hours, 3),
         "oracle_ratio": 1.0,
@@ -43,5 +61,5 @@ def run(args: argparse.Namespace) -> int:
     }
     rows.append((f"oracle ({orc.interval_s:.0f} s intervals)", oracle_row))
     title = f"{sm.stack}/{sm.model.name} ({sm.profile.name}) on {trace.name}: {len(trace)} requests"
-    emit(args, {name: s for name, s in rows}, rows, title)
+    emit(args, {name: s for name, s in rows}, rows, f"{title}\n{start_note(sm, options)}")
     return 0
