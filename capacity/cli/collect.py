@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     client = PrometheusClient(args.prometheus)
     end = time.time()
     try:
+        client.require_ready()
         readings = collect(client, queries, end - args.last, end, args.step, args.time_scale)
     finally:
         client.close()

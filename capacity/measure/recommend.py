@@ -96,6 +96,8 @@ def recommend(
         raise ValueError(f"--peak-rps must be > 0, got {peak_rps}")
     rows = validate(list(rows))
     knee = find_knee(rows)
+    if not knee.saturated:  # no plateau, no knee: thresholds from it would be guesses
+        raise ValueError(f"{knee.reason}; no thresholds recommended from an envelope without a plateau")
     candidates = [r for r in rows[: knee.index + 1] if _meets(r, slo_p99, slo_ttft_p95)]
     if not candidates:
         raise ValueError(
@@ -167,8 +169,6 @@ def recommend(
         ))  # fmt: skip
     else:
         notes.append("maxReplicas: pass --peak-rps to size it (peak load / planning capacity)")
-    if not knee.saturated:
-        notes.append(knee.reason)
     return Recommendation(knee, planning, beyond, settings, notes)
 
 
@@ -193,6 +193,19 @@ def current_values(stack: str, model: str, stack_file: Path | None = None) -> tu
         return load_stack(path).autoscaling_for(model), None
     except (ValueError, OSError, yaml.YAMLError) as error:  # an invalid stack file: show recommendations anyway
         return None, f"{path} could not be read: {error}"
+
+
+def slo_to_defend(policy: ModelAutoscaling | None, why_not: str | None, stack: str, slo_p99: float | None,
+                  slo_ttft_p95: float | None) -> tuple[float, float | None]:  # fmt: skip
+    """The SLO (e2e p99, TTFT p95) an envelope is read against: each flag where given, else the
+    stack's `autoscaling.<model>.slo` (`current_values`' policy), so a recommendation defends the
+    SLO the stack deploys."""
+    if policy is None:
+        if slo_p99 is None:
+            raise ValueError(f"--slo-p99 not given and stack {stack}'s SLO cannot be read: {why_not}")
+        return slo_p99, slo_ttft_p95
+    return (slo_p99 if slo_p99 is not None else policy.slo.e2e_p99_seconds,
+            slo_ttft_p95 if slo_ttft_p95 is not None else policy.slo.ttft_p95_seconds)  # fmt: skip
 
 
 def commands(rec: Recommendation, stack: str, model: str | None, current: ModelAutoscaling | None = None) -> list[str]:
