@@ -16,15 +16,16 @@ def add_load_arguments(parser: argparse.ArgumentParser, *, sweep: bool = False) 
     parser.add_argument("--url", action="append", required=True,
                         help="base URL (e.g. http://127.0.0.1:8000); repeat for round-robin over replicas")  # fmt: skip
     parser.add_argument("--model", default=None, help="model name to request (default: the first in /v1/models)")
-    parser.add_argument("--api", choices=("completions", "chat"), default="completions")
+    parser.add_argument("--api", choices=("completions", "chat"), default="completions",
+                        help="/v1/completions or /v1/chat/completions")  # fmt: skip
     parser.add_argument("--stream", action=argparse.BooleanOptionalAction, default=sweep,
                         help="streaming requests (measure TTFT and ITL)")  # fmt: skip
-    parser.add_argument("--api-key", default=None, help="sent as 'Authorization: Bearer KEY'")
+    parser.add_argument("--api-key", default=None, help="sent as 'Authorization: Bearer KEY' (default: none)")
     parser.add_argument("--prompt-tokens", type=int, default=1024, help="prompt length of each request, tokens")
     parser.add_argument("--output-tokens", type=int, default=128, help="max_tokens of each request")
     parser.add_argument("--warmup", type=float, default=30.0, help="seconds before measuring" + (" (per level)" if sweep else ""))
     parser.add_argument("--duration", type=float, default=120.0, help="measured seconds" + (" (per level)" if sweep else ""))
-    parser.add_argument("--tokenizer", default=None, help="tokenizer.json (or its folder) for exact token counts")
+    parser.add_argument("--tokenizer", default=None, help="tokenizer.json (or its folder) for exact token counts (default: N words, about N tokens)")
     parser.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, seconds")
     parser.add_argument("--time-scale", type=float, default=1.0,
                         help="model seconds per wall second (a mock's --speedup); times are in model seconds")  # fmt: skip

@@ -10,11 +10,11 @@ from capacity.engine import DEFAULT_PROFILE, PROFILES, get_profile, predict
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile", default=DEFAULT_PROFILE, help=f"one of: {', '.join(sorted(PROFILES))}")
-    parser.add_argument("--concurrency", type=int, required=True)
-    parser.add_argument("--prompt-tokens", type=int, default=1024)
-    parser.add_argument("--output-tokens", type=int, default=128)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--profile", default=DEFAULT_PROFILE, help=f"engine profile, one of: {', '.join(sorted(PROFILES))}")
+    parser.add_argument("--concurrency", type=int, required=True, help="requests in flight (closed loop)")
+    parser.add_argument("--prompt-tokens", type=int, default=1024, help="prompt length of each request, tokens")
+    parser.add_argument("--output-tokens", type=int, default=128, help="output length of each request, tokens")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the engine model's random draws")
     parser.add_argument("--json", action="store_true", help="print the steady state as JSON")
 
 

@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", default=DEFAULT_PROFILE, help=f"engine profile, one of: {', '.join(sorted(PROFILES))}")
     parser.add_argument("--speedup", type=float, default=1.0, help="model seconds per wall second, > 0")
     parser.add_argument("--served-model-name", default=None, help="the model name clients send (default: the profile's)")
-    parser.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1 (like vLLM)")
+    parser.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1, like vLLM (default: no key)")
     parser.add_argument("--stream-interval", type=float, default=0.02, help="wall seconds between SSE chunks, >= 0")
 
 

@@ -18,7 +18,7 @@ from capacity.sim.run import run_policy, summarize, with_oracle
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser)
-    parser.add_argument("--policy", type=Path, help="autoscaling section (stack shape) replacing the stack's")
+    parser.add_argument("--policy", type=Path, help="autoscaling section file (stack shape) replacing the stack's (default: the stack's own)")
     parser.add_argument("--png", type=Path,
                         help="timeline PNG path, in an existing directory (default: out/simulate-<stack>-<model>.png)")  # fmt: skip
 

@@ -52,9 +52,11 @@ def _start_replicas(stack: ExitStack, options: LabOptions) -> list[str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "capacity", "serve", "--ports", ",".join(map(str, ports)),
          "--profile", options.profile, "--speedup", str(options.speedup), "--stream-interval", "0.05"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        # its own session: a terminal's Ctrl-C reaches the lab only, which stops the replicas itself
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
     )  # fmt: skip
 
+    stack.enter_context(process)  # closes its stderr pipe and reaps it, after `stop`
     stack.callback(stop, process)
     urls = [f"http://127.0.0.1:{p}" for p in ports]
     deadline = time.monotonic() + 20
