@@ -11,6 +11,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
-        if action.required or action.default in (None, False, []) or "default" in text:
+        nothing = action.default is None or action.default is False or action.default == []  # not 0 == False
+        if action.required or nothing or "default" in text:
             return text
         return super()._get_help_string(action)

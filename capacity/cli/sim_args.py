@@ -42,7 +42,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="START:END",
-        help="seconds when every trigger query fails (KEDA fallback); repeatable",
+        help="seconds when every trigger query fails (KEDA fallback); repeatable (default: none)",
     )
     p.add_argument(
         "--oracle-interval", type=float, default=300.0, help="seconds per oracle interval (longer = faster, looser)"

@@ -25,3 +25,26 @@ def test_bad_input_is_one_clear_error_line(capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     assert main(["simulate", "--stack", "dev", "--profile", "nope", "--trace", SHORT]) == 2
     assert "unknown engine profile 'nope'" in capsys.readouterr().err
+
+
+OVERLOAD = "synthetic:step:base=10,peak=80,at=30,length=120,duration=180,prompt=512,output=128"
+
+
+def test_the_table_says_how_many_warm_replicas_the_run_starts_from_and_why(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    assert main(["simulate", "--stack", "dev", "--profile", PROFILE, "--trace", SHORT, "--png", str(tmp_path / "t.png")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "warm replicas: the oracle's fleet for the first 300 s within minReplicas 1..maxReplicas 3" in out
+
+
+def test_initial_replicas_given_is_the_start_the_table_names(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    assert main(["simulate", "--stack", "dev", "--profile", PROFILE, "--trace", SHORT, "--initial-replicas", "1",
+                 "--png", str(tmp_path / "t.png")]) == 0  # fmt: skip
+    assert "starts from 1 warm replicas (--initial-replicas)" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_fleet_pinned_at_max_replicas_is_named_in_the_table(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    assert main(["simulate", "--stack", "dev", "--profile", PROFILE, "--trace", OVERLOAD, "--png", str(tmp_path / "t.png")]) == 0
+    assert "stack dev (pinned at maxReplicas 3)" in capsys.readouterr().out
