@@ -53,7 +53,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     chosen = next((a for a in argv if not a.startswith("-")), None)
-    parser = build_parser(chosen if chosen in COMMANDS else None)
+    try:
+        parser = build_parser(chosen if chosen in COMMANDS else None)
+    except ModuleNotFoundError as missing:  # installed without the tools' extra
+        print(f"{_prog()}: {missing.name} is not installed: pip install 'inference-platform-tools[capacity]'",
+              file=sys.stderr)  # fmt: skip
+        return 2
     args = parser.parse_args(argv)
     try:
         return int(args._run(args) or 0)
