@@ -1,4 +1,4 @@
-"""`python -m capacity <command>`: measure a vLLM replica, model it, simulate and tune its scaling.
+"""Measure a vLLM replica, model it, and simulate and tune its scaling, from the stack's own settings.
 
 Each command lives in a module exposing `add_arguments(parser)` and `run(args) -> int`; its
 docstring's first line is the command's help. Register a command with one line in COMMANDS.
@@ -9,6 +9,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
+
+from capacity.cli.help import HelpFormatter
 
 COMMANDS: dict[str, str] = {
     "model": "capacity.cli.model",
@@ -24,9 +27,16 @@ COMMANDS: dict[str, str] = {
 }
 
 
+def _prog() -> str:
+    """`capacity` when run as the installed command, `python -m capacity` otherwise."""
+    name = Path(sys.argv[0]).name
+    return "python -m capacity" if name in ("__main__.py", "-c", "") else name
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """All commands, or (for a fast start) only `only` fully, the others by name."""
-    parser = argparse.ArgumentParser(prog="python -m capacity", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=_prog(), description=__doc__.splitlines()[0],
+                                     epilog="Run a command with --help for its options.")  # fmt: skip
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         if only is not None and name != only:
@@ -34,7 +44,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             continue
         module = importlib.import_module(module_name)
         help_line = (module.__doc__ or name).strip().splitlines()[0]
-        command = sub.add_parser(name, help=help_line, description=module.__doc__)
+        command = sub.add_parser(name, help=help_line, description=module.__doc__, formatter_class=HelpFormatter)
         module.add_arguments(command)
         command.set_defaults(_run=module.run)
     return parser
@@ -43,12 +53,21 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     chosen = next((a for a in argv if not a.startswith("-")), None)
-    args = build_parser(chosen if chosen in COMMANDS else None).parse_args(argv)
+    try:
+        parser = build_parser(chosen if chosen in COMMANDS else None)
+    except ModuleNotFoundError as missing:  # installed without the tools' extra
+        print(f"{_prog()}: {missing.name} is not installed: pip install 'inference-platform-tools[capacity]'",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    args = parser.parse_args(argv)
     try:
         return int(args._run(args) or 0)
     except ValueError as error:  # bad input: one clear line, no traceback
-        print(f"python -m capacity {args.command}: error: {error}", file=sys.stderr)
+        print(f"{parser.prog} {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C is how a user stops a command; what it started is already stopped
+        print(f"{parser.prog} {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from contract import signals
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prometheus", required=True, help="Prometheus base URL, e.g. http://127.0.0.1:9090")
     parser.add_argument("--model", required=True, help="served model name (the model_name label)")
-    parser.add_argument("--namespace", default=None, help="namespace label inside a cluster")
+    parser.add_argument("--namespace", default=None, help="namespace label inside a cluster (default: any namespace)")
     parser.add_argument("--last", type=float, default=300.0, help="window: the last N seconds")
     parser.add_argument("--step", type=float, default=15.0, help="range step, seconds (KEDA polls every 15 s)")
     parser.add_argument("--time-scale", type=float, default=1.0,
@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stack", default=None,
                         help="take windows and quantiles from this stack's autoscaling policy for --model "
                              "(default: the settings' defaults)")  # fmt: skip
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the readings (with their samples) as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     client = PrometheusClient(args.prometheus)
     end = time.time()
     try:
+        client.require_ready()
         readings = collect(client, queries, end - args.last, end, args.step, args.time_scale)
     finally:
         client.close()

@@ -1,33 +1,44 @@
-"""The capacity loop on any machine: mock replicas + Prometheus, a short sweep, the recommended commands."""
+"""The capacity loop on any machine: mock replicas + Prometheus, a short sweep, the recommended commands.
+
+Recommends thresholds against the stack's SLO for the swept model (--slo-p99 and --slo-ttft-p95
+override it), and only when the sweep reached the throughput plateau. Ctrl-C stops the mock
+replicas and Prometheus it started.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
+from capacity.cli import DEFAULT_STACK
 from capacity.cli.load_args import parse_levels
+from capacity.cli.progress import progress_bar
 from capacity.engine import DEFAULT_PROFILE, PROFILES
 from capacity.lab.loop import LabOptions, run_lab
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile", default=DEFAULT_PROFILE, help=f"one of: {', '.join(sorted(PROFILES))}")
-    parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--profile", default=DEFAULT_PROFILE, help=f"engine profile, one of: {', '.join(sorted(PROFILES))}")
+    parser.add_argument("--replicas", type=int, default=2, help="mock replicas; levels are per replica")
     parser.add_argument("--speedup", type=float, default=20.0, help="model seconds per wall second")
     # past the profile's max-num-seqs (40), so the sweep reaches the plateau and the knee shows
-    parser.add_argument("--concurrency", default="1,5,10,20,40,80", help="levels per replica")
-    parser.add_argument("--prompt-tokens", type=int, default=1024)
-    parser.add_argument("--output-tokens", type=int, default=128)
-    parser.add_argument("--warmup", type=float, default=30.0, help="model seconds per level")
+    parser.add_argument("--concurrency", default="1,5,10,20,40,80", help="comma-separated levels per replica")
+    parser.add_argument("--prompt-tokens", type=int, default=1024, help="prompt length of each request, tokens")
+    parser.add_argument("--output-tokens", type=int, default=128, help="max_tokens of each request")
+    parser.add_argument("--warmup", type=float, default=30.0, help="model seconds before measuring, per level")
     parser.add_argument("--duration", type=float, default=180.0, help="measured model seconds per level")
-    parser.add_argument("--slo-p99", type=float, default=30.0, help="end-to-end p99 SLO, seconds")
-    parser.add_argument("--slo-ttft-p95", type=float, default=None)
-    parser.add_argument("--peak-rps", type=float, default=None, help="size maxReplicas for this peak load")
-    parser.add_argument("--stack", default="prod", help="stack whose thresholds the commands retune")
+    parser.add_argument("--slo-p99", type=float, default=None,
+                        help="end-to-end p99 SLO, seconds (default: the stack's slo.e2eP99Seconds for the model)")  # fmt: skip
+    parser.add_argument("--slo-ttft-p95", type=float, default=None,
+                        help="TTFT p95 SLO, seconds (default: the stack's slo.ttftP95Seconds for the model)")  # fmt: skip
+    parser.add_argument("--peak-rps", type=float, default=None, help="size maxReplicas for this peak load, req/s (default: not sized)")
+    parser.add_argument("--stack", default=DEFAULT_STACK, help="stack whose SLO is defended and whose thresholds the commands retune")
     parser.add_argument("--model", default=None,
                         help="autoscaling block to target (default: the stack's model served with --profile, else 'default')")
     parser.add_argument("--no-prometheus", action="store_true", help="skip Prometheus even if installed")
-    parser.add_argument("--out", type=Path, default=Path("out/lab"))
+    parser.add_argument("--no-progress", action="store_true", help="no live progress bar (shown only on a terminal)")
+    parser.add_argument("--out", type=Path, default=Path("out/lab"), help="folder for the envelope CSV, PNG and report")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,6 +59,11 @@ def run(args: argparse.Namespace) -> int:
         prometheus=not args.no_prometheus,
         out=args.out,
     )
-    paths = run_lab(options)
+    try:
+        with progress_bar(not args.no_progress, "lab") as update:
+            paths = run_lab(options, progress=update)
+    except KeyboardInterrupt:  # the lab's ExitStack has stopped its child processes by now
+        print("lab: interrupted; the mock replicas and Prometheus it started are stopped", file=sys.stderr)
+        return 130
     print("\nwrote " + ", ".join(str(p) for p in paths.values()))
     return 0

@@ -6,10 +6,11 @@ import argparse
 import asyncio
 import json
 
-from capacity.cli.load_args import add_load_arguments, config_from_args
+from capacity.cli.load_args import add_load_arguments, check_urls, config_from_args
 from capacity.cli.progress import progress_bar
 from capacity.measure.generator import run_load
 from capacity.measure.results import write_outputs
+from capacity.workload import traces
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,6 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args, max_consecutive_4xx=args.stop_after_4xx)
+    if config.trace is not None:
+        traces.load(config.trace)  # a bad row fails here, naming its line, before any request
+    check_urls(args.url)
     with progress_bar(not args.no_progress, f"load {config.mode}") as update:
         result = asyncio.run(run_load(config, update))
     write_outputs(result, args.out / "requests.jsonl", args.out / "summary.json")

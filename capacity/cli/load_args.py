@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from capacity.measure.config import LoadConfig
 
@@ -14,19 +16,21 @@ def add_load_arguments(parser: argparse.ArgumentParser, *, sweep: bool = False) 
     parser.add_argument("--url", action="append", required=True,
                         help="base URL (e.g. http://127.0.0.1:8000); repeat for round-robin over replicas")  # fmt: skip
     parser.add_argument("--model", default=None, help="model name to request (default: the first in /v1/models)")
-    parser.add_argument("--api", choices=("completions", "chat"), default="completions")
-    parser.add_argument("--stream", action="store_true", help="streaming requests (measures TTFT and ITL)")
-    parser.add_argument("--api-key", default=None, help="sent as 'Authorization: Bearer KEY'")
-    parser.add_argument("--prompt-tokens", type=int, default=1024)
-    parser.add_argument("--output-tokens", type=int, default=128)
-    parser.add_argument("--warmup", type=float, default=30.0, help="seconds")
-    parser.add_argument("--duration", type=float, default=120.0, help="measured seconds")
-    parser.add_argument("--tokenizer", default=None, help="tokenizer.json (or its folder) for exact token counts")
+    parser.add_argument("--api", choices=("completions", "chat"), default="completions",
+                        help="/v1/completions or /v1/chat/completions")  # fmt: skip
+    parser.add_argument("--stream", action=argparse.BooleanOptionalAction, default=sweep,
+                        help="streaming requests (measure TTFT and ITL)")  # fmt: skip
+    parser.add_argument("--api-key", default=None, help="sent as 'Authorization: Bearer KEY' (default: none)")
+    parser.add_argument("--prompt-tokens", type=int, default=1024, help="prompt length of each request, tokens")
+    parser.add_argument("--output-tokens", type=int, default=128, help="max_tokens of each request")
+    parser.add_argument("--warmup", type=float, default=30.0, help="seconds before measuring" + (" (per level)" if sweep else ""))
+    parser.add_argument("--duration", type=float, default=120.0, help="measured seconds" + (" (per level)" if sweep else ""))
+    parser.add_argument("--tokenizer", default=None, help="tokenizer.json (or its folder) for exact token counts (default: N words, about N tokens)")
     parser.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, seconds")
     parser.add_argument("--time-scale", type=float, default=1.0,
                         help="model seconds per wall second (a mock's --speedup); times are in model seconds")  # fmt: skip
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-progress", action="store_true", help="no live progress bar")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the prompts and arrival draws")
+    parser.add_argument("--no-progress", action="store_true", help="no live progress bar (shown only on a terminal)")
     parser.add_argument("--client", choices=("auto", "aiohttp", "raw"), default="auto",
                         help="raw: a lean HTTP/1.1 client for plain http:// URLs that takes arrival times from "
                              "the kernel (no client queueing in the latencies); aiohttp: any URL; "
@@ -38,8 +42,25 @@ def add_load_arguments(parser: argparse.ArgumentParser, *, sweep: bool = False) 
         mode.add_argument("--trace", type=Path,
                           help="replay a trace (arrival offsets and lengths): Azure CSV, offset CSV or JSONL")  # fmt: skip
         parser.add_argument("--trace-speed", type=float, default=1.0, help="replay this many times faster")
-        parser.add_argument("--max-requests", type=int, default=None)
+        parser.add_argument("--max-requests", type=int, default=None, help="stop after sending this many (default: no cap)")
         parser.add_argument("--out", type=Path, default=Path("out/load"), help="folder for requests.jsonl and summary.json")
+
+
+def check_urls(urls: list[str], timeout_s: float = 5.0) -> None:
+    """Each --url is an http(s) URL whose host accepts connections: fail before any load, naming it."""
+    for url in urls:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"--url {url}: expected http://HOST:PORT or https://HOST:PORT, e.g. http://127.0.0.1:8000")
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            raise ValueError(f"--url {url}: the port is not in 1..65535") from None
+        try:
+            socket.create_connection((parts.hostname, port), timeout=timeout_s).close()
+        except OSError as error:
+            reason = error.strerror or str(error) or type(error).__name__
+            raise ValueError(f"--url {url}: cannot connect to {parts.hostname}:{port} ({reason})") from None
 
 
 def _client(choice: str, urls: list[str]) -> str:

@@ -1,4 +1,4 @@
-"""Predict one replica's closed-loop steady state from its engine profile, and what limits it (no server, no GPU)."""
+"""Predict a replica's steady state from its engine profile, and the bound that limits it (no GPU)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ from capacity.engine.explain import Explained, explain
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile", default=DEFAULT_PROFILE, help=f"one of: {', '.join(sorted(PROFILES))}")
-    parser.add_argument("--concurrency", required=True, help="closed-loop clients, one level or a list like 1,5,10,20,40")
-    parser.add_argument("--prompt-tokens", type=int, default=1024)
-    parser.add_argument("--output-tokens", type=int, default=128)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--profile", default=DEFAULT_PROFILE, help=f"engine profile, one of: {', '.join(sorted(PROFILES))}")
+    parser.add_argument("--concurrency", required=True,
+                        help="requests in flight (closed loop): one level or a list like 1,5,10,20,40")  # fmt: skip
+    parser.add_argument("--prompt-tokens", type=int, default=1024, help="prompt length of each request, tokens")
+    parser.add_argument("--output-tokens", type=int, default=128, help="output length of each request, tokens")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the engine model's random draws")
     parser.add_argument("--json", action="store_true", help="print each point's steady state and bound as JSON")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import socket
 
 from capacity.engine import DEFAULT_PROFILE, PROFILES, get_profile
 from capacity.mock.faults import GRAMMAR, Faults
@@ -14,36 +15,67 @@ from capacity.runtime import quiet_gc
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="first port; replica i listens on PORT+i")
-    parser.add_argument("--replicas", type=int, default=1)
-    parser.add_argument("--ports", default=None, help="comma-separated ports, one replica each (overrides --port/--replicas)")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--profile", default=DEFAULT_PROFILE, help=f"one of: {', '.join(sorted(PROFILES))}")
-    parser.add_argument("--speedup", type=float, default=1.0, help="model seconds per wall second")
+    parser.add_argument("--replicas", type=int, default=1, help="how many replicas, one port each")
+    parser.add_argument("--ports", default=None,
+                        help="comma-separated ports, one replica each (default: --port and --replicas)")  # fmt: skip
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--profile", default=DEFAULT_PROFILE, help=f"engine profile, one of: {', '.join(sorted(PROFILES))}")
+    parser.add_argument("--speedup", type=float, default=1.0, help="model seconds per wall second, > 0")
     parser.add_argument("--served-model-name", default=None, help="the model name clients send (default: the profile's)")
-    parser.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1 (like vLLM)")
+    parser.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1, like vLLM (default: no key)")
     parser.add_argument("--stream-interval", type=int, default=1,
-                        help="tokens per SSE chunk, as vLLM's --stream-interval (default 1: one chunk per token; "
+                        help="tokens per SSE chunk, as vLLM's --stream-interval, >= 1 (1: one chunk per token; "
                              "tokens are coalesced only when a client reads slower than they are generated)")
     parser.add_argument("--fault", default=None,
                         help=f"inject errors: {GRAMMAR}. mid-stream-error: generation fails after a random number "
                              "of tokens, reported as vLLM does (a stream: HTTP 200, then data: {\"error\": ...} and "
-                             "data: [DONE]; otherwise HTTP 500), e.g. --fault mid-stream-error:0.05")
+                             "data: [DONE]; otherwise HTTP 500), e.g. --fault mid-stream-error:0.05 (default: none)")
     parser.add_argument("--fault-seed", type=int, default=0, help="seed of the random draws of --fault")
     parser.add_argument("--tokenizer", default=None,
-                        help="tokenizer.json (or its folder) to count prompt tokens with; default: whitespace words")
+                        help="tokenizer.json (or its folder) to count prompt tokens with (default: whitespace words)")
 
 
-def run(args: argparse.Namespace) -> int:
+def _ports(args: argparse.Namespace) -> list[int]:
     if args.replicas < 1:
         raise ValueError(f"--replicas must be >= 1, got {args.replicas}")
-    profile = get_profile(args.profile)
-    faults = Faults.parse(args.fault) if args.fault else Faults()
     ports = [args.port + i for i in range(args.replicas)]
+    flag = "--port" if args.replicas == 1 else f"--port {args.port} with --replicas {args.replicas}"
     if args.ports:
+        flag = "--ports"
         try:
             ports = [int(p) for p in args.ports.split(",")]
         except ValueError:
             raise ValueError(f"--ports must be comma-separated integers, got {args.ports!r}") from None
+    bad = [p for p in ports if not 1 <= p <= 65535]
+    if bad:
+        raise ValueError(f"{flag}: port {bad[0]} is not in 1..65535")
+    return ports
+
+
+def _check_listenable(host: str, ports: list[int]) -> None:
+    """Fail before serving, naming the host or the port, when a replica could not listen."""
+    try:
+        socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)
+    except socket.gaierror as error:
+        raise ValueError(f"--host {host}: cannot resolve it to an IPv4 address ({error.strerror})") from None
+    for port in ports:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the replicas bind
+            try:
+                probe.bind((host, port))
+            except OSError as error:
+                raise ValueError(f"cannot listen on {host}:{port}: {error.strerror}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    ports = _ports(args)
+    if args.speedup <= 0:
+        raise ValueError(f"--speedup must be > 0, got {args.speedup}")
+    if args.stream_interval < 1:
+        raise ValueError(f"--stream-interval must be >= 1 token, got {args.stream_interval}")
+    profile = get_profile(args.profile)
+    faults = Faults.parse(args.fault) if args.fault else Faults()
+    _check_listenable(args.host, ports)
 
     async def main() -> None:
         async with serve_replicas(

@@ -9,36 +9,76 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from capacity.cli import DEFAULT_STACK
 from capacity.sim.cluster.router import ROUTERS
 from capacity.sim.from_stack import StackModel, load_stack_model
 from capacity.sim.oracle import OracleResult
 from capacity.sim.report import print_table
-from capacity.sim.run import RunOptions, run_oracle
+from capacity.sim.run import RunOptions, initial_replicas, run_oracle
 from capacity.workload import traces
 
 
 def add_common_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--stack", "-s", required=True, help="stack name (reads Pulumi.<stack>.yaml) or a stack file path")
+    p.add_argument("--stack", "-s", default=DEFAULT_STACK,
+                   help="stack name (reads Pulumi.<stack>.yaml) or a stack file path")  # fmt: skip
     p.add_argument("--model", help="served model name (default: the stack's first model)")
     p.add_argument("--profile", help="engine profile (default: the model's capacityProfile)")
-    p.add_argument("--trace", required=True, help="Azure CSV, JSONL, or synthetic:KIND[:k=v,...]")
+    p.add_argument("--trace", required=True,
+                   help="Azure CSV (TIMESTAMP, ContextTokens, GeneratedTokens), offset CSV, JSONL, "
+                        "or synthetic:KIND[:k=v,...] (KIND: step, ramp, diurnal, bursty)")  # fmt: skip
     p.add_argument("--rate-scale", type=float, default=1.0, help="x times the requests over the same duration")
     p.add_argument("--time-scale", type=float, default=1.0, help="stretch the trace's time by this factor")
     p.add_argument("--router", choices=ROUTERS, default="least-request", help="least-request = Envoy P2C (the gateway default)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--initial-replicas", type=int, help="warm replicas at t=0 (default: minReplicas)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the simulation's random draws")
+    # A trace is a window of a running day: starting it from minReplicas would measure a cold
+    # start the deployed policy meets only after idling, and mix it into the steady attainment.
+    p.add_argument("--initial-replicas", type=int, metavar="N",
+                   help="warm replicas at t=0, 0..maxReplicas (default: what the oracle needs for the first "
+                        "--oracle-interval, within minReplicas..maxReplicas, as if the policy had been running "
+                        "before the trace; the table's title shows it; pass the minReplicas value for a cold start)")  # fmt: skip
     p.add_argument(
         "--prometheus-outage",
         type=_outage,
         action="append",
         default=[],
         metavar="START:END",
-        help="seconds when every trigger query fails (KEDA fallback); repeatable",
+        help="seconds when every trigger query fails (KEDA fallback); repeatable (default: none)",
     )
     p.add_argument(
         "--oracle-interval", type=float, default=300.0, help="seconds per oracle interval (longer = faster, looser)"
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def pool_replicas(sm: StackModel) -> int:
+    """The replicas the GPU limits of the model's pools hold (a replica fits within one pool)."""
+    return sum(p.gpu_limit // sm.model.gpus_per_replica for p in sm.pools)
+
+
+def fleet_ceiling(sm: StackModel) -> tuple[int, str]:
+    """The most replicas the policy can run, and what sets it: maxReplicas or the pools' GPU limits."""
+    held = pool_replicas(sm)
+    if held < sm.policy.max_replicas:
+        return held, f"the pools' GPU limit, {held} replicas"
+    return sm.policy.max_replicas, f"maxReplicas {sm.policy.max_replicas}"
+
+
+def row_name(name: str, summary: dict[str, Any], sm: StackModel) -> str:
+    """A table row's name, saying so when the fleet was pinned at its ceiling (more demand than
+    the policy may serve: its SLO misses are capacity, not reaction)."""
+    ceiling, what = fleet_ceiling(sm)
+    used = summary.get("max_replicas_used")
+    return f"{name} (pinned at {what})" if used is not None and used >= ceiling else name
+
+
+def start_note(sm: StackModel, options: RunOptions) -> str:
+    """How many warm replicas the policy runs start from, and why (the --initial-replicas default)."""
+    n = initial_replicas(sm, options)
+    if options.initial_replicas is not None:
+        return f"starts from {n} warm replicas (--initial-replicas)"
+    return (f"starts from {n} warm replicas: the oracle's fleet for the first {options.oracle_interval_s:g} s "
+            f"within minReplicas {sm.policy.min_replicas}..maxReplicas {sm.policy.max_replicas}")  # fmt: skip
+
 
 
 def _outage(text: str) -> tuple[float, float]:
@@ -57,7 +97,16 @@ def load_inputs(
 ) -> tuple[StackModel, traces.Trace, RunOptions, OracleResult]:
     """Stack model, trace and options; the oracle too, whose first interval warms the fleet."""
     sm = load_stack_model(args.stack, args.model, args.profile, policy)
+    for flag, value in (("--oracle-interval", args.oracle_interval), ("--rate-scale", args.rate_scale),
+                        ("--time-scale", args.time_scale)):  # fmt: skip
+        if value <= 0:
+            raise ValueError(f"{flag} must be > 0, got {value}")
+    if args.initial_replicas is not None and not 0 <= args.initial_replicas <= sm.policy.max_replicas:
+        raise ValueError(f"--initial-replicas must be within 0..maxReplicas ({sm.policy.max_replicas}) "
+                         f"of {sm.stack}/{sm.model.name}, got {args.initial_replicas}")  # fmt: skip
     trace = traces.load(args.trace)
+    if not len(trace):
+        raise ValueError(f"--trace {args.trace}: no requests to simulate")
     if args.time_scale != 1.0:
         trace = traces.time_scale(trace, args.time_scale)
     if args.rate_scale != 1.0:
@@ -69,8 +118,6 @@ def load_inputs(
         metrics_outages=tuple(args.prometheus_outage),
         oracle_interval_s=args.oracle_interval,
     )
-    if args.oracle_interval <= 0:
-        raise ValueError(f"--oracle-interval must be > 0 seconds, got {args.oracle_interval}")
     orc = run_oracle(sm, trace, options)
     warm = int(orc.replicas[0]) if len(orc.replicas) else None
     return sm, trace, replace(options, warm_start=warm), orc

@@ -11,18 +11,21 @@ from pathlib import Path
 
 from rich.console import Console
 
-from capacity.cli.sim_args import add_common_arguments, emit, load_inputs
+from capacity.cli.sim_args import add_common_arguments, emit, load_inputs, row_name, start_note
 from capacity.sim.report import plot_timeline
 from capacity.sim.run import run_policy, summarize, with_oracle
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser)
-    parser.add_argument("--policy", type=Path, help="autoscaling section (stack shape) replacing the stack's")
-    parser.add_argument("--png", type=Path, help="timeline PNG path (default: out/simulate-<stack>-<model>.png)")
+    parser.add_argument("--policy", type=Path, help="autoscaling section file (stack shape) replacing the stack's (default: the stack's own)")
+    parser.add_argument("--png", type=Path,
+                        help="timeline PNG path, in an existing directory (default: out/simulate-<stack>-<model>.png)")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.png is not None and not args.png.parent.is_dir():
+        raise ValueError(f"--png {args.png}: directory {args.png.parent} does not exist")
     sm, trace, options, orc = load_inputs(args, args.policy)
     result = run_policy(sm, trace, options)
     summary = with_oracle(summarize(result, sm, orc.feasible), orc.gpu_hours)
@@ -31,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     title = f"{sm.stack}/{sm.model.name} ({sm.profile.name}) on {trace.name}"
     summary["timeline_png"] = str(plot_timeline(result, png, title, summary["slo"]))
     summary["policy"] = str(args.policy) if args.policy else f"stack {sm.stack}"
-    emit(args, summary, [(summary["policy"], summary)], title)
+    emit(args, summary, [(row_name(summary["policy"], summary, sm), summary)], f"{title}\n{start_note(sm, options)}")
     if not args.json:
         Console().print(f"timeline: {png}")
     return 0

@@ -9,24 +9,24 @@ import argparse
 
 from rich.console import Console
 
-from capacity.cli.sim_args import add_common_arguments, emit, load_inputs
+from capacity.cli.sim_args import add_common_arguments, emit, load_inputs, row_name, start_note
 from capacity.sim.run import with_oracle
 from capacity.sim.tune import config_set_lines, tune
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser)
-    parser.add_argument(
-        "--slo-attainment",
-        type=float,
-        help="target share of feasible requests within the TTFT/TPOT SLO (default: the SLO objective, 0.95)",
-    )
-    parser.add_argument("--workers", type=int, default=2, help="parallel simulations")
+    parser.add_argument("--slo-attainment", type=float,
+                        help="target share of feasible requests within the TTFT/TPOT SLO, in (0, 1] "
+                             "(default: the SLO objective, 0.95)")  # fmt: skip
+    parser.add_argument("--workers", type=int, default=2, help="parallel simulations, >= 1")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.slo_attainment is not None and not 0 < args.slo_attainment <= 1:
         raise ValueError(f"--slo-attainment must be in (0, 1], got {args.slo_attainment}")
+    if args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
     sm, trace, options, orc = load_inputs(args)
     result = tune(sm, trace, args.slo_attainment, options, workers=args.workers)
     lines = config_set_lines(result, sm.model.name, sm.stack)
@@ -43,7 +43,9 @@ def run(args: argparse.Namespace) -> int:
         "oracle_infeasible_intervals": orc.infeasible_intervals,
     }
     title = f"tune {sm.stack}/{sm.model.name}: cheapest policy with SLO attainment >= {result.target:.1%}"
-    emit(args, payload, [("before (stack)", result.baseline.summary), ("after (tuned)", result.best.summary)], title)
+    rows = [(row_name("before (stack)", result.baseline.summary, sm), result.baseline.summary),
+            (row_name("after (tuned)", result.best.summary, sm.with_policy(result.best.raw)), result.best.summary)]
+    emit(args, payload, rows, f"{title}\n{start_note(sm, options)}")
     if not args.json:
         console = Console()
         if not payload["meets_target"]:

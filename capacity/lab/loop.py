@@ -22,7 +22,7 @@ from capacity.lab.processes import stop, wait_until_ready
 from capacity.lab.prometheus import find_prometheus, free_port, run_prometheus, wait_for_targets
 from capacity.measure.config import LoadConfig
 from capacity.measure.envelope import find_knee
-from capacity.measure.recommend import commands, current_values, recommend, report_lines
+from capacity.measure.recommend import commands, current_values, recommend, report_lines, slo_to_defend
 from capacity.measure.report import envelope_table, write_report
 from capacity.measure.sweep import PointResult, SweepOptions, run_sweep
 from contract.settings.stack_file import load_stack
@@ -38,7 +38,7 @@ class LabOptions:
     output_tokens: int
     warmup_s: float  # model seconds per level
     duration_s: float  # measured model seconds per level
-    slo_p99: float
+    slo_p99: float | None  # None: the stack's SLO for the model
     slo_ttft_p95: float | None
     peak_rps: float | None
     stack: str  # whose thresholds the commands retune
@@ -52,9 +52,11 @@ def _start_replicas(stack: ExitStack, options: LabOptions) -> list[str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "capacity", "serve", "--ports", ",".join(map(str, ports)),
          "--profile", options.profile, "--speedup", str(options.speedup)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        # its own session: a terminal's Ctrl-C reaches the lab only, which stops the replicas itself
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
     )  # fmt: skip
 
+    stack.enter_context(process)  # closes its stderr pipe and reaps it, after `stop`
     stack.callback(stop, process)
     urls = [f"http://127.0.0.1:{p}" for p in ports]
     deadline = time.monotonic() + 20
@@ -73,7 +75,8 @@ def model_served_with(stack: str, profile_name: str) -> str | None:
     return next((m.name for m in settings.models if m.capacity_profile == profile_name), None)
 
 
-def _measure(options: LabOptions, profile: EngineProfile, say: Callable[[str], None]) -> list[PointResult]:
+def _measure(options: LabOptions, profile: EngineProfile, say: Callable[[str], None],
+             progress: Callable[[dict], None] | None) -> list[PointResult]:  # fmt: skip
     """Replicas (and Prometheus) up, the sweep, everything stopped."""
     with ExitStack() as stack:
         urls = _start_replicas(stack, options)
@@ -96,25 +99,33 @@ def _measure(options: LabOptions, profile: EngineProfile, say: Callable[[str], N
 
         wall = len(options.levels) * (options.warmup_s + options.duration_s) / options.speedup
         say(f"lab: sweeping {options.levels} (about {wall:.0f}s)")
-        return asyncio.run(run_sweep(base, sweep, show))
+        return asyncio.run(run_sweep(base, sweep, show, progress))
 
 
-def run_lab(options: LabOptions, say: Callable[[str], None] = functools.partial(print, flush=True)) -> dict[str, Path]:
-    """Measure, print the envelope and the recommended commands, write the report; its paths."""
+def run_lab(options: LabOptions, say: Callable[[str], None] = functools.partial(print, flush=True),
+            progress: Callable[[dict], None] | None = None) -> dict[str, Path]:  # fmt: skip
+    """Measure, print the envelope and the recommended commands, write the report; its paths.
+    The SLO defended is the stack's for the model, unless the options give one; no thresholds
+    come from an envelope without a plateau (the report is written, then ValueError says why)."""
     if options.replicas < 1:
         raise ValueError(f"--replicas must be >= 1, got {options.replicas}")
     profile = get_profile(options.profile)
-    points = _measure(options, profile, say)
-    rows = [p.row for p in points]
-    say("\n" + "\n".join(envelope_table(rows, find_knee(rows))) + "\n")
-    rec = recommend(rows, options.slo_p99, options.slo_ttft_p95, options.peak_rps)
     model = options.model or model_served_with(options.stack, profile.name)
     current, why_not = current_values(options.stack, model or "default")
-    lines = [*report_lines(rec, options.slo_p99), *commands(rec, options.stack, model, current)]
+    slo_p99, slo_ttft = slo_to_defend(current, why_not, options.stack, options.slo_p99, options.slo_ttft_p95)
+    points = _measure(options, profile, say, progress)
+    rows = [p.row for p in points]
+    say("\n" + "\n".join(envelope_table(rows, find_knee(rows))) + "\n")
+    title = f"Capacity lab: {profile.name} (mock, {options.speedup:g}x)"
+    try:
+        rec = recommend(rows, slo_p99, slo_ttft, options.peak_rps)
+    except ValueError as no_recommendation:
+        paths = write_report(points, options.out, title, slo_p99)
+        raise ValueError(f"{no_recommendation} (envelope in {paths['csv']})") from None
+    lines = [*report_lines(rec, slo_p99, slo_ttft), *commands(rec, options.stack, model, current)]
     if model is None and not options.model:
         lines.insert(0, f"# no model in stack {options.stack!r} names capacityProfile {profile.name!r}: commands target 'default'")
     if why_not:
         lines.insert(0, f"# current values not shown: {why_not}")
     say("\n".join(lines))
-    title = f"Capacity lab: {profile.name} (mock, {options.speedup:g}x)"
-    return write_report(points, options.out, title, options.slo_p99, lines)
+    return write_report(points, options.out, title, slo_p99, lines)

@@ -53,7 +53,8 @@ def run_prometheus(targets: list[str], scrape_interval_s: float = 1.0, binary: s
     process = subprocess.Popen(
         [binary, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'data'}",
          f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=1h", "--log.level=warn"],
-        stdout=log, stderr=subprocess.STDOUT,
+        # its own session: a terminal's Ctrl-C reaches our process only, which stops Prometheus itself
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:

@@ -17,7 +17,10 @@ class PrometheusClient:
         self._http.close()
 
     def _get(self, path: str, params: dict) -> dict:
-        response = self._http.get(f"{self.base_url}{path}", params=params)
+        try:
+            response = self._http.get(f"{self.base_url}{path}", params=params)
+        except httpx.HTTPError as error:
+            raise ValueError(f"Prometheus {self.base_url} unreachable: {error}") from None
         try:
             payload = response.json()
         except ValueError:
@@ -29,8 +32,13 @@ class PrometheusClient:
     def ready(self) -> bool:
         try:
             return self._http.get(f"{self.base_url}/-/ready").status_code == 200
-        except httpx.HTTPError:
+        except (httpx.HTTPError, httpx.InvalidURL):
             return False
+
+    def require_ready(self) -> None:
+        """Fail, naming the URL, unless Prometheus answers: before a measurement, not after it."""
+        if not self.ready():
+            raise ValueError(f"Prometheus {self.base_url} unreachable (GET /-/ready did not answer 200)")
 
     def query(self, promql: str, at: float | None = None) -> float | None:
         """An instant query that must return at most one series (as KEDA requires)."""

@@ -55,8 +55,8 @@ def trigger_for(metric: str, triggers: Sequence[Trigger] = TRIGGERS) -> Trigger:
     raise ValueError(f"no trigger reads {metric}")
 
 
-def _meets(row: EnvelopeRow, slo_p99: float, slo_ttft: float | None) -> bool:
-    if row.p99_latency_s > slo_p99:
+def _meets(row: EnvelopeRow, slo_p99: float | None, slo_ttft: float | None) -> bool:
+    if slo_p99 is not None and row.p99_latency_s > slo_p99:
         return False
     return slo_ttft is None or row.ttft_p95_s is None or row.ttft_p95_s <= slo_ttft
 
@@ -83,12 +83,15 @@ def _guardrail(slo: float, overloaded: float | None) -> float:
 
 def recommend(
     rows: list[EnvelopeRow],
-    slo_p99: float,
+    slo_p99: float | None,
     slo_ttft_p95: float | None = None,
     peak_rps: float | None = None,
     triggers: Sequence[Trigger] = TRIGGERS,
 ) -> Recommendation:
-    if slo_p99 <= 0:
+    if slo_p99 is None and slo_ttft_p95 is None:
+        raise ValueError("no SLO to read the envelope against: set slo.ttftP95Seconds or slo.e2eP99Seconds, "
+                         "or pass --slo-ttft-p95 / --slo-p99")  # fmt: skip
+    if slo_p99 is not None and slo_p99 <= 0:
         raise ValueError(f"--slo-p99 must be > 0 seconds, got {slo_p99}")
     if slo_ttft_p95 is not None and slo_ttft_p95 <= 0:
         raise ValueError(f"--slo-ttft-p95 must be > 0 seconds, got {slo_ttft_p95}")
@@ -96,11 +99,14 @@ def recommend(
         raise ValueError(f"--peak-rps must be > 0, got {peak_rps}")
     rows = validate(list(rows))
     knee = find_knee(rows)
+    if not knee.saturated:  # no plateau, no knee: thresholds from it would be guesses
+        raise ValueError(f"{knee.reason}; no thresholds recommended from an envelope without a plateau")
     candidates = [r for r in rows[: knee.index + 1] if _meets(r, slo_p99, slo_ttft_p95)]
     if not candidates:
         raise ValueError(
-            f"no measured concurrency up to the knee ({knee.concurrency}) meets p99 <= {slo_p99}s"
-            + (f" and TTFT p95 <= {slo_ttft_p95}s" if slo_ttft_p95 else "")
+            f"no measured concurrency up to the knee ({knee.concurrency}) meets "
+            + " and ".join(([f"p99 <= {slo_p99}s"] if slo_p99 is not None else [])
+                           + ([f"TTFT p95 <= {slo_ttft_p95}s"] if slo_ttft_p95 is not None else []))
             + ": this replica cannot serve this request shape within the SLO"
         )
     planning = max(candidates, key=lambda r: r.successful_rps)
@@ -136,16 +142,19 @@ def recommend(
         notes.append(f"{kv_cache.key}: the envelope has no avg_kv_usage column (sweep with metrics to measure it); "
                      "keep the current target")  # fmt: skip
 
-    settings.append(Setting("slo.e2eP99Seconds", _num(slo_p99), "the latency SLO this envelope was read against",
-                            lambda policy: policy.slo.e2e_p99_seconds))  # fmt: skip
-    e2e_latency = trigger_for(Vllm.E2E_LATENCY, triggers)
-    e2e = _guardrail(slo_p99, beyond.p99_latency_s if beyond else None)
-    settings.append(Setting(
-        e2e_latency.target_path(), _num(e2e),
-        f"guardrail above the {slo_p99:g}s SLO"
-        + (f", below the {beyond.p99_latency_s:.3g}s p99 of the overloaded {past}" if beyond and beyond.p99_latency_s > slo_p99 else ""),
-        e2e_latency.target,
-    ))  # fmt: skip
+    if slo_p99 is not None:
+        settings.append(Setting("slo.e2eP99Seconds", _num(slo_p99), "the latency SLO this envelope was read against",
+                                lambda policy: policy.slo.e2e_p99_seconds))  # fmt: skip
+        e2e_latency = trigger_for(Vllm.E2E_LATENCY, triggers)
+        e2e = _guardrail(slo_p99, beyond.p99_latency_s if beyond else None)
+        settings.append(Setting(
+            e2e_latency.target_path(), _num(e2e),
+            f"guardrail above the {slo_p99:g}s SLO"
+            + (f", below the {beyond.p99_latency_s:.3g}s p99 of the overloaded {past}" if beyond and beyond.p99_latency_s > slo_p99 else ""),
+            e2e_latency.target,
+        ))  # fmt: skip
+    else:
+        notes.append("no end-to-end SLO: the e2e guardrail keeps its current threshold")
     if slo_ttft_p95 is not None:
         ttft = trigger_for(Vllm.TTFT, triggers)
         beyond_ttft = beyond.ttft_p95_s if beyond else None
@@ -167,8 +176,6 @@ def recommend(
         ))  # fmt: skip
     else:
         notes.append("maxReplicas: pass --peak-rps to size it (peak load / planning capacity)")
-    if not knee.saturated:
-        notes.append(knee.reason)
     return Recommendation(knee, planning, beyond, settings, notes)
 
 
@@ -195,6 +202,19 @@ def current_values(stack: str, model: str, stack_file: Path | None = None) -> tu
         return None, f"{path} could not be read: {error}"
 
 
+def slo_to_defend(policy: ModelAutoscaling | None, why_not: str | None, stack: str, slo_p99: float | None,
+                  slo_ttft_p95: float | None) -> tuple[float, float | None]:  # fmt: skip
+    """The SLO (e2e p99, TTFT p95) an envelope is read against: each flag where given, else the
+    stack's `autoscaling.<model>.slo` (`current_values`' policy), so a recommendation defends the
+    SLO the stack deploys."""
+    if policy is None:
+        if slo_p99 is None:
+            raise ValueError(f"--slo-p99 not given and stack {stack}'s SLO cannot be read: {why_not}")
+        return slo_p99, slo_ttft_p95
+    return (slo_p99 if slo_p99 is not None else policy.slo.e2e_p99_seconds,
+            slo_ttft_p95 if slo_ttft_p95 is not None else policy.slo.ttft_p95_seconds)  # fmt: skip
+
+
 def commands(rec: Recommendation, stack: str, model: str | None, current: ModelAutoscaling | None = None) -> list[str]:
     key = model or "default"
     # Pulumi's --path syntax: a key with a dot must be quoted, e.g. autoscaling["qwen2.5-7b"]
@@ -208,11 +228,14 @@ def commands(rec: Recommendation, stack: str, model: str | None, current: ModelA
     return lines
 
 
-def report_lines(rec: Recommendation, slo_p99: float) -> list[str]:
+def report_lines(rec: Recommendation, slo_p99: float | None, slo_ttft_p95: float | None = None) -> list[str]:
     p = rec.planning
+    within = [f"p99 {p.p99_latency_s:.3g}s <= SLO {slo_p99:g}s"] if slo_p99 is not None else []
+    if slo_ttft_p95 is not None and p.ttft_p95_s is not None:
+        within.append(f"TTFT p95 {p.ttft_p95_s:.3g}s <= SLO {slo_ttft_p95:g}s")
     return [
         f"# knee: concurrency {rec.knee.concurrency} ({rec.knee.reason})",
         f"# planning capacity: {p.successful_rps:.2f} req/s per replica at concurrency {p.concurrency} "
-        f"(p99 {p.p99_latency_s:.3g}s <= SLO {slo_p99:g}s)",
+        f"({', '.join(within)})",
         *(f"# note: {n}" for n in rec.notes),
     ]

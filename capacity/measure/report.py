@@ -34,7 +34,7 @@ def plot_envelope(rows: list[EnvelopeRow], knee: Knee | None, path: Path, title:
     right.set_ylim(bottom=0)
     if slo_p99:
         right.axhline(slo_p99, color="tab:red", alpha=0.4, linestyle=":", label=f"p99 SLO {slo_p99:g}s")
-    if knee:
+    if knee and knee.saturated:
         ax.axvline(knee.concurrency, color="black", alpha=0.5)
         k = rows[knee.index]
         ax.annotate(f"knee: {k.concurrency}\n{k.successful_rps:.2f} req/s", (k.concurrency, k.successful_rps),
@@ -54,7 +54,7 @@ def envelope_table(rows: list[EnvelopeRow], knee: Knee | None = None) -> list[st
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for i, r in enumerate(rows):
-        mark = " **(knee)**" if knee and i == knee.index else ""
+        mark = " **(knee)**" if knee and knee.saturated and i == knee.index else ""
         lines.append(
             f"| {r.concurrency}{mark} | {r.successful_rps:.2f} | {r.total_tokens_per_s:.0f} | {r.p95_latency_s:.2f} "
             f"| {r.p99_latency_s:.2f} | {cell(r.ttft_p95_s, '.2f')} | {cell(r.avg_waiting, '.2f')} "
@@ -72,7 +72,8 @@ def markdown_report(rows: list[EnvelopeRow], knee: Knee | None, title: str, png_
                     recommendations: list[str] | None = None, triggers: Sequence[Trigger] = TRIGGERS) -> str:  # fmt: skip
     lines = [f"# {title}", "", f"![envelope]({png_name})", "", *envelope_table(rows, knee), ""]
     if knee:
-        lines += [f"**Knee:** concurrency {knee.concurrency}: {knee.reason}.", ""]
+        found = f"**Knee:** concurrency {knee.concurrency}: " if knee.saturated else "**No knee yet:** "
+        lines += [f"{found}{knee.reason}.", ""]
     keda_points = [p for p in points if p.keda]
     if keda_points:
         read = [t for t in triggers if t.key in keda_points[0].keda]
@@ -84,7 +85,8 @@ def markdown_report(rows: list[EnvelopeRow], knee: Knee | None, title: str, png_
         queries = keda_points[0].keda
         lines += ["", "Queries:", "", *(f"- `{name}`: `{r.query}`" for name, r in queries.items()), ""]
     if recommendations:
-        lines += [f"## Recommended thresholds (p99 SLO {slo_p99:g}s)", "", "```sh", *recommendations, "```", ""]
+        slo = f" (p99 SLO {slo_p99:g}s)" if slo_p99 is not None else ""
+        lines += [f"## Recommended thresholds{slo}", "", "```sh", *recommendations, "```", ""]
     return "\n".join(lines)
 
 

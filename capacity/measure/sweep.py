@@ -87,19 +87,25 @@ class SweepOptions:
 async def run_sweep(base: LoadConfig, options: SweepOptions, on_point: Callable[[PointResult], None] | None = None,
                     progress: Callable[[dict], None] | None = None) -> list[PointResult]:  # fmt: skip
     points: list[PointResult] = []
+    if options.prometheus:  # unreachable: say so now, not after the first level's minutes
+        client = PrometheusClient(options.prometheus)
+        try:
+            client.require_ready()
+        finally:
+            client.close()
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
         if base.model is None:  # one name for every level and for the KEDA queries' model_name
             headers = {"Authorization": f"Bearer {base.api_key}"} if base.api_key else {}
             base = replace(base, model=await discover_model(session, base.urls[0], headers))
         sampler = MetricsSampler(list(base.urls), options.sample_interval_s)
         sample = await sampler.available(session)
-        for level in options.levels:
+        for index, level in enumerate(options.levels):
             replicas = len(base.urls)
             config = replace(base, concurrency=level * replicas, rate=None, trace=None)
             started = time.time()
             task = asyncio.create_task(sampler.run(session)) if sample else None
             try:
-                result = await run_load(config, progress)
+                result = await run_load(config, _within_level(progress, index, options.levels))
             finally:
                 if task:
                     task.cancel()
@@ -138,6 +144,14 @@ async def run_sweep(base: LoadConfig, options: SweepOptions, on_point: Callable[
             if on_point:
                 on_point(point)
     return points
+
+
+def _within_level(progress: Callable[[dict], None] | None, index: int,
+                  levels: list[int]) -> Callable[[dict], None] | None:  # fmt: skip
+    """The load generator's ticks with where the sweep is: `level_index` of `levels`, `concurrency`."""
+    if progress is None:
+        return None
+    return lambda state: progress({**state, "level_index": index, "levels": len(levels), "concurrency": levels[index]})
 
 
 def _keda(prometheus: str, options: SweepOptions, config: LoadConfig, start: float, end: float) -> dict[str, SignalReading]:

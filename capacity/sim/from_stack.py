@@ -61,7 +61,14 @@ class StackModel:
 def read_policy_file(path: Path) -> dict[str, Any]:
     """An autoscaling section shaped like the stack's (`default:` and per-model blocks);
     a file that still carries the `inference-platform:autoscaling:` key is accepted too."""
-    document = yaml.safe_load(Path(path).read_text())
+    try:
+        document = yaml.safe_load(Path(path).read_text())
+    except OSError as error:
+        raise ValueError(f"policy file {path}: {error.strerror.lower()}") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ValueError(f"policy file {path}: not YAML{where} ({getattr(error, 'problem', None) or error})") from None
     if not isinstance(document, dict):
         raise ValueError(f"policy file {path}: expected a mapping like the stack's autoscaling section")
     for key in (AUTOSCALING_KEY, "autoscaling"):
@@ -91,7 +98,12 @@ def load_stack_model(
 ) -> StackModel:
     source = read_stack(stack, root)
     autoscaling = read_policy_file(policy_file) if policy_file else None
-    settings = source.settings(autoscaling)
+    try:
+        settings = source.settings(autoscaling)
+    except ValueError as error:
+        if policy_file is None:
+            raise
+        raise ValueError(f"policy file {policy_file} does not validate against stack {source.name}: {error}") from None
     names = [m.name for m in settings.models]
     name = model or names[0]
     if name not in names:

@@ -37,7 +37,7 @@ CAPTION = (
 
 def summary_table(rows: Sequence[tuple[str, dict[str, Any]]], title: str) -> Table:
     table = Table(title=title, caption=CAPTION)
-    table.add_column("policy")
+    table.add_column("policy", no_wrap=True)
     for header, _, _ in COLUMNS:
         table.add_column(header, justify="right")
     for name, summary in rows:

@@ -72,10 +72,41 @@ def _sorted_trace(name: str, times: np.ndarray, prompt: np.ndarray, output: np.n
     )
 
 
-def _positive_tokens(path: Path, column: str, values: np.ndarray) -> None:
-    bad = np.flatnonzero(values < 0)
-    if len(bad):
-        raise ValueError(f"{path}: row {bad[0] + 1}: {column} must be >= 0, got {values[bad[0]]}")
+def _token_count(path: Path, line: int, column: str, value: object) -> int:
+    """A whole number of tokens >= 1: vLLM rejects an empty prompt and max_tokens < 1, so a
+    zero-token request would only ever be rejected."""
+    count = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        count = value
+    elif isinstance(value, float) and value.is_integer():
+        count = int(value)
+    elif isinstance(value, str):
+        try:
+            count = int(value.strip())
+        except ValueError:
+            pass
+    if count is None:
+        raise ValueError(f"{path}: line {line}: {column} must be a whole number of tokens, got {value!r}")
+    if count < 1:
+        raise ValueError(f"{path}: line {line}: {column} must be >= 1 token (vLLM rejects empty requests), got {count}")
+    return count
+
+
+def _seconds(path: Path, line: int, column: str, value: object) -> float:
+    """An arrival offset in seconds: a finite number."""
+    seconds = math.nan
+    if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        try:
+            seconds = float(value)
+        except ValueError:
+            pass
+    if not math.isfinite(seconds):
+        raise ValueError(f"{path}: line {line}: {column} must be a number of seconds, got {value!r}")
+    return seconds
+
+
+def _no_requests(path: Path) -> ValueError:
+    return ValueError(f"{path}: no requests in the trace (nothing after the header)")
 
 
 # The CSV layouts: the Azure LLM inference trace, and arrival offsets in seconds (the load
@@ -86,7 +117,7 @@ _OFFSETS = ("offset_s", "prompt_tokens", "output_tokens")
 
 def load_csv(path: Path) -> Trace:
     """Azure LLM inference trace (TIMESTAMP, ContextTokens, GeneratedTokens), or arrival offsets
-    (offset_s, prompt_tokens, output_tokens)."""
+    (offset_s, prompt_tokens, output_tokens). Errors name the file and line."""
     with open(path, newline="") as handle:
         reader = csv.DictReader(handle)
         names = set(reader.fieldnames or ())
@@ -95,18 +126,38 @@ def load_csv(path: Path) -> Trace:
         if missing:
             raise ValueError(f"{path}: missing columns {sorted(missing)} "
                              f"({'offset' if layout is _OFFSETS else 'Azure'} trace format)")  # fmt: skip
-        rows = list(reader)
+        rows: list[tuple[int, dict[str, str]]] = []
+        for record in reader:
+            short = [c for c in layout if record.get(c) is None]
+            if short:
+                raise ValueError(f"{path}: line {reader.line_num}: {len(layout)} columns expected "
+                                 f"({', '.join(layout)}), {short[0]} is missing")  # fmt: skip
+            rows.append((reader.line_num, record))
+    if not rows:
+        raise _no_requests(path)
     arrival, prompt_column, output_column = layout
-    prompt = np.array([int(r[prompt_column]) for r in rows], dtype=np.int64)
-    output = np.array([int(r[output_column]) for r in rows], dtype=np.int64)
-    _positive_tokens(path, prompt_column, prompt)
-    _positive_tokens(path, output_column, output)
+    prompt = np.array([_token_count(path, n, prompt_column, r[prompt_column]) for n, r in rows], dtype=np.int64)
+    output = np.array([_token_count(path, n, output_column, r[output_column]) for n, r in rows], dtype=np.int64)
     if layout is _OFFSETS:
-        return _sorted_trace(path.stem, np.array([float(r[arrival]) for r in rows], dtype=np.float64), prompt, output)
-    stamps = np.array([r[arrival] for r in rows], dtype="datetime64[ns]")
+        seconds = np.array([_seconds(path, n, arrival, r[arrival]) for n, r in rows], dtype=np.float64)
+        return _sorted_trace(path.stem, seconds, prompt, output)
+    stamps = _timestamps(path, arrival, rows)
     seconds = (stamps - stamps.min()).astype(np.int64) / 1e9
-    start = stamps.min().astype("datetime64[us]").item() if len(rows) else None
-    return _sorted_trace(path.stem, seconds, prompt, output, start)
+    return _sorted_trace(path.stem, seconds, prompt, output, stamps.min().astype("datetime64[us]").item())
+
+
+def _timestamps(path: Path, column: str, rows: list[tuple[int, dict[str, str]]]) -> np.ndarray:
+    """The column as datetime64[ns], parsed at once; the first unreadable one named by its line."""
+    try:
+        return np.array([r[column] for _, r in rows], dtype="datetime64[ns]")
+    except ValueError:
+        for line, r in rows:
+            try:
+                np.datetime64(r[column], "ns")
+            except ValueError:
+                raise ValueError(f"{path}: line {line}: {column} {r[column]!r} is not a date-time "
+                                 "(ISO 8601, e.g. 2023-11-16 18:15:46.6805900)") from None  # fmt: skip
+        raise
 
 
 # JSONL keys per column, the first one named when all are missing: the simulator's layout, then
@@ -116,30 +167,48 @@ _JSONL_KEYS = (("timestamp", "offset_s"), ("input_length", "prompt_tokens"), ("o
 
 def load_jsonl(path: Path) -> Trace:
     """One JSON object per line: timestamp (seconds or ISO-8601) or offset_s, input_length or
-    prompt_tokens, output_length or output_tokens."""
+    prompt_tokens, output_length or output_tokens. Errors name the file and line."""
     times, prompt, output = [], [], []
     for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
         if not line.strip():
             continue
-        record = json.loads(line)
         try:
-            stamp, inputs, outputs = (_first(record, keys) for keys in _JSONL_KEYS)
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: line {number}: not JSON ({error.msg} at column {error.colno})") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}: line {number}: expected a JSON object like "
+                             f'{{"timestamp": 0.5, "input_length": 1024, "output_length": 128}}, '
+                             f"got {type(record).__name__}")  # fmt: skip
+        try:
+            (time_key, stamp), (input_key, inputs), (output_key, outputs) = (
+                _first(record, keys) for keys in _JSONL_KEYS
+            )
         except KeyError as missing:
             raise ValueError(f"{path}: line {number}: missing key {missing}") from None
-        times.append(datetime.fromisoformat(stamp).timestamp() if isinstance(stamp, str) else float(stamp))
-        prompt.append(int(inputs))
-        output.append(int(outputs))
+        times.append(_stamp_seconds(path, number, time_key, stamp))
+        prompt.append(_token_count(path, number, input_key, inputs))
+        output.append(_token_count(path, number, output_key, outputs))
+    if not times:
+        raise _no_requests(path)
     p, o = np.array(prompt, dtype=np.int64), np.array(output, dtype=np.int64)
-    _positive_tokens(path, "input_length", p)
-    _positive_tokens(path, "output_length", o)
     return _sorted_trace(path.stem, np.array(times, dtype=np.float64), p, o)
 
 
-def _first(record: dict, keys: tuple[str, ...]) -> object:
-    """The value of the first of `keys` present; KeyError naming the first otherwise."""
+def _stamp_seconds(path: Path, line: int, key: str, value: object) -> float:
+    if not isinstance(value, str):
+        return _seconds(path, line, key, value)
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        raise ValueError(f"{path}: line {line}: {key} {value!r} is neither seconds nor an ISO-8601 date-time") from None
+
+
+def _first(record: dict, keys: tuple[str, ...]) -> tuple[str, object]:
+    """The first of `keys` present and its value; KeyError naming the first otherwise."""
     for key in keys:
         if key in record:
-            return record[key]
+            return key, record[key]
     raise KeyError(keys[0])
 
 
@@ -229,7 +298,7 @@ def load(source: str | Path) -> Trace:
         return synthetic(text)
     path = Path(text)
     if not path.is_file():
-        raise ValueError(f"trace file {path} does not exist")
+        raise ValueError(f"trace file {path} does not exist" if not path.exists() else f"trace {path} is not a file")
     if path.suffix == ".csv":
         return load_csv(path)
     if path.suffix in (".jsonl", ".ndjson", ".json"):

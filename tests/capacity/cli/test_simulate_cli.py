@@ -35,3 +35,26 @@ def test_the_table_explains_attainment_and_infeasible_requests_and_intervals(cap
     out = " ".join(capsys.readouterr().out.split())
     assert "infeasible: requests no fleet serves within the SLO" in out
     assert "oracle infeasible intervals: intervals whose feasible requests miss the objective" in out
+
+
+OVERLOAD = "synthetic:step:base=10,peak=80,at=30,length=120,duration=180,prompt=512,output=128"
+
+
+def test_the_table_says_how_many_warm_replicas_the_run_starts_from_and_why(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    assert main(["simulate", "--stack", "dev", "--profile", PROFILE, "--trace", SHORT, "--png", str(tmp_path / "t.png")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "warm replicas: the oracle's fleet for the first 300 s within minReplicas 1..maxReplicas 3" in out
+
+
+def test_initial_replicas_given_is_the_start_the_table_names(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    assert main(["simulate", "--stack", "dev", "--profile", PROFILE, "--trace", SHORT, "--initial-replicas", "1",
+                 "--png", str(tmp_path / "t.png")]) == 0  # fmt: skip
+    assert "starts from 1 warm replicas (--initial-replicas)" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_fleet_pinned_at_max_replicas_is_named_in_the_table(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    assert main(["simulate", "--stack", "dev", "--profile", PROFILE, "--trace", OVERLOAD, "--png", str(tmp_path / "t.png")]) == 0
+    assert "stack dev (pinned at maxReplicas 3)" in capsys.readouterr().out

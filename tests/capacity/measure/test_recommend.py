@@ -76,7 +76,12 @@ def test_an_envelope_still_growing_is_not_called_saturated():
     rows = _rows((1, 0.3, 3, 0, 0), (2, 0.6, 3.1, 0, 0), (4, 1.2, 3.3, 0, 0))
     knee = find_knee(rows)
     assert not knee.saturated and knee.concurrency == 4
-    assert any("extend the sweep" in n for n in recommend(rows, slo_p99=30).notes)
+
+
+def test_no_thresholds_are_recommended_from_an_envelope_without_a_plateau():
+    rows = _rows((1, 0.3, 3, 0, 0), (2, 0.6, 3.1, 0, 0), (4, 1.2, 3.3, 0, 0))
+    with pytest.raises(ValueError, match="extend the sweep to find the knee; no thresholds recommended"):
+        recommend(rows, slo_p99=30)
 
 
 def test_envelope_csv_round_trips_with_calibration_columns_first(tmp_path):

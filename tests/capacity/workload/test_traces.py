@@ -131,3 +131,39 @@ def test_offset_csv_and_jsonl_of_the_load_generator_load_as_the_same_trace(tmp_p
         trace = traces.load(path)
         assert trace.arrivals.tolist() == [0.0, 1.0]
         assert trace.prompt_tokens.tolist() == [10, 20] and trace.output_tokens.tolist() == [1, 2]
+
+
+def test_csv_errors_name_the_physical_line_of_the_file(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("offset_s,prompt_tokens,output_tokens\n0,10,5\n0.5,10,5\n1,10,2.5\n")
+    with pytest.raises(ValueError, match=r"t\.csv: line 4: output_tokens must be a whole number of tokens, got '2\.5'"):
+        traces.load(path)
+
+
+def test_an_offset_that_is_not_a_number_names_its_line(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("offset_s,prompt_tokens,output_tokens\nsoon,10,5\n")
+    with pytest.raises(ValueError, match="line 2: offset_s must be a number of seconds, got 'soon'"):
+        traces.load(path)
+
+
+def test_jsonl_tokens_must_be_whole_numbers_not_booleans_or_fractions(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"offset_s": 0, "prompt_tokens": 5, "output_tokens": 6}\n\n'
+                    '{"offset_s": 1, "prompt_tokens": true, "output_tokens": 6}\n')  # fmt: skip
+    with pytest.raises(ValueError, match="line 3: prompt_tokens must be a whole number of tokens, got True"):
+        traces.load(path)
+
+
+def test_jsonl_with_only_blank_lines_has_no_requests(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n\n")
+    with pytest.raises(ValueError, match="no requests in the trace"):
+        traces.load(path)
+
+
+def test_a_jsonl_timestamp_that_is_neither_seconds_nor_iso_is_named(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"timestamp": "noon", "input_length": 5, "output_length": 6}\n')
+    with pytest.raises(ValueError, match="line 1: timestamp 'noon' is neither seconds nor an ISO-8601 date-time"):
+        traces.load(path)
