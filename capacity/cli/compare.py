@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     title = f"{sm.stack}/{sm.model.name} ({sm.profile.name}) on {trace.name}: {len(trace)} requests"
     # the table names a policy pinned at its ceiling; the JSON keys stay the plain names
     table = [(row_name(name, summary, model) if static_size is None else name, summary)
-             for (name, model, _, _, static_size), (_, summary) in zip(jobs, rows)]  # fmt: skip
+             for (name, model, _, _, static_size, _), (_, summary) in zip(jobs, rows)]  # fmt: skip
     table.append(rows[-1])
     emit(args, {name: s for name, s in rows}, table, f"{title}\n{start_note(sm, options)}")
     return 0

@@ -149,7 +149,7 @@ def test_serve_on_an_unresolvable_host_names_the_host(fails):
 
 
 def test_serve_refuses_a_negative_stream_interval(fails):
-    assert "--stream-interval must be >= 0 seconds, got -1.0" in fails("serve", "--stream-interval", "-1")
+    assert "--stream-interval must be >= 1 token, got -1" in fails("serve", "--stream-interval", "-1")
 
 
 # --- Prometheus: the URL, before any measurement ----------------------------------------------
