@@ -1,4 +1,4 @@
-"""Compare scaling policies on one trace: the stack's, each --policy, a static peak fleet, the oracle."""
+"""Compare scaling policies on one trace: the stack's, each --policy and --scaledobject, the reference ScaledObjects, a static peak fleet, the oracle."""
 
 from __future__ import annotations
 
@@ -7,30 +7,48 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from capacity.cli.sim_args import add_common_arguments, emit, load_inputs
+from capacity.cli.sim_args import add_common_arguments, add_scaledobject_argument, emit, load_inputs
 from capacity.sim.from_stack import StackModel, read_policy_file
 from capacity.sim.run import RunOptions, run_policy, run_static, summarize, with_oracle
+from capacity.sim.scaledobject import Manifest, read_scaled_object, run_scaled_object
 from capacity.workload import traces
+
+# The designs this project grew from, as raw ScaledObjects (issue 13).
+REFERENCE_POLICIES = Path(__file__).resolve().parents[1] / "policies" / "reference"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser)
     parser.add_argument("--policy", type=Path, action="append", default=[], help="autoscaling section file (repeatable)")
+    add_scaledobject_argument(parser, repeatable=True)
+    parser.add_argument(
+        "--no-references", action="store_true", help=f"leave out the reference ScaledObjects ({REFERENCE_POLICIES})"
+    )
     parser.add_argument("--static", type=int, help="static fleet size (default: the oracle's peak)")
 
 
-def _job(job: tuple[str, StackModel, traces.Trace, RunOptions, int | None]) -> dict[str, Any]:
-    name, sm, trace, options, static = job
-    result = run_static(sm, trace, static, options) if static else run_policy(sm, trace, options)
+Job = tuple[str, StackModel, traces.Trace, RunOptions, "int | Manifest | None"]
+
+
+def _job(job: Job) -> dict[str, Any]:
+    name, sm, trace, options, how = job
+    if isinstance(how, Manifest):
+        return summarize(run_scaled_object(sm, how, trace, options), sm)
+    result = run_static(sm, trace, how, options) if how else run_policy(sm, trace, options)
     return summarize(result, sm)
 
 
 def run(args: argparse.Namespace) -> int:
+    references = [] if args.no_references else sorted(REFERENCE_POLICIES.glob("*.yaml"))
+    manifests = [read_scaled_object(path) for path in [*args.scaledobject, *references]]
     sm, trace, options, orc = load_inputs(args)
     static = args.static or orc.peak_replicas
-    jobs = [(f"stack {sm.stack}", sm, trace, options, None)]
+    jobs: list[Job] = [(f"stack {sm.stack}", sm, trace, options, None)]
     for path in args.policy:
         jobs.append((str(path), sm.with_policy(read_policy_file(path)), trace, options, None))
+    for path, manifest in zip([*args.scaledobject, *references], manifests):
+        label = f"reference {manifest.name}" if path in references else str(path)
+        jobs.append((label, sm, trace, options, manifest))
     jobs.append((f"static {static}", sm, trace, options, static))
     with ProcessPoolExecutor(max_workers=2) as pool:
         summaries = list(pool.map(_job, jobs))

@@ -41,6 +41,14 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
+def add_scaledobject_argument(p: argparse.ArgumentParser, repeatable: bool) -> None:
+    help_text = "a raw KEDA ScaledObject manifest (prometheus triggers within the simulator's PromQL subset, cron)"
+    if repeatable:
+        p.add_argument("--scaledobject", type=Path, action="append", default=[], help=help_text + "; repeatable")
+    else:
+        p.add_argument("--scaledobject", type=Path, help=help_text + "; replaces the stack's policy")
+
+
 def _outage(text: str) -> tuple[float, float]:
     start, sep, end = text.partition(":")
     try:
