@@ -10,6 +10,7 @@ import argparse
 from rich.console import Console
 
 from capacity.cli.sim_args import add_common_arguments, emit, load_inputs
+from capacity.sim.from_stack import apply_config_set
 from capacity.sim.run import with_oracle
 from capacity.sim.tune import config_set_lines, tune
 
@@ -25,6 +26,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--slo-attainment must be in (0, 1], got {args.slo_attainment}")
     sm, trace, options, orc = load_inputs(args)
     result = tune(sm, trace, args.slo_attainment, options, workers=args.workers)
+    # Every printed command must deploy: the stack file with all of them applied is validated.
+    apply_config_set(sm, [(f"autoscaling.{sm.model.name}.{path}", after) for path, _, after in result.changes])
     lines = config_set_lines(result, sm.model.name, sm.stack)
     for summary in (result.baseline.summary, result.best.summary):
         with_oracle(summary, orc.gpu_hours)

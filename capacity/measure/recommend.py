@@ -195,12 +195,14 @@ def current_values(stack: str, model: str, stack_file: Path | None = None) -> tu
         return None, f"{path} could not be read: {error}"
 
 
-def commands(rec: Recommendation, stack: str, model: str | None, current: ModelAutoscaling | None = None) -> list[str]:
+def commands(rec: Recommendation, stack: str, model: str | None, current: ModelAutoscaling | None = None,
+             settings: Sequence[Setting] | None = None) -> list[str]:
+    """The settings (default: all recommended) as commands; the caller validates them first."""
     key = model or "default"
     # Pulumi's --path syntax: a key with a dot must be quoted, e.g. autoscaling["qwen2.5-7b"]
     prefix = f'autoscaling["{key}"]' if "." in key else f"autoscaling.{key}"
     lines = []
-    for s in rec.settings:
+    for s in rec.settings if settings is None else settings:
         comment = s.rationale
         if current is not None and s.current is not None:
             comment += f" (current: {_render(s.current(current))})"
