@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "simulate": "capacity.cli.simulate",
     "compare": "capacity.cli.compare",
     "tune": "capacity.cli.tune",
+    "plan": "capacity.cli.plan",
 }
 
 

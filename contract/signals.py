@@ -102,35 +102,60 @@ class Scope:
 # --- Scaling signals (each returns exactly one series, as KEDA requires) ---------------
 
 
+Aggregation = Literal["sum", "avg", "max", "min"]
+Shape = Literal["sum", "sum_avg_over_time", "sum_max_over_time", "sum_rate", "quantile"]
+# The range function each windowed shape applies to its series.
+RANGE_FUNCTIONS: dict[str, str] = {"sum_avg_over_time": "avg_over_time", "sum_max_over_time": "max_over_time", "sum_rate": "rate"}
+
+
 @dataclass(frozen=True)
 class Query:
     """A single-series signal in one of the shapes scaling triggers use, as plain data: it
     renders to PromQL for KEDA, rules, dashboards and the collector, and the simulator
     evaluates the same description over its scraped series (`capacity.sim`).
 
+    Each shape is named with its default aggregation across series, `sum`; `aggregation`
+    replaces it (`avg`, `max`, `min`) and `by` groups (labels every series of one model shares,
+    so the result stays one series, as KEDA requires):
+
     - `sum`: `sum(metric)`, a gauge added up over replicas (additive);
-    - `sum_avg_over_time`: `sum(avg_over_time(metric[window]))`, the same smoothed over a window;
+    - `sum_avg_over_time`, `sum_max_over_time`: `sum(avg_over_time(metric[window]))`, the same
+      smoothed (or peak-held) over a window;
+    - `sum_rate`: `sum(rate(metric[window]))`, a counter's per-second increase;
     - `quantile`: `histogram_quantile(q, sum by (le) (rate(metric_bucket[window])))`, with
-      `> 0 or vector(0)` so that no traffic (NaN) still returns one series, 0.
+      `> 0 or vector(0)` (`zero_when_empty`) so that no traffic (NaN) still returns one series, 0.
     """
 
     metric: str
-    shape: Literal["sum", "sum_avg_over_time", "quantile"]
+    shape: Shape
     window_seconds: int | None = None
     quantile: float | None = None
+    aggregation: Aggregation = "sum"
+    by: tuple[str, ...] = ()
+    zero_when_empty: bool = True  # quantile only
+
+    @property
+    def additive(self) -> bool:
+        """A sum over replicas, which KEDA divides by the replica count (AverageValue)."""
+        return self.aggregation == "sum" and self.shape != "quantile"
+
+    def _aggregate(self, inner: str, by: tuple[str, ...]) -> str:
+        grouping = f" by ({', '.join(by)}) " if by else ""
+        return f"{self.aggregation}{grouping}({inner})"
 
     def promql(self, scope: Scope) -> str:
         if self.shape == "sum":
-            return f"sum({scope.select(self.metric)})"
+            return self._aggregate(scope.select(self.metric), self.by)
         if self.window_seconds is None:
             raise ValueError(f"a {self.shape} query needs a window")
         window = duration(self.window_seconds)
-        if self.shape == "sum_avg_over_time":
-            return f"sum(avg_over_time({scope.select(self.metric)}[{window}]))"
+        if self.shape in RANGE_FUNCTIONS:
+            return self._aggregate(f"{RANGE_FUNCTIONS[self.shape]}({scope.select(self.metric)}[{window}])", self.by)
         if self.quantile is None or not 0 < self.quantile < 1:
             raise ValueError(f"a quantile must be in (0, 1), got {self.quantile}")
-        rate = f"sum by (le) (rate({scope.select(self.metric + '_bucket')}[{window}]))"
-        return f"(histogram_quantile({self.quantile}, {rate}) > 0) or vector(0)"
+        rate = self._aggregate(f"rate({scope.select(self.metric + '_bucket')}[{window}])", ("le", *self.by))
+        quantile = f"histogram_quantile({self.quantile}, {rate})"
+        return f"({quantile} > 0) or vector(0)" if self.zero_when_empty else quantile
 
 
 def queue_depth(scope: Scope, window_seconds: int) -> str:

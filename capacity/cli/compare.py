@@ -1,4 +1,4 @@
-"""Compare scaling policies on one trace: the stack's, each --policy, a static peak fleet, the oracle."""
+"""Compare policies on one trace: the stack's, files, reference ScaledObjects, a static fleet, the oracle."""
 
 from __future__ import annotations
 
@@ -9,23 +9,37 @@ from typing import Any
 
 import numpy as np
 
-from capacity.cli.sim_args import add_common_arguments, emit, load_inputs, pool_replicas, row_name, start_note
+from capacity.cli.sim_args import add_common_arguments, add_scaledobject_argument, emit, load_inputs, pool_replicas, row_name, start_note
 from capacity.sim.from_stack import StackModel, read_policy_file
 from capacity.sim.run import RunOptions, run_policy, run_static, summarize, with_oracle
+from capacity.sim.scaledobject import Manifest, read_scaled_object, run_scaled_object
 from capacity.workload import traces
+
+# The designs this project grew from, as raw ScaledObjects (issue 13).
+REFERENCE_POLICIES = Path(__file__).resolve().parents[1] / "policies" / "reference"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser)
     parser.add_argument("--policy", type=Path, action="append", default=[],
                         help="autoscaling section file, shaped like the stack's; repeatable (default: none)")  # fmt: skip
+    add_scaledobject_argument(parser, repeatable=True)
+    parser.add_argument("--no-references", action="store_true",
+                        help=f"leave out the reference ScaledObjects ({REFERENCE_POLICIES})")  # fmt: skip
     parser.add_argument("--static", type=int, metavar="N",
                         help="static fleet size, >= 1 (default: the oracle's peak)")  # fmt: skip
 
 
-def _job(job: tuple[str, StackModel, traces.Trace, RunOptions, int | None, np.ndarray]) -> dict[str, Any]:
-    name, sm, trace, options, static, feasible = job
-    result = run_static(sm, trace, static, options) if static else run_policy(sm, trace, options)
+# (row name, stack model, trace, options, how: a static size | a raw ScaledObject | None = the stack's
+# policy, the oracle's feasibility mask)
+Job = tuple[str, StackModel, traces.Trace, RunOptions, "int | Manifest | None", np.ndarray]
+
+
+def _job(job: Job) -> dict[str, Any]:
+    name, sm, trace, options, how, feasible = job
+    if isinstance(how, Manifest):
+        return summarize(run_scaled_object(sm, how, trace, options), sm, feasible)
+    result = run_static(sm, trace, how, options) if how else run_policy(sm, trace, options)
     return summarize(result, sm, feasible)
 
 
@@ -41,15 +55,20 @@ def _with_policy_file(sm: StackModel, path: Path) -> StackModel:
 def run(args: argparse.Namespace) -> int:
     if args.static is not None and args.static < 1:
         raise ValueError(f"--static must be >= 1 replica, got {args.static}")
+    references = [] if args.no_references else sorted(REFERENCE_POLICIES.glob("*.yaml"))
+    manifests = [read_scaled_object(path) for path in [*args.scaledobject, *references]]
     sm, trace, options, orc = load_inputs(args)
     held = pool_replicas(sm)
     if args.static is not None and args.static > held:
         raise ValueError(f"--static {args.static} is more replicas than the GPU limits of "
                          f"{sm.stack}/{sm.model.name}'s pools hold ({held})")  # fmt: skip
     static = args.static if args.static is not None else orc.peak_replicas
-    jobs = [(f"stack {sm.stack}", sm, trace, options, None, orc.feasible)]
+    jobs: list[Job] = [(f"stack {sm.stack}", sm, trace, options, None, orc.feasible)]
     for path in args.policy:
         jobs.append((str(path), _with_policy_file(sm, path), trace, options, None, orc.feasible))
+    for path, manifest in zip([*args.scaledobject, *references], manifests):
+        label = f"reference {manifest.name}" if path in references else str(path)
+        jobs.append((label, sm, trace, options, manifest, orc.feasible))
     jobs.append((f"static {static}", sm, trace, options, static, orc.feasible))
     with ProcessPoolExecutor(max_workers=2) as pool:
         summaries = list(pool.map(_job, jobs))
@@ -64,8 +83,8 @@ def run(args: argparse.Namespace) -> int:
     rows.append((f"oracle ({orc.interval_s:.0f} s intervals)", oracle_row))
     title = f"{sm.stack}/{sm.model.name} ({sm.profile.name}) on {trace.name}: {len(trace)} requests"
     # the table names a policy pinned at its ceiling; the JSON keys stay the plain names
-    table = [(row_name(name, summary, model) if static_size is None else name, summary)
-             for (name, model, _, _, static_size, _), (_, summary) in zip(jobs, rows)]  # fmt: skip
+    table = [(row_name(name, summary, model) if how is None else name, summary)
+             for (name, model, _, _, how, _), (_, summary) in zip(jobs, rows)]  # fmt: skip
     table.append(rows[-1])
     emit(args, {name: s for name, s in rows}, table, f"{title}\n{start_note(sm, options)}")
     return 0

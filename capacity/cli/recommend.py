@@ -1,7 +1,9 @@
-"""Recommend scaling thresholds from a capacity envelope, as `pulumi config set` commands.
+"""Recommend scaling thresholds from a capacity envelope, as `pulumi config set` commands the stack accepts.
 
-Reads the envelope against the stack's SLO (--slo-p99 and --slo-ttft-p95 override it) and
-refuses an envelope whose throughput had not reached its plateau (extend the sweep).
+Reads the envelope against the stack's SLO (--slo-p99 and --slo-ttft-p95 override it), refuses an
+envelope whose throughput had not reached its plateau (extend the sweep), and validates every
+printed command through the stack's own settings (a model or stack that does not exist, or a
+maxReplicas beyond the pools' GPUs, is refused by name).
 """
 
 from __future__ import annotations
@@ -11,7 +13,13 @@ from pathlib import Path
 
 from capacity.cli import DEFAULT_STACK
 from capacity.measure.envelope import read_envelope
-from capacity.measure.recommend import commands, current_values, recommend, report_lines, slo_to_defend
+from capacity.measure.recommend import Setting, commands, recommend, report_lines, slo_to_defend
+from capacity.sim.from_stack import apply_config_set, load_stack_model
+from capacity.sim.plan import budget_replicas
+from contract.settings.autoscaling import DEFAULT_KEY, merged_policy
+
+# The repository's root: its stack files are the fallback when none is found where the tool runs.
+REPO = Path(__file__).resolve().parents[2]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,22 +28,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="end-to-end p99 latency SLO, seconds (default: the stack's slo.e2eP99Seconds for --model)")  # fmt: skip
     parser.add_argument("--slo-ttft-p95", type=float, default=None,
                         help="TTFT p95 SLO, seconds (default: the stack's slo.ttftP95Seconds for --model)")  # fmt: skip
-    parser.add_argument("--stack", default=DEFAULT_STACK, help="Pulumi stack the commands target (-s)")
+    parser.add_argument("--stack", default=DEFAULT_STACK, help="Pulumi stack the commands target (-s); its file must exist")
     parser.add_argument("--model", default=None, help="served model name (default: the 'default' block)")
     parser.add_argument("--peak-rps", type=float, default=None, help="peak load to size maxReplicas for, req/s (default: not sized)")
     parser.add_argument("--stack-file", type=Path, default=None,
                         help="stack file with the current values (default: Pulumi.<stack>.yaml here, else in the repository)")  # fmt: skip
 
 
+def _stack_source(args: argparse.Namespace) -> str | Path:
+    if args.stack_file:
+        return args.stack_file
+    local = Path(f"Pulumi.{args.stack}.yaml")
+    return local if local.is_file() else REPO / local.name
+
+
 def run(args: argparse.Namespace) -> int:
     if args.stack_file is not None and not args.stack_file.is_file():
         raise ValueError(f"--stack-file {args.stack_file} does not exist")
     rows = read_envelope(args.envelope)
-    current, why_not = current_values(args.stack, args.model or "default", args.stack_file)
-    slo_p99, slo_ttft = slo_to_defend(current, why_not, args.stack, args.slo_p99, args.slo_ttft_p95)
+    # The stack and the model must exist: commands for either that does not would not deploy.
+    sm = load_stack_model(_stack_source(args), args.model)
+    settings = sm.source.settings()
+    current = sm.policy if args.model else merged_policy(settings.autoscaling.get(DEFAULT_KEY, {}))
+    slo_p99, slo_ttft = slo_to_defend(current, None, sm.stack, args.slo_p99, args.slo_ttft_p95)
     rec = recommend(rows, slo_p99, slo_ttft, args.peak_rps)
+    budget = budget_replicas(sm)
+    refused: list[str] = []
+    kept: list[Setting] = []
+    for s in rec.settings:
+        if s.path == "maxReplicas" and isinstance(s.value, int) and s.value > budget:
+            pools = ", ".join(f"{p.name} {p.gpu_limit}" for p in sm.pools)
+            refused.append(f"# maxReplicas {s.value} refused: the pools of {sm.model.name} hold {budget} replicas' GPUs "
+                           f"({pools}); raise gpuCapacity.pools[].gpuLimit first or plan for less peak")  # fmt: skip
+            continue
+        kept.append(s)
+    scope = args.model or DEFAULT_KEY
+    apply_config_set(sm, [(f"autoscaling.{scope}.{s.path}", s.value) for s in kept])
     print("\n".join(report_lines(rec, slo_p99, slo_ttft)))
-    if why_not:
-        print(f"# current values not shown: {why_not}")
-    print("\n".join(commands(rec, args.stack, args.model, current)))
+    print("\n".join(refused + commands(rec, sm.stack, args.model, current, kept)))
     return 0

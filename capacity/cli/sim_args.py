@@ -80,6 +80,13 @@ def start_note(sm: StackModel, options: RunOptions) -> str:
             f"within minReplicas {sm.policy.min_replicas}..maxReplicas {sm.policy.max_replicas}")  # fmt: skip
 
 
+def add_scaledobject_argument(p: argparse.ArgumentParser, repeatable: bool) -> None:
+    help_text = "a raw KEDA ScaledObject manifest (prometheus triggers within the simulator's PromQL subset, cron)"
+    if repeatable:
+        p.add_argument("--scaledobject", type=Path, action="append", default=[], help=help_text + "; repeatable (default: none)")
+    else:
+        p.add_argument("--scaledobject", type=Path, help=help_text + "; replaces the stack's policy (default: none)")
+
 
 def _outage(text: str) -> tuple[float, float]:
     start, sep, end = text.partition(":")

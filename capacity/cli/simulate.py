@@ -1,4 +1,4 @@
-"""Replay a trace through one model's scaling policy (the stack's or --policy FILE.yaml).
+"""Replay a trace through one model's scaling policy: the stack's, a --policy file or a raw --scaledobject.
 
 Prints the summary (or JSON with --json) and writes a timeline PNG: load, signals against
 their targets, desired and ready replicas, latency against the SLO.
@@ -11,30 +11,36 @@ from pathlib import Path
 
 from rich.console import Console
 
-from capacity.cli.sim_args import add_common_arguments, emit, load_inputs, row_name, start_note
+from capacity.cli.sim_args import add_common_arguments, add_scaledobject_argument, emit, load_inputs, row_name, start_note
 from capacity.sim.report import plot_timeline
 from capacity.sim.run import run_policy, summarize, with_oracle
+from capacity.sim.scaledobject import read_scaled_object, run_scaled_object
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser)
     parser.add_argument("--policy", type=Path, help="autoscaling section file (stack shape) replacing the stack's (default: the stack's own)")
+    add_scaledobject_argument(parser, repeatable=False)
     parser.add_argument("--png", type=Path,
                         help="timeline PNG path, in an existing directory (default: out/simulate-<stack>-<model>.png)")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.policy and args.scaledobject:
+        raise ValueError("--policy and --scaledobject both replace the stack's policy: pass one")
     if args.png is not None and not args.png.parent.is_dir():
         raise ValueError(f"--png {args.png}: directory {args.png.parent} does not exist")
+    manifest = read_scaled_object(args.scaledobject) if args.scaledobject else None
     sm, trace, options, orc = load_inputs(args, args.policy)
-    result = run_policy(sm, trace, options)
+    result = run_scaled_object(sm, manifest, trace, options) if manifest else run_policy(sm, trace, options)
     summary = with_oracle(summarize(result, sm, orc.feasible), orc.gpu_hours)
     summary["oracle_infeasible_intervals"] = orc.infeasible_intervals
     png = args.png or Path("out") / f"simulate-{sm.stack}-{sm.model.name}.png"
     title = f"{sm.stack}/{sm.model.name} ({sm.profile.name}) on {trace.name}"
     summary["timeline_png"] = str(plot_timeline(result, png, title, summary["slo"]))
-    summary["policy"] = str(args.policy) if args.policy else f"stack {sm.stack}"
-    emit(args, summary, [(row_name(summary["policy"], summary, sm), summary)], f"{title}\n{start_note(sm, options)}")
+    summary["policy"] = str(args.policy or args.scaledobject or f"stack {sm.stack}")
+    name = summary["policy"] if manifest else row_name(summary["policy"], summary, sm)
+    emit(args, summary, [(name, summary)], f"{title}\n{start_note(sm, options)}")
     if not args.json:
         Console().print(f"timeline: {png}")
     return 0

@@ -10,6 +10,7 @@ import argparse
 from rich.console import Console
 
 from capacity.cli.sim_args import add_common_arguments, emit, load_inputs, row_name, start_note
+from capacity.sim.from_stack import apply_config_set
 from capacity.sim.run import with_oracle
 from capacity.sim.tune import config_set_lines, tune
 
@@ -29,6 +30,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
     sm, trace, options, orc = load_inputs(args)
     result = tune(sm, trace, args.slo_attainment, options, workers=args.workers)
+    # Every printed command must deploy: the stack file with all of them applied is validated.
+    apply_config_set(sm, [(f"autoscaling.{sm.model.name}.{path}", after) for path, _, after in result.changes])
     lines = config_set_lines(result, sm.model.name, sm.stack)
     for summary in (result.baseline.summary, result.best.summary):
         with_oracle(summary, orc.gpu_hours)

@@ -203,24 +203,26 @@ def current_values(stack: str, model: str, stack_file: Path | None = None) -> tu
 
 
 def slo_to_defend(policy: ModelAutoscaling | None, why_not: str | None, stack: str, slo_p99: float | None,
-                  slo_ttft_p95: float | None) -> tuple[float, float | None]:  # fmt: skip
+                  slo_ttft_p95: float | None) -> tuple[float | None, float | None]:  # fmt: skip
     """The SLO (e2e p99, TTFT p95) an envelope is read against: each flag where given, else the
     stack's `autoscaling.<model>.slo` (`current_values`' policy), so a recommendation defends the
     SLO the stack deploys."""
     if policy is None:
-        if slo_p99 is None:
-            raise ValueError(f"--slo-p99 not given and stack {stack}'s SLO cannot be read: {why_not}")
+        if slo_p99 is None and slo_ttft_p95 is None:
+            raise ValueError(f"no --slo-p99 or --slo-ttft-p95 given and stack {stack}'s SLO cannot be read: {why_not}")
         return slo_p99, slo_ttft_p95
     return (slo_p99 if slo_p99 is not None else policy.slo.e2e_p99_seconds,
             slo_ttft_p95 if slo_ttft_p95 is not None else policy.slo.ttft_p95_seconds)  # fmt: skip
 
 
-def commands(rec: Recommendation, stack: str, model: str | None, current: ModelAutoscaling | None = None) -> list[str]:
+def commands(rec: Recommendation, stack: str, model: str | None, current: ModelAutoscaling | None = None,
+             settings: Sequence[Setting] | None = None) -> list[str]:
+    """The settings (default: all recommended) as commands; the caller validates them first."""
     key = model or "default"
     # Pulumi's --path syntax: a key with a dot must be quoted, e.g. autoscaling["qwen2.5-7b"]
     prefix = f'autoscaling["{key}"]' if "." in key else f"autoscaling.{key}"
     lines = []
-    for s in rec.settings:
+    for s in rec.settings if settings is None else settings:
         comment = s.rationale
         if current is not None and s.current is not None:
             comment += f" (current: {_render(s.current(current))})"

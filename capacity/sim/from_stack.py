@@ -10,6 +10,8 @@ reads, and the HPA behaviour around them. No other module under `capacity/sim/` 
 
 from __future__ import annotations
 
+import copy
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,6 +26,7 @@ from capacity.sim.control.hpa import HorizontalPodAutoscaler, HpaBehavior, HpaSc
 from capacity.sim.control.keda import Fallback, KedaTrigger, ScaledObject
 from contract.settings import NAMESPACE
 from contract.settings.autoscaling import CronTrigger, ModelAutoscaling, ScalingRules
+from contract.settings.errors import SettingsError
 from contract.settings.gpu_capacity import duration_seconds
 from contract.settings.models import ModelSettings
 from contract.settings.stack_file import StackFile, read_stack
@@ -95,8 +98,9 @@ def load_stack_model(
     profile: str | None = None,
     policy_file: Path | None = None,
     root: Path = Path("."),
+    source: StackFile | None = None,
 ) -> StackModel:
-    source = read_stack(stack, root)
+    source = source or read_stack(stack, root)
     autoscaling = read_policy_file(policy_file) if policy_file else None
     try:
         settings = source.settings(autoscaling)
@@ -191,3 +195,53 @@ def scaled_object(policy: ModelAutoscaling, triggers: Sequence[Trigger] = TRIGGE
         if policy.fallback_replicas is None
         else Fallback(policy.fallback_replicas, policy.fallback_failure_threshold, policy.fallback_behavior),
     )
+
+
+def pool_families(sm: StackModel) -> dict[str, tuple[str, ...]]:
+    """The instance families each of the model's pools allows, by pool name."""
+    pools = sm.source.settings(sm.raw_autoscaling).gpu_capacity.pools
+    return {p.name: tuple(p.instance_families) for p in pools if p.name in sm.model.pools}
+
+
+def model_index(sm: StackModel) -> int:
+    """The model's position in `models` (its `pulumi config set --path 'models[i]...'` index)."""
+    return [m.name for m in sm.source.settings(sm.raw_autoscaling).models].index(sm.model.name)
+
+
+def apply_config_set(sm: StackModel, edits: Sequence[tuple[str, Any]]) -> StackModel:
+    """The stack model after `pulumi config set --path KEY VALUE` of each edit (keys under the
+    program's namespace, e.g. `autoscaling.<model>.minReplicas`, `models[0].engine.maxNumSeqs`),
+    validated by the contract's stack loader as a deploy would be; a ValueError says why not."""
+    config = copy.deepcopy(sm.source.config)
+    for path, value in edits:
+        _set_path(config, f"{NAMESPACE}:{path}", value)
+    source = StackFile(sm.source.path, config)
+    try:
+        reloaded = load_stack_model(sm.stack, sm.model.name, sm.profile.name, None, sm.source.path.parent, source)
+    except SettingsError as exc:
+        raise ValueError(f"the printed commands would not deploy: {'; '.join(exc.problems)}") from None
+    return reloaded
+
+
+_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _set_path(config: dict[str, Any], path: str, value: Any) -> None:
+    """Pulumi's `--path` semantics on the stack's config: the first key holds the namespace
+    (`inference-platform:models`), `.key` and `[i]` walk into it, missing maps are created."""
+    keys: list[str | int] = [name if name else int(index) for name, index in _PATH_PART.findall(path)]
+    node: Any = config
+    for key, following in zip(keys, keys[1:]):
+        if isinstance(key, int):
+            if not isinstance(node, list) or key > len(node):
+                raise ValueError(f"{path}: index {key} is past the end of the list")
+            if key == len(node):
+                node.append([] if isinstance(following, int) else {})
+        elif key not in node or not isinstance(node[key], (dict, list)):
+            node[key] = [] if isinstance(following, int) else {}
+        node = node[key]
+    last = keys[-1]
+    if isinstance(last, int) and last == len(node):
+        node.append(value)
+    else:
+        node[last] = value

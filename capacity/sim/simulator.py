@@ -32,7 +32,13 @@ from capacity.sim.cluster.startup import Pool, Startup, interruption_delay, plac
 from capacity.sim.control.cron import CronWindow, window_mask
 from capacity.sim.control.hpa import TimedValue
 from capacity.sim.control.keda import KedaTrigger, ScaledObject
-from capacity.sim.control.promql import avg_over_time, extrapolated_increase, histogram_quantile, positive_or_zero
+from capacity.sim.control.promql import (
+    avg_over_time,
+    extrapolated_increase,
+    histogram_quantile,
+    max_over_time,
+    positive_or_zero,
+)
 from capacity.workload.traces import Trace
 from contract.signals import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, Query, Vllm
 
@@ -408,42 +414,62 @@ class Simulation:
             return lambda t: inside if self._inside_cron(trigger.name, t) else 1.0  # KEDA reports 1 outside
         if not isinstance(source, Query):
             raise ValueError(f"trigger {trigger.name!r} has neither a query nor a cron window to simulate")
+        read = self._evaluator(trigger.name, source)
+        if not trigger.ignore_null_values:
+            return read
+        return lambda t: value if math.isfinite(value := read(t)) else 0.0
+
+    def _evaluator(self, name: str, source: Query) -> Callable[[float], float]:
+        """`source` over the pods' scraped series. Every series of one model carries the same
+        `model_name`/`namespace`, so a `by` over them still gives one series; an aggregation over
+        no series is empty (NaN), except `sum`, which reads 0 as the stack's queries always have."""
+        aggregate = _AGGREGATE[source.aggregation]
+        window = float(source.window_seconds or 0)
         if source.shape == "quantile" and source.metric in HISTOGRAMS:
             counts, bounds = HISTOGRAMS[source.metric]
-            q, window = source.quantile, float(source.window_seconds)  # type: ignore[arg-type]
-            return lambda t: self._quantile(t, q, window, counts, bounds)  # type: ignore[arg-type]
-        if source.shape == "sum" and source.metric in GAUGES:
-            gauge = GAUGES[source.metric]
-            return lambda t: self._sum(t, gauge)
-        if source.shape == "sum_avg_over_time" and source.metric in GAUGES:
-            gauge, window = GAUGES[source.metric], float(source.window_seconds)  # type: ignore[arg-type]
-            return lambda t: self._sum_avg_over_time(t, window, gauge)
+            q, guarded = float(source.quantile), source.zero_when_empty  # type: ignore[arg-type]
+            return lambda t: self._quantile(t, q, window, counts, bounds, aggregate, guarded)
+        gauge = GAUGES.get(source.metric)
+        if gauge is not None and source.shape == "sum":
+            return lambda t: aggregate(self._latest(t, gauge))
+        if gauge is not None and source.shape in _OVER_TIME:
+            over_time = _OVER_TIME[source.shape]
+            return lambda t: aggregate(
+                [v for p in self._series(t, window) if (v := over_time(p.t, getattr(p, gauge), t, window)) is not None]
+            )
+        counter = _COUNTERS.get(source.metric)
+        if counter is not None and source.shape == "sum_rate":
+            return lambda t: aggregate(self._rates(t, window, counter))
         raise ValueError(
-            f"trigger {trigger.name!r} reads {source.metric} ({source.shape}), which the simulator does not "
-            f"record as such: it records the gauges {', '.join(GAUGES)} (sum, sum_avg_over_time) and the "
-            f"histograms {', '.join(HISTOGRAMS)} (quantile)"
+            f"trigger {name!r} reads {source.metric} ({source.shape}), which the simulator does not record as "
+            f"such: it records the gauges {', '.join(GAUGES)} (sum, avg_over_time, max_over_time), the histograms "
+            f"{', '.join(HISTOGRAMS)} (quantile) and their counters {', '.join(_COUNTERS)} (rate)"
         )
 
-    def _sum(self, t: float, gauge: str) -> float:
-        """`sum(metric)`: the latest sample of every live series within the lookback."""
+    def _latest(self, t: float, gauge: str) -> list[float]:
+        """The latest sample of every live series within the lookback (an instant vector)."""
         live = [p for p in self.pods if p.phase in (READY, DRAINING) and p.t and p.t[-1] > t - LOOKBACK_S]
-        return sum(getattr(p, gauge)[-1] for p in live)
+        return [getattr(p, gauge)[-1] for p in live]
 
-    def _sum_avg_over_time(self, t: float, window: float, gauge: str) -> float:
-        """`sum(avg_over_time(metric[window]))`: every series with samples in the window."""
-        averages = [avg_over_time(p.t, getattr(p, gauge), t, window) for p in self._series(t, window)]
-        return sum(v for v in averages if v is not None)
-
-    def _quantile(self, t: float, q: float, window: float, counts: str, bounds: Sequence[float]) -> float:
-        """`(histogram_quantile(q, sum by (le) (rate(metric_bucket[window]))) > 0) or vector(0)`."""
-        total = None
+    def _rates(self, t: float, window: float, counts: str) -> list[float]:
+        """`rate(metric_count[window])` per series: the +Inf bucket is the observation count."""
+        out = []
         for pod in self._series(t, window):
-            inc = extrapolated_increase(pod.t, getattr(pod, counts), t, window)
+            inc = extrapolated_increase(pod.t, [c[-1:] for c in getattr(pod, counts)], t, window)
             if inc is not None:
-                total = inc if total is None else total + inc
-        if total is None:
-            return 0.0
-        return positive_or_zero(histogram_quantile(q, bounds, total))
+                out.append(float(inc[0]) / window)
+        return out
+
+    def _quantile(self, t: float, q: float, window: float, counts: str, bounds: Sequence[float],
+                  aggregate: Callable[[list], float], guarded: bool) -> float:  # fmt: skip
+        """`histogram_quantile(q, AGG by (le) (rate(metric_bucket[window])))`, and with the guard
+        `(... > 0) or vector(0)`: 0 instead of NaN when nothing was observed."""
+        increases = [
+            inc for pod in self._series(t, window)
+            if (inc := extrapolated_increase(pod.t, getattr(pod, counts), t, window)) is not None
+        ]  # fmt: skip
+        value = histogram_quantile(q, bounds, aggregate(increases)) if increases else math.nan
+        return positive_or_zero(value) if guarded else value
 
     def query(self, t: float) -> dict[str, float]:
         """Every trigger's metric, evaluated as Prometheus (or KEDA's cron scaler) would at `t`."""
@@ -588,6 +614,27 @@ def admissible(trace: Trace, profile: EngineProfile) -> np.ndarray:
         & (total <= profile.max_model_len)
         & (total + profile.block_size <= profile.kv_cache_tokens)
     )
+
+
+def _sum(values: list) -> float:
+    return sum(values) if values else 0.0
+
+
+def _mean(values: list) -> float:
+    return sum(values) / len(values) if values else math.nan
+
+
+def _extreme(pick: Callable) -> Callable[[list], float]:
+    # Element-wise for bucket vectors (one value per `le`), plain for scalars.
+    return lambda values: pick(np.vstack(values), axis=0) if values and isinstance(values[0], np.ndarray) else (
+        pick(values) if values else math.nan
+    )
+
+
+_AGGREGATE: dict[str, Callable[[list], float]] = {"sum": _sum, "avg": _mean, "max": _extreme(np.max), "min": _extreme(np.min)}
+_OVER_TIME = {"sum_avg_over_time": avg_over_time, "sum_max_over_time": max_over_time}
+# Counters the scrapes record: each histogram's observation count.
+_COUNTERS = {f"{metric}_count": counts for metric, (counts, _) in HISTOGRAMS.items()}
 
 
 def simulate(config: SimConfig, trace: Trace, scaled_object: ScaledObject | None) -> SimResult:

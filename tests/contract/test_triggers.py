@@ -10,8 +10,6 @@ from contract.settings.stack_file import load_stack
 from contract.triggers import BY_KEY, TRIGGERS, Trigger, enabled_triggers
 from tests.harness import ROOT
 
-ADDITIVE_SHAPES = ("sum", "sum_avg_over_time")
-
 
 def policies() -> list[ModelAutoscaling]:
     """The defaults and every model's merged policy of both stacks."""
@@ -47,7 +45,7 @@ def test_average_value_exactly_for_the_additive_signals() -> None:
             # KEDA's cron scaler: an AverageValue of desiredReplicas against a fixed target of 1.
             assert (trigger.metric_type, trigger.fixed_target) == ("AverageValue", 1.0), trigger.key
         else:
-            additive = signal.shape in ADDITIVE_SHAPES
+            additive = signal.additive
             assert (trigger.metric_type == "AverageValue") == additive, trigger.key
     assert {t.key for t in TRIGGERS if t.metric_type == "Value"} == {"e2eLatency", "ttft"}
 

@@ -38,6 +38,9 @@ class KedaTrigger:
     target: float
     activation_threshold: float = 0.0
     source: Query | CronWindow | None = None
+    # The Prometheus scaler's `ignoreNullValues`: an empty or NaN result reads 0 instead of
+    # failing (`prometheus_scaler.go`, ExecutePromQuery; KEDA's default is true).
+    ignore_null_values: bool = False
 
 
 @dataclass(frozen=True)

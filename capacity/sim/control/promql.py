@@ -1,6 +1,6 @@
 """Prometheus query semantics over scraped samples, for the queries in `contract.signals`.
 
-Only what the KEDA triggers use: `avg_over_time` over a range, `sum` across series,
+Only what the KEDA triggers use: `avg_over_time`/`max_over_time` over a range, aggregation across series,
 `rate` of histogram buckets (with Prometheus' extrapolation) and `histogram_quantile`.
 Range selectors are left-open, (t - window, t], as in Prometheus 3.
 """
@@ -27,6 +27,12 @@ def avg_over_time(times: Sequence[float], values: Sequence[float], t: float, win
         return None
     chosen = values[s]
     return sum(chosen) / len(chosen)
+
+
+def max_over_time(times: Sequence[float], values: Sequence[float], t: float, window: float) -> float | None:
+    """Largest sample in the range; None when the series has none (absent)."""
+    s = in_range(times, t, window)
+    return max(values[s]) if s.stop > s.start else None
 
 
 def extrapolated_increase(

@@ -42,13 +42,30 @@ def test_bad_input_is_one_clear_line_not_a_traceback():
     assert "unknown engine profile 'nope'" in run.stderr and "Traceback" not in run.stderr
 
 
-def test_cli_prints_ready_to_run_lines_for_the_calibration_file(tmp_path):
-    out = subprocess.run(
-        [sys.executable, "-m", "capacity", "recommend", "--envelope", str(CALIBRATION_CSV), "--slo-p99", "30",
-         "--stack", "staging"],
+def recommend_cli(tmp_path, *extra: str) -> subprocess.CompletedProcess:
+    """`recommend` run from outside the repository (the stack files come from its root)."""
+    return subprocess.run(
+        [sys.executable, "-m", "capacity", "recommend", "--envelope", str(CALIBRATION_CSV), "--slo-p99", "30", *extra],
         cwd=tmp_path, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
-        check=True,
-    ).stdout  # fmt: skip
+    )  # fmt: skip
+
+
+def test_cli_prints_ready_to_run_lines_for_the_calibration_file(tmp_path):
+    out = recommend_cli(tmp_path, "--stack", "prod").stdout
     lines = [l for l in out.splitlines() if l.startswith("pulumi config set")]
-    assert lines and all(LINE.match(l) and " -s staging " in l for l in lines)
+    assert lines and all(LINE.match(l) and " -s prod " in l for l in lines)
     assert "planning capacity: 1.54 req/s per replica at concurrency 20" in out
+
+
+def test_recommend_never_sizes_max_replicas_past_the_pools_gpu_limit(tmp_path):
+    out = recommend_cli(tmp_path, "--stack", "prod", "--model", "qwen25-14b-awq", "--peak-rps", "45").stdout
+    assert "maxReplicas 30 refused: the pools of qwen25-14b-awq hold 24" in out
+    assert not [l for l in out.splitlines() if l.startswith("pulumi config set") and "maxReplicas" in l]
+
+
+def test_recommend_refuses_a_model_or_stack_that_does_not_exist_by_name(tmp_path):
+    model = recommend_cli(tmp_path, "--stack", "prod", "--model", "gpt-5")
+    stack = recommend_cli(tmp_path, "--stack", "staging")
+    assert model.returncode == stack.returncode == 2 and not model.stdout and not stack.stdout
+    assert "model 'gpt-5' is not in stack Pulumi.prod.yaml" in model.stderr
+    assert "Pulumi.staging.yaml does not exist" in stack.stderr

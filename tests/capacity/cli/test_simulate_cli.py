@@ -58,3 +58,23 @@ def test_a_fleet_pinned_at_max_replicas_is_named_in_the_table(capsys, monkeypatc
     monkeypatch.chdir(ROOT)
     assert main(["simulate", "--stack", "dev", "--profile", PROFILE, "--trace", OVERLOAD, "--png", str(tmp_path / "t.png")]) == 0
     assert "stack dev (pinned at maxReplicas 3)" in capsys.readouterr().out
+
+
+def test_simulate_replays_a_raw_scaledobject(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    reference = "capacity/policies/reference/karpenter-article.yaml"
+    args = ["simulate", "--stack", "dev", "--profile", PROFILE, "--trace", SHORT, "--json", "--scaledobject", reference,
+            "--png", str(tmp_path / "t.png")]  # fmt: skip
+    assert main(args) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["policy"] == reference and summary["scale_events"] > 0
+
+
+def test_a_scaledobject_query_outside_the_subset_is_one_line_naming_it(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    text = (ROOT / "capacity/policies/reference/local-lab.yaml").read_text()
+    path = tmp_path / "so.yaml"
+    path.write_text(text.replace("max(vllm:kv_cache_usage_perc)", "quantile(0.9, vllm:kv_cache_usage_perc)"))
+    assert main(["simulate", "--stack", "dev", "--trace", SHORT, "--scaledobject", str(path)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and "spec.triggers[1].metadata.query" in error and "'quantile'" in error

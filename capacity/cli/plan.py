@@ -1,0 +1,209 @@
+"""Plan capacity: the cheapest GPU type, engine flags and scaling policy that meet the SLO on held-out traffic.
+
+Searches with Optuna's TPE sampler (seeded, parallel over --workers) on the first 70% of each
+trace, validates the winner on the last 30% (and any --validate-trace), and prints the Pareto
+frontier (table + PNG), cost per million output tokens per GPU type, and the winner's
+`pulumi config set --path` lines, each validated by the program's settings before printing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from capacity.cli import DEFAULT_STACK
+from capacity.sim import plan
+from capacity.sim.cluster.router import ROUTERS
+from capacity.sim.from_stack import apply_config_set, load_stack_model
+from capacity.sim.run import RunOptions
+from capacity.tables import cell
+from capacity.workload import traces
+
+
+def _price(text: str) -> tuple[str, float]:
+    family, sep, usd = text.partition("=")
+    try:
+        value = float(usd)
+    except ValueError:
+        value = -1.0
+    if not sep or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not FAMILY=USD_PER_GPU_HOUR with a positive price")
+    return family, value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stack", "-s", default=DEFAULT_STACK, help="stack name (reads Pulumi.<stack>.yaml) or a stack file path")
+    parser.add_argument("--model", help="served model name (default: the stack's first model)")
+    parser.add_argument("--trace", action="append", required=True, help="trace to plan for (repeatable: meet the target on every one)")
+    parser.add_argument("--validate-trace", action="append", default=[], help="extra traffic the winner is replayed on, never searched; repeatable (default: none)")
+    parser.add_argument("--slo-attainment", type=float, default=0.99, help="target fraction of requests within the SLO")
+    parser.add_argument("--search-fraction", type=float, default=0.7, help="first fraction of each trace's time to search on")
+    parser.add_argument("--margin", type=float, default=1.0, help="search against this many times the request rate (robustness)")
+    parser.add_argument("--trials", type=int, default=300, help="candidates to evaluate")
+    parser.add_argument("--seed", type=int, default=0, help="sampler and simulation seed (same seed, same plan)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel simulations")
+    parser.add_argument("--price", type=_price, action="append", default=[], metavar="FAMILY=USD",
+                        help="on-demand USD per GPU-hour of an instance family; repeatable (default: the cited price list)")  # fmt: skip
+    parser.add_argument("--router", choices=ROUTERS, default="least-request", help="how the gateway spreads requests")
+    parser.add_argument("--oracle-interval", type=float, default=300.0, help="seconds per oracle interval")
+    parser.add_argument("--png", type=Path, help="frontier PNG path (default: out/plan-<stack>-<model>.png)")
+    parser.add_argument("--json", action="store_true", help="print the JSON output contract instead of tables")
+
+
+def _check(args: argparse.Namespace) -> None:
+    if not 0 < args.slo_attainment <= 1:
+        raise ValueError(f"--slo-attainment must be in (0, 1], got {args.slo_attainment}")
+    if not 0 < args.search_fraction < 1:
+        raise ValueError(f"--search-fraction must be in (0, 1), got {args.search_fraction}")
+    if args.margin < 1:
+        raise ValueError(f"--margin must be >= 1 (a multiple of the request rate), got {args.margin}")
+    if args.trials < 1 or args.workers < 1:
+        raise ValueError("--trials and --workers must be >= 1")
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def config_set_lines(sm: Any, edits: list[tuple[str, Any]]) -> list[str]:
+    """The edits as commands, after the program's settings accept them all (else ValueError)."""
+    apply_config_set(sm, edits)
+    return [f"pulumi config set --path '{path}' {_render(value)} -s {sm.stack}" for path, value in edits]
+
+
+def _progress(total: int, enabled: bool):
+    if not enabled or not sys.stderr.isatty():
+        return None, None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    bar = Progress("planning", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True,
+                   console=Console(stderr=True))  # fmt: skip
+    task = bar.add_task("plan", total=total)
+    return bar, lambda done: bar.update(task, completed=done)
+
+
+def plot_frontier(result: plan.PlanResult, front: list[plan.Trial], path: Path, title: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 6))
+    for name in result.types:
+        ran = [t for t in result.trials if t.search and t.params["gpu"] == name]
+        ax.scatter([t.search["cost_usd"] for t in ran], [t.search["slo_attainment"] for t in ran], s=12, alpha=0.5, label=name)  # type: ignore[index]
+    ax.step([t.search["cost_usd"] for t in front], [t.search["slo_attainment"] for t in front], where="post",  # type: ignore[index]
+            color="black", label="Pareto frontier")  # fmt: skip
+    ax.axhline(result.target, color="tab:red", linestyle="--", linewidth=0.8, label="target")
+    ax.set_xlabel("cost on the search traffic, USD")
+    ax.set_ylabel("SLO attainment (search)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def run(args: argparse.Namespace) -> int:
+    _check(args)
+    sm = load_stack_model(args.stack, args.model)
+    loaded = [traces.load(t) for t in args.trace]
+    parts = [plan.split(t, args.search_fraction) for t in loaded]
+    searched = plan.margin_traces([s for s, _ in parts], args.margin, args.seed)
+    held_out = [v for _, v in parts] + [traces.load(t) for t in args.validate_trace]
+    if any(len(t) == 0 for t in [*searched, *held_out]):
+        raise ValueError("a search or validation part of a trace has no requests: lengthen the trace or move --search-fraction")
+    options = RunOptions(router=args.router, seed=args.seed, oracle_interval_s=args.oracle_interval)
+    bar, progress = _progress(args.trials, not args.json)
+    if bar:
+        bar.start()
+    try:
+        result = plan.search(sm, searched, args.slo_attainment, args.trials, args.seed, args.workers, options,
+                             dict(args.price), progress)  # fmt: skip
+    finally:
+        if bar:
+            bar.stop()
+    front = plan.frontier(result.trials)
+    best = result.best
+    meets = best is not None and best.search["slo_attainment"] >= args.slo_attainment  # type: ignore[index]
+    payload: dict[str, Any] = {
+        "search": best.search if best else None,
+        "validation": plan.validate(sm, best, result.types, held_out, options) if best else None,
+        "frontier": [{"gpu": t.params["gpu"], **t.search, "params": t.params} for t in front],  # type: ignore[dict-item]
+        "gpu_types": plan.per_gpu_type(result),
+        "config_set": [],
+        "binding_limit": None,
+        "trials": len(result.trials),
+        "refused_trials": sum(1 for t in result.trials if t.refused),
+        "notes": [],
+    }
+    if meets:
+        payload["config_set"] = config_set_lines(sm, plan.edits_of(sm, best.params))  # type: ignore[union-attr]
+        current_gpu = sm.profile.name.split("-")[0]
+        if best.params["gpu"] != current_gpu:  # type: ignore[union-attr]
+            kind = result.types[best.params["gpu"]]  # type: ignore[union-attr]
+            payload["notes"].append(
+                f"the winner runs on {kind.gpu} ({kind.family}); the model's pools {list(sm.model.pools)} also allow "
+                f"other families: restrict their instanceFamilies to [{kind.family}] (shared pools move every model "
+                f"on them) and set models[].capacityProfile; not printed as commands"
+            )
+        if payload["validation"]["slo_attainment"] < args.slo_attainment:
+            payload["notes"].append(
+                f"warning: validation attainment {payload['validation']['slo_attainment']:.1%} is below the target "
+                f"{args.slo_attainment:.1%} on traffic the search never saw; consider --margin 1.2"
+            )
+    else:
+        payload["binding_limit"] = plan.binding_limit(sm, result, searched, options)
+    name = f"plan {sm.stack}/{sm.model.name}"
+    png = args.png or Path("out") / f"plan-{sm.stack}-{sm.model.name}.png"
+    payload["frontier_png"] = str(plot_frontier(result, front, png, name))
+    if args.json:
+        json.dump(payload, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    _print(payload, name, args.slo_attainment)
+    return 0
+
+
+def _print(payload: dict[str, Any], title: str, target: float) -> None:
+    console = Console(width=160) if not Console().is_terminal else Console()
+    table = Table(title=f"{title}: Pareto frontier (search traffic), target {target:.1%}")
+    for header in ("GPU", "SLO attained", "GPU-h", "cost $", "$/M output tokens", "min", "max", "queue target"):
+        table.add_column(header, justify="right")
+    for row in payload["frontier"]:
+        p = row["params"]
+        table.add_row(row["gpu"], cell(row["slo_attainment"], ".1%"), cell(row["gpu_hours"], ".2f"), cell(row["cost_usd"], ".2f"),
+                      cell(row["usd_per_million_output_tokens"], ".2f"), str(p["minReplicas"]), str(p["maxReplicas"]),
+                      str(p["queueTarget"]))  # fmt: skip
+    console.print(table)
+    gpus = Table(title="which GPU: each type's cheapest candidate meeting the target (else its closest)")
+    for header in ("GPU", "family", "$/GPU-h on-demand", "$/GPU-h spot (est.)", "trials", "meets", "SLO attained", "GPU-h", "$/M output tokens"):
+        gpus.add_column(header, justify="right")
+    for row in payload["gpu_types"]:
+        gpus.add_row(row["gpu"], row["family"], cell(row["on_demand_usd_per_gpu_hour"], ".3f"), cell(row["spot_usd_per_gpu_hour"], ".3f"),
+                     str(row["trials"]), "yes" if row["meets_target"] else "no", cell(row.get("slo_attainment"), ".1%"),
+                     cell(row.get("gpu_hours"), ".2f"), cell(row.get("usd_per_million_output_tokens"), ".2f"))  # fmt: skip
+    console.print(gpus)
+    search, validation = payload["search"], payload["validation"]
+    if search and validation:
+        console.print(f"winner: search {search['slo_attainment']:.1%} at ${search['cost_usd']:.2f} ({search['gpu_hours']:.2f} GPU-h); "
+                      f"validation {validation['slo_attainment']:.1%} at ${validation['cost_usd']:.2f} ({validation['gpu_hours']:.2f} GPU-h, "
+                      f"{validation['oracle_ratio']}x the oracle)", highlight=False)  # fmt: skip
+    if payload["binding_limit"]:
+        console.print(f"[yellow]no candidate meets the target; binding limit: {payload['binding_limit']}[/]", highlight=False)
+    for note in payload["notes"]:
+        console.print(note, highlight=False)
+    for line in payload["config_set"]:
+        console.print(line, soft_wrap=True, highlight=False)
+    console.print(f"frontier: {payload['frontier_png']}")

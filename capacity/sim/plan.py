@@ -1,0 +1,351 @@
+"""The capacity planner: the cheapest GPU type, engine flags and scaling policy of one model that
+meet an SLO-attainment target on traffic it was not fitted on.
+
+Optuna's TPE sampler (seeded) proposes candidates; each is a GPU type the model's pools allow
+(its engine profile derived from physics with the candidate's vLLM flags), priced per GPU-hour,
+and an autoscaling block held to every settings rule. Candidates run in worker processes, a batch
+of `workers` at a time, and are told back in order, so a seed gives the same search. The search
+traffic is the first `search_fraction` of each trace (optionally x `margin` the rate); the winner
+is then replayed on the rest, and on any extra validation trace, and reported side by side.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from capacity.engine import EngineProfile
+from capacity.engine.hardware import checkpoint, gpu
+from capacity.engine.profiles import derive
+from capacity.sim.from_stack import StackModel, apply_config_set, model_index, pool_families
+from capacity.sim.run import RunOptions, feasible_requests, run_oracle, run_policy, run_static, slo_targets, summarize, with_oracle
+from capacity.sim.simulator import SimResult
+from capacity.workload.traces import Trace, rate_scale
+
+PRICES = Path(__file__).parent / "data" / "aws_gpu_prices.yaml"
+PENALTY_USD = 1000.0  # per unit of attainment short of the target: any feasible candidate wins
+MAX_NUM_SEQS = (16, 24, 32, 48, 64, 96, 128)
+MAX_NUM_BATCHED_TOKENS = (1024, 2048, 4096, 8192)
+GPU_MEMORY_UTILIZATION = (0.85, 0.90, 0.95)
+
+
+@dataclass(frozen=True)
+class GpuType:
+    family: str
+    gpu: str
+    on_demand_usd: float
+    spot_usd: float
+
+
+def gpu_types(sm: StackModel, prices: dict[str, float] | None = None) -> list[GpuType]:
+    """The GPU types the model's pools allow, priced: the stack's own prices for the family of
+    the model's current profile, the cited on-demand list (or `prices`) for the others, whose
+    spot price is estimated with the stack's spot/on-demand ratio (spot prices vary)."""
+    data = yaml.safe_load(PRICES.read_text())
+    gpu_of, listed = data["gpu_of_family"], dict(data["on_demand_usd_per_gpu_hour"])
+    listed.update(prices or {})
+    on_demand = next((p.price_per_gpu_hour for p in sm.pools if p.capacity_type == "on-demand"), None)
+    spot = next((p.price_per_gpu_hour for p in sm.pools if p.capacity_type == "spot"), None)
+    ratio = (spot / on_demand) if spot and on_demand else 1.0
+    current = sm.profile.name.split("-")[0]
+    families = sorted({f for fams in pool_families(sm).values() for f in fams})
+    out = []
+    for family in families:
+        name = gpu_of.get(family)
+        if name is None:
+            continue
+        if name == current and on_demand and family not in (prices or {}):
+            od = on_demand
+        elif family in listed:
+            od = float(listed[family])
+        else:
+            raise ValueError(f"no price for instance family {family!r}: pass --price {family}=USD_PER_GPU_HOUR")
+        out.append(GpuType(family, name, od, od * ratio))
+    if not out:
+        raise ValueError(f"the pools of {sm.model.name} allow no instance family with an engine profile: {families}")
+    return out
+
+
+def profile_for(sm: StackModel, gpu_name: str, flags: dict[str, Any]) -> EngineProfile:
+    """The model on `gpu_name` with these vLLM flags (ValueError: vLLM would not start)."""
+    model = checkpoint(sm.model.hugging_face_id)
+    return derive(
+        f"{gpu_name}-{model.short}", model, gpu(gpu_name), max_model_len=sm.model.engine.max_model_len,
+        max_num_seqs=flags["maxNumSeqs"], max_num_batched_tokens=flags["maxNumBatchedTokens"],
+        gpu_memory_utilization=flags["gpuMemoryUtilization"],
+    )  # fmt: skip
+
+
+def budget_replicas(sm: StackModel) -> int:
+    """Replicas the model's pools can hold at once (their GPU limits / GPUs per replica)."""
+    return sum(p.gpu_limit for p in sm.pools) // sm.model.gpus_per_replica
+
+
+def split(trace: Trace, fraction: float) -> tuple[Trace, Trace]:
+    """The first `fraction` of the trace's time to search, the rest to validate (re-based to 0)."""
+    cut = trace.duration * fraction
+    return trace.window(0.0, cut), trace.window(cut, math.inf)
+
+
+# --- one candidate -------------------------------------------------------------------------
+
+
+def edits_of(sm: StackModel, p: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The `pulumi config set --path` edits (key, value) that deploy candidate `p`."""
+    scope = f"autoscaling.{sm.model.name}"
+    index = model_index(sm)
+    edits: list[tuple[str, Any]] = [(f"models[{index}].engine.{k}", p[k]) for k in ("maxNumSeqs", "maxNumBatchedTokens", "gpuMemoryUtilization")]
+    edits += [(f"{scope}.minReplicas", p["minReplicas"]), (f"{scope}.maxReplicas", p["maxReplicas"])]
+    edits.append((f"{scope}.fallbackReplicas", min(max(p["minReplicas"], 1), p["maxReplicas"])))
+    edits += [
+        (f"{scope}.triggers.queueDepth.targetPerReplica", p["queueTarget"]),
+        (f"{scope}.triggers.queueDepth.windowSeconds", p["queueWindow"]),
+        (f"{scope}.triggers.kvCache.enabled", p["kvEnabled"]),
+        (f"{scope}.triggers.e2eLatency.enabled", p["e2eEnabled"]),
+        (f"{scope}.triggers.ttft.enabled", p["ttftEnabled"]),
+    ]
+    if p["kvEnabled"]:
+        edits.append((f"{scope}.triggers.kvCache.targetPerReplica", p["kvTarget"]))
+    if p["e2eEnabled"]:
+        # a guardrail above the e2e target where the stack has one, else around its current threshold
+        base = sm.policy.slo.e2e_p99_seconds or sm.policy.triggers.e2e_latency.threshold_seconds
+        edits.append((f"{scope}.triggers.e2eLatency.thresholdSeconds", round(base * p["e2eFactor"], 1)))
+    if p["ttftEnabled"]:
+        edits.append((f"{scope}.triggers.ttft.thresholdSeconds", round(sm.policy.slo.ttft_p95_seconds * p["ttftFactor"], 2)))
+    for direction in ("scaleUp", "scaleDown"):
+        base = f"{scope}.behavior.{direction}"
+        edits += [
+            (f"{base}.stabilizationWindowSeconds", p[f"{direction}Window"]),
+            (f"{base}.policies[0].type", "Pods"),
+            (f"{base}.policies[0].value", p[f"{direction}Pods"]),
+            (f"{base}.policies[0].periodSeconds", p[f"{direction}Period"]),
+        ]
+    return edits
+
+
+def candidate(sm: StackModel, p: dict[str, Any], types: dict[str, GpuType]) -> StackModel:
+    """The stack model deploying `p`: validated settings, derived profile, priced pools."""
+    # One list-valued leaf replaces the list whole (settings merge), so set it as one policy.
+    deployed = apply_config_set(sm, edits_of(sm, p))
+    kind = types[p["gpu"]]
+    pools = tuple(
+        replace(pool, price_per_gpu_hour=kind.spot_usd if pool.capacity_type == "spot" else kind.on_demand_usd)
+        for pool in deployed.pools
+    )
+    return replace(deployed, profile=profile_for(deployed, kind.gpu, p), pools=pools)
+
+
+_FEASIBLE: dict[tuple[int, EngineProfile, Any], Any] = {}
+
+
+def _summary(result: SimResult, sm: StackModel, trace: Trace) -> dict[str, Any]:
+    """The run's summary, its attainment over the requests some fleet of `sm` can serve (an idle
+    replay per request shape: remembered per trace, profile and SLO, as trials repeat them)."""
+    key = (id(trace), sm.profile, slo_targets(sm))
+    if key not in _FEASIBLE:
+        _FEASIBLE[key] = feasible_requests(sm, trace)
+    return summarize(result, sm, _FEASIBLE[key])
+
+
+def _summaries(sm: StackModel, traces: Sequence[Trace], options: RunOptions) -> list[dict[str, Any]]:
+    return [_summary(run_policy(sm, trace, options), sm, trace) for trace in traces]
+
+
+def _combined(summaries: Sequence[dict[str, Any]], output_tokens: float) -> dict[str, Any]:
+    cost = sum(s["cost_usd"] for s in summaries)
+    return {
+        "slo_attainment": min(s["slo_attainment"] for s in summaries),
+        "gpu_hours": round(sum(s["gpu_hours"] for s in summaries), 3),
+        "cost_usd": round(cost, 2),
+        "scale_events": sum(s["scale_events"] for s in summaries),
+        "usd_per_million_output_tokens": round(cost / output_tokens * 1e6, 3) if output_tokens else None,
+    }
+
+
+# Worker state: set once per process, so a trial ships only its parameters.
+_JOB: tuple[StackModel, tuple[Trace, ...], RunOptions, dict[str, GpuType]] | None = None
+
+
+def _init(sm: StackModel, traces: tuple[Trace, ...], options: RunOptions, types: dict[str, GpuType]) -> None:
+    global _JOB
+    _JOB = (sm, traces, options, types)
+
+
+def _evaluate(p: dict[str, Any]) -> dict[str, Any] | str:
+    """The candidate's combined search summary, or why it cannot deploy or start."""
+    sm, traces, options, types = _JOB  # type: ignore[misc]
+    try:
+        chosen = candidate(sm, p, types)
+    except ValueError as exc:
+        return str(exc)
+    tokens = float(sum(t.output_tokens.sum() for t in traces))
+    return _combined(_summaries(chosen, traces, options), tokens)
+
+
+# --- the search ----------------------------------------------------------------------------
+
+
+def _suggest(trial: Any, sm: StackModel, types: Sequence[str]) -> dict[str, Any]:
+    budget = budget_replicas(sm)
+    low = trial.suggest_int("minReplicas", 1, budget)
+    up_window = trial.suggest_categorical("scaleUpWindow", [0, 30, 60])
+    p = {
+        "gpu": trial.suggest_categorical("gpu", list(types)),
+        "maxNumSeqs": trial.suggest_categorical("maxNumSeqs", list(MAX_NUM_SEQS)),
+        "maxNumBatchedTokens": trial.suggest_categorical("maxNumBatchedTokens", list(MAX_NUM_BATCHED_TOKENS)),
+        "gpuMemoryUtilization": trial.suggest_categorical("gpuMemoryUtilization", list(GPU_MEMORY_UTILIZATION)),
+        "minReplicas": low,
+        "maxReplicas": trial.suggest_int("maxReplicas", low, budget),
+        "queueTarget": trial.suggest_int("queueTarget", 1, 12),
+        "queueWindow": trial.suggest_categorical("queueWindow", [30, 60, 120]),
+        "kvEnabled": trial.suggest_categorical("kvEnabled", [True, False]),
+        "kvTarget": trial.suggest_float("kvTarget", 0.5, 0.95, step=0.05),
+        "e2eEnabled": trial.suggest_categorical("e2eEnabled", [True, False]),
+        "e2eFactor": trial.suggest_float("e2eFactor", 1.05, 2.0, step=0.05),
+        "ttftEnabled": trial.suggest_categorical("ttftEnabled", [True, False]),
+        "ttftFactor": trial.suggest_float("ttftFactor", 1.1, 3.0, step=0.1),
+        "scaleUpWindow": up_window,
+        "scaleUpPods": trial.suggest_int("scaleUpPods", 1, 8),
+        "scaleUpPeriod": trial.suggest_categorical("scaleUpPeriod", [15, 30, 60]),
+        "scaleDownWindow": trial.suggest_categorical("scaleDownWindow", [60, 120, 300, 600, 900]),
+        "scaleDownPods": trial.suggest_int("scaleDownPods", 1, 4),
+        "scaleDownPeriod": trial.suggest_categorical("scaleDownPeriod", [60, 120, 300]),
+    }
+    p["kvTarget"], p["e2eFactor"], p["ttftFactor"] = (round(p[k], 2) for k in ("kvTarget", "e2eFactor", "ttftFactor"))
+    return p
+
+
+def _objective(result: dict[str, Any] | str, target: float) -> float:
+    if isinstance(result, str):
+        return PENALTY_USD * 10  # cannot deploy or start: worse than any run
+    return result["cost_usd"] + PENALTY_USD * max(0.0, target - result["slo_attainment"])
+
+
+@dataclass(frozen=True)
+class Trial:
+    number: int
+    params: dict[str, Any]
+    search: dict[str, Any] | None
+    refused: str | None
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    trials: list[Trial]
+    best: Trial | None  # cheapest meeting the target in search, else the closest
+    target: float
+    types: dict[str, GpuType]
+
+
+def search(
+    sm: StackModel,
+    traces: Sequence[Trace],
+    target: float,
+    trials: int,
+    seed: int,
+    workers: int,
+    options: RunOptions,
+    prices: dict[str, float] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> PlanResult:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    types = {t.gpu: t for t in gpu_types(sm, prices)}
+    study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=seed, multivariate=True))
+    done: list[Trial] = []
+    args = (sm, tuple(traces), options, types)
+    with ProcessPoolExecutor(max_workers=workers, initializer=_init, initargs=args) as pool:
+        while len(done) < trials:
+            batch = [study.ask() for _ in range(min(workers, trials - len(done)))]
+            params = [_suggest(t, sm, list(types)) for t in batch]
+            for trial, p, result in zip(batch, params, pool.map(_evaluate, params)):
+                study.tell(trial, _objective(result, target))
+                done.append(Trial(trial.number, p, None if isinstance(result, str) else result,
+                                  result if isinstance(result, str) else None))  # fmt: skip
+                if progress:
+                    progress(len(done))
+    ran = [t for t in done if t.search is not None]
+    meeting = [t for t in ran if t.search["slo_attainment"] >= target]  # type: ignore[index]
+    if meeting:
+        best = min(meeting, key=lambda t: (t.search["cost_usd"], t.number))  # type: ignore[index]
+    else:
+        best = max(ran, key=lambda t: (t.search["slo_attainment"], -t.search["cost_usd"]), default=None)  # type: ignore[index]
+    return PlanResult(done, best, target, types)
+
+
+def frontier(trials: Sequence[Trial]) -> list[Trial]:
+    """The Pareto frontier: no other trial is cheaper with at least the same attainment."""
+    ran = sorted((t for t in trials if t.search), key=lambda t: (t.search["cost_usd"], -t.search["slo_attainment"]))  # type: ignore[index]
+    out, best = [], -1.0
+    for t in ran:
+        if t.search["slo_attainment"] > best:  # type: ignore[index]
+            out.append(t)
+            best = t.search["slo_attainment"]  # type: ignore[index]
+    return out
+
+
+def per_gpu_type(result: PlanResult) -> list[dict[str, Any]]:
+    """Which GPU: each type's cheapest trial meeting the target (else its closest)."""
+    rows = []
+    for name, kind in result.types.items():
+        ran = [t for t in result.trials if t.search and t.params["gpu"] == name]
+        meeting = [t for t in ran if t.search["slo_attainment"] >= result.target]  # type: ignore[index]
+        pick = min(meeting, key=lambda t: t.search["cost_usd"]) if meeting else max(  # type: ignore[index]
+            ran, key=lambda t: t.search["slo_attainment"], default=None)  # type: ignore[index]  # fmt: skip
+        rows.append({
+            "gpu": name, "family": kind.family, "on_demand_usd_per_gpu_hour": kind.on_demand_usd,
+            "spot_usd_per_gpu_hour": round(kind.spot_usd, 4), "trials": len(ran), "meets_target": bool(meeting),
+            **({k: pick.search[k] for k in ("slo_attainment", "gpu_hours", "cost_usd", "usd_per_million_output_tokens")}
+               if pick else {}),
+        })  # fmt: skip
+    return rows
+
+
+def validate(
+    sm: StackModel, best: Trial, types: dict[str, GpuType], traces: Sequence[Trace], options: RunOptions
+) -> dict[str, Any]:
+    """The winner on traffic it never saw, with the oracle's GPU-hours on the same traffic."""
+    chosen = candidate(sm, best.params, types)
+    summaries = [with_oracle(s, run_oracle(chosen, t, options).gpu_hours) for t, s in
+                 zip(traces, _summaries(chosen, traces, options))]  # fmt: skip
+    out = _combined(summaries, float(sum(t.output_tokens.sum() for t in traces)))
+    out["oracle_gpu_hours"] = round(sum(s["oracle_gpu_hours"] for s in summaries), 3)
+    out["oracle_ratio"] = round(out["gpu_hours"] / out["oracle_gpu_hours"], 3) if out["oracle_gpu_hours"] else None
+    return out
+
+
+def binding_limit(sm: StackModel, result: PlanResult, traces: Sequence[Trace], options: RunOptions) -> str:
+    """Why nothing met the target, with the numbers: context length, the SLO against an idle
+    fleet's latency, the pools' GPU limit, or the policy (maxReplicas and the triggers)."""
+    best = result.best
+    if best is None:
+        reasons = sorted({t.refused for t in result.trials if t.refused})
+        return "no candidate could deploy or start: " + "; ".join(reasons[:3])
+    chosen = candidate(sm, best.params, result.types)
+    budget = budget_replicas(sm)
+    summaries = [_summary(run_static(chosen, t, budget, options), chosen, t) for t in traces]
+    rejected = sum(s["rejected_requests"] for s in summaries) / max(sum(s["requests"] for s in summaries), 1)
+    at_budget = min(s["slo_attainment"] for s in summaries)
+    short = f"best searched policy attains {best.search['slo_attainment']:.1%} vs {result.target:.1%}"  # type: ignore[index]
+    if rejected > 1 - result.target:
+        return f"context length: {rejected:.1%} of requests exceed maxModelLen {sm.model.engine.max_model_len}; {short}"
+    if at_budget < result.target:
+        huge = min(_summary(run_static(chosen, t, 4 * budget, options), chosen, t)["slo_attainment"] for t in traces)
+        if huge < result.target:
+            return (f"SLO below the idle-replica latency: even {4 * budget} warm replicas attain {huge:.1%} "
+                    f"(TTFT {sm.policy.slo.ttft_p95_seconds}s, TPOT {sm.policy.slo.tpot_p95_seconds}s per request); {short}")  # fmt: skip
+        return (f"pool GPU limit: all {budget} replicas the pools hold, warm all along, attain {at_budget:.1%} "
+                f"< {result.target:.1%} (a static fleet of {4 * budget} attains {huge:.1%}); {short}")  # fmt: skip
+    return (f"maxReplicas and the triggers: a static fleet of {budget} (the pools' limit) attains {at_budget:.1%}, "
+            f"but no searched policy reached {result.target:.1%}; {short}")  # fmt: skip
+
+
+def margin_traces(traces: Sequence[Trace], margin: float, seed: int) -> list[Trace]:
+    return [rate_scale(t, margin, seed=seed) if margin != 1.0 else t for t in traces]

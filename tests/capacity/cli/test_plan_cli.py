@@ -1,0 +1,65 @@
+"""`python -m capacity plan` end to end on short traces: the JSON output contract, a seed that
+fixes the plan, commands the stack accepts, and the binding limit when nothing meets the target."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from capacity.__main__ import main
+from capacity.sim.from_stack import apply_config_set, load_stack_model
+
+ROOT = Path(__file__).resolve().parents[3]
+STEP = "synthetic:step:base=2,peak=12,at=300,length=300,duration=900,prompt=512,output=128"
+FLOOD = "synthetic:step:base=200,peak=200,at=0,length=600,duration=600,prompt=512,output=256"
+
+
+def plan(capsys, tmp_path, *extra: str) -> dict:
+    args = ["plan", "--stack", "dev", "--trials", "4", "--workers", "2", "--json", "--png", str(tmp_path / "f.png"), *extra]
+    assert main(args) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_plan_prints_the_output_contract_and_the_frontier_png(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    out = plan(capsys, tmp_path, "--trace", STEP)
+    assert {"search", "validation", "frontier", "gpu_types", "config_set", "binding_limit"} <= set(out)
+    assert set(out["validation"]) >= {"slo_attainment", "gpu_hours", "oracle_gpu_hours", "cost_usd", "scale_events"}
+    assert [row["gpu"] for row in out["gpu_types"]] == ["a10g", "l4"]  # dev's pools allow g5 and g6
+    assert (tmp_path / "f.png").stat().st_size > 10_000
+    assert out["trials"] == 4
+
+
+def test_the_same_seed_gives_the_same_plan(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    first, second = (plan(capsys, tmp_path, "--trace", STEP, "--seed", "7") for _ in range(2))
+    assert first["frontier"] == second["frontier"] and first["config_set"] == second["config_set"]
+
+
+def test_every_printed_command_deploys_the_winner(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    out = plan(capsys, tmp_path, "--trace", STEP, "--slo-attainment", "0.5")
+    assert out["config_set"] and out["binding_limit"] is None
+    edits = []
+    for line in out["config_set"]:
+        assert line.startswith("pulumi config set --path '") and line.endswith(" -s dev")
+        path, value = line.removeprefix("pulumi config set --path '").removesuffix(" -s dev").split("' ")
+        edits.append((path, json.loads(value) if value not in ("Pods",) else value))
+    deployed = apply_config_set(load_stack_model("dev", root=ROOT), edits)
+    winner = out["frontier"][-1]["params"] if out["frontier"][-1]["slo_attainment"] >= 0.5 else None
+    assert deployed.policy.max_replicas <= 3  # the pools hold 3 GPUs
+    assert winner is None or deployed.policy.min_replicas <= winner["maxReplicas"]
+
+
+def test_when_nothing_meets_the_target_the_binding_limit_is_named_with_numbers(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    out = plan(capsys, tmp_path, "--trace", FLOOD, "--slo-attainment", "0.99")
+    assert out["config_set"] == []
+    assert out["binding_limit"].startswith(("pool GPU limit", "SLO below the idle-replica latency"))
+    assert "%" in out["binding_limit"]
+
+
+def test_a_bad_price_flag_is_one_line(capsys):
+    with pytest.raises(SystemExit):
+        main(["plan", "--stack", "dev", "--trace", STEP, "--price", "g6=cheap"])
+    assert "is not FAMILY=USD_PER_GPU_HOUR" in capsys.readouterr().err
