@@ -442,27 +442,23 @@ class Simulation:
             return 0.0
         return positive_or_zero(histogram_quantile(q, bounds, total))
 
-    def query(self, t: float) -> dict[str, float]:
-        """Every trigger's metric, evaluated as Prometheus (or KEDA's cron scaler) would at `t`."""
-        return {name: read(t) for name, read in self._readers.items()}
+    def query(self, t: float) -> dict[str, float | None]:
+        """Every trigger's metric, evaluated as Prometheus (or KEDA's cron scaler) would at `t`;
+        None (the scaler fails) for every Prometheus trigger while Prometheus is down."""
+        down = any(start <= t < end for start, end in self.c.metrics_outages)
+        return {name: None if down and name not in self._cron else read(t) for name, read in self._readers.items()}
 
     def _cron_activity(self, window: CronWindow) -> CronActivity:
         """The cron trigger's window over the simulated span (wall clock from the trace)."""
         span = self.c.closed_loop_s or self.trace.duration + self.c.drain_limit_s
         return CronActivity(window, self.trace.start or DEFAULT_START, span)
 
-    def _values(self, t: float) -> dict[str, float | None]:
-        """What each trigger's scaler gets at t; None for all while Prometheus is down."""
-        values: dict[str, float | None] = dict(self.query(t))
-        if any(start <= t < end for start, end in self.c.metrics_outages):
-            return {name: None for name in values}
-        return values
-
     def _sync(self, t: float, since: float) -> None:
         """One HPA sync: the spec replicas (the Deployment's), the status replicas (its pods
         not terminating) and the ready ones."""
-        values = self._values(t) if self.so is not None else {}
+        values: dict[str, float | None] = {}
         if self.so is not None:
+            values = self.query(t)
             status = len(self._alive())
             self.set_replicas(self.so.hpa_sync(t, self.spec_replicas, status, len(self.ready), values), t)
         self._record(t, since, values, self.spec_replicas)
@@ -471,7 +467,7 @@ class Simulation:
         """KEDA's polling loop: 0 <-> 1 and the floor of minReplicaCount (the HPA leaves a target
         at 0 alone)."""
         assert self.so is not None
-        self.set_replicas(self.so.poll(t, self.spec_replicas, len(self.ready), self._values(t)), t)
+        self.set_replicas(self.so.poll(t, self.spec_replicas, len(self.ready), self.query(t)), t)
 
     def _record(self, t: float, since: float, values: dict[str, float | None], desired: int) -> None:
         tl = self.timeline

@@ -144,9 +144,10 @@ class ScaledObject:
             found: list[int | None] = []
             for t in self.triggers:
                 usage, _ = self.read(t, values.get(t.name), spec_replicas, ready_replicas)
-                found.append(
-                    None if usage is None else proposal(t, usage, spec_replicas, status_replicas, ready_replicas, self.tolerance)
-                )
+                if usage is None:
+                    found.append(None)
+                else:
+                    found.append(proposal(t, usage, spec_replicas, status_replicas, ready_replicas, self.tolerance))
             return found
 
         return self.hpa.reconcile(now, spec_replicas, proposals)

@@ -175,6 +175,18 @@ def test_a_cron_trigger_reports_0_outside_its_window_and_desired_replicas_inside
     assert {v for t, v in cron.items() if 600 <= t < 1200} == {3.0}
 
 
+def test_a_prometheus_outage_leaves_the_cron_trigger_alone():
+    # the cron scaler reads no metric: it keeps reporting its window while the queries fail
+    policy = ModelAutoscaling.model_validate(
+        {"minReplicas": 1, "maxReplicas": 6,
+         "triggers": {"cron": {"enabled": True, "start": "10 0 * * *", "end": "20 0 * * *", "desiredReplicas": 3}}}
+    )  # fmt: skip
+    quiet = "synthetic:step:base=0.2,peak=0.2,duration=1800,prompt=128,output=16"
+    tl = run(trace=quiet, policy=policy, metrics_outages=((0.0, 1800.0),)).timeline
+    inside = [(c, q) for t, c, q in zip(tl.t, tl.signals["cron"], tl.signals["queueDepth"]) if 600 <= t < 1200]
+    assert {c for c, _ in inside} == {3.0} and all(np.isnan(q) for _, q in inside)
+
+
 def test_a_cron_trigger_holds_desired_replicas_inside_its_window():
     policy = ModelAutoscaling.model_validate(
         {
