@@ -125,8 +125,8 @@ TRIGGERS: tuple[Trigger, ...] = (
         label="TTFT",
         unit="s",
     ),
-    # KEDA's cron scaler reports desiredReplicas inside its window (1 outside) against an
-    # AverageValue target of 1: warm capacity before a known peak, no metric read.
+    # KEDA's cron scaler reports desiredReplicas inside its window (0 outside, since 2.18) against
+    # an AverageValue target of 1: warm capacity before a known peak, no metric read.
     Trigger(
         key="cron",
         keda_name="warm-peak",

@@ -119,8 +119,8 @@ def recommend(
 
     queue = trigger_for(Vllm.REQUESTS_WAITING, triggers)
     if planning.avg_waiting is not None:
-        # a whole count: KEDA's fallback truncates the target (settings rule on fallbackReplicas)
-        target = max(1, round(_between(planning.avg_waiting, beyond.avg_waiting if beyond else None, 1.25)))
+        # tenths: KEDA hands the metric over with 3 decimals and falls back through any target
+        target = round(max(_between(planning.avg_waiting, beyond.avg_waiting if beyond else None, 1.25), 1.0), 1)
         settings.append(Setting(
             queue.target_path(), target,
             "waiting per replica: " + _span(planning.avg_waiting, beyond.avg_waiting if beyond else None, at, past, "{:.2f}"),

@@ -29,8 +29,7 @@ import numpy as np
 from capacity.engine import EngineProfile, Request, ReplicaEngine
 from capacity.sim.cluster.router import RouterName, make_router
 from capacity.sim.cluster.startup import Pool, Startup, interruption_delay, place
-from capacity.sim.control.cron import CronWindow, window_mask
-from capacity.sim.control.hpa import TimedValue
+from capacity.sim.control.cron import CronActivity, CronWindow
 from capacity.sim.control.keda import KedaTrigger, ScaledObject
 from capacity.sim.control.promql import (
     avg_over_time,
@@ -45,6 +44,7 @@ from contract.signals import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, Query, Vllm
 PENDING, STARTING, READY, DRAINING, GONE = range(5)
 SPOT_WARNING_S = 120.0  # EC2 spot interruption notice
 HPA_OFFSET_S = 5.0  # HPA syncs are not aligned with scrapes
+POLL_OFFSET_S = 0.0  # KEDA's polling loop checks the scalers as soon as it starts
 LOOKBACK_S = 300.0  # instant-vector lookback of a live series
 CLIENT_DELAY_S = 0.005  # closed-loop client turnaround
 # Wall clock of t = 0 for traces without one (synthetic): a Monday, 00:00 UTC.
@@ -170,7 +170,7 @@ class Simulation:
         self.trace = trace
         self.so = scaled_object  # None: a static fleet of `initial_replicas`
         triggers = scaled_object.triggers if scaled_object is not None else ()
-        self._cron_masks = {t.name: self._cron_mask(t.source) for t in triggers if isinstance(t.source, CronWindow)}
+        self._cron = {t.name: self._cron_activity(t.source) for t in triggers if isinstance(t.source, CronWindow)}
         self._readers = {t.name: self._reader(t) for t in triggers}
         self.rng = np.random.default_rng(config.seed)
         self.router = make_router(config.router, config.seed)
@@ -188,12 +188,12 @@ class Simulation:
         self.gpu_seconds: dict[str, float] = {}
         self.cost = 0.0
         self.scale_events = 0
+        self.spec_replicas = config.initial_replicas  # the Deployment's spec.replicas
         self.max_used = 0
         self.timeline = Timeline()
         self._arrived_since_sync = 0
         self._recent: list[int] = []  # request ids finished since the last sync
         self.arrival = np.array(trace.arrivals, dtype=np.float64)
-        self._next_poll = 0.0
         self._clients: list[float] = []  # closed loop: next send time per idle client (heap)
         if config.closed_loop_clients:
             self.arrival[:] = np.nan
@@ -334,6 +334,10 @@ class Simulation:
         self._release(pod, t)
 
     def set_replicas(self, desired: int, t: float) -> None:
+        """Write the Deployment's spec replicas; the ReplicaSet creates or deletes pods at once."""
+        if desired != self.spec_replicas:
+            self.scale_events += 1
+        self.spec_replicas = desired
         alive = self._alive()
         if desired > len(alive):
             for _ in range(desired - len(alive)):
@@ -410,8 +414,9 @@ class Simulation:
         """The trigger's metric at t: its Query evaluated as Prometheus would, or its cron window."""
         source = trigger.source
         if isinstance(source, CronWindow):
-            inside = float(source.desired_replicas)
-            return lambda t: inside if self._inside_cron(trigger.name, t) else 1.0  # KEDA reports 1 outside
+            # desiredReplicas inside the window, 0 outside (KEDA >= 2.18): active exactly inside.
+            inside, activity = float(source.desired_replicas), self._cron[trigger.name]
+            return lambda t: inside if activity.inside(t) else 0.0
         if not isinstance(source, Query):
             raise ValueError(f"trigger {trigger.name!r} has neither a query nor a cron window to simulate")
         read = self._evaluator(trigger.name, source)
@@ -471,42 +476,32 @@ class Simulation:
         value = histogram_quantile(q, bounds, aggregate(increases)) if increases else math.nan
         return positive_or_zero(value) if guarded else value
 
-    def query(self, t: float) -> dict[str, float]:
-        """Every trigger's metric, evaluated as Prometheus (or KEDA's cron scaler) would at `t`."""
-        return {name: read(t) for name, read in self._readers.items()}
+    def query(self, t: float) -> dict[str, float | None]:
+        """Every trigger's metric, evaluated as Prometheus (or KEDA's cron scaler) would at `t`;
+        None (the scaler fails) for every Prometheus trigger while Prometheus is down."""
+        down = any(start <= t < end for start, end in self.c.metrics_outages)
+        return {name: None if down and name not in self._cron else read(t) for name, read in self._readers.items()}
 
-    def _inside_cron(self, name: str, t: float) -> bool:
-        mask = self._cron_masks[name]
-        return bool(mask[min(int(t // 60), len(mask) - 1)])
-
-    def _cron_activity(self, t: float) -> dict[str, bool]:
-        """The cron scalers' own activity: inside their window (their metric alone cannot tell)."""
-        return {name: self._inside_cron(name, t) for name in self._cron_masks}
-
-    def _cron_mask(self, window: CronWindow) -> np.ndarray:
-        """Minute by minute: inside the cron trigger's window (wall clock from the trace)."""
+    def _cron_activity(self, window: CronWindow) -> CronActivity:
+        """The cron trigger's window over the simulated span (wall clock from the trace)."""
         span = self.c.closed_loop_s or self.trace.duration + self.c.drain_limit_s
-        start = self.trace.start or DEFAULT_START
-        return window_mask(window.start, window.end, window.timezone, start, int(span // 60) + 2)
+        return CronActivity(window, self.trace.start or DEFAULT_START, span)
 
     def _sync(self, t: float, since: float) -> None:
-        alive = self._alive()
-        values: dict[str, float | None] = self.query(t) if self.so is not None else {}
-        if any(start <= t < end for start, end in self.c.metrics_outages):
-            values = {name: None for name in values}
-        desired = len(alive)
+        """One HPA sync: the spec replicas (the Deployment's), the status replicas (its pods
+        not terminating) and the ready ones."""
+        values: dict[str, float | None] = {}
         if self.so is not None:
-            current = len(alive)
-            desired = self.so.hpa_sync(t, current, len(self.ready), values)
-            if t >= self._next_poll:
-                # The KEDA operator's own loop, every pollingInterval: 0 <-> 1, and the
-                # floor of minReplicaCount (the HPA leaves a target at 0 alone).
-                desired = self.so.poll(t, desired, values, self._cron_activity(t))
-                self._next_poll = t + self.so.polling_interval_seconds
-            if desired != current:
-                self.scale_events += 1
-                self.set_replicas(desired, t)
-        self._record(t, since, values, desired)
+            values = self.query(t)
+            status = len(self._alive())
+            self.set_replicas(self.so.hpa_sync(t, self.spec_replicas, status, len(self.ready), values), t)
+        self._record(t, since, values, self.spec_replicas)
+
+    def _poll(self, t: float) -> None:
+        """KEDA's polling loop: 0 <-> 1 and the floor of minReplicaCount (the HPA leaves a target
+        at 0 alone)."""
+        assert self.so is not None
+        self.set_replicas(self.so.poll(t, self.spec_replicas, len(self.ready), self.query(t)), t)
 
     def _record(self, t: float, since: float, values: dict[str, float | None], desired: int) -> None:
         tl = self.timeline
@@ -531,10 +526,7 @@ class Simulation:
         for _ in range(c.initial_replicas):
             self._create_pod(0.0, warm=True)
         if self.so is not None:
-            # A warm fleet has a history: the HPA has been recommending this count, so the
-            # first syncs (metrics not yet in) do not read as a drop inside the window.
-            self.so.hpa.recommendations.append(TimedValue(0.0, c.initial_replicas))
-            self.so.last_active = 0.0  # and KEDA saw a trigger active (no instant scale to zero)
+            self.so.last_active = 0.0  # a warm fleet: KEDA saw a trigger active (no instant scale to zero)
         arrivals = self.trace.arrivals
         n = len(arrivals)
         valid = admissible(self.trace, c.profile)
@@ -542,6 +534,7 @@ class Simulation:
         closed = c.closed_loop_clients > 0
         stop = c.closed_loop_s if closed else (float(arrivals[-1]) if n else 0.0) + c.drain_limit_s
         next_scrape, next_sync, last_sync = 0.0, HPA_OFFSET_S, 0.0
+        next_poll = POLL_OFFSET_S if self.so is not None else math.inf
         i = 0
         while True:
             t_engine = math.inf
@@ -552,7 +545,7 @@ class Simulation:
             else:
                 t_arrival = float(arrivals[i]) if i < n else math.inf
             t_event = self.events[0][0] if self.events else math.inf
-            t_tick = min(next_scrape, next_sync)
+            t_tick = min(next_scrape, next_sync, next_poll)
             t = min(t_arrival, t_event, t_tick, t_engine)
             if t > stop or (i >= n and not any(p.inflight for p in self.pods)):
                 break
@@ -566,10 +559,13 @@ class Simulation:
                 if t == next_scrape:
                     self._scrape(t)
                     next_scrape += c.scrape_interval_s
-                else:
+                elif t == next_sync:
                     self._sync(t, last_sync)
                     last_sync = t
                     next_sync += c.hpa_sync_s
+                else:
+                    self._poll(t)
+                    next_poll += self.so.polling_interval_seconds  # type: ignore[union-attr]
             else:
                 if closed:
                     heapq.heappop(self._clients)

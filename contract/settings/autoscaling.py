@@ -169,7 +169,8 @@ class ModelAutoscaling(Section):
     max_replicas: int = Field(default=4, ge=1, le=100)
     polling_interval_seconds: int = Field(default=15, ge=5, le=300)
     cooldown_period_seconds: int = Field(default=300, ge=0)
-    # Replicas KEDA holds while Prometheus is unreachable; null runs without a fallback.
+    # Replicas KEDA holds while Prometheus is unreachable (through any trigger, AverageValue or
+    # Value); null runs without a fallback.
     fallback_replicas: int | None = Field(default=1, ge=1)
     # While Prometheus is unreachable KEDA holds fallbackReplicas; "currentReplicasIfHigher" never
     # shrinks a fleet that is busy when the metrics go away.
@@ -214,29 +215,14 @@ class ModelAutoscaling(Section):
         return self
 
     def _fallback_can_act(self, replicas: int) -> None:
-        """KEDA falls back only through AverageValue triggers (its webhook rejects a fallback
-        without one) and reports int(target) x fallbackReplicas, so the target must be a whole
-        count: the queue depth's. A 0.7 KV target falls back to 0 replicas; a 2.6 queue target
-        to 2/2.6 of the fleet, shrinking it exactly when the metrics are gone."""
+        """KEDA 2.20.2 falls back through every trigger type (`pkg/fallback` `doFallback`): an
+        AverageValue trigger reports target x fallbackReplicas, a Value trigger target x
+        fallbackReplicas / ready pods, neither target truncated, so a 0.7 KV target or a 2.5
+        queue target fall back to exactly fallbackReplicas. Its admission webhook only asks for
+        one trigger that is not cpu or memory (`CheckFallbackValid`), which every trigger here
+        is. Left to check: the HPA caps the fallback at maxReplicas, so a larger one is a typo."""
         if replicas > self.max_replicas:
             raise RuleViolation("fallbackReplicas", replicas, f"must be <= maxReplicas ({self.max_replicas})")
-        queue = self.triggers.queue_depth
-        if not queue.enabled:
-            raise RuleViolation(
-                "fallbackReplicas",
-                replicas,
-                "needs triggers.queueDepth.enabled: KEDA falls back only through AverageValue triggers, with "
-                "the target truncated to an integer, and the KV target (a fraction) falls back to 0 replicas; "
-                "set fallbackReplicas to null to run without a fallback",
-            )
-        if queue.target_per_replica != int(queue.target_per_replica):
-            raise RuleViolation(
-                "triggers.queueDepth.targetPerReplica",
-                queue.target_per_replica,
-                f"must be a whole number while fallbackReplicas is set: KEDA falls back with "
-                f"int(target) x replicas, so {queue.target_per_replica} would hold "
-                f"{int(queue.target_per_replica)}/{queue.target_per_replica} of the replicas it should",
-            )
 
     def windows(self) -> dict[str, int]:
         """Every PromQL window in use, by key path, for the scrape-interval rule."""

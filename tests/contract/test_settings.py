@@ -228,15 +228,21 @@ def test_key_path_uses_pulumi_path_syntax() -> None:
     assert key_path(("models", 0, "engine", "maxNumSeqs")) == "models[0].engine.maxNumSeqs"
 
 
-def test_a_fallback_without_the_queue_depth_trigger_is_rejected() -> None:
+def test_a_fallback_works_without_the_queue_depth_trigger() -> None:
+    # KEDA 2.20.2 doFallback serves AverageValue and Value triggers alike (pkg/fallback/fallback.go)
     raw = with_value(stack_raw("dev"), ["autoscaling", "default", "triggers", "queueDepth", "enabled"], False)
-    with pytest.raises(SettingsError, match=r"autoscaling\.default\.fallbackReplicas \(1\) needs triggers\.queueDepth\.enabled"):
-        parse(raw)
+    assert parse(raw).autoscaling_for("qwen25-1p5b").fallback_replicas == 1
 
 
-def test_a_fractional_queue_target_with_a_fallback_is_rejected() -> None:
+def test_a_fractional_queue_target_with_a_fallback_is_accepted() -> None:
+    # since 2.18 doFallback no longer truncates the target to an integer
     raw = with_value(stack_raw("dev"), ["autoscaling", "default", "triggers", "queueDepth", "targetPerReplica"], 2.5)
-    with pytest.raises(SettingsError, match=r"autoscaling\.default\.triggers\.queueDepth\.targetPerReplica \(2\.5\) must be a whole number"):
+    assert parse(raw).autoscaling_for("qwen25-1p5b").triggers.queue_depth.target_per_replica == 2.5
+
+
+def test_a_fallback_above_max_replicas_is_rejected() -> None:
+    raw = with_value(stack_raw("dev"), ["autoscaling", "default", "fallbackReplicas"], 99)
+    with pytest.raises(SettingsError, match=r"autoscaling\.default\.fallbackReplicas \(99\) must be <= maxReplicas"):
         parse(raw)
 
 

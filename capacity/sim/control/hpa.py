@@ -1,23 +1,26 @@
 """The Kubernetes HorizontalPodAutoscaler algorithm (autoscaling/v2), as a pure model.
 
-Follows `pkg/controller/podautoscaler` (replica_calculator.go, horizontal.go) for the
-metric sources KEDA creates (type External):
+Follows `pkg/controller/podautoscaler` (replica_calculator.go, horizontal.go) at the 1.34 rules
+for the metric sources KEDA creates (type External). Metric values and targets are whole
+milli-units, as the controller reads them (`Quantity.MilliValue()`), and every ratio divides
+those integers: `ceil(2100 / 700)` is 3 where `ceil(2.1 / 0.7)` would be 4.
 
-- AverageValue: desired = ceil(sum / target); skipped while sum / (target x status
-  replicas) is within the tolerance of 1 (`GetExternalPerPodMetricReplicas`).
-- Value: desired = ceil(value / target x ready pods); skipped within the tolerance
-  (`GetExternalMetricReplicas` -> `getUsageRatioReplicaCount`). Not-ready pods do not count.
+- AverageValue: desired = ceil(usage / target); skipped while usage / (target x status
+  replicas) is within the tolerance (`GetExternalPerPodMetricReplicas`).
+- Value: desired = ceil(usage / target x ready pods); skipped within the tolerance
+  (`GetExternalMetricReplicas` -> `getUsageRatioReplicaCount`, with the spec replicas).
+- The tolerance is inclusive at both ends since 1.33 (`Tolerances.isWithin`).
 - Several metrics: the largest proposal wins; invalid metrics block any scale-down.
-- Behavior: stabilization windows over past recommendations, then rate limits from the
-  scaling policies (Pods/Percent per periodSeconds, selectPolicy Max/Min/Disabled),
-  then minReplicas/maxReplicas.
+- Behavior: stabilization windows over past recommendations (seeded with the current replicas on
+  the first sync), then rate limits from the scaling policies (Pods/Percent per periodSeconds,
+  selectPolicy Max/Min/Disabled) over the stored scale events, then minReplicas/maxReplicas.
 Times are plain seconds (floats); the controller records everything at `now`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -61,35 +64,40 @@ DEFAULT_BEHAVIOR = HpaBehavior(DEFAULT_SCALE_UP, DEFAULT_SCALE_DOWN)
 # --- replica_calculator.go ---------------------------------------------------------
 
 
+def within_tolerance(usage_ratio: float, tolerance: float = DEFAULT_TOLERANCE) -> bool:
+    """`Tolerances.isWithin`: (1 - tolerance) <= ratio <= (1 + tolerance), both ends included."""
+    return 1.0 - tolerance <= usage_ratio <= 1.0 + tolerance
+
+
 def average_value_replicas(
-    total: float, target: float, status_replicas: int, tolerance: float = DEFAULT_TOLERANCE
+    usage: int, target: int, status_replicas: int, tolerance: float = DEFAULT_TOLERANCE
 ) -> int:
-    """External metric with an AverageValue target: ceil(sum / target), unless the
+    """`GetExternalPerPodMetricReplicas` (milli-units): ceil(usage / target), unless the
     per-replica average is within the tolerance of the target."""
     if target <= 0:
         raise ValueError(f"an AverageValue target must be > 0, got {target}")
-    if status_replicas > 0:
-        usage_ratio = total / (target * status_replicas)
-        if abs(1.0 - usage_ratio) <= tolerance:
-            return status_replicas
-    return math.ceil(total / target)
+    # With no status replicas the ratio is +Inf or NaN upstream: never within the tolerance.
+    if status_replicas > 0 and within_tolerance(usage / (target * status_replicas), tolerance):
+        return status_replicas
+    return math.ceil(usage / target)
 
 
 def value_replicas(
-    value: float,
-    target: float,
-    current_replicas: int,
+    usage: int,
+    target: int,
+    spec_replicas: int,
     ready_replicas: int,
     tolerance: float = DEFAULT_TOLERANCE,
 ) -> int:
-    """External metric with a Value target: ceil(value / target x ready pods)."""
+    """`GetExternalMetricReplicas` (milli-units): ceil(usage / target x ready pods); from zero
+    spec replicas, ceil(usage / target) regardless of the tolerance."""
     if target <= 0:
         raise ValueError(f"a Value target must be > 0, got {target}")
-    usage_ratio = value / target
-    if current_replicas == 0:
+    usage_ratio = usage / target
+    if spec_replicas == 0:
         return math.ceil(usage_ratio)
-    if abs(1.0 - usage_ratio) <= tolerance:
-        return current_replicas
+    if within_tolerance(usage_ratio, tolerance):
+        return spec_replicas
     return math.ceil(usage_ratio * ready_replicas)
 
 
@@ -110,17 +118,30 @@ def replicas_for_metrics(proposals: Sequence[int | None], spec_replicas: int) ->
 
 @dataclass(frozen=True)
 class TimedValue:
+    """A recommendation (`timestampedRecommendation`)."""
+
     time: float
     value: int
 
 
-def _change_in_period(events: Sequence[TimedValue], now: float, period_seconds: int) -> int:
+@dataclass
+class ScaleEvent:
+    """A stored scale event (`timestampedScaleEvent`): kept after it is outdated, until a
+    newer event of its direction reuses its slot."""
+
+    time: float
+    value: int  # replicas added or removed, >= 0
+    outdated: bool = False
+
+
+def _change_in_period(events: Sequence[ScaleEvent], now: float, period_seconds: int) -> int:
+    """`getReplicasChangePerPeriod`: outdated or not, every event inside the period counts."""
     cutoff = now - period_seconds
     return sum(e.value for e in events if e.time > cutoff)
 
 
 def _period_start(
-    current: int, up_events: Sequence[TimedValue], down_events: Sequence[TimedValue], period_seconds: int, now: float
+    current: int, up_events: Sequence[ScaleEvent], down_events: Sequence[ScaleEvent], period_seconds: int, now: float
 ) -> int:
     """Replicas at the start of a policy's period (`periodStartReplicas` upstream)."""
     return current - _change_in_period(up_events, now, period_seconds) + _change_in_period(down_events, now, period_seconds)
@@ -128,8 +149,8 @@ def _period_start(
 
 def scale_up_limit(
     current: int,
-    up_events: Sequence[TimedValue],
-    down_events: Sequence[TimedValue],
+    up_events: Sequence[ScaleEvent],
+    down_events: Sequence[ScaleEvent],
     rules: HpaScalingRules,
     now: float,
 ) -> int:
@@ -148,8 +169,8 @@ def scale_up_limit(
 
 def scale_down_limit(
     current: int,
-    up_events: Sequence[TimedValue],
-    down_events: Sequence[TimedValue],
+    up_events: Sequence[ScaleEvent],
+    down_events: Sequence[ScaleEvent],
     rules: HpaScalingRules,
     now: float,
 ) -> int:
@@ -193,8 +214,8 @@ def limit_rate(
     current: int,
     min_replicas: int,
     max_replicas: int,
-    up_events: Sequence[TimedValue],
-    down_events: Sequence[TimedValue],
+    up_events: Sequence[ScaleEvent],
+    down_events: Sequence[ScaleEvent],
     behavior: HpaBehavior,
     now: float,
 ) -> int:
@@ -212,6 +233,24 @@ def limit_rate(
     return desired
 
 
+def store_scale_event(events: list[ScaleEvent], rules: HpaScalingRules, now: float, change: int) -> None:
+    """`storeScaleEvent` for one direction: mark the events older than the longest policy
+    period outdated (`markScaleEventsOutdated`), put the new one in the last outdated slot,
+    else append. Nothing is deleted: an outdated event still counts toward a longer period of
+    the other direction's policies until its slot is reused."""
+    longest = max((p.period_seconds for p in rules.policies), default=0)
+    slot = None
+    for i, event in enumerate(events):
+        if event.time < now - longest:
+            event.outdated = True
+        if event.outdated:
+            slot = i
+    if slot is None:
+        events.append(ScaleEvent(now, change))
+    else:
+        events[slot] = ScaleEvent(now, change)
+
+
 @dataclass
 class HorizontalPodAutoscaler:
     """One HPA object with the controller's per-HPA memory (recommendations, scale events)."""
@@ -220,8 +259,8 @@ class HorizontalPodAutoscaler:
     max_replicas: int
     behavior: HpaBehavior = DEFAULT_BEHAVIOR
     recommendations: list[TimedValue] = field(default_factory=list)
-    up_events: list[TimedValue] = field(default_factory=list)
-    down_events: list[TimedValue] = field(default_factory=list)
+    up_events: list[ScaleEvent] = field(default_factory=list)
+    down_events: list[ScaleEvent] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_replicas <= self.max_replicas:
@@ -229,8 +268,14 @@ class HorizontalPodAutoscaler:
                 f"maxReplicas ({self.max_replicas}) must be >= minReplicas ({self.min_replicas}) >= 0"
             )
 
-    def reconcile(self, now: float, current: int, proposals: Sequence[int | None]) -> int:
-        """One sync: the replica count to set on the scale target (`reconcileAutoscaler`)."""
+    def reconcile(self, now: float, spec_replicas: int, proposals: Callable[[], Sequence[int | None]]) -> int:
+        """One sync: the replica count to set on the scale target (`reconcileAutoscaler`).
+
+        `proposals` fetches the metrics and computes one proposal per metric (None: invalid);
+        the controller asks for them only when it scales on metrics."""
+        current = spec_replicas
+        if not self.recommendations:  # `recordInitialRecommendation`, before any other check
+            self.recommendations.append(TimedValue(now, current))
         if current == 0 and self.min_replicas != 0:
             return 0  # scaling is disabled while the target is scaled to zero
         if current > self.max_replicas:
@@ -238,12 +283,14 @@ class HorizontalPodAutoscaler:
         elif current < self.min_replicas:
             desired = self.min_replicas
         else:
-            metric_desired = replicas_for_metrics(proposals, current)
+            metric_desired = replicas_for_metrics(proposals(), current)
             if metric_desired is None:
                 return current
             desired = self._normalize(now, current, metric_desired)
-        if desired != current:
-            self._record_scale_event(now, current, desired)
+        if desired > current:
+            store_scale_event(self.up_events, self.behavior.scale_up, now, desired - current)
+        elif desired < current:
+            store_scale_event(self.down_events, self.behavior.scale_down, now, current - desired)
         return desired
 
     def _normalize(self, now: float, current: int, desired: int) -> int:
@@ -261,18 +308,14 @@ class HorizontalPodAutoscaler:
         )
 
     def _record_recommendation(self, now: float, desired: int) -> None:
-        # The controller overwrites one sample older than both windows, else appends.
+        # The controller overwrites the last sample older than both windows, else appends.
         up = now - self.behavior.scale_up.stabilization_window_seconds
         down = now - self.behavior.scale_down.stabilization_window_seconds
+        slot = None
         for i, rec in enumerate(self.recommendations):
             if rec.time < up and rec.time < down:
-                self.recommendations[i] = TimedValue(now, desired)
-                return
-        self.recommendations.append(TimedValue(now, desired))
-
-    def _record_scale_event(self, now: float, current: int, desired: int) -> None:
-        rules = self.behavior.scale_up if desired > current else self.behavior.scale_down
-        events = self.up_events if desired > current else self.down_events
-        longest = max((p.period_seconds for p in rules.policies), default=0)
-        events[:] = [e for e in events if e.time > now - longest]
-        events.append(TimedValue(now, abs(desired - current)))
+                slot = i
+        if slot is None:
+            self.recommendations.append(TimedValue(now, desired))
+        else:
+            self.recommendations[slot] = TimedValue(now, desired)

@@ -1,19 +1,20 @@
-"""KEDA's part of the control loop, as a pure model on top of `capacity.sim.control.hpa`.
+"""KEDA's part of the control loop (v2.20.2), as a pure model on top of `capacity.sim.control.hpa`.
 
-KEDA turns each ScaledObject trigger into an External metric of the HPA it owns. With
-minReplicaCount >= 1 the HPA does all the scaling; KEDA only serves metric values, and on
-a failing scaler substitutes the fallback value (`pkg/fallback`): after more than
-failureThreshold consecutive failures an AverageValue trigger reports target x replicas,
-so the HPA computes exactly fallback.replicas. Value triggers have no fallback; their
-failure makes the metric invalid, which blocks scale-down. With minReplicaCount 0 the KEDA
-operator itself activates 0 -> 1 when any trigger is above its activation threshold (checked
-every pollingInterval) and deactivates to 0 after cooldownPeriod without activity.
+KEDA turns each ScaledObject trigger into an External metric of the HPA it owns, and reads every
+scaler in two places: the metrics server, each time the HPA asks (`GetScaledObjectMetrics`), and
+the operator's own loop, every pollingInterval (`checkScalers` -> `RequestScale`). Both go
+through `pkg/fallback.GetMetricsWithFallback`, so both count a failure and both reset the count
+on success. After more than failureThreshold consecutive failures a trigger of either metric
+type reports its fallback value (`doFallback`), and counts as active. The operator loop alone
+moves a target between 0 and minReplicaCount, and never while a trigger errors.
+Values cross to Kubernetes as quantities of 3 decimals (`quantityFromFloat64`), read back in
+milli-units (`milli`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -26,6 +27,14 @@ FallbackBehavior = Literal["static", "currentReplicas", "currentReplicasIfHigher
 
 # KEDA's documented example threshold; the stack config fixes only fallback.replicas.
 DEFAULT_FAILURE_THRESHOLD = 3
+
+
+def milli(value: float) -> int:
+    """A float as the HPA reads it from KEDA: `quantityFromFloat64` formats it with `%.3f`
+    (NaN, Inf and negatives become 0), `Quantity.MilliValue()` reads that decimal exactly."""
+    if not math.isfinite(value) or value < 0:
+        return 0
+    return int(f"{value:.3f}".replace(".", ""))
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,11 @@ class KedaTrigger:
     # failing (`prometheus_scaler.go`, ExecutePromQuery; KEDA's default is true).
     ignore_null_values: bool = False
 
+    @property
+    def target_milli(self) -> int:
+        """The target quantity in milli-units (`GetMetricTargetMili`; cron's 1 is whole)."""
+        return milli(self.target)
+
 
 @dataclass(frozen=True)
 class Fallback:
@@ -50,43 +64,49 @@ class Fallback:
     behavior: FallbackBehavior = "static"
 
 
-def fallback_replicas(fallback: Fallback, current_replicas: int) -> int:
-    """The replica count a failing trigger falls back to (`doFallback`)."""
+def fallback_replicas(fallback: Fallback, spec_replicas: int) -> int:
+    """The replica count a failing trigger falls back to (`doFallback`); the `currentReplicas*`
+    behaviours read the Deployment's spec replicas (`resolver.GetCurrentReplicas`)."""
     if fallback.behavior == "currentReplicas":
-        return current_replicas
+        return spec_replicas
     if fallback.behavior == "currentReplicasIfHigher":
-        return max(current_replicas, fallback.replicas)
+        return max(spec_replicas, fallback.replicas)
     if fallback.behavior == "currentReplicasIfLower":
-        return min(current_replicas, fallback.replicas)
+        return min(spec_replicas, fallback.replicas)
     return fallback.replicas
 
 
-def fallback_value(trigger: KedaTrigger, replicas: int) -> float:
-    """The metric value that makes an AverageValue HPA compute `replicas`.
-
-    KEDA truncates the target to an integer (`int64(AverageValue.AsApproximateFloat64())`)
-    before multiplying; we keep it exact so the HPA result is `replicas` for fractional
-    targets such as a KV fraction of 0.7 (in KEDA that case reports 0: a known sharp edge).
-    """
-    return trigger.target * replicas
+def fallback_metric(trigger: KedaTrigger, fallback: Fallback, spec_replicas: int, ready_replicas: int) -> int | None:
+    """`doFallback`: the milli-value that makes the HPA compute the fallback replicas:
+    target x replicas for AverageValue, target x replicas / ready pods for Value (None, an
+    error, when no pod is ready). The target is not truncated; the product is (`int64`)."""
+    replicas = float(fallback_replicas(fallback, spec_replicas))
+    if trigger.metric_type == "Value":
+        if ready_replicas == 0:
+            return None
+        replicas /= ready_replicas
+    target = trigger.target_milli * 1e-3  # Quantity.AsApproximateFloat64 of a milli quantity
+    return int(target * 1000 * replicas)
 
 
 def proposal(
     trigger: KedaTrigger,
-    value: float,
+    usage: int,
+    spec_replicas: int,
     status_replicas: int,
     ready_replicas: int,
     tolerance: float = DEFAULT_TOLERANCE,
 ) -> int:
-    """The HPA's replica proposal for one External metric value."""
+    """The HPA's replica proposal for one External metric (`computeStatusForExternalMetric`)."""
     if trigger.metric_type == "AverageValue":
-        return average_value_replicas(value, trigger.target, status_replicas, tolerance)
-    return value_replicas(value, trigger.target, status_replicas, ready_replicas, tolerance)
+        return average_value_replicas(usage, trigger.target_milli, status_replicas, tolerance)
+    return value_replicas(usage, trigger.target_milli, spec_replicas, ready_replicas, tolerance)
 
 
 @dataclass
 class ScaledObject:
-    """A ScaledObject with its HPA; feed it metric values, get the replica count to set."""
+    """A ScaledObject with its HPA; feed it metric values (None: the scaler failed), get the
+    replica count to set."""
 
     triggers: tuple[KedaTrigger, ...]
     hpa: HorizontalPodAutoscaler
@@ -95,68 +115,80 @@ class ScaledObject:
     cooldown_period_seconds: float = 300.0
     fallback: Fallback | None = None
     tolerance: float = DEFAULT_TOLERANCE
-    failures: dict[str, int] = field(default_factory=dict)
-    last_active: float | None = None
-    in_fallback: bool = False
+    failures: dict[str, int] = field(default_factory=dict)  # status.health[*].numberOfFailures
+    last_active: float | None = None  # status.lastActiveTime
 
-    def metric_values(
-        self, values: Mapping[str, float | None], current_replicas: int
-    ) -> dict[str, float | None]:
-        """What KEDA's metrics server answers per trigger; None = a failed query passed through."""
-        answered: dict[str, float | None] = {}
-        self.in_fallback = False
-        for trigger in self.triggers:
-            value = values.get(trigger.name)
-            if value is not None and math.isfinite(value):
-                self.failures[trigger.name] = 0
-                answered[trigger.name] = value
-                continue
-            self.failures[trigger.name] = self.failures.get(trigger.name, 0) + 1
-            answered[trigger.name] = None
-            if (
-                self.fallback is not None
-                and trigger.metric_type == "AverageValue"
-                and self.failures[trigger.name] > self.fallback.failure_threshold
-            ):
-                replicas = fallback_replicas(self.fallback, current_replicas)
-                answered[trigger.name] = fallback_value(trigger, replicas)
-                self.in_fallback = True
-        return answered
+    def read(self, trigger: KedaTrigger, value: float | None, spec_replicas: int,
+             ready_replicas: int) -> tuple[int | None, bool]:  # fmt: skip
+        """`GetMetricsWithFallback`: (the milli-value, or None for an error; on fallback)."""
+        if self.fallback is None:  # health is tracked only with a fallback
+            return (None if value is None else milli(value)), False
+        if value is not None:
+            self.failures[trigger.name] = 0
+            return milli(value), False
+        failures = self.failures[trigger.name] = self.failures.get(trigger.name, 0) + 1
+        if failures <= self.fallback.failure_threshold:
+            return None, False
+        metric = fallback_metric(trigger, self.fallback, spec_replicas, ready_replicas)
+        return metric, metric is not None
 
     def hpa_sync(
-        self, now: float, status_replicas: int, ready_replicas: int, values: Mapping[str, float | None]
+        self,
+        now: float,
+        spec_replicas: int,
+        status_replicas: int,
+        ready_replicas: int,
+        values: Mapping[str, float | None],
     ) -> int:
-        """One HPA sync period: the desired replica count."""
-        answered = self.metric_values(values, status_replicas)
-        proposals: Sequence[int | None] = [
-            None
-            if answered[t.name] is None
-            else proposal(t, answered[t.name], status_replicas, ready_replicas, self.tolerance)  # type: ignore[arg-type]
-            for t in self.triggers
-        ]
-        return self.hpa.reconcile(now, status_replicas, proposals)
+        """One HPA sync period: the desired replica count. The HPA asks KEDA's metrics server
+        for every trigger's metric only when it scales on metrics."""
 
-    def is_active(self, values: Mapping[str, float | None], reported: Mapping[str, bool] | None = None) -> bool:
-        """Any trigger active. `reported`: activity a scaler reports itself rather than by
-        threshold: the cron scaler is active inside its window only, though it reports a metric
-        of 1 outside it."""
-        reported = reported or {}
-        return any(
-            reported[t.name] if t.name in reported else (v := values.get(t.name)) is not None and v > t.activation_threshold
-            for t in self.triggers
-        )  # fmt: skip
+        def proposals() -> list[int | None]:
+            found: list[int | None] = []
+            for t in self.triggers:
+                usage, _ = self.read(t, values.get(t.name), spec_replicas, ready_replicas)
+                if usage is None:
+                    found.append(None)
+                else:
+                    found.append(proposal(t, usage, spec_replicas, status_replicas, ready_replicas, self.tolerance))
+            return found
 
-    def poll(self, now: float, current_replicas: int, values: Mapping[str, float | None],
-             reported: Mapping[str, bool] | None = None) -> int:  # fmt: skip
-        """KEDA operator's pollingInterval check: activation and scale to/from zero."""
-        active = self.is_active(values, reported)
+        return self.hpa.reconcile(now, spec_replicas, proposals)
+
+    def poll(self, now: float, spec_replicas: int, ready_replicas: int, values: Mapping[str, float | None]) -> int:
+        """The operator's pollingInterval loop: the replica count after `RequestScale`.
+
+        A trigger is active when its value is above its activation threshold or it is on
+        fallback (`getScalerState`); an error without fallback makes the object erroring."""
+        active = error = False
+        for t in self.triggers:
+            value = values.get(t.name)
+            usage, on_fallback = self.read(t, value, spec_replicas, ready_replicas)
+            if usage is None:
+                error = True
+            elif on_fallback or (value is not None and value > t.activation_threshold):
+                active = True
+        return self._request_scale(now, spec_replicas, active, error)
+
+    def _request_scale(self, now: float, current: int, active: bool, error: bool) -> int:
+        """`scaleExecutor.RequestScale` for a ScaledObject without idleReplicaCount."""
         if active:
-            self.last_active = now
-        if self.min_replica_count > 0:
-            return max(current_replicas, self.min_replica_count)
-        if current_replicas == 0:
-            return 1 if active else 0
-        idle_since = self.last_active if self.last_active is not None else -math.inf
-        if not active and now - idle_since >= self.cooldown_period_seconds:
-            return 0
-        return current_replicas
+            if current == 0:  # scaleFromZeroOrIdle
+                self._mark_active(now)
+                return max(self.min_replica_count, 1)
+            if not error:  # a partial trigger error leaves lastActiveTime alone
+                self._mark_active(now)
+            return current
+        if error and (self.fallback is None or self.fallback.replicas != 0):
+            return current  # never to zero nor up to minReplicaCount while a trigger errors
+        if current > 0 and self.min_replica_count == 0:
+            # scaleToZeroOrIdle: lastActiveTime + cooldownPeriod strictly before now; a ScaledObject
+            # never active counts from its creation (t = 0) + initialCooldownPeriod (default 0).
+            deadline = 0.0 if self.last_active is None else self.last_active + self.cooldown_period_seconds
+            return 0 if deadline < now else current
+        if current < self.min_replica_count:
+            return self.min_replica_count
+        return current
+
+    def _mark_active(self, now: float) -> None:
+        self.last_active = float(math.floor(now))  # a metav1.Time in the status keeps whole seconds

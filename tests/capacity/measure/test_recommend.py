@@ -111,7 +111,7 @@ def test_recommended_values_pass_the_stacks_own_validation():
             node = node.setdefault(p, {})
         node[leaf] = s.value
     applied = settings.with_autoscaling(section).autoscaling_for(settings.models[0].name)
-    assert applied.triggers.queue_depth.target_per_replica == 2  # 1.7 waiting, a whole count for the fallback
+    assert applied.triggers.queue_depth.target_per_replica == 1.7  # waiting per replica, to a tenth
 
 
 def test_current_values_are_optional_and_never_fail(tmp_path):

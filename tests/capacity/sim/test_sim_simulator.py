@@ -146,6 +146,47 @@ def test_a_prometheus_outage_drives_the_fleet_to_fallback_replicas():
     assert after[-1] == 1
 
 
+def test_a_value_trigger_falls_back_through_an_outage_too():
+    # KEDA 2.20.2 doFallback: target x fallbackReplicas / ready pods for a Value trigger
+    policy = ModelAutoscaling.model_validate(
+        {
+            "minReplicas": 1,
+            "maxReplicas": 6,
+            "fallbackReplicas": 3,
+            "fallbackBehavior": "static",
+            "triggers": {"queueDepth": {"enabled": False}, "kvCache": {"enabled": False}},
+        }
+    )
+    quiet = "synthetic:step:base=0.2,peak=0.2,duration=900,prompt=128,output=16"
+    tl = run(trace=quiet, policy=policy, metrics_outages=((300.0, 900.0),)).timeline
+    assert {d for t, d in zip(tl.t, tl.desired) if t < 300} == {1}
+    assert 3 in {d for t, d in zip(tl.t, tl.desired) if t >= 400}
+
+
+def test_a_cron_trigger_reports_0_outside_its_window_and_desired_replicas_inside():
+    policy = ModelAutoscaling.model_validate(
+        {"minReplicas": 1, "maxReplicas": 6,
+         "triggers": {"cron": {"enabled": True, "start": "10 0 * * *", "end": "20 0 * * *", "desiredReplicas": 3}}}
+    )  # fmt: skip
+    quiet = "synthetic:step:base=0.2,peak=0.2,duration=1800,prompt=128,output=16"
+    tl = run(trace=quiet, policy=policy).timeline
+    cron = dict(zip(tl.t, tl.signals["cron"]))
+    assert {v for t, v in cron.items() if t < 600} == {0.0}
+    assert {v for t, v in cron.items() if 600 <= t < 1200} == {3.0}
+
+
+def test_a_prometheus_outage_leaves_the_cron_trigger_alone():
+    # the cron scaler reads no metric: it keeps reporting its window while the queries fail
+    policy = ModelAutoscaling.model_validate(
+        {"minReplicas": 1, "maxReplicas": 6,
+         "triggers": {"cron": {"enabled": True, "start": "10 0 * * *", "end": "20 0 * * *", "desiredReplicas": 3}}}
+    )  # fmt: skip
+    quiet = "synthetic:step:base=0.2,peak=0.2,duration=1800,prompt=128,output=16"
+    tl = run(trace=quiet, policy=policy, metrics_outages=((0.0, 1800.0),)).timeline
+    inside = [(c, q) for t, c, q in zip(tl.t, tl.signals["cron"], tl.signals["queueDepth"]) if 600 <= t < 1200]
+    assert {c for c, _ in inside} == {3.0} and all(np.isnan(q) for _, q in inside)
+
+
 def test_a_cron_trigger_holds_desired_replicas_inside_its_window():
     policy = ModelAutoscaling.model_validate(
         {
