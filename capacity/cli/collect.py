@@ -7,7 +7,7 @@ import json
 import time
 from dataclasses import asdict
 
-from capacity.measure.collector import collect, keda_signals
+from capacity.measure.collector import collect, scaling_queries
 from capacity.measure.prometheus import PrometheusClient
 from capacity.measure.recommend import current_values
 from capacity.tables import cell
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         policy, why_not = current_values(args.stack, args.model)
         if policy is None:
             raise ValueError(f"--stack {args.stack}: {why_not}")
-    queries = keda_signals(signals.Scope(args.model, args.namespace), policy, time_scale=args.time_scale)
+    queries = scaling_queries(signals.Scope(args.model, args.namespace), policy, time_scale=args.time_scale)
     client = PrometheusClient(args.prometheus)
     end = time.time()
     try:

@@ -19,7 +19,7 @@ RATE_WINDOW_S = 60
 MIN_WINDOW_S = 2
 
 # Not triggers: what the load was, to explain the triggers' readings. `True`: a per-second rate.
-LOAD_SIGNALS: dict[str, tuple[Callable[[signals.Scope, int], str], bool]] = {
+LOAD_QUERIES: dict[str, tuple[Callable[[signals.Scope, int], str], bool]] = {
     "requests_running": (lambda scope, window: signals.requests_running(scope), False),
     "requests_waiting": (lambda scope, window: signals.requests_waiting(scope), False),
     "requests_per_second": (signals.requests_per_second, True),
@@ -28,14 +28,14 @@ LOAD_SIGNALS: dict[str, tuple[Callable[[signals.Scope, int], str], bool]] = {
 
 
 @dataclass(frozen=True)
-class Signal:
+class NamedQuery:
     name: str  # a trigger's key, or a load signal's name
     query: str
     rate: bool = False  # a per-second rate (scaled back to model time for a sped-up mock)
 
 
 @dataclass(frozen=True)
-class SignalReading:
+class Reading:
     name: str
     query: str
     instant: float | None  # at the end of the window
@@ -55,34 +55,34 @@ def _on_wall_clock(query: Query, time_scale: float) -> Query:
     return replace(query, window_seconds=wall_window(query.window_seconds, time_scale))
 
 
-def keda_signals(
+def scaling_queries(
     scope: signals.Scope,
     policy: ModelAutoscaling | None = None,
     *,
     time_scale: float = 1.0,
     triggers: Sequence[Trigger] = TRIGGERS,
-) -> list[Signal]:
+) -> list[NamedQuery]:
     """Every trigger's query with the policy's windows and quantiles (the defaults when no policy
     is given), keyed by `Trigger.key`, then the load signals. `time_scale`: model seconds per wall
     second of a sped-up mock, whose windows shrink by it."""
     policy = policy or ModelAutoscaling()
     queries = [
-        Signal(t.key, _on_wall_clock(query, time_scale).promql(scope))
+        NamedQuery(t.key, _on_wall_clock(query, time_scale).promql(scope))
         for t in triggers
         if (query := t.signal(policy)) is not None
     ]
     rate_window = wall_window(RATE_WINDOW_S, time_scale)
-    return queries + [Signal(name, build(scope, rate_window), rate) for name, (build, rate) in LOAD_SIGNALS.items()]
+    return queries + [NamedQuery(name, build(scope, rate_window), rate) for name, (build, rate) in LOAD_QUERIES.items()]
 
 
 def collect(
     client: PrometheusClient,
-    queries: list[Signal],
+    queries: list[NamedQuery],
     start: float,
     end: float,
     step: float = 1.0,
     time_scale: float = 1.0,
-) -> dict[str, SignalReading]:
+) -> dict[str, Reading]:
     """Every signal over [start, end] (unix seconds): instant value at `end`, range mean and max."""
     if end <= start:
         raise ValueError(f"window end ({end}) must be after its start ({start})")
@@ -92,7 +92,7 @@ def collect(
         samples = [(t, v * scale) for t, v in client.query_range(s.query, start, end, step)]
         instant = client.query(s.query, end)
         values = [v for _, v in samples]
-        out[s.name] = SignalReading(
+        out[s.name] = Reading(
             name=s.name,
             query=s.query,
             instant=None if instant is None else instant * scale,

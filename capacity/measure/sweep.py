@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import aiohttp
 
-from capacity.measure.collector import SignalReading, collect, keda_signals
+from capacity.measure.collector import Reading, collect, scaling_queries
 from capacity.measure.config import LoadConfig
 from capacity.measure.envelope import EnvelopeRow
 from capacity.measure.generator import discover_model, run_load
@@ -29,7 +29,7 @@ from contract.settings.autoscaling import ModelAutoscaling
 class PointResult:
     row: EnvelopeRow
     summary: dict
-    keda: dict[str, SignalReading] = field(default_factory=dict)
+    keda: dict[str, Reading] = field(default_factory=dict)
 
 
 class MetricsSampler:
@@ -113,7 +113,7 @@ async def run_sweep(base: LoadConfig, options: SweepOptions, on_point: Callable[
             w0 = started + config.warmup_s / config.time_scale
             w1 = started + (config.warmup_s + config.duration_s) / config.time_scale
             window = sampler.window(w0, w1) if sample else []
-            keda: dict[str, SignalReading] = {}
+            keda: dict[str, Reading] = {}
             if options.prometheus:
                 keda = _keda(options.prometheus, options, config, w0, w1)
             avg_waiting = max_waiting = kv = None
@@ -154,11 +154,11 @@ def _within_level(progress: Callable[[dict], None] | None, index: int,
     return lambda state: progress({**state, "level_index": index, "levels": len(levels), "concurrency": levels[index]})
 
 
-def _keda(prometheus: str, options: SweepOptions, config: LoadConfig, start: float, end: float) -> dict[str, SignalReading]:
+def _keda(prometheus: str, options: SweepOptions, config: LoadConfig, start: float, end: float) -> dict[str, Reading]:
     client = PrometheusClient(prometheus)
     try:
         # Prometheus windows are wall time: the policy's (model seconds) shrunk by a mock's speedup
-        queries = keda_signals(signals.Scope(options.scope_model or config.model or ""), options.policy,
+        queries = scaling_queries(signals.Scope(options.scope_model or config.model or ""), options.policy,
                                time_scale=config.time_scale)  # fmt: skip
         time.sleep(1.5)  # let the last scrape of the window land
         return collect(client, queries, start, end, step=1.0, time_scale=config.time_scale)

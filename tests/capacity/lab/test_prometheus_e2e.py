@@ -9,7 +9,7 @@ import pytest
 
 from capacity.engine import get_profile
 from capacity.lab.prometheus import find_prometheus, run_prometheus, wait_for_targets
-from capacity.measure.collector import collect, keda_signals
+from capacity.measure.collector import collect, scaling_queries
 from capacity.measure.config import LoadConfig
 from capacity.measure.generator import run_load
 from capacity.measure.prometheus import PrometheusClient
@@ -50,7 +50,7 @@ def measured():
                 # when it stops, and a gauge read at that edge can catch the drained replicas.
                 end = started + (config.warmup_s + config.duration_s) / SPEEDUP - 1.5
                 await asyncio.sleep(1.0)  # the last scrape of the run
-                queries = keda_signals(Scope(PROFILE.served_model_name), time_scale=SPEEDUP)  # windows 60 s, 120 s -> 6 s, 12 s
+                queries = scaling_queries(Scope(PROFILE.served_model_name), time_scale=SPEEDUP)  # windows 60 s, 120 s -> 6 s, 12 s
                 measured_from = started + config.warmup_s / SPEEDUP
                 readings = await asyncio.to_thread(collect, client, queries, measured_from, end, 1.0, SPEEDUP)
                 client.close()

@@ -3,7 +3,7 @@
 import httpx
 import pytest
 
-from capacity.measure.collector import keda_signals
+from capacity.measure.collector import scaling_queries
 from capacity.measure.prometheus import PrometheusClient
 from capacity.measure.recommend import current_values
 from contract import signals
@@ -19,7 +19,7 @@ def _client(result: list, result_type: str = "vector") -> PrometheusClient:
 
 def test_queries_are_exactly_the_signals_builders_keda_uses():
     scope = signals.Scope("m", "ns")
-    by_name = {s.name: s.query for s in keda_signals(scope)}  # the settings' defaults: 60 s, 120 s
+    by_name = {s.name: s.query for s in scaling_queries(scope)}  # the settings' defaults: 60 s, 120 s
     assert by_name["queueDepth"] == signals.queue_depth(scope, 60)
     assert by_name["kvCache"] == signals.kv_cache_usage(scope)
     assert by_name["e2eLatency"] == signals.e2e_latency_quantile(scope, 0.99, 120)
@@ -31,7 +31,7 @@ def test_stack_windows_and_quantiles_are_used_when_a_stack_is_given():
     assert policy is not None, why
     t = policy.triggers
     scope = signals.Scope("m")
-    by_name = {s.name: s.query for s in keda_signals(scope, policy)}
+    by_name = {s.name: s.query for s in scaling_queries(scope, policy)}
     assert by_name["queueDepth"] == signals.queue_depth(scope, t.queue_depth.window_seconds)
     assert by_name["e2eLatency"] == signals.e2e_latency_quantile(
         scope, t.e2e_latency.quantile, t.e2e_latency.window_seconds

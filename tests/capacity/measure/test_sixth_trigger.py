@@ -3,7 +3,7 @@ the collector's queries and the report's columns without either being edited."""
 
 import httpx
 
-from capacity.measure.collector import collect, keda_signals
+from capacity.measure.collector import collect, scaling_queries
 from capacity.measure.envelope import EnvelopeRow
 from capacity.measure.prometheus import PrometheusClient
 from capacity.measure.report import markdown_report
@@ -18,7 +18,7 @@ SCOPE = Scope("m")
 
 def test_a_sixth_trigger_is_queried_with_its_own_settings_windows_shrunk_for_a_mock():
     policy = SixTriggerAutoscaling(triggers=SixTriggers(waiting_now=WaitingNowTrigger(window_seconds=120)))
-    by_name = {s.name: s.query for s in keda_signals(SCOPE, policy, time_scale=2, triggers=SIX)}
+    by_name = {s.name: s.query for s in scaling_queries(SCOPE, policy, time_scale=2, triggers=SIX)}
     assert by_name["waitingNow"] == Query(Vllm.REQUESTS_WAITING, "sum_avg_over_time", 60).promql(SCOPE)
     assert {t.key for t in TRIGGERS if t.query is not None} < set(by_name)
 
@@ -35,7 +35,7 @@ def test_a_sixth_trigger_is_read_from_prometheus_and_becomes_a_report_column():
         return httpx.Response(200, json={"status": "success", "data": data})
 
     client = PrometheusClient("http://prom", transport=httpx.MockTransport(handler))
-    readings = collect(client, keda_signals(SCOPE, SixTriggerAutoscaling(), triggers=SIX), 0, 10)
+    readings = collect(client, scaling_queries(SCOPE, SixTriggerAutoscaling(), triggers=SIX), 0, 10)
     assert readings["waitingNow"].instant == 7 and readings["waitingNow"].mean == 7
 
     rows = [EnvelopeRow(1, 0.5, 500, 2, 3), EnvelopeRow(2, 0.9, 900, 2.5, 4)]
