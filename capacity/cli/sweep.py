@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"concurrency {r.concurrency:4d}: {r.successful_rps:7.2f} req/s  p99 {r.p99_latency_s:7.2f}s"
               + (f"  waiting {r.avg_waiting:5.2f}" if r.avg_waiting is not None else ""), flush=True)  # fmt: skip
 
-    options = SweepOptions(levels, args.sample_interval, args.prometheus)
+    options = SweepOptions(levels, args.sample_interval, args.prometheus, policy=current)
     with progress_bar(not args.no_progress, "sweep") as update:
         points = asyncio.run(run_sweep(base, options, show, update))
     title = f"Capacity envelope of {', '.join(args.url)}"

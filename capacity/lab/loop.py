@@ -25,6 +25,7 @@ from capacity.measure.envelope import find_knee
 from capacity.measure.recommend import commands, current_values, recommend, report_lines, slo_to_defend
 from capacity.measure.report import envelope_table, write_report
 from capacity.measure.sweep import PointResult, SweepOptions, run_sweep
+from contract.settings.autoscaling import ModelAutoscaling
 from contract.settings.stack_file import load_stack
 
 
@@ -75,8 +76,8 @@ def model_served_with(stack: str, profile_name: str) -> str | None:
     return next((m.name for m in settings.models if m.capacity_profile == profile_name), None)
 
 
-def _measure(options: LabOptions, profile: EngineProfile, say: Callable[[str], None],
-             progress: Callable[[dict], None] | None) -> list[PointResult]:  # fmt: skip
+def _measure(options: LabOptions, profile: EngineProfile, policy: ModelAutoscaling | None,
+             say: Callable[[str], None], progress: Callable[[dict], None] | None) -> list[PointResult]:  # fmt: skip
     """Replicas (and Prometheus) up, the sweep, everything stopped."""
     with ExitStack() as stack:
         urls = _start_replicas(stack, options)
@@ -91,11 +92,12 @@ def _measure(options: LabOptions, profile: EngineProfile, say: Callable[[str], N
         base = LoadConfig(urls=tuple(urls), concurrency=options.levels[0], prompt_tokens=options.prompt_tokens,
                           output_tokens=options.output_tokens, warmup_s=options.warmup_s,
                           duration_s=options.duration_s, stream=True, time_scale=options.speedup, client="raw")  # fmt: skip
-        sweep = SweepOptions(options.levels, sample_interval_s=0.5, prometheus=prometheus)
+        sweep = SweepOptions(options.levels, sample_interval_s=0.5, prometheus=prometheus, policy=policy)
 
         def show(point: PointResult) -> None:
-            r = point.row
-            say(f"  concurrency {r.concurrency:4d}/replica: {r.successful_rps:6.2f} req/s  p99 {r.p99_latency_s:6.2f}s")
+            r, attained = point.row, point.summary.get("slo_attainment")
+            say(f"  concurrency {r.concurrency:4d}/replica: {r.successful_rps:6.2f} req/s  p99 {r.p99_latency_s:6.2f}s"
+                + (f"  SLO attained {attained:.1%}" if attained is not None else ""))  # fmt: skip
 
         wall = len(options.levels) * (options.warmup_s + options.duration_s) / options.speedup
         say(f"lab: sweeping {options.levels} (about {wall:.0f}s)")
@@ -113,7 +115,7 @@ def run_lab(options: LabOptions, say: Callable[[str], None] = functools.partial(
     model = options.model or model_served_with(options.stack, profile.name)
     current, why_not = current_values(options.stack, model or "default")
     slo_p99, slo_ttft = slo_to_defend(current, why_not, options.stack, options.slo_p99, options.slo_ttft_p95)
-    points = _measure(options, profile, say, progress)
+    points = _measure(options, profile, current, say, progress)
     rows = [p.row for p in points]
     say("\n" + "\n".join(envelope_table(rows, find_knee(rows))) + "\n")
     title = f"Capacity lab: {profile.name} (mock, {options.speedup:g}x)"

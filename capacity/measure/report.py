@@ -74,6 +74,11 @@ def markdown_report(rows: list[EnvelopeRow], knee: Knee | None, title: str, png_
     if knee:
         found = f"**Knee:** concurrency {knee.concurrency}: " if knee.saturated else "**No knee yet:** "
         lines += [f"{found}{knee.reason}.", ""]
+    judged = [p for p in points if p.summary.get("slo_attainment") is not None]
+    if judged:
+        lines += ["## SLO attained per level (the stack's per-request TTFT and TPOT targets)", "",
+                  "| concurrency | SLO attained |", "|---:|---:|",
+                  *(f"| {p.row.concurrency} | {p.summary['slo_attainment']:.1%} |" for p in judged), ""]  # fmt: skip
     keda_points = [p for p in points if p.keda]
     if keda_points:
         read = [t for t in triggers if t.key in keda_points[0].keda]

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from capacity.measure.config import LoadConfig
+from contract.settings.autoscaling import Slo
 
 
 @dataclass(slots=True)
@@ -67,6 +68,16 @@ def _pct(values: Sequence[float] | np.ndarray, qs: tuple[int, ...] = (50, 90, 95
         return {f"p{q}": None for q in qs} | {"mean": None, "max": None}
     out: dict[str, float | None] = {f"p{q}": float(np.percentile(arr, q)) for q in qs}
     return out | {"mean": float(arr.mean()), "max": float(arr.max())}
+
+
+def slo_attainment(records: Sequence[RequestRecord], slo: Slo) -> float | None:
+    """The share of measured requests that meet the per-request SLO (`contract...Slo.met_by`: TTFT
+    and TPOT; a failed request misses); None without streamed TTFTs to judge."""
+    measured = [r for r in records if r.phase == "measure"]
+    if not measured or not any(r.ttft_s is not None for r in measured):
+        return None
+    met = sum(r.ok and slo.met_by(r.ttft_s, r.latency_s, r.output_tokens) for r in measured)
+    return met / len(measured)
 
 
 def summarize(result: LoadResult) -> dict:

@@ -21,6 +21,7 @@ from capacity.measure.config import LoadConfig
 from capacity.measure.envelope import EnvelopeRow
 from capacity.measure.generator import discover_model, run_load
 from capacity.measure.prometheus import PrometheusClient
+from capacity.measure.results import slo_attainment
 from contract import signals
 from contract.settings.autoscaling import ModelAutoscaling
 
@@ -80,7 +81,8 @@ class SweepOptions:
     sample_interval_s: float = 1.0  # wall seconds between /metrics samples
     prometheus: str | None = None
     scope_model: str | None = None  # model_name label for the KEDA queries (default: the requested model)
-    # Windows and quantiles of the KEDA queries (model seconds; the defaults when None)
+    # The stack's merged policy: windows and quantiles of the KEDA queries (model seconds; the defaults
+    # when None) and the per-request SLO each level is judged against
     policy: ModelAutoscaling | None = None
 
 
@@ -138,6 +140,8 @@ async def run_sweep(base: LoadConfig, options: SweepOptions, on_point: Callable[
                 ttft_p95_s=s["ttft_s"]["p95"],
                 avg_kv_usage=kv,
             )
+            if options.policy is not None:  # the stack's per-request service level, level by level
+                s["slo_attainment"] = slo_attainment(result.records, options.policy.slo)
             point = PointResult(row, s, keda)
             points.append(point)
             sampler.samples.clear()

@@ -42,6 +42,12 @@ class Slo(Section):
     # long generation misses any fixed target on an idle replica (TPOT is the length-free measure).
     e2e_p99_seconds: float | None = Field(default=None, gt=0)
 
+    def met_by(self, ttft_s: float | None, e2e_s: float | None, output_tokens: int) -> bool:
+        """One finished request against this SLO (None: it failed, or its TTFT was not seen)."""
+        if ttft_s is None or e2e_s is None or ttft_s > self.ttft_p95_seconds:
+            return False
+        return output_tokens <= 1 or (e2e_s - ttft_s) / (output_tokens - 1) <= self.tpot_p95_seconds
+
 
 class TriggerSection(Section):
     """Settings of one scaling trigger (declared in `contract.triggers`)."""

@@ -19,6 +19,8 @@ def test_lab_runs_the_whole_loop_and_prints_commands_for_the_stacks_slo(tmp_path
     # dev serves qwen25-1p5b with this profile, so the commands retune that model's block
     assert "pulumi config set --path 'autoscaling.qwen25-1p5b.triggers.queueDepth.targetPerReplica'" in run.stdout
     assert (tmp_path / "envelope.csv").is_file() and (tmp_path / "report.md").is_file()
+    assert "SLO attained" in run.stdout  # each level judged per request against dev's TTFT/TPOT SLO
+    assert "## SLO attained per level" in (tmp_path / "report.md").read_text()
     assert "What the autoscaler would have seen" in (tmp_path / "report.md").read_text()
 
 
