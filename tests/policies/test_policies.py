@@ -432,7 +432,7 @@ def test_fractional_gpu_is_reported(prod: StackRun) -> None:
 
 @violates(GPU_PODS)
 def test_deployment_asking_for_a_gpu_without_toleration_is_reported(prod: StackRun) -> None:
-    deployment = first(prod, "Deployment")
+    deployment = first(prod, "StatefulSet")
     mutated = with_inputs(deployment, lambda i: i["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
                           .update({"nvidia.com/gpu": "1"}))
     assert_reported(check(GPU_PODS, [mutated]), GPU_PODS, meta_name(deployment), "does not tolerate")
@@ -614,7 +614,7 @@ PINNED = "images-and-model-revisions-pinned"
 
 @violates(PINNED)
 def test_image_without_tag_is_reported(prod: StackRun) -> None:
-    deployment = first(prod, "Deployment")
+    deployment = first(prod, "StatefulSet")
     mutated = with_inputs(deployment, lambda i: i["spec"]["template"]["spec"]["containers"][0].update(image="redis"))
     assert_reported(check(PINNED, [mutated]), PINNED, meta_name(deployment), "image redis has no tag")
 
