@@ -51,13 +51,13 @@ done
 [ -n "$master" ] || master="$(ask 127.0.0.1)"
 [ -n "$master" ] || master="${SET_NAME}-0.${HEADLESS_DOMAIN}"
 if [ "$1" = "redis" ]; then
-  conf=/data/redis.conf
+  conf="$REDIS_DIR/redis.conf"
   {
     echo "port $REDIS_PORT"
     echo "requirepass $REDIS_PASSWORD"
     echo "masterauth $REDIS_PASSWORD"
     echo "replica-announce-ip $self"
-    echo "dir /data"
+    echo "dir $REDIS_DIR"
     echo 'save ""'
     echo "appendonly no"
     echo "maxmemory 200mb"
@@ -66,10 +66,10 @@ if [ "$1" = "redis" ]; then
   } > "$conf"
   exec redis-server "$conf"
 fi
-conf=/sentinel/sentinel.conf
+conf="$SENTINEL_DIR/sentinel.conf"
 {
   echo "port $SENTINEL_PORT"
-  echo "dir /sentinel"
+  echo "dir $SENTINEL_DIR"
   echo "sentinel resolve-hostnames yes"
   echo "sentinel announce-hostnames yes"
   echo "sentinel announce-ip $self"
@@ -139,6 +139,8 @@ def _container(gw: GatewaySettings, role: str, port: int, mount: str) -> dict[st
         {"name": "MASTER_SET", "value": MASTER_SET},
         {"name": "REDIS_PORT", "value": str(REDIS_PORT)},
         {"name": "SENTINEL_PORT", "value": str(SENTINEL_PORT)},
+        {"name": "REDIS_DIR", "value": "/data"},
+        {"name": "SENTINEL_DIR", "value": "/sentinel"},
     ]
     ping = {"exec": {"command": ["redis-cli", "-p", str(port), "ping"]}}
     return {
