@@ -1,11 +1,22 @@
-# One entry point for newcomers and CI. `make test` sets everything up from scratch.
+# One entry point for newcomers and CI. `make test` sets everything up from scratch; `make help` lists it all.
 PYTHON ?= python3.11
 VENV := .venv
 STACK ?= dev
 CRD_SCHEMA_DIR ?= $(abspath ../shared/crds)
 export CRD_SCHEMA_DIR
+# Stack state stays in a folder of this checkout; the user's own `pulumi login` is left alone.
+STATE_DIR := $(CURDIR)/.pulumi-state
+export PULUMI_BACKEND_URL ?= file://$(STATE_DIR)
+# `up` and `preview` check the stack against the policy pack the same way.
+POLICY_PACK := --policy-pack policies --policy-pack-config policies/config/$(STACK).json
+PULUMI_INSTALL_URL := https://www.pulumi.com/docs/iac/download-install/
 
-.PHONY: setup system-packages test up preview lab
+.DEFAULT_GOAL := help
+.PHONY: help setup system-packages test preview up destroy lab pulumi-cli
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo "  STACK=$(STACK) (dev or prod); state in $(PULUMI_BACKEND_URL)"
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -18,20 +29,29 @@ system-packages:
 	@command -v promtool >/dev/null && command -v prometheus >/dev/null || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }
 
-setup: system-packages $(VENV)/.installed
+setup: system-packages $(VENV)/.installed ## create the virtualenv and install the test tools
 
-test: setup
+test: setup ## run the whole test suite (no cloud account needed)
 	$(VENV)/bin/pytest
 
-# Needs the Pulumi CLI and AWS credentials; state stays in a local folder (no Pulumi Cloud).
-up: setup
-	mkdir -p .pulumi-state
-	pulumi login file://$(CURDIR)/.pulumi-state
+# Checked before anything is created: no half-made state folder or virtualenv without the CLI.
+pulumi-cli:
+	@command -v pulumi >/dev/null || { echo "The Pulumi CLI is not installed: see $(PULUMI_INSTALL_URL)" >&2; exit 1; }
+
+preview: pulumi-cli setup ## show what `make up` would change in STACK, checked by the policy pack
+	mkdir -p $(STATE_DIR)
 	pulumi stack select --create $(STACK)
-	pulumi up --stack $(STACK)
+	pulumi preview --stack $(STACK) $(POLICY_PACK)
 
-preview: setup
-	pulumi preview --stack $(STACK) --policy-pack policies --policy-pack-config policies/config/$(STACK).json
+up: pulumi-cli setup ## deploy STACK (needs AWS credentials), checked by the policy pack first
+	mkdir -p $(STATE_DIR)
+	pulumi stack select --create $(STACK)
+	pulumi up --stack $(STACK) $(POLICY_PACK)
 
-lab: setup
+# A stack that runs GPUs costs money every hour: removing it is one command, but never by default.
+destroy: pulumi-cli ## delete every resource of STACK=<name> (given explicitly)
+	@test "$(origin STACK)" = "command line" || { echo "Name the stack to delete: make destroy STACK=dev" >&2; exit 1; }
+	pulumi destroy --stack $(STACK)
+
+lab: setup ## the GPU-free capacity loop (mock replicas + a real Prometheus)
 	$(VENV)/bin/python -m capacity lab

@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 
 from contract.settings.cluster import ClusterSettings
 
-from . import iam
+from . import iam, isolation
 from .naming import type_token
 
 ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
@@ -38,6 +38,8 @@ class Cluster(pulumi.ComponentResource):
     node_role_name: pulumi.Output[str]
     node_security_group_id: pulumi.Output[str]
     mountpoint_role: aws.iam.Role
+    # The role EKS (and Auto Mode's controllers) act as; it carries the custom-tags policy.
+    service_role: aws.iam.Role
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(type_token("cluster", "Cluster"), name, None, opts)
@@ -66,6 +68,7 @@ class Cluster(pulumi.ComponentResource):
             )
             for i, arn in enumerate(s.admin_principal_arns)
         }
+        self.service_role, role_ready = self._service_role(name, s.auto_mode, tags)
         cluster = eks.Cluster(
             f"{name}-eks",
             name=args.cluster_name,
@@ -83,6 +86,9 @@ class Cluster(pulumi.ComponentResource):
             skip_default_node_group=True,
             create_oidc_provider=False,  # workloads use EKS Pod Identity
             deletion_protection=s.deletion_protection,
+            service_role=self.service_role,
+            # Without Auto Mode the VPC CNI add-on enforces NetworkPolicies (see components/isolation.py).
+            vpc_cni_options=None if s.auto_mode else eks.VpcCniOptionsArgs(enable_network_policy=True),
             auto_mode=eks.AutoModeOptionsArgs(
                 enabled=True,
                 create_node_role=True,
@@ -91,7 +97,7 @@ class Cluster(pulumi.ComponentResource):
             if s.auto_mode
             else None,
             tags=tags,
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=role_ready),
         )
         self.name = cluster.eks_cluster.name
         self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig_json)
@@ -142,7 +148,39 @@ class Cluster(pulumi.ComponentResource):
             enable_server_side_apply=True,
             opts=pulumi.ResourceOptions(parent=self),
         )
+        if s.auto_mode:
+            # Auto Mode enforces NetworkPolicies only once this controller switch is on.
+            switch = isolation.network_policy_controller_config_map()
+            k8s.core.v1.ConfigMap(f"{name}-network-policy-controller", metadata=switch["metadata"],
+                                  data=switch["data"], opts=pulumi.ResourceOptions(parent=self, provider=self.provider))
         self.register_outputs({"name": self.name, "kubeconfig": self.kubeconfig})
+
+    def _service_role(
+        self, name: str, auto_mode: bool, tags: dict[str, str]
+    ) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
+        """The cluster role with the policies pulumi_eks would attach, plus (Auto Mode) the custom-tags
+        policy the GPU NodeClass's `spec.tags` needs; the cluster waits for all of them."""
+        opts = pulumi.ResourceOptions(parent=self)
+        role = aws.iam.Role(
+            f"{name}-service-role",
+            # Auto Mode tags its sessions (eks:eks-cluster-name), so it needs sts:TagSession too.
+            assume_role_policy=iam.document({"Effect": "Allow", "Principal": {"Service": "eks.amazonaws.com"},
+                                             "Action": ["sts:AssumeRole", "sts:TagSession"]}),
+            description="EKS cluster role",
+            tags=tags,
+            opts=opts,
+        )
+        role_opts = pulumi.ResourceOptions(parent=role)
+        policies = iam.CLUSTER_POLICIES + (iam.AUTO_MODE_POLICIES if auto_mode else ())
+        ready: list[pulumi.Resource] = [
+            aws.iam.RolePolicyAttachment(f"{name}-service-role-{policy}", role=role.name,
+                                         policy_arn=f"arn:aws:iam::aws:policy/{policy}", opts=role_opts)
+            for policy in policies
+        ]
+        if auto_mode:
+            ready.append(aws.iam.RolePolicy(f"{name}-custom-tags", role=role.id,
+                                            policy=iam.auto_mode_custom_tags_policy(), opts=role_opts))
+        return role, ready
 
     def _ebs_csi_driver(self, name: str, tags: dict[str, str], opts: pulumi.ResourceOptions) -> None:
         """Persistent volumes (Prometheus, Alertmanager) need an EBS driver; Auto Mode has its own."""

@@ -22,6 +22,7 @@ from contract.settings.gpu_capacity import GpuCapacitySettings, NodePoolSettings
 
 from . import iam
 from .helm import helm_release
+from .isolation import NODE_CLASS_NETWORK_POLICY
 from .naming import type_token
 
 KARPENTER_CHART = "oci://public.ecr.aws/karpenter/karpenter"
@@ -125,7 +126,10 @@ class GpuCapacity(pulumi.ComponentResource):
                     "iops": 3000,
                     "throughput": 250,
                 },
+                # User tags need the cluster role's custom-tags policy (components/cluster.py).
                 "tags": args.tags,
+                # With the controller switch of components/cluster.py, these nodes enforce NetworkPolicies.
+                **NODE_CLASS_NETWORK_POLICY,
             },
             opts=opts,
         )

@@ -66,3 +66,88 @@ def pod_identity_role(
         opts=pulumi.ResourceOptions(parent=role) if association_under_role else opts,
     )
     return role, association
+
+
+# What pulumi_eks attaches to the cluster role it creates (nodejs/eks/cluster/cluster.ts, createCore):
+# the cluster policy, and with Auto Mode its four managed policies.
+CLUSTER_POLICIES = ("AmazonEKSClusterPolicy",)
+AUTO_MODE_POLICIES = (
+    "AmazonEKSComputePolicy",
+    "AmazonEKSBlockStoragePolicy",
+    "AmazonEKSLoadBalancingPolicy",
+    "AmazonEKSNetworkingPolicy",
+)
+
+
+def auto_mode_custom_tags_policy() -> str:
+    """Lets EKS Auto Mode put user-defined tags (the NodeClass `spec.tags`) on what it creates,
+    and change them later, only for this cluster: every statement requires the request (or the
+    existing resource) to carry the `eks:eks-cluster-name` tag of the cluster's own session.
+    The managed Auto Mode policies do not permit user tags, and NodeClaims then fail; EKS user
+    guide, "Amazon EKS Auto Mode cluster IAM role", section "Custom AWS tags for EKS Auto resources"."""
+    own_cluster = {"aws:RequestTag/eks:eks-cluster-name": "${aws:PrincipalTag/eks:eks-cluster-name}"}
+    tagged_cluster = {"aws:ResourceTag/eks:eks-cluster-name": "${aws:PrincipalTag/eks:eks-cluster-name}"}
+    return document(
+        {
+            "Sid": "Compute",
+            "Effect": "Allow",
+            "Action": ["ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateLaunchTemplate"],
+            "Resource": "*",
+            "Condition": {
+                "StringEquals": own_cluster,
+                "StringLike": {"aws:RequestTag/eks:kubernetes-node-class-name": "*",
+                               "aws:RequestTag/eks:kubernetes-node-pool-name": "*"},
+            },
+        },
+        {
+            "Sid": "Storage",
+            "Effect": "Allow",
+            "Action": ["ec2:CreateVolume", "ec2:CreateSnapshot"],
+            "Resource": ["arn:aws:ec2:*:*:volume/*", "arn:aws:ec2:*:*:snapshot/*"],
+            "Condition": {"StringEquals": own_cluster},
+        },
+        {
+            "Sid": "Networking",
+            "Effect": "Allow",
+            "Action": "ec2:CreateNetworkInterface",
+            "Resource": "*",
+            "Condition": {"StringEquals": own_cluster,
+                          "StringLike": {"aws:RequestTag/eks:kubernetes-cni-node-name": "*"}},
+        },
+        {
+            "Sid": "LoadBalancer",
+            "Effect": "Allow",
+            "Action": [
+                "elasticloadbalancing:CreateLoadBalancer",
+                "elasticloadbalancing:CreateTargetGroup",
+                "elasticloadbalancing:CreateListener",
+                "elasticloadbalancing:CreateRule",
+                "ec2:CreateSecurityGroup",
+            ],
+            "Resource": "*",
+            "Condition": {"StringEquals": own_cluster},
+        },
+        {
+            "Sid": "ShieldProtection",
+            "Effect": "Allow",
+            "Action": "shield:CreateProtection",
+            "Resource": "*",
+            "Condition": {"StringEquals": own_cluster},
+        },
+        {
+            "Sid": "ShieldTagResource",
+            "Effect": "Allow",
+            "Action": "shield:TagResource",
+            "Resource": "arn:aws:shield::*:protection/*",
+            "Condition": {"StringEquals": own_cluster},
+        },
+        {
+            # Changing or removing a tag later (a settings change) needs these on existing resources.
+            "Sid": "RetagOwnResources",
+            "Effect": "Allow",
+            "Action": ["ec2:CreateTags", "ec2:DeleteTags",
+                       "elasticloadbalancing:AddTags", "elasticloadbalancing:RemoveTags"],
+            "Resource": "*",
+            "Condition": {"StringEquals": tagged_cluster},
+        },
+    )

@@ -27,7 +27,7 @@ from .naming import type_token
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / "modelsync"
 # Pinned by tag (python 3.11, Debian bookworm); the Job pip-installs modelsync/requirements.txt into it.
-SYNC_IMAGE = "python:3.11.13-slim-bookworm"
+SYNC_IMAGE = "python:3.11.15-slim-bookworm"
 SOURCE_MOUNT = "/opt/modelsync"
 WORK_MOUNT = "/work"
 NON_ROOT_UID = 65532
@@ -165,6 +165,7 @@ def job_manifest(
             "limits": {"memory": "3Gi", "ephemeral-storage": storage_limit},
         },
         "securityContext": {
+            "runAsNonRoot": True,
             "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": True,
             "capabilities": {"drop": ["ALL"]},
@@ -198,6 +199,9 @@ def job_manifest(
                 },
                 "spec": {
                     "serviceAccountName": MODEL_SYNC_SERVICE_ACCOUNT,
+                    # No Kubernetes API token: Pod Identity injects its own projected token
+                    # (audience pods.eks.amazonaws.com) whatever this says.
+                    "automountServiceAccountToken": False,
                     "restartPolicy": "Never",
                     # SIGTERM makes modelsync abort its in-flight multipart uploads; give it time to.
                     "terminationGracePeriodSeconds": 60,
@@ -313,6 +317,7 @@ class ModelSync(pulumi.ComponentResource):
             f"{name}-account",
             # The name ModelStore's Pod Identity association binds to the writer role.
             metadata={"name": MODEL_SYNC_SERVICE_ACCOUNT, "namespace": args.namespace, "labels": labels},
+            automount_service_account_token=False,
             opts=k8s_opts,
         )
         # Immutable and named by content: a changed package is a new ConfigMap and new Jobs, never a

@@ -11,13 +11,16 @@ from contract.settings import StackSettings
 from .autoscaling import Autoscaling, AutoscalingArgs
 from .cluster import Cluster, ClusterArgs
 from .gateway import Gateway, GatewayArgs
+from .gateway.objects import envoy_peer
 from .gpu_capacity import GpuCapacity, GpuCapacityArgs
 from .model_store import ModelStore, ModelStoreArgs
 from .model_sync import ModelSync, ModelSyncArgs
 from .monitored import monitored_models
 from .naming import base_tags, type_token
+from .isolation import namespace_peer
 from .network import Network, NetworkArgs
 from .observability import Observability, ObservabilityArgs
+from .observability.objects import PROMETHEUS_POD_LABELS
 from .serving import ModelReplicas, Serving, ServingArgs
 from .serving.objects import SERVICE_PORT
 
@@ -113,6 +116,9 @@ class Platform(pulumi.ComponentResource):
                 replicas={m.name: ModelReplicas(m.policy.min_replicas, m.policy.max_replicas) for m in monitored},
                 depends_on=[self.serving_namespace, self.model_store, self.model_sync],
                 provider=provider,
+                # Clients reach models only through the gateway (keys, quotas); Prometheus scrapes.
+                predictor_peers=[envoy_peer(settings.gateway),
+                                 namespace_peer(settings.observability.namespace, PROMETHEUS_POD_LABELS)],
             ),
             opts=child,
         )
@@ -123,6 +129,7 @@ class Platform(pulumi.ComponentResource):
                 models=settings.models,
                 service_hosts=self.serving.service_hosts,
                 service_port=SERVICE_PORT,
+                backend_api_key=self.serving.backend_api_key,
                 auto_mode=settings.cluster.auto_mode,
                 provider=provider,
                 depends_on=[self.serving],

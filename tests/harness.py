@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
+from google.protobuf import json_format, struct_pb2
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime.config import set_all_config
 from pulumi.runtime.settings import SETTINGS
@@ -174,12 +175,30 @@ class CapturingMonitor(pulumi_mocks.MockMonitor):
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
             secret_paths: list[str] = []
-            inputs = _reveal(pulumi.runtime.rpc.deserialize_properties(request.object), "", secret_paths)
+            props = _references_as_urns(request.object)
+            inputs = _reveal(pulumi.runtime.rpc.deserialize_properties(props), "", secret_paths)
             self.captured.append(
                 Captured(request.type, request.name, inputs, response.urn, request.parent, bool(request.custom),
                          secret_paths, list(request.dependencies))
             )
         return response
+
+
+def _references_as_urns(props: struct_pb2.Struct) -> struct_pb2.Struct:
+    """A resource passed as an input (`service_role=role`) arrives as a reference; record it as its
+    URN, plain data like every other input, instead of a rehydrated Resource object."""
+    raw = json_format.MessageToDict(props)
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, dict):
+            if value.get(SPECIAL_SIG_KEY) == RESOURCE_REFERENCE_SIG:
+                return value["urn"]
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [plain(v) for v in value]
+        return value
+
+    return json_format.ParseDict(plain(raw), struct_pb2.Struct())
 
 
 def _reveal(value: Any, path: str, secret_paths: list[str]) -> Any:

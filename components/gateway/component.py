@@ -14,14 +14,18 @@ from contract import names
 from contract.settings.gateway import GatewaySettings
 from contract.settings.models import ModelSettings
 
+from .. import isolation
 from ..helm import helm_release
 from ..naming import type_token
+from . import store
 from .objects import (
     AI_GATEWAY_CHART,
     AI_GATEWAY_CRDS_CHART,
     AI_GATEWAY_NAMESPACE,
     AI_GATEWAY_VERSION,
     API_KEYS_SECRET,
+    BACKEND_KEY_FIELD,
+    BACKEND_KEY_SECRET,
     ENVOY_GATEWAY_CHART,
     ENVOY_GATEWAY_NAMESPACE,
     ENVOY_GATEWAY_VERSION,
@@ -29,6 +33,7 @@ from .objects import (
     ai_gateway_values,
     ai_service_backend,
     backend,
+    backend_security_policy,
     backend_traffic_policy,
     client_traffic_policy,
     envoy_gateway_values,
@@ -36,9 +41,6 @@ from .objects import (
     gateway,
     gateway_class,
     load_balancer_service,
-    redis_deployment,
-    redis_network_policy,
-    redis_service,
     security_policy,
 )
 
@@ -50,6 +52,8 @@ class GatewayArgs:
     # Model name -> the predictor Service's cluster DNS name (from Serving).
     service_hosts: dict[str, str]
     service_port: int
+    # The key the predictors require (Serving holds the other copy).
+    backend_api_key: pulumi.Output[str]
     auto_mode: bool
     provider: k8s.Provider
     depends_on: list[pulumi.Resource]
@@ -78,15 +82,11 @@ class Gateway(pulumi.ComponentResource):
             f"{name}-ns", metadata={"name": gw.namespace, "labels": names.PART_OF},
             opts=k8s_opts,
         )
-        redis = redis_deployment(gw)
-        k8s.apps.v1.Deployment(f"{name}-redis", metadata=redis["metadata"], spec=redis["spec"], opts=after(namespace))
-        redis_svc = redis_service(gw)
-        k8s.core.v1.Service(f"{name}-redis", metadata=redis_svc["metadata"], spec=redis_svc["spec"],
-                            opts=after(namespace))
-        redis_policy = redis_network_policy(gw)
-        k8s.networking.v1.NetworkPolicy(f"{name}-redis", metadata=redis_policy["metadata"],
-                                        spec=redis_policy["spec"], opts=after(namespace))
+        def core(logical: str, resource: type, obj: dict[str, Any], *deps: pulumi.Resource) -> pulumi.Resource:
+            fields = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+            return resource(f"{name}-{logical}", **fields, opts=after(*deps))
 
+        core("default-deny", k8s.networking.v1.NetworkPolicy, isolation.default_deny_ingress(gw.namespace), namespace)
         envoy_gateway = helm_release(
             f"{name}-envoy-gateway", ENVOY_GATEWAY_CHART, ENVOY_GATEWAY_VERSION, ENVOY_GATEWAY_NAMESPACE, k8s_opts,
             create_namespace=True, values=envoy_gateway_values(gw), atomic=True,
@@ -100,6 +100,7 @@ class Gateway(pulumi.ComponentResource):
             after(ai_crds, envoy_gateway), create_namespace=True, values=ai_gateway_values(gw), atomic=True,
         )
         installed = (namespace, envoy_gateway, ai_gateway)
+        self._rate_limit_store(name, gw, core, namespace, envoy_gateway)
 
         keys = {
             c.name: random.RandomPassword(f"{name}-{c.name}-key", length=48, special=False,
@@ -118,10 +119,18 @@ class Gateway(pulumi.ComponentResource):
         apply("class", gateway_class(), envoy_gateway)
         proxy = apply("proxy", envoy_proxy(gw), *installed)
         gw_obj = apply("gateway", gateway(gw), proxy, *installed)
+        backend_key = k8s.core.v1.Secret(
+            f"{name}-backend-key",
+            metadata={"name": BACKEND_KEY_SECRET, "namespace": gw.namespace, "labels": names.PART_OF},
+            type="Opaque",
+            string_data={BACKEND_KEY_FIELD: pulumi.Output.secret(args.backend_api_key)},
+            opts=after(namespace),
+        )
         for model in args.models:
             apply(f"{model.name}-backend",
                   backend(model, gw, args.service_hosts[model.name], args.service_port), *installed)
-            apply(f"{model.name}-ai-backend", ai_service_backend(model, gw), *installed)
+            ai_backend = apply(f"{model.name}-ai-backend", ai_service_backend(model, gw), *installed)
+            apply(f"{model.name}-backend-key", backend_security_policy(model, gw), ai_backend, backend_key)
         # Policies first, then the route, then the load balancer: there is never a moment in
         # which a route is reachable without its key check and limits (and on destroy, the
         # route goes before them).
@@ -140,6 +149,25 @@ class Gateway(pulumi.ComponentResource):
         self.endpoint_url = self.hostname.apply(lambda host: f"{gw.url_scheme}://{host}/v1")
         self.api_keys = pulumi.Output.secret(pulumi.Output.all(**{c: k.result for c, k in keys.items()}))
         self.register_outputs({"hostname": self.hostname, "endpointUrl": self.endpoint_url, "apiKeys": self.api_keys})
+
+
+    def _rate_limit_store(self, name: str, gw: GatewaySettings, core: Any, namespace: pulumi.Resource,
+                          envoy_gateway: pulumi.Resource) -> None:
+        """Redis + Sentinel in the gateway namespace; the password (random, a Pulumi secret) in a
+        Secret beside the Redis pods and one beside the rate-limit service, which Envoy Gateway
+        creates in its own namespace."""
+        password = random.RandomPassword(f"{name}-redis-password", length=48, special=False,
+                                         opts=pulumi.ResourceOptions(parent=self))
+        secret = pulumi.Output.secret(password.result)
+        for logical, namespace_name, dep in (("redis-auth", gw.namespace, namespace),
+                                             ("ratelimit-redis-auth", store.RATE_LIMIT_NAMESPACE, envoy_gateway)):
+            core(logical, k8s.core.v1.Secret, {"metadata": store.auth_secret_metadata(namespace_name),
+                                               "type": "Opaque", "string_data": {store.AUTH_KEY: secret}}, dep)
+        scripts = core("redis-scripts", k8s.core.v1.ConfigMap, store.scripts_config_map(gw), namespace)
+        core("redis-headless", k8s.core.v1.Service, store.headless_service(gw), namespace)
+        core("redis", k8s.apps.v1.StatefulSet, store.stateful_set(gw), namespace, scripts)
+        core("redis", k8s.policy.v1.PodDisruptionBudget, store.pod_disruption_budget(gw), namespace)
+        core("redis", k8s.networking.v1.NetworkPolicy, store.network_policy(gw), namespace)
 
 
 def _ingress_hostname(status: Any) -> str:

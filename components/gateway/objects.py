@@ -8,9 +8,12 @@ from typing import Any
 from contract.settings.gateway import ClientSettings, GatewaySettings
 from contract.settings.models import ModelSettings
 
+from ..isolation import namespace_peer
+from .store import RATE_LIMIT_NAMESPACE, RATE_LIMIT_POD_LABELS, ZONE, rate_limit_env, sentinel_url
+
 ENVOY_GATEWAY_CHART = "oci://docker.io/envoyproxy/gateway-helm"
 ENVOY_GATEWAY_VERSION = "v1.9.0"
-ENVOY_GATEWAY_NAMESPACE = "envoy-gateway-system"
+ENVOY_GATEWAY_NAMESPACE = RATE_LIMIT_NAMESPACE
 AI_GATEWAY_CRDS_CHART = "oci://docker.io/envoyproxy/ai-gateway-crds-helm"
 AI_GATEWAY_CHART = "oci://docker.io/envoyproxy/ai-gateway-helm"
 AI_GATEWAY_VERSION = "v1.1.0"
@@ -35,11 +38,11 @@ CLIENT_ID_HEADER = "x-client-id"
 COST_NAMESPACE = "io.envoy.ai_gateway"
 COSTS = {"llm_input_token": "InputToken", "llm_output_token": "OutputToken", "llm_total_token": "TotalToken"}
 TOKEN_BUDGET_KEY = "llm_total_token"
-REDIS_NAME = "ratelimit-redis"
-REDIS_PORT = 6379
-ZONE = "topology.kubernetes.io/zone"
-# Labels Envoy Gateway puts on its rate-limit service pods.
-RATE_LIMIT_POD_LABELS = {"app.kubernetes.io/name": "envoy-ratelimit", "app.kubernetes.io/component": "ratelimit"}
+# The Secret (in the gateway namespace) whose `apiKey` the AI gateway sends to every predictor as
+# `Authorization: Bearer <key>` (BackendSecurityPolicy type APIKey: ai-gateway v1.1.0
+# internal/backendauth/api_key.go; the key name is `apiKeyInSecret` of internal/controller).
+BACKEND_KEY_SECRET = "predictor-api-key"
+BACKEND_KEY_FIELD = "apiKey"
 
 
 def _ref(kind: str, name: str, group: str = GATEWAY_API) -> dict[str, str]:
@@ -59,13 +62,9 @@ def zone_spread(labels: dict[str, str], strict: bool) -> list[dict[str, Any]]:
     }]
 
 
-def redis_url(gw: GatewaySettings) -> str:
-    return f"{REDIS_NAME}.{gw.namespace}.svc.cluster.local:{REDIS_PORT}"
-
-
 def envoy_gateway_values(gw: GatewaySettings) -> dict[str, Any]:
     """Envoy Gateway as the AI gateway install requires: Backend API and EnvoyPatchPolicy on,
-    the AI gateway controller as extension server, global rate limiting on Redis."""
+    the AI gateway controller as extension server, global rate limiting on Redis through Sentinel."""
     ha = gw.replicas > 1
     return {
         "deployment": {"replicas": 2 if ha else 1},
@@ -81,6 +80,7 @@ def envoy_gateway_values(gw: GatewaySettings) -> dict[str, Any]:
                         "rateLimitDeployment": {
                             "replicas": gw.rate_limit.service_replicas,
                             "pod": {"topologySpreadConstraints": zone_spread(RATE_LIMIT_POD_LABELS, strict=False)},
+                            "container": {"env": rate_limit_env()},
                         }
                     },
                 },
@@ -96,8 +96,8 @@ def envoy_gateway_values(gw: GatewaySettings) -> dict[str, Any]:
                                          "port": 1063}},
                 },
                 "rateLimit": {
-                    "backend": {"type": "Redis", "redis": {"url": redis_url(gw)}},
-                    # See RateLimitSettings.fail_closed: prod fails open (Redis is one replica).
+                    "backend": {"type": "Redis", "redis": {"url": sentinel_url(gw)}},
+                    # See RateLimitSettings.fail_closed: prod fails open through a Sentinel failover.
                     "failClosed": gw.rate_limit.fail_closed,
                 },
             }
@@ -325,72 +325,22 @@ def client_traffic_policy(gw: GatewaySettings) -> dict[str, Any]:
     }
 
 
-def redis_labels() -> dict[str, str]:
-    return {"app.kubernetes.io/name": REDIS_NAME}
-
-
-def redis_deployment(gw: GatewaySettings) -> dict[str, Any]:
-    """Rate-limit counters only: no persistence (a restart resets the windows), bounded memory.
-    One replica; the rate-limit filter fails open without it (see RateLimitSettings)."""
+def backend_security_policy(model: ModelSettings, gw: GatewaySettings) -> dict[str, Any]:
+    """The AI gateway authenticates to the predictor with the key only it and the predictors hold,
+    after the client's own key was checked and stripped (`sanitize`)."""
     return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": REDIS_NAME, "namespace": gw.namespace, "labels": redis_labels()},
+        "apiVersion": AI_API,
+        "kind": "BackendSecurityPolicy",
+        "metadata": {"name": f"{backend_name(model)}-key", "namespace": gw.namespace},
         "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": redis_labels()},
-            "template": {
-                "metadata": {"labels": redis_labels()},
-                "spec": {
-                    "automountServiceAccountToken": False,
-                    "securityContext": {"runAsNonRoot": True, "runAsUser": 999, "runAsGroup": 999,
-                                        "seccompProfile": {"type": "RuntimeDefault"}},
-                    "containers": [{
-                        "name": "redis",
-                        "image": gw.rate_limit.redis_image,
-                        "args": ["--save", "", "--appendonly", "no", "--maxmemory", "200mb",
-                                 "--maxmemory-policy", "volatile-ttl"],
-                        "ports": [{"name": "redis", "containerPort": REDIS_PORT, "protocol": "TCP"}],
-                        "readinessProbe": {"exec": {"command": ["redis-cli", "ping"]}, "periodSeconds": 5},
-                        "livenessProbe": {"tcpSocket": {"port": "redis"}, "periodSeconds": 10},
-                        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
-                                      "limits": {"memory": "256Mi"}},
-                        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                            "capabilities": {"drop": ["ALL"]}},
-                        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
-                    }],
-                    "volumes": [{"name": "data", "emptyDir": {}}],
-                },
-            },
+            "targetRefs": [{"group": AI_API.split("/")[0], "kind": "AIServiceBackend", "name": backend_name(model)}],
+            "type": "APIKey",
+            "apiKey": {"secretRef": {"name": BACKEND_KEY_SECRET}},
         },
     }
 
 
-def redis_network_policy(gw: GatewaySettings) -> dict[str, Any]:
-    """Only Envoy Gateway's rate-limit service may reach Redis (it holds every client's budget)."""
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {"name": REDIS_NAME, "namespace": gw.namespace},
-        "spec": {
-            "podSelector": {"matchLabels": redis_labels()},
-            "policyTypes": ["Ingress"],
-            "ingress": [{
-                "from": [{
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ENVOY_GATEWAY_NAMESPACE}},
-                    "podSelector": {"matchLabels": RATE_LIMIT_POD_LABELS},
-                }],
-                "ports": [{"protocol": "TCP", "port": REDIS_PORT}],
-            }],
-        },
-    }
-
-
-def redis_service(gw: GatewaySettings) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": REDIS_NAME, "namespace": gw.namespace, "labels": redis_labels()},
-        "spec": {"selector": redis_labels(),
-                 "ports": [{"name": "redis", "port": REDIS_PORT, "targetPort": "redis", "protocol": "TCP"}]},
-    }
+def envoy_peer(gw: GatewaySettings) -> dict[str, Any]:
+    """The Envoy proxies of this Gateway, as a NetworkPolicy peer (Envoy Gateway runs them in
+    its own namespace)."""
+    return namespace_peer(ENVOY_GATEWAY_NAMESPACE, envoy_pod_selector(gw))

@@ -15,11 +15,18 @@ from ..monitored import MonitoredModel
 
 STACK_CHART = "kube-prometheus-stack"
 STACK_REPOSITORY = "https://prometheus-community.github.io/helm-charts"
-STACK_VERSION = "88.0.0"  # ships prometheus-operator v0.93.0, the CRDs in ../shared/crds
+STACK_VERSION = "88.5.3"
+# The operator release the chart ships (its Chart.yaml appVersion), whose CRDs it installs; the
+# CRD test compares its minor with ../shared/crds/README.md. Its five CRD schemas equal the shared
+# v0.93.0 ones (compared at kube-prometheus-stack-88.5.3, charts/crds/crds).
+STACK_OPERATOR_VERSION = "v0.93.1"
 DCGM_CHART = "dcgm-exporter"
 DCGM_REPOSITORY = "https://nvidia.github.io/dcgm-exporter/helm-charts"
 DCGM_VERSION = "4.8.3"
 
+# Labels prometheus-operator puts on every Prometheus pod (pkg/prometheus/statefulset.go), so
+# NetworkPolicies can admit the scraper.
+PROMETHEUS_POD_LABELS = {"app.kubernetes.io/name": "prometheus", "app.kubernetes.io/managed-by": "prometheus-operator"}
 # Short fixed names, so in-cluster addresses are known before anything is deployed.
 STACK_FULLNAME = "kps"
 PROMETHEUS_SERVICE_ACCOUNT = "prometheus"

@@ -5,25 +5,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import Any
+
 import pulumi
 import pulumi_kubernetes as k8s
+import pulumi_random as random
+
+from contract import names
 
 from contract.settings.models import ModelSettings
 from contract.settings.serving import ServingSettings
 
+from .. import isolation
 from ..helm import helm_release
 from ..naming import type_token
 from .objects import (
     CERT_MANAGER_CHART,
     CERT_MANAGER_NAMESPACE,
-    CERT_MANAGER_REPO,
     CERT_MANAGER_VERSION,
     KSERVE_CHART,
     KSERVE_CRD_CHART,
     KSERVE_VERSION,
+    PREDICTOR_KEY_FIELD,
+    PREDICTOR_KEY_SECRET,
     inference_service,
     kserve_values,
     pod_disruption_budget,
+    predictor_network_policy,
     service_account,
     service_host,
 )
@@ -44,10 +52,14 @@ class ServingArgs:
     # The weights claims (ModelStore) and model-sync Jobs the predictors wait for.
     depends_on: list[pulumi.Resource]
     provider: k8s.Provider
+    # NetworkPolicy peers that may call the predictors' port (the gateway's proxies, Prometheus).
+    predictor_peers: list[dict[str, Any]]
 
 
 class Serving(pulumi.ComponentResource):
     service_hosts: dict[str, str]
+    # The key every predictor requires; only the gateway gets the other copy.
+    backend_api_key: pulumi.Output[str]
 
     def __init__(self, name: str, args: ServingArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(type_token("serving", "Serving"), name, None, opts)
@@ -56,7 +68,7 @@ class Serving(pulumi.ComponentResource):
 
         cert_manager = helm_release(
             f"{name}-cert-manager", CERT_MANAGER_CHART, CERT_MANAGER_VERSION, CERT_MANAGER_NAMESPACE, k8s_opts,
-            repository=CERT_MANAGER_REPO, create_namespace=True,
+            create_namespace=True,
             # KServe's webhook certificates are cert-manager Certificates.
             values={"crds": {"enabled": True}}, atomic=True,
         )
@@ -68,6 +80,22 @@ class Serving(pulumi.ComponentResource):
             f"{name}-kserve", KSERVE_CHART, KSERVE_VERSION, s.kserve_namespace,
             pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[cert_manager, crds])),
             create_namespace=True, values=kserve_values(), atomic=True,
+        )
+
+        isolated = pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=args.depends_on))
+        for logical, policy in (("default-deny", isolation.default_deny_ingress(s.namespace)),
+                                ("predictors", predictor_network_policy(s, args.predictor_peers))):
+            k8s.networking.v1.NetworkPolicy(f"{name}-{logical}", metadata=policy["metadata"], spec=policy["spec"],
+                                            opts=isolated)
+        key = random.RandomPassword(f"{name}-backend-key", length=48, special=False,
+                                    opts=pulumi.ResourceOptions(parent=self))
+        self.backend_api_key = pulumi.Output.secret(key.result)
+        key_secret = k8s.core.v1.Secret(
+            f"{name}-backend-key",
+            metadata={"name": PREDICTOR_KEY_SECRET, "namespace": s.namespace, "labels": names.PART_OF},
+            type="Opaque",
+            string_data={PREDICTOR_KEY_FIELD: self.backend_api_key},
+            opts=isolated,
         )
 
         self.service_hosts = {}
@@ -89,7 +117,7 @@ class Serving(pulumi.ComponentResource):
                 metadata=isvc["metadata"],
                 spec=isvc["spec"],
                 opts=pulumi.ResourceOptions.merge(
-                    model_opts, pulumi.ResourceOptions(depends_on=[kserve, sa, *args.depends_on])
+                    model_opts, pulumi.ResourceOptions(depends_on=[kserve, sa, key_secret, *args.depends_on])
                 ),
             )
             pdb = pod_disruption_budget(model, s)

@@ -13,11 +13,13 @@ from contract.settings.serving import ServingSettings
 from contract.signals import Vllm
 
 from ..model_store import claim_name
-from ..model_sync import manifest_wait_init_container
+from ..model_sync import NON_ROOT_UID, manifest_wait_init_container
 
-CERT_MANAGER_CHART = "cert-manager"
-CERT_MANAGER_REPO = "https://charts.jetstack.io"
-CERT_MANAGER_VERSION = "v1.19.1"
+# cert-manager's charts moved to OCI (the classic repository is no longer updated); v1.21 is the
+# current release line, supported until the release of 1.23, for Kubernetes 1.33 to 1.36
+# (cert-manager.io "Supported releases"). v1.21.2 includes the GHSA-gx3x-vq4p-mhhv fix of 1.19.3.
+CERT_MANAGER_CHART = "oci://quay.io/jetstack/charts/cert-manager"
+CERT_MANAGER_VERSION = "v1.21.2"
 CERT_MANAGER_NAMESPACE = "cert-manager"
 KSERVE_CRD_CHART = "oci://ghcr.io/kserve/charts/kserve-crd"
 KSERVE_CHART = "oci://ghcr.io/kserve/charts/kserve-resources"
@@ -32,6 +34,17 @@ SERVICE_PORT = 80
 MODEL_MOUNT = "/mnt/models"
 WEIGHTS_VOLUME = "model-weights"
 CONTAINER = "kserve-container"
+# vLLM reads its API key from here when no --api-key is given (vllm/entrypoints/openai/api_server.py,
+# build_app) and checks `Authorization: Bearer <key>` on /v1 paths only, so /health (probes) and
+# /metrics (Prometheus, preStop) stay open.
+API_KEY_ENV = "VLLM_API_KEY"
+PREDICTOR_KEY_SECRET = "predictor-api-key"
+PREDICTOR_KEY_FIELD = "apiKey"
+# Everything vLLM, PyTorch, Triton and the Hugging Face client write goes under these two
+# volumes, so the root file system stays read-only: HOME (~/.cache/vllm torch.compile and
+# CUDA-graph caches, ~/.triton, ~/.nv, ~/.config/vllm) and /tmp (TORCHINDUCTOR_CACHE_DIR).
+HOME_DIR = "/home/vllm"
+TMP_DIR = "/tmp"
 PROBE_PATH = "/health"
 STARTUP_PERIOD_SECONDS = 10
 
@@ -131,8 +144,14 @@ def container(model: ModelSettings, serving: ServingSettings) -> dict[str, Any]:
         "image": model.image,
         "command": ["vllm", "serve"],
         "args": vllm_args(model),
-        # Weights come only from the mounted, verified revision; never from the Hub.
-        "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}, {"name": "VLLM_NO_USAGE_STATS", "value": "1"}],
+        "env": [
+            # Weights come only from the mounted, verified revision; never from the Hub.
+            {"name": "HF_HUB_OFFLINE", "value": "1"},
+            {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
+            {"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": PREDICTOR_KEY_SECRET,
+                                                                 "key": PREDICTOR_KEY_FIELD}}},
+            *writable_paths_env(),
+        ],
         "ports": [{"name": names.PORT_NAME, "containerPort": names.PORT, "protocol": "TCP"}],
         # Requests == limits for GPUs: a GPU is never shared or overcommitted.
         "resources": {
@@ -141,12 +160,37 @@ def container(model: ModelSettings, serving: ServingSettings) -> dict[str, Any]:
         },
         **probes(model, serving),
         "lifecycle": {"preStop": pre_stop(serving)},
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
         "volumeMounts": [
             {"name": WEIGHTS_VOLUME, "mountPath": MODEL_MOUNT, "readOnly": True},
             {"name": "dshm", "mountPath": "/dev/shm"},
+            {"name": "home", "mountPath": HOME_DIR},
+            {"name": "tmp", "mountPath": TMP_DIR},
         ],
     }
+
+
+def writable_paths_env() -> list[dict[str, str]]:
+    """Point every cache at the writable volumes. USER names the fixed UID, which has no passwd
+    entry: getpass.getuser() (PyTorch's default cache path) reads USER before the passwd file."""
+    cache = f"{HOME_DIR}/.cache"
+    return [
+        {"name": "HOME", "value": HOME_DIR},
+        {"name": "USER", "value": "vllm"},
+        {"name": "XDG_CACHE_HOME", "value": cache},
+        {"name": "HF_HOME", "value": f"{cache}/huggingface"},
+        {"name": "VLLM_CACHE_ROOT", "value": f"{cache}/vllm"},
+        {"name": "VLLM_CONFIG_ROOT", "value": f"{HOME_DIR}/.config/vllm"},
+        {"name": "TRITON_CACHE_DIR", "value": f"{cache}/triton"},
+        {"name": "TORCHINDUCTOR_CACHE_DIR", "value": f"{TMP_DIR}/torchinductor"},
+        {"name": "TMPDIR", "value": TMP_DIR},
+        {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+    ]
 
 
 def inference_service(
@@ -161,6 +205,13 @@ def inference_service(
         "annotations": annotations,
         "serviceAccountName": service_account_name(model),
         "automountServiceAccountToken": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": NON_ROOT_UID,
+            "runAsGroup": NON_ROOT_UID,
+            "fsGroup": NON_ROOT_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "terminationGracePeriodSeconds": serving.termination_grace_period_seconds,
         "affinity": {
             "nodeAffinity": {
@@ -187,6 +238,9 @@ def inference_service(
         "volumes": [
             {"name": WEIGHTS_VOLUME, "persistentVolumeClaim": {"claimName": claim_name(model), "readOnly": True}},
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size(model, serving)}},
+            # Compile caches run to a few GiB; they count against the node's ephemeral storage.
+            {"name": "home", "emptyDir": {"sizeLimit": "20Gi"}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": "10Gi"}},
         ],
     }
     if not annotations:
@@ -236,3 +290,18 @@ def service_account(model: ModelSettings, serving: ServingSettings) -> dict[str,
 def service_host(model: ModelSettings, serving: ServingSettings) -> str:
     """The predictor Service's cluster DNS name, which the gateway routes to."""
     return f"{names.service_name(model)}.{serving.namespace}.svc.cluster.local"
+
+
+def predictor_network_policy(serving: ServingSettings, peers: list[dict[str, Any]]) -> dict[str, Any]:
+    """Predictors admit only `peers` (the gateway's Envoy proxies, Prometheus) on the vLLM port;
+    the namespace's default-deny closes everything else, so no pod bypasses keys and quotas."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "predictors", "namespace": serving.namespace, "labels": names.PART_OF},
+        "spec": {
+            "podSelector": {"matchExpressions": [{"key": names.ISVC_LABEL, "operator": "Exists"}]},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": peers, "ports": [{"protocol": "TCP", "port": names.PORT}]}],
+        },
+    }

@@ -62,19 +62,40 @@ class TimeoutSettings(Section):
         return self
 
 
+# The first patched release of each Redis line for CVE-2025-49844 (Lua use-after-free, remote
+# code execution; Redis security advisory: 8.2.2, 8.0.4, 7.4.6, 7.2.11, 6.2.20 and later are fixed;
+# lines released after the fix, 8.4 on, never had it).
+REDIS_PATCHED = {(8, 2): 2, (8, 0): 4, (7, 4): 6, (7, 2): 11, (6, 2): 20}
+_REDIS_TAG = re.compile(r"/redis:(\d+)\.(\d+)\.(\d+)(-[\w.]+)?$")
+
+
 class RateLimitSettings(Section):
     # false: if the rate-limit service or Redis is unreachable, requests pass unlimited
     # (auth still applies). true: they fail with 500 until it is back.
     fail_closed: bool = False
     service_replicas: int = Field(default=2, ge=1, le=10)
-    redis_image: str = "docker.io/library/redis:7.4.5-alpine"
+    # Redis pods, each with a Sentinel beside it; the Sentinels promote a replica when the
+    # master is gone (quorum: a majority). 3 survives the loss of any one pod or zone.
+    redis_replicas: int = Field(default=3, ge=1, le=7)
+    redis_image: str = "docker.io/library/redis:7.4.10-alpine"
 
     @field_validator("redis_image")
     @classmethod
     def _image(cls, value: str) -> str:
         if not _IMAGE.match(value) or value.endswith(":latest"):
             raise ValueError("must be pinned by tag or digest (never latest)")
+        version = _REDIS_TAG.search(value)
+        if version:
+            major, minor, patch = (int(v) for v in version.groups()[:3])
+            fixed = REDIS_PATCHED.get((major, minor))
+            if fixed is not None and patch < fixed:
+                raise ValueError(f"runs Redis {major}.{minor}.{patch}, which has CVE-2025-49844 (remote code "
+                                 "execution through Lua); use a patched release (7.4.6 or newer in the 7.4 line)")
         return value
+
+    @property
+    def sentinel_quorum(self) -> int:
+        return self.redis_replicas // 2 + 1
 
 
 class GatewaySettings(Section):
@@ -169,9 +190,14 @@ def gateway_problems(settings: Any) -> list[str]:
                 f"{NAMESPACE}:gateway.rateLimit.serviceReplicas ({gateway.rate_limit.service_replicas}) must be >= 2 "
                 "in a prod stack (the rate-limit service is called on every request)"
             )
+        if gateway.rate_limit.redis_replicas < 3:
+            problems.append(
+                f"{NAMESPACE}:gateway.rateLimit.redisReplicas ({gateway.rate_limit.redis_replicas}) must be >= 3 in a "
+                "prod stack (Sentinel needs a majority to promote a replica; no single Redis on the request path)"
+            )
         if gateway.rate_limit.fail_closed:
             problems.append(
-                f"{NAMESPACE}:gateway.rateLimit.failClosed (True) is not allowed in a prod stack: Redis is a single "
-                "replica, so failing closed would make it a single point of failure for every request"
+                f"{NAMESPACE}:gateway.rateLimit.failClosed (True) is not allowed in a prod stack: while Sentinel "
+                "promotes a replica (seconds) every request would fail, making the store a single point of failure"
             )
     return problems

@@ -1,13 +1,15 @@
-"""The EKS control plane: audit trail, encrypted Secrets, no open API endpoint."""
+"""The EKS control plane: audit trail, encrypted Secrets, no open API endpoint; and what the
+cluster role must allow for the Auto Mode NodeClass."""
 
 from __future__ import annotations
 
 import ipaddress
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from . import k8s
-from .base import Subject, resource_policy
+from .base import Subject, of_kind, resource_policy, stack_policy, subject_of
 from .platform import REQUIRED_LOGS
 
 # The raw EKS cluster (what the engine sees in every real preview) and the pulumi_eks component.
@@ -76,4 +78,61 @@ eks_control_plane = resource_policy(
     check=_check_control_plane,
 )
 
-POLICIES = [eks_control_plane]
+# --- Auto Mode NodeClass tags ----------------------------------------------------------------
+
+AUTO_MODE_NODE_CLASS = ("eks.amazonaws.com", "NodeClass")
+ROLE_POLICY_TYPES = {"aws:iam/rolePolicy:RolePolicy", "aws:iam/policy:Policy"}
+LAUNCH_ACTIONS = {"ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateLaunchTemplate"}
+CLUSTER_TAG_CONDITION = "aws:RequestTag/eks:eks-cluster-name"
+
+
+def _statements(policy_text: Any) -> list[Mapping[str, Any]]:
+    try:
+        document = json.loads(policy_text) if isinstance(policy_text, str) else policy_text
+    except ValueError:
+        return []
+    statements = k8s.get(document, "Statement", unknown=[])
+    return [s for s in (statements if k8s.is_list(statements) else [statements]) if k8s.is_map(s)]
+
+
+def permits_custom_tags(policy_text: Any) -> bool:
+    """The EKS user guide's custom-tags statement: launching with request tags, for this cluster only."""
+    for statement in _statements(policy_text):
+        actions = k8s.get(statement, "Action", default=[])
+        actions = {actions} if isinstance(actions, str) else set(actions)
+        conditions = json.dumps(k8s.get(statement, "Condition", default={}), default=str)
+        if k8s.get(statement, "Effect") == "Allow" and actions & LAUNCH_ACTIONS and CLUSTER_TAG_CONDITION in conditions:
+            return True
+    return False
+
+
+def _check_node_class_tags(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[tuple[str, str | None]]:
+    tagged = [n for n in of_kind(resources, *AUTO_MODE_NODE_CLASS) if k8s.get(n.props, "spec", "tags", unknown=True)]
+    if not tagged:
+        return
+    subjects = [subject_of(r) for r in resources]
+    granted = any(permits_custom_tags(k8s.get(s.props, "policy", unknown=None))
+                  for s in subjects if s.resource_type in ROLE_POLICY_TYPES)
+    # pulumi_eks's own cluster role carries only the managed policies: the program must own it.
+    own_role = all(k8s.is_set(s.props, "serviceRole") for s in subjects if s.resource_type == EKS_COMPONENT)
+    if granted and own_role:
+        return
+    for node_class in tagged:
+        yield (f"{node_class.label}: sets spec.tags, but the cluster role has no policy allowing user tags on what "
+               "Auto Mode launches; NodeClaims fail with 'Error getting launch template configs'"), node_class.urn
+
+
+auto_mode_tags = stack_policy(
+    name="auto-mode-node-class-tags-permitted",
+    description=(
+        "An Auto Mode NodeClass with spec.tags needs the cluster role's custom-tags policy (EKS user guide, "
+        "'Amazon EKS Auto Mode cluster IAM role', custom AWS tags)."
+    ),
+    remediation=(
+        "Pass the cluster role to eks.Cluster (service_role) and attach iam.auto_mode_custom_tags_policy() to it, "
+        "as components/cluster.py does, or drop the NodeClass tags."
+    ),
+    check=_check_node_class_tags,
+)
+
+POLICIES = [eks_control_plane, auto_mode_tags]

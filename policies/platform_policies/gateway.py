@@ -14,8 +14,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pulumi_policy import PolicyConfigSchema
+
+from contract.names import PART_OF
+
 from . import k8s
-from .base import Subject, stack_policy, subject_of
+from .base import Subject, resource_policy, stack_policy, subject_of
 from .platform import PREDICTOR_SUFFIX
 
 GATEWAY_API = "gateway.networking.k8s.io"
@@ -162,4 +166,49 @@ ai_routes = stack_policy(
     check=_check_routes,
 )
 
-POLICIES = [ai_routes]
+# --- No single replica on the request path -----------------------------------------------
+
+ENVOY_PROXY = (ENVOY_API, "EnvoyProxy")
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+DEFAULT_MIN_REPLICAS = 2
+
+
+def _request_path_replicas(subject: Subject) -> Iterator[tuple[str, Any]]:
+    """(what, replicas) of every component each request passes: the Envoy proxies, the rate-limit
+    service, and the platform's own workloads (the rate-limit store)."""
+    props = subject.props
+    if subject.is_kind(*ENVOY_PROXY):
+        yield "Envoy proxies", k8s.get(props, "spec", "provider", "kubernetes", "envoyDeployment", "replicas",
+                                       default=1, unknown=None)
+    elif subject.resource_type == HELM_RELEASE and str(k8s.get(props, "chart", default="")).endswith("/gateway-helm"):
+        kubernetes = k8s.get(props, "values", "config", "envoyGateway", "provider", "kubernetes", unknown=None)
+        yield "the rate-limit service", k8s.get(kubernetes, "rateLimitDeployment", "replicas", default=1, unknown=None)
+    elif subject.gk in (("apps", "Deployment"), ("apps", "StatefulSet")):
+        labels = k8s.labels_of(props)
+        if all(k8s.get(labels, key, unknown=None) == value for key, value in PART_OF.items()):
+            yield "this workload", k8s.get(props, "spec", "replicas", default=1, unknown=None)
+
+
+def _check_replicas(subject: Subject, config: Mapping[str, Any]) -> Iterator[str]:
+    minimum = int(config.get("minReplicas", DEFAULT_MIN_REPLICAS))
+    for what, replicas in _request_path_replicas(subject):
+        if isinstance(replicas, (int, float)) and not isinstance(replicas, bool) and replicas < minimum:
+            yield f"{subject.label}: {what} run {replicas:g} replica(s); at least {minimum} on the request path"
+
+
+request_path_replicated = resource_policy(
+    name="no-single-replica-on-request-path",
+    description=(
+        "The Envoy proxies, the rate-limit service and the platform's own workloads on the request path (the "
+        "rate-limit store) run at least minReplicas replicas."
+    ),
+    remediation=(
+        "Set gateway.replicas, gateway.rateLimit.serviceReplicas and gateway.rateLimit.redisReplicas (Sentinel "
+        "needs 3) to at least the minimum; dev stacks disable this policy in policies/config/dev.json."
+    ),
+    check=_check_replicas,
+    config=PolicyConfigSchema(properties={"minReplicas": {"type": "integer", "minimum": 1,
+                                                          "default": DEFAULT_MIN_REPLICAS}}),
+)
+
+POLICIES = [ai_routes, request_path_replicated]

@@ -10,6 +10,8 @@ from typing import Any
 
 from pulumi_policy import PolicyConfigSchema
 
+from contract.settings.gpu_capacity import AUTO_MODE_MAX_NODE_LIFETIME_S, duration_seconds
+
 from . import k8s
 from .base import Subject, of_kind, resource_policy, stack_policy, subject_of
 from .platform import GPU_RESOURCE, GPU_TAINT, POOL_LABEL, PREDICTOR_SUFFIX, gpus_of
@@ -368,4 +370,68 @@ gpu_budget = stack_policy(
     ),
 )
 
-POLICIES = [gpu_pods, node_pools, instance_families, gpu_budget]
+# --- GPU containers run as non-root ----------------------------------------------------
+
+
+def _effective(pod_spec: Mapping[str, Any], container: Mapping[str, Any], field: str) -> Any:
+    """A security setting as the kubelet applies it: the container's, else the pod's."""
+    value = k8s.get(container, "securityContext", field, unknown=None)
+    return value if value is not None else k8s.get(pod_spec, "securityContext", field, unknown=None)
+
+
+def _check_gpu_non_root(subject: Subject, _config: Mapping[str, Any]) -> Iterator[str]:
+    gk = subject.gk
+    if gk is None:
+        return
+    for where, pod_spec in k8s.pod_specs(gk, subject.props):
+        for name, container in k8s.containers(pod_spec):
+            if not any(v is not None for v in gpus_of(container)):
+                continue
+            if _effective(pod_spec, container, "runAsNonRoot") is not True or _effective(
+                    pod_spec, container, "runAsUser") == 0:
+                yield f"{subject.label}: {where}.{name} uses {GPU_RESOURCE} and may run as root (set runAsNonRoot)"
+            if k8s.get(container, "securityContext", "allowPrivilegeEscalation", unknown=None) is not False:
+                yield f"{subject.label}: {where}.{name} uses {GPU_RESOURCE} and allows privilege escalation"
+
+
+gpu_non_root = resource_policy(
+    name="gpu-containers-run-as-non-root",
+    description=f"Containers that use {GPU_RESOURCE} run with runAsNonRoot and without privilege escalation.",
+    remediation=(
+        "Set runAsNonRoot: true with a non-zero runAsUser on the pod (components/serving/objects.py does) and "
+        "allowPrivilegeEscalation: false on the container."
+    ),
+    check=_check_gpu_non_root,
+)
+
+
+# --- Node lifetime under EKS Auto Mode ---------------------------------------------------
+
+
+def _check_expire_after(subject: Subject, _config: Mapping[str, Any]) -> Iterator[str]:
+    if not subject.is_kind(*NODE_POOL):
+        return
+    template = k8s.get(subject.props, "spec", "template", "spec", unknown=None)
+    if k8s.get(template, "nodeClassRef", "group", unknown=None) != "eks.amazonaws.com":
+        return  # self-managed Karpenter has no maximum node lifetime
+    expire = k8s.get(template, "expireAfter", unknown=None)
+    if not isinstance(expire, str):
+        return
+    try:
+        seconds = duration_seconds(expire)
+    except ValueError:
+        yield f"{subject.label}: expireAfter {expire!r} is not a Karpenter duration"
+        return
+    if seconds > AUTO_MODE_MAX_NODE_LIFETIME_S:
+        yield (f"{subject.label}: expireAfter {expire} is beyond EKS Auto Mode's 21-day node lifetime (504h); "
+               "Auto Mode replaces the node at 21 days anyway, evicting GPU pods despite do-not-disrupt")
+
+
+auto_mode_expire_after = resource_policy(
+    name="node-pools-expire-within-auto-mode-lifetime",
+    description="Auto Mode NodePools set expireAfter at most 504h: Auto Mode replaces every node after 21 days.",
+    remediation="Set gpuCapacity.pools[*].expireAfter to at most 504h (the default is 336h).",
+    check=_check_expire_after,
+)
+
+POLICIES = [gpu_pods, node_pools, instance_families, gpu_budget, gpu_non_root, auto_mode_expire_after]

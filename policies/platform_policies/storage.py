@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from . import k8s
-from .base import stack_policy
+from .base import Subject, resource_policy, stack_policy
 
 BUCKET_TYPES = {"aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2"}
 PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
@@ -113,4 +113,19 @@ s3_buckets = stack_policy(
     check=_check_buckets,
 )
 
-POLICIES = [s3_buckets]
+def _check_force_destroy(subject: Subject, _config: Mapping[str, Any]) -> Iterator[str]:
+    if subject.resource_type in BUCKET_TYPES and k8s.get(subject.props, "forceDestroy", unknown=False) is True:
+        yield f"{subject.label}: forceDestroy deletes every object (the model store) with the stack"
+
+
+no_force_destroy = resource_policy(
+    name="buckets-keep-their-objects-on-destroy",
+    description="S3 buckets do not set forceDestroy: a `pulumi destroy` must not delete the objects with them.",
+    remediation=(
+        "Leave modelStore.forceDestroy false (the settings refuse true in prod). A throwaway dev stack may "
+        "disable this policy in policies/config/dev.json."
+    ),
+    check=_check_force_destroy,
+)
+
+POLICIES = [s3_buckets, no_force_destroy]

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from contract import names
+from components.gateway import store
 from components.gateway.coverage import dangling_targets, has_api_key_auth, has_rate_limit, uncovered
 from components.gateway.objects import (
     AI_GATEWAY_CHART,
@@ -80,26 +81,102 @@ def test_envoy_gateway_controller_is_highly_available_in_prod(stack: StackRun) -
     assert releases(stack)[AI_GATEWAY_CHART]["values"]["controller"]["replicaCount"] == (2 if ha else 1)
 
 
-def test_rate_limit_backend_is_the_redis_service_the_program_deploys(stack: StackRun) -> None:
-    config = releases(stack)[ENVOY_GATEWAY_CHART]["values"]["config"]["envoyGateway"]["rateLimit"]
-    host, port = config["backend"]["redis"]["url"].rsplit(":", 1)
-    name, namespace = host.split(".")[:2]
-    service = by_name(stack, "Service")[name]
-    assert service["metadata"]["namespace"] == namespace
-    assert int(port) in [p["port"] for p in service["spec"]["ports"]]
-    redis = by_name(stack, "Deployment")[name]
-    assert redis["spec"]["template"]["metadata"]["labels"] == service["spec"]["selector"]
-    assert ":latest" not in redis["spec"]["template"]["spec"]["containers"][0]["image"]
+def rate_limit_config(stack: StackRun) -> dict[str, Any]:
+    return releases(stack)[ENVOY_GATEWAY_CHART]["values"]["config"]["envoyGateway"]
 
 
-def test_only_the_rate_limit_service_may_reach_redis(stack: StackRun) -> None:
-    policy = by_name(stack, "NetworkPolicy")["ratelimit-redis"]
-    redis = by_name(stack, "Deployment")["ratelimit-redis"]
+def test_rate_limit_service_reaches_every_sentinel_of_the_store(stack: StackRun) -> None:
+    config = rate_limit_config(stack)
+    master_set, *sentinels = config["rateLimit"]["backend"]["redis"]["url"].split(",")
+    assert master_set == store.MASTER_SET
+    redis = by_name(stack, "StatefulSet")[store.REDIS_NAME]
+    replicas = settings(stack).gateway.rate_limit.redis_replicas
+    assert redis["spec"]["replicas"] == replicas == len(sentinels)
+    headless = by_name(stack, "Service")[redis["spec"]["serviceName"]]
+    assert headless["spec"]["clusterIP"] == "None" and headless["spec"]["publishNotReadyAddresses"] is True
+    for i, sentinel in enumerate(sentinels):
+        host, port = sentinel.rsplit(":", 1)
+        assert host == f"{store.REDIS_NAME}-{i}.{headless['metadata']['name']}.{headless['metadata']['namespace']}.svc.cluster.local"
+        assert int(port) in [p["port"] for p in headless["spec"]["ports"]]
+
+
+def test_rate_limit_service_runs_sentinel_mode_with_the_password_from_a_secret(stack: StackRun) -> None:
+    env = {e["name"]: e for e in rate_limit_config(stack)["provider"]["kubernetes"]["rateLimitDeployment"]["container"]["env"]}
+    assert env["REDIS_TYPE"]["value"] == "sentinel"
+    secrets = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects(stack) if o["kind"] == "Secret"}
+    for variable in ("REDIS_AUTH", "REDIS_SENTINEL_AUTH"):
+        ref = env[variable]["valueFrom"]["secretKeyRef"]
+        assert ref["key"] in secrets[("envoy-gateway-system", ref["name"])]["stringData"]
+    # The chart values carry no password: only the Secret does, as a Pulumi secret.
+    assert "not-a-real-password" not in str(rate_limit_config(stack))
+    auth = [r for r in stack.of_kind("v1", "Secret") if r.inputs["metadata"]["name"] == store.AUTH_SECRET]
+    assert len(auth) == 2 and all(r.secret_paths for r in auth)
+
+
+def test_redis_and_sentinel_require_the_same_password(stack: StackRun) -> None:
+    redis = by_name(stack, "StatefulSet")[store.REDIS_NAME]
+    containers = redis["spec"]["template"]["spec"]["containers"]
+    assert sorted(c["name"] for c in containers) == ["redis", "sentinel"]
+    for container in containers:
+        (password,) = [e for e in container["env"] if e["name"] == "REDIS_PASSWORD"]
+        assert password["valueFrom"]["secretKeyRef"] == {"name": store.AUTH_SECRET, "key": store.AUTH_KEY}
+    assert "requirepass $REDIS_PASSWORD" in store.START_SCRIPT and "masterauth $REDIS_PASSWORD" in store.START_SCRIPT
+
+
+def test_redis_image_is_a_release_with_the_cve_2025_49844_fix(stack: StackRun) -> None:
+    redis = by_name(stack, "StatefulSet")[store.REDIS_NAME]
+    image = redis["spec"]["template"]["spec"]["containers"][0]["image"]
+    major, minor, patch = (int(v) for v in image.rsplit(":", 1)[1].split("-")[0].split("."))
+    assert (major, minor) == (7, 4) and patch >= 6
+
+
+@pytest.mark.parametrize("image", ["docker.io/library/redis:7.4.5-alpine", "docker.io/library/redis:7.2.10"])
+def test_a_redis_image_without_the_lua_fix_is_rejected(image: str) -> None:
+    raw = stack_raw("dev")
+    raw["gateway"].setdefault("rateLimit", {})["redisImage"] = image
+    with pytest.raises(SettingsError, match="gateway.rateLimit.redisImage.*CVE-2025-49844"):
+        parse(raw)
+
+
+def test_redis_pods_never_share_a_node_and_spread_evenly_over_zones(stack: StackRun) -> None:
+    spec = by_name(stack, "StatefulSet")[store.REDIS_NAME]["spec"]["template"]["spec"]
+    (anti,) = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert anti["topologyKey"] == "kubernetes.io/hostname"
+    (spread,) = spec["topologySpreadConstraints"]
+    assert (spread["topologyKey"], spread["whenUnsatisfiable"]) == ("topology.kubernetes.io/zone", "DoNotSchedule")
+
+
+def test_redis_drains_one_pod_at_a_time(stack: StackRun) -> None:
+    pdb = by_name(stack, "PodDisruptionBudget")[store.REDIS_NAME]
+    redis = by_name(stack, "StatefulSet")[store.REDIS_NAME]
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"] == redis["spec"]["selector"]
+
+
+def test_only_the_rate_limit_service_and_the_store_itself_reach_redis(stack: StackRun) -> None:
+    policy = by_name(stack, "NetworkPolicy")[store.REDIS_NAME]
+    redis = by_name(stack, "StatefulSet")[store.REDIS_NAME]
     assert policy["spec"]["podSelector"]["matchLabels"] == redis["spec"]["selector"]["matchLabels"]
-    (rule,) = policy["spec"]["ingress"]
-    (peer,) = rule["from"]
+    from_service, from_store = policy["spec"]["ingress"]
+    (peer,) = from_service["from"]
     assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "envoy-gateway-system"}
     assert peer["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == "envoy-ratelimit"
+    assert from_store["from"] == [{"podSelector": redis["spec"]["selector"]}]
+    deny = [o for o in objects(stack) if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "default-deny-ingress"
+            and o["metadata"]["namespace"] == settings(stack).gateway.namespace]
+    assert deny and deny[0]["spec"]["podSelector"] == {}
+
+
+def test_each_model_backend_authenticates_with_the_predictor_key(stack: StackRun) -> None:
+    policies = by_name(stack, "BackendSecurityPolicy")
+    backends = by_name(stack, "AIServiceBackend")
+    secrets = {o["metadata"]["name"]: o for o in objects(stack) if o["kind"] == "Secret"
+               and o["metadata"]["namespace"] == settings(stack).gateway.namespace}
+    for model in settings(stack).models:
+        (policy,) = [p for p in policies.values() if p["spec"]["targetRefs"][0]["name"] == model.name]
+        assert policy["spec"]["type"] == "APIKey" and model.name in backends
+        # ai-gateway v1.1.0 reads the key `apiKey` of the referenced Secret (internal/controller).
+        assert "apiKey" in secrets[policy["spec"]["apiKey"]["secretRef"]["name"]]["stringData"]
 
 
 # Routing ----------------------------------------------------------------------------------
@@ -209,7 +286,8 @@ def test_one_generated_api_key_per_configured_client(stack: StackRun) -> None:
     secret = by_name(stack, "Secret")[one(stack, "SecurityPolicy")["spec"]["apiKeyAuth"]["credentialRefs"][0]["name"]]
     assert sorted(secret["stringData"]) == sorted(clients)
     passwords = stack.of_type("random:index/randomPassword:RandomPassword")
-    assert len([p for p in passwords if "inference-platform:gateway:Gateway" in p.parent]) == len(clients)
+    client_keys = [p for p in passwords if "inference-platform:gateway:Gateway" in p.parent and p.name.endswith("-key")]
+    assert len(client_keys) == len(clients)
     assert sorted(stack.outputs["apiKeys"]) == sorted(clients)
 
 
@@ -284,10 +362,17 @@ def test_prod_has_no_single_envoy_or_rate_limit_replica(prod: StackRun) -> None:
     assert rate_limit["provider"]["kubernetes"]["rateLimitDeployment"]["replicas"] >= 2
 
 
-def test_prod_rate_limiting_fails_open_because_redis_is_one_replica(prod: StackRun) -> None:
-    assert by_name(prod, "Deployment")["ratelimit-redis"]["spec"]["replicas"] == 1
+def test_prod_rate_limiting_fails_open_through_a_sentinel_failover(prod: StackRun) -> None:
+    assert by_name(prod, "StatefulSet")[store.REDIS_NAME]["spec"]["replicas"] >= 3
     config = releases(prod)[ENVOY_GATEWAY_CHART]["values"]["config"]["envoyGateway"]
     assert config["rateLimit"]["failClosed"] is False
+
+
+def test_a_prod_store_with_fewer_than_three_redis_replicas_is_rejected() -> None:
+    raw = stack_raw("prod")
+    raw["gateway"]["rateLimit"]["redisReplicas"] = 1
+    with pytest.raises(SettingsError, match="gateway.rateLimit.redisReplicas"):
+        parse(raw)
 
 
 def test_a_fail_closed_prod_gateway_is_rejected() -> None:

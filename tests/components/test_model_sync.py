@@ -156,6 +156,14 @@ def test_job_runs_non_root_on_a_read_only_root_file_system(captured):
         assert container["securityContext"]["allowPrivilegeEscalation"] is False
 
 
+def test_job_mounts_no_kubernetes_api_token(captured):
+    # EKS Pod Identity injects its own projected token (audience pods.eks.amazonaws.com) regardless.
+    for job in of_type(captured, "kubernetes:batch/v1:Job"):
+        assert job.inputs["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+    (account,) = of_type(captured, "kubernetes:core/v1:ServiceAccount")
+    assert account.inputs["automountServiceAccountToken"] is False
+
+
 def test_job_image_is_pinned_and_deps_come_from_the_pinned_requirements(captured):
     job = of_type(captured, "kubernetes:batch/v1:Job")[0]
     container = job.inputs["spec"]["template"]["spec"]["containers"][0]

@@ -75,7 +75,9 @@ def test_kserve_and_cert_manager_charts_are_pinned(stack: StackRun) -> None:
     assert releases[KSERVE_CRD_CHART]["version"] == KSERVE_VERSION == "v0.20.0"
     assert releases[KSERVE_CHART]["version"] == KSERVE_VERSION
     assert releases[KSERVE_CHART]["values"]["kserve"]["controller"]["deploymentMode"] == "Standard"
-    assert releases["cert-manager"]["version"].startswith("v1.")
+    cert_manager = releases["oci://quay.io/jetstack/charts/cert-manager"]
+    # The OCI chart needs no repository; v1.21.2 is past the GHSA-gx3x-vq4p-mhhv fix (1.19.3).
+    assert (cert_manager["version"], cert_manager.get("repositoryOpts")) == ("v1.21.2", None)
 
 
 def test_each_predictor_mounts_its_own_weights_claim_read_only(stack: StackRun) -> None:
@@ -181,6 +183,56 @@ def test_predictor_service_account_carries_no_aws_identity(stack: StackRun) -> N
         assert not any("eks.amazonaws.com" in k for k in (account["metadata"].get("annotations") or {}))
         assert account["automountServiceAccountToken"] is False
         assert name not in associated
+
+
+# Hardening and isolation ---------------------------------------------------------------------
+
+
+def test_predictor_runs_as_a_fixed_non_root_user_with_runtime_default_seccomp(stack: StackRun) -> None:
+    for model in settings(stack).models:
+        pod = predictor_spec(stack, model.name)["securityContext"]
+        assert pod["runAsNonRoot"] is True and pod["runAsUser"] > 0
+        assert pod["seccompProfile"] == {"type": "RuntimeDefault"}
+        container = main_container(stack, model.name)["securityContext"]
+        assert container["allowPrivilegeEscalation"] is False
+        assert container["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_read_only_root_leaves_every_vllm_cache_path_on_a_volume(stack: StackRun) -> None:
+    for model in settings(stack).models:
+        container = main_container(stack, model.name)
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        mounts = [m["mountPath"] for m in container["volumeMounts"]]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        for variable in ("HOME", "XDG_CACHE_HOME", "HF_HOME", "VLLM_CACHE_ROOT", "VLLM_CONFIG_ROOT",
+                         "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TMPDIR"):
+            assert any(env[variable] == m or env[variable].startswith(f"{m}/") for m in mounts), variable
+        # getpass.getuser() (PyTorch's default cache dir) needs USER: the UID has no passwd entry.
+        assert env["USER"]
+
+
+def test_predictors_require_the_key_only_the_gateway_holds(stack: StackRun) -> None:
+    secrets = {(o.inputs["metadata"]["namespace"], o.inputs["metadata"]["name"]): o
+               for o in stack.of_kind("v1", "Secret")}
+    serving = settings(stack).serving
+    for model in settings(stack).models:
+        (key,) = [e for e in main_container(stack, model.name)["env"] if e["name"] == "VLLM_API_KEY"]
+        ref = key["valueFrom"]["secretKeyRef"]
+        secret = secrets[(serving.namespace, ref["name"])]
+        assert ref["key"] in secret.inputs["stringData"] and "stringData" in str(secret.secret_paths)
+        assert "--api-key" not in " ".join(main_container(stack, model.name)["args"])
+
+
+def test_serving_namespace_denies_ingress_except_gateway_proxies_and_prometheus(stack: StackRun) -> None:
+    namespace = settings(stack).serving.namespace
+    policies = {o.inputs["metadata"]["name"]: o.inputs for o in stack.of_kind("networking.k8s.io/v1", "NetworkPolicy")
+                if o.inputs["metadata"]["namespace"] == namespace}
+    assert policies["default-deny-ingress"]["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
+    (rule,) = policies["predictors"]["spec"]["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": names.PORT}]
+    sources = {(p["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+                p["podSelector"]["matchLabels"]["app.kubernetes.io/name"]) for p in rule["from"]}
+    assert sources == {("envoy-gateway-system", "envoy"), (settings(stack).observability.namespace, "prometheus")}
 
 
 class _Metrics(BaseHTTPRequestHandler):
