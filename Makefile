@@ -32,7 +32,7 @@ system-packages:
 setup: system-packages $(VENV)/.installed ## create the virtualenv and install the test tools
 
 test: setup ## run the whole test suite (no cloud account needed)
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n 2
 
 # Checked before anything is created: no half-made state folder or virtualenv without the CLI.
 pulumi-cli:

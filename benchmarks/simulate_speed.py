@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from capacity.sim.from_stack import load_stack_model  # noqa: E402
-from capacity.sim.run import RunOptions, run_policy, summarize  # noqa: E402
+from capacity.sim.run import RunOptions, feasible_requests, run_policy, summarize  # noqa: E402
 from capacity.sim.tune import set_path  # noqa: E402
 from capacity.workload import traces  # noqa: E402
 
@@ -46,7 +46,7 @@ def bench(case: str, repeat: int) -> dict:
         start = time.perf_counter()
         result = run_policy(sm, trace, RunOptions(initial_replicas=1))
         times.append(time.perf_counter() - start)
-        summary = summarize(result, sm)
+        summary = summarize(result, sm, feasible_requests(sm, trace))
     return {
         "case": case,
         "requests": len(trace),
