@@ -24,13 +24,13 @@ from contract.settings.models import ModelSettings
 
 from .model_store import MODEL_SYNC_SERVICE_ACCOUNT
 from .naming import type_token
+from .pod_security import NON_ROOT_UID, container_security_context, pod_security_context
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / "modelsync"
 # Pinned by tag (python 3.11, Debian bookworm); the Job pip-installs modelsync/requirements.txt into it.
 SYNC_IMAGE = "python:3.11.15-slim-bookworm"
 SOURCE_MOUNT = "/opt/modelsync"
 WORK_MOUNT = "/work"
-NON_ROOT_UID = 65532
 # Only incomplete multipart uploads older than this are aborted at the start of a run. A Job runs one pod
 # at a time (podReplacementPolicy: Failed), so any upload under the prefix belongs to a dead pod; the age
 # only spares a concurrent manual run's newest upload and clock skew. A retry comes >= 10 s (the Job's
@@ -164,12 +164,7 @@ def job_manifest(
             "requests": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": storage_request},
             "limits": {"memory": "3Gi", "ephemeral-storage": storage_limit},
         },
-        "securityContext": {
-            "runAsNonRoot": True,
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": container_security_context(runAsNonRoot=True),
         "volumeMounts": [
             {"name": "modelsync", "mountPath": f"{SOURCE_MOUNT}/modelsync", "readOnly": True},
             {"name": "work", "mountPath": WORK_MOUNT},
@@ -205,13 +200,7 @@ def job_manifest(
                     "restartPolicy": "Never",
                     # SIGTERM makes modelsync abort its in-flight multipart uploads; give it time to.
                     "terminationGracePeriodSeconds": 60,
-                    "securityContext": {
-                        "runAsNonRoot": True,
-                        "runAsUser": NON_ROOT_UID,
-                        "runAsGroup": NON_ROOT_UID,
-                        "fsGroup": NON_ROOT_UID,
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
+                    "securityContext": pod_security_context(),
                     "containers": [container],
                     "volumes": [
                         {"name": "modelsync", "configMap": {"name": source_config_map, "defaultMode": 0o444}},
@@ -256,13 +245,7 @@ def manifest_wait_init_container(
             "15",
         ],
         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True,
-            "runAsUser": NON_ROOT_UID,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": container_security_context(runAsNonRoot=True, runAsUser=NON_ROOT_UID),
         "volumeMounts": [{"name": volume_name, "mountPath": mount_path, "readOnly": True}],
     }
 

@@ -16,6 +16,8 @@ from typing import Any
 from contract import names
 from contract.settings.gateway import GatewaySettings
 
+from ..pod_security import container_security_context, pod_security_context
+
 REDIS_NAME = "ratelimit-redis"
 HEADLESS_NAME = f"{REDIS_NAME}-headless"
 SCRIPTS_NAME = f"{REDIS_NAME}-scripts"
@@ -153,8 +155,7 @@ def _container(gw: GatewaySettings, role: str, port: int, mount: str) -> dict[st
         "livenessProbe": {"tcpSocket": {"port": role}, "periodSeconds": 10},
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi" if role == "redis" else "64Mi"},
                       "limits": {"memory": "256Mi" if role == "redis" else "64Mi"}},
-        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                            "capabilities": {"drop": ["ALL"]}},
+        "securityContext": container_security_context(),
         "volumeMounts": [{"name": "scripts", "mountPath": "/scripts", "readOnly": True},
                          {"name": role, "mountPath": mount}],
     }
@@ -176,8 +177,7 @@ def stateful_set(gw: GatewaySettings) -> dict[str, Any]:
                 "metadata": {"labels": labels()},
                 "spec": {
                     "automountServiceAccountToken": False,
-                    "securityContext": {"runAsNonRoot": True, "runAsUser": REDIS_UID, "runAsGroup": REDIS_UID,
-                                        "fsGroup": REDIS_UID, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "securityContext": pod_security_context(REDIS_UID),
                     "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
                         {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": _selector()}}]}},
                     "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE,

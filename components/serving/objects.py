@@ -13,7 +13,8 @@ from contract.settings.serving import ServingSettings
 from contract.signals import Vllm
 
 from ..model_store import claim_name
-from ..model_sync import NON_ROOT_UID, manifest_wait_init_container
+from ..model_sync import manifest_wait_init_container
+from ..pod_security import container_security_context, pod_security_context
 
 # cert-manager's charts moved to OCI (the classic repository is no longer updated); v1.21 is the
 # current release line, supported until the release of 1.23, for Kubernetes 1.33 to 1.36
@@ -160,12 +161,7 @@ def container(model: ModelSettings, serving: ServingSettings) -> dict[str, Any]:
         },
         **probes(model, serving),
         "lifecycle": {"preStop": pre_stop(serving)},
-        "securityContext": {
-            "runAsNonRoot": True,
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": container_security_context(runAsNonRoot=True),
         "volumeMounts": [
             {"name": WEIGHTS_VOLUME, "mountPath": MODEL_MOUNT, "readOnly": True},
             {"name": "dshm", "mountPath": "/dev/shm"},
@@ -205,13 +201,7 @@ def inference_service(
         "annotations": annotations,
         "serviceAccountName": service_account_name(model),
         "automountServiceAccountToken": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": NON_ROOT_UID,
-            "runAsGroup": NON_ROOT_UID,
-            "fsGroup": NON_ROOT_UID,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": pod_security_context(),
         "terminationGracePeriodSeconds": serving.termination_grace_period_seconds,
         "affinity": {
             "nodeAffinity": {
