@@ -11,6 +11,8 @@ import numpy as np
 
 from capacity.cli.sim_args import add_common_arguments, add_scaledobject_argument, emit, load_inputs, pool_replicas, row_name, start_note
 from capacity.sim.from_stack import StackModel, read_policy_file
+from capacity.sim.html_report import HtmlFigure, write_html
+from capacity.sim.report import COMPARISON_CAPTION, plot_comparison, summary_html_table
 from capacity.sim.run import RunOptions, run_policy, run_static, summarize, with_oracle
 from capacity.sim.scaledobject import Manifest, read_scaled_object, run_scaled_object
 from capacity.workload import traces
@@ -28,6 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"leave out the reference ScaledObjects ({REFERENCE_POLICIES})")  # fmt: skip
     parser.add_argument("--static", type=int, metavar="N",
                         help="static fleet size, >= 1 (default: the oracle's peak)")  # fmt: skip
+    parser.add_argument("--html", type=Path,
+                        help="self-contained HTML report (table and comparison chart) path, in an existing directory; "
+                             "the chart's PNG is written next to it (default: out/compare-<stack>-<model>.html)")  # fmt: skip
 
 
 # (row name, stack model, trace, options, how: a static size | a raw ScaledObject | None = the stack's
@@ -55,6 +60,8 @@ def _with_policy_file(sm: StackModel, path: Path) -> StackModel:
 def run(args: argparse.Namespace) -> int:
     if args.static is not None and args.static < 1:
         raise ValueError(f"--static must be >= 1 replica, got {args.static}")
+    if args.html is not None and not args.html.parent.is_dir():
+        raise ValueError(f"--html {args.html}: directory {args.html.parent} does not exist")
     references = [] if args.no_references else sorted(REFERENCE_POLICIES.glob("*.yaml"))
     manifests = [read_scaled_object(path) for path in [*args.scaledobject, *references]]
     sm, trace, options, orc = load_inputs(args)
@@ -87,4 +94,10 @@ def run(args: argparse.Namespace) -> int:
              for (name, model, _, _, how, _), (_, summary) in zip(jobs, rows)]  # fmt: skip
     table.append(rows[-1])
     emit(args, {name: s for name, s in rows}, table, f"{title}\n{start_note(sm, options)}")
+    html = args.html or Path("out") / f"compare-{sm.stack}-{sm.model.name}.html"
+    png = plot_comparison(table, html.with_suffix(".png"), title, rows[0][1]["slo"]["objective"])
+    write_html(html, title, [start_note(sm, options)], [summary_html_table(table, "policies")],
+               [HtmlFigure(png, COMPARISON_CAPTION)])  # fmt: skip
+    if not args.json:
+        print(f"report: {html}")
     return 0

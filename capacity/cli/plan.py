@@ -22,6 +22,7 @@ from capacity.cli import DEFAULT_STACK
 from capacity.sim import plan
 from capacity.sim.cluster.router import ROUTERS
 from capacity.sim.from_stack import apply_config_set, load_stack_model
+from capacity.sim.html_report import HtmlFigure, HtmlTable, write_html
 from capacity.sim.run import RunOptions
 from capacity.tables import cell
 from capacity.workload import traces
@@ -54,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--router", choices=ROUTERS, default="least-request", help="how the gateway spreads requests")
     parser.add_argument("--oracle-interval", type=float, default=300.0, help="seconds per oracle interval")
     parser.add_argument("--png", type=Path, help="frontier PNG path (default: out/plan-<stack>-<model>.png)")
+    parser.add_argument("--html", type=Path,
+                        help="self-contained HTML report (tables, commands, frontier) path, in an existing directory "
+                             "(default: next to the PNG, <png name>.html)")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print the JSON output contract instead of tables")
 
 
@@ -66,6 +70,8 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError(f"--margin must be >= 1 (a multiple of the request rate), got {args.margin}")
     if args.trials < 1 or args.workers < 1:
         raise ValueError("--trials and --workers must be >= 1")
+    if args.html is not None and not args.html.parent.is_dir():
+        raise ValueError(f"--html {args.html}: directory {args.html.parent} does not exist")
 
 
 def _render(value: Any) -> str:
@@ -168,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
     name = f"plan {sm.stack}/{sm.model.name}"
     png = args.png or Path("out") / f"plan-{sm.stack}-{sm.model.name}.png"
     payload["frontier_png"] = str(plot_frontier(result, front, png, name))
+    payload["html_report"] = str(_write_html(payload, name, args.slo_attainment, args.html or png.with_suffix(".html")))
     if args.json:
         json.dump(payload, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -176,34 +183,63 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+FRONTIER_HEADERS = ("GPU", "SLO attained", "GPU-h", "cost $", "$/M output tokens", "min", "max", "queue target")
+GPU_HEADERS = ("GPU", "family", "$/GPU-h on-demand", "$/GPU-h spot (est.)", "trials", "meets", "SLO attained", "GPU-h",
+               "$/M output tokens")  # fmt: skip
+GPU_TITLE = "which GPU: each type's cheapest candidate meeting the target (else its closest)"
+
+
+def _frontier_rows(payload: dict[str, Any]) -> list[list[str]]:
+    return [[row["gpu"], cell(row["slo_attainment"], ".1%"), cell(row["gpu_hours"], ".2f"), cell(row["cost_usd"], ".2f"),
+             cell(row["usd_per_million_output_tokens"], ".2f"), str(row["params"]["minReplicas"]),
+             str(row["params"]["maxReplicas"]), str(row["params"]["queueTarget"])] for row in payload["frontier"]]  # fmt: skip
+
+
+def _gpu_rows(payload: dict[str, Any]) -> list[list[str]]:
+    return [[row["gpu"], row["family"], cell(row["on_demand_usd_per_gpu_hour"], ".3f"), cell(row["spot_usd_per_gpu_hour"], ".3f"),
+             str(row["trials"]), "yes" if row["meets_target"] else "no", cell(row.get("slo_attainment"), ".1%"),
+             cell(row.get("gpu_hours"), ".2f"), cell(row.get("usd_per_million_output_tokens"), ".2f")]
+            for row in payload["gpu_types"]]  # fmt: skip
+
+
+def _verdict(payload: dict[str, Any]) -> list[str]:
+    """The winner (search and validation) or the binding limit, then the notes."""
+    search, validation = payload["search"], payload["validation"]
+    lines = []
+    if search and validation:
+        lines.append(f"winner: search {search['slo_attainment']:.1%} at ${search['cost_usd']:.2f} ({search['gpu_hours']:.2f} GPU-h); "
+                     f"validation {validation['slo_attainment']:.1%} at ${validation['cost_usd']:.2f} ({validation['gpu_hours']:.2f} GPU-h, "
+                     f"{validation['oracle_ratio']}x the oracle)")  # fmt: skip
+    if payload["binding_limit"]:
+        lines.append(f"no candidate meets the target; binding limit: {payload['binding_limit']}")
+    return lines + payload["notes"]
+
+
+def _write_html(payload: dict[str, Any], title: str, target: float, path: Path) -> Path:
+    tables = [HtmlTable(f"Pareto frontier (search traffic), target {target:.1%}", FRONTIER_HEADERS, _frontier_rows(payload)),
+              HtmlTable(GPU_TITLE, GPU_HEADERS, _gpu_rows(payload))]  # fmt: skip
+    figure = HtmlFigure(Path(payload["frontier_png"]), "Each dot a candidate on the search traffic; the line the cheapest "
+                        "attainment reachable at each cost.")  # fmt: skip
+    return write_html(path, title, _verdict(payload), tables, [figure], payload["config_set"])
+
+
 def _print(payload: dict[str, Any], title: str, target: float) -> None:
     console = Console(width=160) if not Console().is_terminal else Console()
     table = Table(title=f"{title}: Pareto frontier (search traffic), target {target:.1%}")
-    for header in ("GPU", "SLO attained", "GPU-h", "cost $", "$/M output tokens", "min", "max", "queue target"):
+    for header in FRONTIER_HEADERS:
         table.add_column(header, justify="right")
-    for row in payload["frontier"]:
-        p = row["params"]
-        table.add_row(row["gpu"], cell(row["slo_attainment"], ".1%"), cell(row["gpu_hours"], ".2f"), cell(row["cost_usd"], ".2f"),
-                      cell(row["usd_per_million_output_tokens"], ".2f"), str(p["minReplicas"]), str(p["maxReplicas"]),
-                      str(p["queueTarget"]))  # fmt: skip
+    for row in _frontier_rows(payload):
+        table.add_row(*row)
     console.print(table)
-    gpus = Table(title="which GPU: each type's cheapest candidate meeting the target (else its closest)")
-    for header in ("GPU", "family", "$/GPU-h on-demand", "$/GPU-h spot (est.)", "trials", "meets", "SLO attained", "GPU-h", "$/M output tokens"):
+    gpus = Table(title=GPU_TITLE)
+    for header in GPU_HEADERS:
         gpus.add_column(header, justify="right")
-    for row in payload["gpu_types"]:
-        gpus.add_row(row["gpu"], row["family"], cell(row["on_demand_usd_per_gpu_hour"], ".3f"), cell(row["spot_usd_per_gpu_hour"], ".3f"),
-                     str(row["trials"]), "yes" if row["meets_target"] else "no", cell(row.get("slo_attainment"), ".1%"),
-                     cell(row.get("gpu_hours"), ".2f"), cell(row.get("usd_per_million_output_tokens"), ".2f"))  # fmt: skip
+    for row in _gpu_rows(payload):
+        gpus.add_row(*row)
     console.print(gpus)
-    search, validation = payload["search"], payload["validation"]
-    if search and validation:
-        console.print(f"winner: search {search['slo_attainment']:.1%} at ${search['cost_usd']:.2f} ({search['gpu_hours']:.2f} GPU-h); "
-                      f"validation {validation['slo_attainment']:.1%} at ${validation['cost_usd']:.2f} ({validation['gpu_hours']:.2f} GPU-h, "
-                      f"{validation['oracle_ratio']}x the oracle)", highlight=False)  # fmt: skip
-    if payload["binding_limit"]:
-        console.print(f"[yellow]no candidate meets the target; binding limit: {payload['binding_limit']}[/]", highlight=False)
-    for note in payload["notes"]:
-        console.print(note, highlight=False)
+    for line in _verdict(payload):
+        style = "yellow" if line.startswith("no candidate") else None
+        console.print(line, style=style, highlight=False)
     for line in payload["config_set"]:
         console.print(line, soft_wrap=True, highlight=False)
-    console.print(f"frontier: {payload['frontier_png']}")
+    console.print(f"frontier: {payload['frontier_png']}\nreport: {payload['html_report']}")

@@ -1,7 +1,7 @@
 """Replay a trace through one model's scaling policy: the stack's, a --policy file or a raw --scaledobject.
 
 Prints the summary (or JSON with --json) and writes a timeline PNG: load, signals against
-their targets, desired and ready replicas, latency against the SLO.
+their targets, desired and ready replicas, latency against the SLO; and one HTML report of both.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from pathlib import Path
 from rich.console import Console
 
 from capacity.cli.sim_args import add_common_arguments, add_scaledobject_argument, emit, load_inputs, row_name, start_note
-from capacity.sim.report import plot_timeline
+from capacity.sim.html_report import HtmlFigure, write_html
+from capacity.sim.report import plot_timeline, summary_html_table, timeline_caption
 from capacity.sim.run import run_policy, summarize, with_oracle
 from capacity.sim.scaledobject import read_scaled_object, run_scaled_object
 
@@ -23,6 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_scaledobject_argument(parser, repeatable=False)
     parser.add_argument("--png", type=Path,
                         help="timeline PNG path, in an existing directory (default: out/simulate-<stack>-<model>.png)")  # fmt: skip
+    parser.add_argument("--html", type=Path,
+                        help="self-contained HTML report (table and timeline) path, in an existing directory "
+                             "(default: next to the PNG, <png name>.html)")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--policy and --scaledobject both replace the stack's policy: pass one")
     if args.png is not None and not args.png.parent.is_dir():
         raise ValueError(f"--png {args.png}: directory {args.png.parent} does not exist")
+    if args.html is not None and not args.html.parent.is_dir():
+        raise ValueError(f"--html {args.html}: directory {args.html.parent} does not exist")
     manifest = read_scaled_object(args.scaledobject) if args.scaledobject else None
     sm, trace, options, orc = load_inputs(args, args.policy)
     result = run_scaled_object(sm, manifest, trace, options) if manifest else run_policy(sm, trace, options)
@@ -40,7 +46,11 @@ def run(args: argparse.Namespace) -> int:
     summary["timeline_png"] = str(plot_timeline(result, png, title, summary["slo"]))
     summary["policy"] = str(args.policy or args.scaledobject or f"stack {sm.stack}")
     name = summary["policy"] if manifest else row_name(summary["policy"], summary, sm)
+    html = args.html or png.with_suffix(".html")
+    summary["html_report"] = str(html)
     emit(args, summary, [(name, summary)], f"{title}\n{start_note(sm, options)}")
+    write_html(html, title, [start_note(sm, options)], [summary_html_table([(name, summary)], "summary")],
+               [HtmlFigure(png, timeline_caption(result))])  # fmt: skip
     if not args.json:
-        Console().print(f"timeline: {png}")
+        Console().print(f"timeline: {png}\nreport: {html}")
     return 0

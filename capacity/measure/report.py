@@ -15,35 +15,37 @@ from contract.triggers import TRIGGERS, Trigger
 
 def plot_envelope(rows: list[EnvelopeRow], knee: Knee | None, path: Path, title: str,
                   slo_p99: float | None = None) -> None:  # fmt: skip
+    """Throughput (left axis) and p99 latency (right axis) of one replica against concurrency;
+    the legend sits below the axes so it never covers a curve."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     c = [r.concurrency for r in rows]
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
-    ax.plot(c, [r.successful_rps for r in rows], "o-", color="tab:blue", label="throughput (req/s)")
-    ax.set_xlabel("concurrency (requests in flight)")
-    ax.set_ylabel("successful requests/s", color="tab:blue")
-    ax.set_xscale("log", base=2)
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
+    ax.plot(c, [r.successful_rps for r in rows], "o-", color="tab:blue", label="throughput per replica (req/s)")
+    ax.set_xlabel("concurrency per replica (requests in flight)")
+    ax.set_ylabel("successful requests/s per replica", color="tab:blue")
+    ax.set_xscale("log", base=2)  # concurrency >= 1: no 0 on this axis
     ax.set_xticks(c, [str(x) for x in c])
+    ax.minorticks_off()
     ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
     right = ax.twinx()
-    right.plot(c, [r.p99_latency_s for r in rows], "s--", color="tab:red", label="p99 latency (s)")
+    right.plot(c, [r.p99_latency_s for r in rows], "s--", color="tab:red", label="p99 end-to-end latency (s)")
     right.set_ylabel("p99 end-to-end latency (s)", color="tab:red")
     right.set_ylim(bottom=0)
     if slo_p99:
-        right.axhline(slo_p99, color="tab:red", alpha=0.4, linestyle=":", label=f"p99 SLO {slo_p99:g}s")
+        right.axhline(slo_p99, color="tab:red", alpha=0.6, linestyle=":", label=f"p99 SLO {slo_p99:g} s")
     if knee and knee.saturated:
-        ax.axvline(knee.concurrency, color="black", alpha=0.5)
         k = rows[knee.index]
-        ax.annotate(f"knee: {k.concurrency}\n{k.successful_rps:.2f} req/s", (k.concurrency, k.successful_rps),
-                    textcoords="offset points", xytext=(-70, -30), arrowprops={"arrowstyle": "->"})  # fmt: skip
-    handles = ax.get_legend_handles_labels()
-    more = right.get_legend_handles_labels()
-    ax.legend(handles[0] + more[0], handles[1] + more[1], loc="lower right", fontsize=8)
+        ax.axvline(knee.concurrency, color="black", alpha=0.5, label=f"knee: {k.concurrency} in flight, {k.successful_rps:.2f} req/s")
+    handles, labels = ax.get_legend_handles_labels()
+    more_handles, more_labels = right.get_legend_handles_labels()
+    fig.legend(handles + more_handles, labels + more_labels, loc="lower center", ncol=2, fontsize=8, frameon=False)
     ax.set_title(title, fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(path)
     plt.close(fig)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from capacity.sim.html_report import HtmlTable
 from capacity.sim.simulator import SimResult
 from capacity.tables import cell
 
@@ -35,14 +37,24 @@ CAPTION = (
 )
 
 
+def _cells(name: str, summary: dict[str, Any]) -> list[str]:
+    return [name, *(cell(summary.get(key), fmt) for _, key, fmt in COLUMNS)]
+
+
 def summary_table(rows: Sequence[tuple[str, dict[str, Any]]], title: str) -> Table:
     table = Table(title=title, caption=CAPTION)
     table.add_column("policy", no_wrap=True)
     for header, _, _ in COLUMNS:
         table.add_column(header, justify="right")
     for name, summary in rows:
-        table.add_row(name, *(cell(summary.get(key), fmt) for _, key, fmt in COLUMNS))
+        table.add_row(*_cells(name, summary))
     return table
+
+
+def summary_html_table(rows: Sequence[tuple[str, dict[str, Any]]], title: str) -> HtmlTable:
+    """The same table for the HTML report."""
+    headers = ["policy", *(header for header, _, _ in COLUMNS)]
+    return HtmlTable(title, headers, [_cells(name, summary) for name, summary in rows], CAPTION)
 
 
 def print_table(rows: Sequence[tuple[str, dict[str, Any]]], title: str, console: Console | None = None) -> None:
@@ -52,9 +64,82 @@ def print_table(rows: Sequence[tuple[str, dict[str, Any]]], title: str, console:
     console.print(summary_table(rows, title))
 
 
+COMPARISON_CAPTION = (
+    "Left: share of feasible requests meeting the TTFT and TPOT targets, against the objective. "
+    "Right: GPU-hours billed over the trace; the oracle's is the least any policy could pay."
+)
+
+
+def plot_comparison(rows: Sequence[tuple[str, dict[str, Any]]], path: Path, title: str, objective: float) -> Path:
+    """Each policy's SLO attainment and GPU-hours as bars side by side, one row per policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [name for name, _ in rows]
+    y = list(range(len(rows)))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 1.6 + 0.45 * len(rows)), sharey=True)
+    attained = [s.get("slo_attainment") for _, s in rows]
+    judged = [(i, a * 100) for i, a in zip(y, attained) if a is not None]
+    bars = left.barh([i for i, _ in judged], [a for _, a in judged], color="tab:blue")
+    left.bar_label(bars, fmt="%.1f%%", padding=3, fontsize=8)
+    for i, a in zip(y, attained):
+        if a is None:  # the oracle sizes intervals; it does not replay requests
+            left.text(1, i, "not replayed", va="center", fontsize=8, color="gray")
+    left.axvline(objective * 100, color="tab:red", linestyle=":", label=f"objective {objective:.0%}")
+    left.set_xlim(0, 112)  # room for the labels right of a full bar
+    left.set_xlabel("SLO attained (% of feasible requests)")
+    left.set_yticks(y, names)
+    left.invert_yaxis()
+    left.legend(loc="lower left", bbox_to_anchor=(0, 1.0), fontsize=8, frameon=False)
+    gpu_hours = right.barh(y, [s.get("gpu_hours") or 0.0 for _, s in rows], color="tab:gray")
+    right.bar_label(gpu_hours, fmt="%.2f", padding=3, fontsize=8)
+    right.margins(x=0.12)
+    right.set_xlabel("GPU-hours")
+    for ax in (left, right):
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+SPOT_NOTICE_S = 120.0  # EC2's two-minute spot interruption notice, shaded after each reclaim
+
+
+def timeline_caption(result: SimResult) -> str:
+    """What the timeline's terms mean, for the PNG's footer and the HTML report."""
+    t = result.timeline.t
+    sync = f"{t[1] - t[0]:g} s" if len(t) > 1 else "one"
+    return (f"Latency panels: percentiles over the requests that finished within each {sync} HPA sync "
+            f"(gaps: none finished). signal / target: each KEDA trigger's value over its threshold "
+            f"(AverageValue ones per ready replica); above 1 the HPA scales out. Shaded: Prometheus outages "
+            f"(every trigger query fails, KEDA applies its fallback) and spot reclaim notices "
+            f"(the pod drains for {SPOT_NOTICE_S:g} s).")
+
+
+def _shade_events(ax: Any, result: SimResult, label: bool) -> None:
+    tl = result.timeline
+    for i, (start, end) in enumerate(tl.metrics_outages):
+        ax.axvspan(start / 60, end / 60, color="tab:purple", alpha=0.15, linewidth=0,
+                   label="Prometheus outage" if label and i == 0 else None)  # fmt: skip
+    for i, t in enumerate(tl.spot_reclaims):
+        ax.axvspan(t / 60, (t + SPOT_NOTICE_S) / 60, color="tab:orange", alpha=0.25, linewidth=0,
+                   label="spot reclaim notice" if label and i == 0 else None)  # fmt: skip
+
+
+def _log_floor(values: Sequence[float], *floors: float | None) -> float:
+    positive = [v for v in [*values, *floors] if v is not None and v == v and v > 0]
+    return min(positive) / 1.5 if positive else 0.01
+
+
 def plot_timeline(result: SimResult, path: Path, title: str, slo: dict[str, float | None]) -> Path:
     """Five stacked panels: load, signals / targets, desired and ready replicas, TTFT and
-    end-to-end latency, TPOT; each latency against its SLO target (e2e only when one is set)."""
+    end-to-end latency, TPOT; each latency against its SLO target (e2e only when one is set).
+    Legends sit right of the panels, off the curves; outages and spot reclaims are shaded."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -63,9 +148,10 @@ def plot_timeline(result: SimResult, path: Path, title: str, slo: dict[str, floa
 
     tl = result.timeline
     minutes = [t / 60 for t in tl.t]
-    fig, axes = plt.subplots(5, 1, figsize=(11, 13), sharex=True)
-    axes[0].plot(minutes, tl.arrivals_per_s, color="tab:gray")
-    axes[0].set_ylabel("arrivals / s")
+    fig, axes = plt.subplots(5, 1, figsize=(13, 14), sharex=True)
+    axes[0].plot(minutes, tl.arrivals_per_s, color="tab:gray", label="arrivals")
+    axes[0].set_ylabel("requests / s")
+    axes[0].set_ylim(bottom=0)
     highest = 1.0
     for trigger in result.triggers:
         values, target = tl.signals.get(trigger.name, []), trigger.target
@@ -76,33 +162,36 @@ def plot_timeline(result: SimResult, path: Path, title: str, slo: dict[str, floa
             ratio = [v / target for v in values]
         axes[1].plot(minutes, ratio, label=trigger.name)
         highest = max([highest, *(r for r in ratio if r == r)])
-    axes[1].axhline(1.0, color="black", linestyle="--", linewidth=0.8)
+    axes[1].axhline(1.0, color="black", linestyle="--", linewidth=0.8, label="target (scale out above)")
     # A backlog can push a signal to 100x its target; the interesting range is around 1.
     axes[1].set_ylim(0, min(highest * 1.05, 4.0))
     axes[1].set_ylabel("signal / target")
-    axes[1].legend(loc="upper right", fontsize=8)
     axes[2].step(minutes, tl.desired, where="post", label="desired")
     axes[2].step(minutes, tl.ready, where="post", label="ready")
     axes[2].set_ylabel("replicas")
+    axes[2].set_ylim(bottom=0)
     axes[2].yaxis.set_major_locator(MaxNLocator(integer=True))
-    axes[2].legend(loc="upper right", fontsize=8)
-    axes[3].plot(minutes, tl.ttft_p95_s, label="TTFT p95 (per sync)")
-    axes[3].plot(minutes, tl.e2e_p99_s, label="e2e p99 (per sync)")
-    axes[3].axhline(slo["ttft_p95_s"], color="tab:blue", linestyle=":", linewidth=0.8)
+    axes[3].plot(minutes, tl.ttft_p95_s, color="tab:blue", label="TTFT p95")
+    axes[3].plot(minutes, tl.e2e_p99_s, color="tab:orange", label="e2e p99")
+    axes[3].axhline(slo["ttft_p95_s"], color="tab:blue", linestyle=":", label=f"TTFT SLO {slo['ttft_p95_s']:g} s")
     if slo.get("e2e_p99_s") is not None:
-        axes[3].axhline(slo["e2e_p99_s"], color="tab:orange", linestyle=":", linewidth=0.8)
-    axes[3].set_yscale("symlog", linthresh=1.0)
-    axes[3].set_ylim(bottom=0)
-    axes[3].set_ylabel("seconds")
-    axes[3].legend(loc="upper right", fontsize=8)
-    axes[4].plot(minutes, tl.tpot_p95_s, color="tab:green", label="TPOT p95 (per sync)")
-    axes[4].axhline(slo["tpot_p95_s"], color="tab:green", linestyle=":", linewidth=0.8)
+        axes[3].axhline(slo["e2e_p99_s"], color="tab:orange", linestyle=":", label=f"e2e SLO {slo['e2e_p99_s']:g} s")
+    # log: a second and a minute both readable; the floor keeps 0 (no tick on a log axis) out
+    axes[3].set_yscale("log")
+    axes[3].set_ylim(bottom=_log_floor(tl.ttft_p95_s, slo["ttft_p95_s"]))
+    axes[3].set_ylabel("seconds (log)")
+    axes[4].plot(minutes, tl.tpot_p95_s, color="tab:green", label="TPOT p95")
+    axes[4].axhline(slo["tpot_p95_s"], color="tab:green", linestyle=":", label=f"TPOT SLO {slo['tpot_p95_s']:g} s")
     axes[4].set_ylim(bottom=0)
-    axes[4].set_ylabel("seconds per token")
-    axes[4].set_xlabel("minutes")
-    axes[4].legend(loc="upper right", fontsize=8)
+    axes[4].set_ylabel("seconds per output token")
+    axes[4].set_xlabel("minutes since the trace's start")
+    for i, ax in enumerate(axes):
+        _shade_events(ax, result, label=i == 0)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     fig.suptitle(title)
-    fig.tight_layout()
+    fig.text(0.01, 0.005, textwrap.fill(timeline_caption(result), 190), fontsize=8, va="bottom")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
     plt.close(fig)

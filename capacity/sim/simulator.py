@@ -92,6 +92,10 @@ class Timeline:
     ttft_p95_s: list[float] = field(default_factory=list)
     tpot_p95_s: list[float] = field(default_factory=list)
     e2e_p99_s: list[float] = field(default_factory=list)
+    # Events between syncs, for the plot to shade: each spot reclaim notice (the pod has
+    # SPOT_WARNING_S left) and each window when the trigger queries failed.
+    spot_reclaims: list[float] = field(default_factory=list)
+    metrics_outages: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass
@@ -190,7 +194,7 @@ class Simulation:
         self.scale_events = 0
         self.spec_replicas = config.initial_replicas  # the Deployment's spec.replicas
         self.max_used = 0
-        self.timeline = Timeline()
+        self.timeline = Timeline(metrics_outages=config.metrics_outages)
         self._arrived_since_sync = 0
         self._recent: list[int] = []  # request ids finished since the last sync
         self.arrival = np.array(trace.arrivals, dtype=np.float64)
@@ -310,6 +314,7 @@ class Simulation:
         if node.terminated:
             return
         node.reclaimed = True  # cordoned: nothing new lands here
+        self.timeline.spot_reclaims.append(t)
         pod = node.pod
         if pod is None:
             self._terminate(node, t)

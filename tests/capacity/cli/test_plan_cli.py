@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from capacity.__main__ import main
+from tests.html_page import Report, embeds
 from capacity.sim.from_stack import apply_config_set, load_stack_model
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -28,6 +29,15 @@ def test_plan_prints_the_output_contract_and_the_frontier_png(capsys, monkeypatc
     assert [row["gpu"] for row in out["gpu_types"]] == ["a10g", "l4"]  # dev's pools allow g5 and g6
     assert (tmp_path / "f.png").stat().st_size > 10_000
     assert out["trials"] == 4
+
+
+def test_plan_writes_one_html_report_with_the_frontier_table_and_png(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    out = plan(capsys, tmp_path, "--trace", STEP, "--html", str(tmp_path / "p.html"))
+    report = Report(tmp_path / "p.html")
+    assert out["html_report"] == str(tmp_path / "p.html")
+    assert embeds(report, tmp_path / "f.png")
+    assert [row["gpu"] for row in out["gpu_types"]] == [c for c in report.cells if c in ("a10g", "l4")][-2:]
 
 
 def test_the_same_seed_gives_the_same_plan(capsys, monkeypatch, tmp_path):

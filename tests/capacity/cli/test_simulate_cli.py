@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 from capacity.__main__ import main
+from tests.html_page import Report, embeds
 
 ROOT = Path(__file__).resolve().parents[3]
 PROFILE = "8gb-qwen2.5-1.5b"
@@ -78,3 +79,26 @@ def test_a_scaledobject_query_outside_the_subset_is_one_line_naming_it(capsys, m
     assert main(["simulate", "--stack", "dev", "--trace", SHORT, "--scaledobject", str(path)]) == 2
     error = capsys.readouterr().err.strip()
     assert "\n" not in error and "spec.triggers[1].metadata.query" in error and "'quantile'" in error
+
+
+def test_simulate_writes_one_html_report_with_the_table_and_the_timeline(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    png, html = tmp_path / "t.png", tmp_path / "r.html"
+    assert main(["simulate", "--stack", "dev", "--profile", PROFILE, "--trace", SHORT, "--png", str(png), "--html", str(html)]) == 0
+    assert f"report: {html}" in capsys.readouterr().out.replace("\n", "")
+    report = Report(html)
+    assert embeds(report, png)
+    assert "stack dev" in report.cells
+
+
+def test_the_html_report_defaults_to_next_to_the_png(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    assert main(["simulate", "--stack", "dev", "--profile", PROFILE, "--trace", SHORT, "--json", "--png", str(tmp_path / "t.png")]) == 0
+    assert json.loads(capsys.readouterr().out)["html_report"] == str(tmp_path / "t.html")
+    assert (tmp_path / "t.html").is_file()
+
+
+def test_an_html_path_in_a_missing_directory_is_one_line(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    assert main(["simulate", "--stack", "dev", "--profile", PROFILE, "--trace", SHORT, "--html", str(tmp_path / "no" / "r.html")]) == 2
+    assert f"--html {tmp_path / 'no' / 'r.html'}: directory {tmp_path / 'no'} does not exist" in capsys.readouterr().err

@@ -283,3 +283,10 @@ def test_the_stacks_fallback_behavior_keeps_a_larger_fleet_through_an_outage():
 
 def test_a_static_fallback_resizes_the_fleet_to_fallback_replicas():
     assert outage_from_the_start("static") == {2}
+
+
+def test_the_timeline_records_each_spot_reclaim_notice_and_the_outages():
+    quiet = "synthetic:step:base=2,peak=2,duration=3600,prompt=128,output=32"
+    tl = run(trace=quiet, spot_interruptions_per_hour=6.0, pools=(SPOT,), metrics_outages=((300.0, 600.0),)).timeline
+    assert tl.spot_reclaims and all(0 <= t <= tl.t[-1] for t in tl.spot_reclaims)
+    assert tl.metrics_outages == ((300.0, 600.0),)
