@@ -1,0 +1,173 @@
+"""Predictive warm capacity: a KEDA cron window that pre-warms replicas for a recurring peak.
+
+From the replicas the oracle needs per interval of a trace (`capacity.sim.run.run_oracle`), the
+need of each time of day is the median over the trace's days, rounded up (a peak that recurs, not
+one day's spike); with a week or more, weekdays and weekends are profiled apart. A window holds
+`desiredReplicas` D from the start of a contiguous run of times of day that need D or more until
+its end, started earlier by the warm-up lead (a replica's worst-case startup from
+`capacityPlanning.startup`, plus one KEDA polling interval), so the replicas serve when the run
+begins. Among every level D above minReplicas (what the reactive policy keeps anyway) and every
+run, the window kept is the one whose replicas above minReplicas are most used: it maximises the
+replica-intervals it serves above minReplicas minus the ones it holds idle (lead included).
+
+The schedule is written in the stack's cron trigger syntax (5 fields, robfig/cron semantics as
+`capacity.sim.control.cron` models them), in UTC, the zone the simulator reads the trace's
+wall clock in. The stack has one cron trigger: the best window is derived, and how many more the
+trace wants is reported.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import numpy as np
+
+from capacity.sim.from_stack import StackModel
+from capacity.sim.simulator import DEFAULT_START
+from capacity.workload.traces import Trace
+
+DAY_S = 86400.0
+EVERY_DAY = frozenset(range(7))  # cron weekdays, Sunday = 0
+WEEKDAYS = frozenset(range(1, 6))
+WEEKEND = frozenset({0, 6})
+WEEK_S = 7 * DAY_S
+
+
+@dataclass(frozen=True)
+class Schedule:
+    start: str  # 5-field cron, e.g. "15 7 * * 1-5"
+    end: str
+    timezone: str
+    desired_replicas: int
+    lead_s: float  # how much earlier than the need the window starts
+    score: float  # replica-intervals served above minReplicas minus those held idle
+    other_windows: int  # further runs of the day (or day type) that would want their own window
+
+    def config_edits(self, model: str) -> list[tuple[str, Any]]:
+        """The `pulumi config set --path` edits (keys under the program's namespace) that enable it."""
+        base = f"autoscaling.{model}.triggers.cron"
+        return [
+            (f"{base}.enabled", True),
+            (f"{base}.start", self.start),
+            (f"{base}.end", self.end),
+            (f"{base}.timezone", self.timezone),
+            (f"{base}.desiredReplicas", self.desired_replicas),
+        ]
+
+
+def warm_up_lead_s(sm: StackModel) -> float:
+    """Worst-case seconds from the window's start to a new replica serving: the slowest startup
+    (node, image, weights, engine) plus one polling interval before KEDA sees the window."""
+    s = sm.startup
+    slowest = s.node_provisioning_s[1] + s.image_pull_s[1] + s.weight_load_s + s.engine_init_s[1]
+    return slowest + sm.policy.polling_interval_seconds
+
+
+def origin_utc(trace: Trace) -> datetime:
+    """The trace's t = 0 in UTC, as the simulator's cron trigger reads it."""
+    return (trace.start or DEFAULT_START).astimezone(timezone.utc)
+
+
+def daily_needs(replicas: np.ndarray, interval_s: float, origin: datetime, days: frozenset[int]) -> np.ndarray:
+    """Per time-of-day slot (`interval_s` long, from midnight UTC): the median over the trace's
+    days whose weekday is in `days` of the replicas needed then, rounded up; 0 for no such day."""
+    if DAY_S % interval_s:
+        raise ValueError(f"--oracle-interval ({interval_s:g} s) must divide a day (86400 s) to profile times of day")
+    slots = int(DAY_S // interval_s)
+    midnight = origin.replace(hour=0, minute=0, second=0, microsecond=0)
+    first = int((origin - midnight).total_seconds() // interval_s)
+    rows: dict[int, np.ndarray] = {}
+    for i, need in enumerate(replicas):
+        day, slot = divmod(first + i, slots)
+        if (midnight + timedelta(days=day)).isoweekday() % 7 in days:
+            rows.setdefault(day, np.full(slots, np.nan))[slot] = need
+    if not rows:
+        return np.zeros(slots)
+    with np.errstate(all="ignore"):
+        median = np.nanmedian(np.vstack(list(rows.values())), axis=0)
+    return np.ceil(np.nan_to_num(median))
+
+
+def runs(above: np.ndarray) -> list[tuple[int, int]]:
+    """The maximal runs of True on a circular day, as (first slot, length)."""
+    n = len(above)
+    if above.all():
+        return [(0, n)]
+    out = []
+    for i in range(n):
+        if above[i] and not above[i - 1]:
+            length = 1
+            while above[(i + length) % n]:
+                length += 1
+            out.append((i, length))
+    return out
+
+
+def _cron(seconds_of_day: float, days: frozenset[int]) -> str:
+    """"M H * * DOW" at that second (whole minutes, earlier), days shifted when it falls on the
+    day before (negative) or after (>= a day)."""
+    minutes = math.floor(seconds_of_day / 60)
+    shift, minute_of_day = divmod(minutes, 24 * 60)
+    shifted = frozenset((d + shift) % 7 for d in days)
+    weekdays = "*" if shifted == EVERY_DAY else ",".join(str(d) for d in sorted(shifted))
+    return f"{minute_of_day % 60} {minute_of_day // 60} * * {weekdays}"
+
+
+def best_window(
+    needs: np.ndarray, interval_s: float, floor: int, ceiling: int, lead_s: float, days: frozenset[int]
+) -> Schedule | None:
+    """The window of largest score (see the module docstring) for one day type; None when no
+    time of day needs more than `floor` replicas or no window is worth its idle replicas."""
+    lead_slots = math.ceil(lead_s / interval_s)
+    n = len(needs)
+    best: Schedule | None = None
+    for level in sorted({int(x) for x in needs if floor < x}):
+        desired = min(level, ceiling)
+        found = runs(needs >= level)
+        for first, length in found:
+            held = [(first + k) % n for k in range(-min(lead_slots, n - length), length)]
+            served = sum(min(needs[s], desired) - floor for s in held if needs[s] > floor)
+            idle = sum(desired - min(needs[s], desired) for s in held)
+            score = float(served - idle)
+            if score <= 0 or (best is not None and score <= best.score):
+                continue
+            if length == n:  # the whole day: a higher minReplicas, not a window
+                continue
+            start = first * interval_s - lead_s
+            end = (first + length) * interval_s
+            best = Schedule(_cron(start, days), _cron(end, days), "UTC", desired, lead_s, score, len(found) - 1)
+    return best
+
+
+def derive(sm: StackModel, replicas: np.ndarray, interval_s: float, origin: datetime) -> Schedule | None:
+    """The single best cron window for the oracle's per-interval replicas of a trace starting at
+    `origin`; with a week or more, weekdays and weekends compete and the loser counts as another
+    window wanted."""
+    span = len(replicas) * interval_s
+    day_types = (WEEKDAYS, WEEKEND) if span >= WEEK_S else (EVERY_DAY,)
+    floor, ceiling, lead = sm.policy.min_replicas, sm.policy.max_replicas, warm_up_lead_s(sm)
+    found = [w for days in day_types if (w := best_window(daily_needs(replicas, interval_s, origin, days),
+                                                          interval_s, floor, ceiling, lead, days))]  # fmt: skip
+    if not found:
+        return None
+    chosen = max(found, key=lambda w: w.score)
+    others = sum(1 + w.other_windows for w in found if w is not chosen)
+    return Schedule(chosen.start, chosen.end, chosen.timezone, chosen.desired_replicas, chosen.lead_s,
+                    chosen.score, chosen.other_windows + others)  # fmt: skip
+
+
+def later_part(trace: Trace, offset_s: float, length_s: float) -> Trace:
+    """The requests of [offset, offset + length), re-based to 0 with the wall clock moved along
+    (`Trace.window` keeps the original start, which would misplace a cron window)."""
+    part = trace.window(offset_s, offset_s + length_s)
+    return Trace(part.name, part.arrivals, part.prompt_tokens, part.output_tokens,
+                 origin_utc(trace) + timedelta(seconds=offset_s))  # fmt: skip
+
+
+def whole_days(trace: Trace) -> int:
+    """Days the trace spans; a last arrival within a minute of a day's end counts the day (a
+    Poisson trace of a day rarely has a request in its very last second)."""
+    return int((trace.duration + 60.0) // DAY_S)
