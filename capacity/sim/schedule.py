@@ -120,25 +120,43 @@ def best_window(
     needs: np.ndarray, interval_s: float, floor: int, ceiling: int, lead_s: float, days: frozenset[int]
 ) -> Schedule | None:
     """The window of largest score (see the module docstring) for one day type; None when no
-    time of day needs more than `floor` replicas or no window is worth its idle replicas."""
+    time of day needs more than `floor` replicas or no window is worth its idle replicas. Its
+    `other_windows` counts the other runs above `floor` that would be worth a window of their own."""
+    found = _best(needs, interval_s, floor, ceiling, lead_s)
+    if found is None:
+        return None
+    score, desired, first, length = found
+    n = len(needs)
+    covered = {(first + k) % n for k in range(length)}
+    others = 0
+    for start, size in runs(needs > floor):
+        slots = {(start + k) % n for k in range(size)}
+        if slots & covered:
+            continue
+        alone = np.where(np.isin(np.arange(n), list(slots)), needs, floor)
+        others += _best(alone, interval_s, floor, ceiling, lead_s) is not None
+    start_s, end_s = first * interval_s - lead_s, (first + length) * interval_s
+    return Schedule(_cron(start_s, days), _cron(end_s, days), "UTC", desired, lead_s, score, others)
+
+
+def _best(
+    needs: np.ndarray, interval_s: float, floor: int, ceiling: int, lead_s: float
+) -> tuple[float, int, int, int] | None:
+    """(score, desired replicas, first slot, slots) of the best window, or None."""
     lead_slots = math.ceil(lead_s / interval_s)
     n = len(needs)
-    best: Schedule | None = None
-    for level in sorted({int(x) for x in needs if floor < x}):
+    best = None
+    for level in sorted({int(x) for x in needs if x > floor}):
         desired = min(level, ceiling)
-        found = runs(needs >= level)
-        for first, length in found:
+        for first, length in runs(needs >= level):
+            if length == n:  # the whole day: a higher minReplicas, not a window
+                continue
             held = [(first + k) % n for k in range(-min(lead_slots, n - length), length)]
             served = sum(min(needs[s], desired) - floor for s in held if needs[s] > floor)
             idle = sum(desired - min(needs[s], desired) for s in held)
             score = float(served - idle)
-            if score <= 0 or (best is not None and score <= best.score):
-                continue
-            if length == n:  # the whole day: a higher minReplicas, not a window
-                continue
-            start = first * interval_s - lead_s
-            end = (first + length) * interval_s
-            best = Schedule(_cron(start, days), _cron(end, days), "UTC", desired, lead_s, score, len(found) - 1)
+            if score > 0 and (best is None or score > best[0]):
+                best = (score, desired, first, length)
     return best
 
 
