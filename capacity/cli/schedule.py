@@ -42,7 +42,10 @@ def judged_day(args: argparse.Namespace, sm: StackModel, trace: traces.Trace, or
                options: RunOptions) -> Judged:  # fmt: skip
     """The trace's last day (derive on the days before), or for a one-day synthetic trace the same
     spec with the next seed (derive on the whole trace)."""
-    days = whole_days(trace)
+    span_s = trace.duration
+    if args.trace.startswith("synthetic:"):  # its last request may come well before the end it was drawn to
+        span_s = traces.parse_synthetic(args.trace)[1]["duration"] * args.time_scale
+    days = whole_days(span_s)
     if days >= 2:
         derive_s = (days - 1) * DAY_S
         lo, hi = np.searchsorted(trace.arrivals, [derive_s, derive_s + DAY_S])
@@ -52,7 +55,7 @@ def judged_day(args: argparse.Namespace, sm: StackModel, trace: traces.Trace, or
         gpu_hours = float(needed.sum()) * orc.interval_s / 3600 * sm.model.gpus_per_replica
         return Judged(later_part(trace, derive_s, DAY_S), derive_s, how, orc.feasible[lo:hi], gpu_hours)
     if days < 1:
-        raise ValueError(f"--trace {args.trace}: spans {trace.duration / 3600:.1f} h; a schedule needs a day or more")
+        raise ValueError(f"--trace {args.trace}: spans {span_s / 3600:.1f} h; a schedule needs a day or more")
     if not args.trace.startswith("synthetic:"):
         raise ValueError(f"--trace {args.trace}: one day only; two days or more are needed to judge the schedule "
                          "on a day it was not derived on")  # fmt: skip

@@ -185,7 +185,7 @@ def later_part(trace: Trace, offset_s: float, length_s: float) -> Trace:
                  origin_utc(trace) + timedelta(seconds=offset_s))  # fmt: skip
 
 
-def whole_days(trace: Trace) -> int:
-    """Days the trace spans; a last arrival within a minute of a day's end counts the day (a
-    Poisson trace of a day rarely has a request in its very last second)."""
-    return int((trace.duration + 60.0) // DAY_S)
+def whole_days(span_s: float) -> int:
+    """Whole days in a span; one within a minute of a day's end counts the day (a real trace of
+    a day ends with its last request, a few seconds short of midnight)."""
+    return int((span_s + 60.0) // DAY_S)
