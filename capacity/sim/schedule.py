@@ -112,8 +112,23 @@ def _cron(seconds_of_day: float, days: frozenset[int]) -> str:
     minutes = math.floor(seconds_of_day / 60)
     shift, minute_of_day = divmod(minutes, 24 * 60)
     shifted = frozenset((d + shift) % 7 for d in days)
-    weekdays = "*" if shifted == EVERY_DAY else ",".join(str(d) for d in sorted(shifted))
-    return f"{minute_of_day % 60} {minute_of_day // 60} * * {weekdays}"
+    return f"{minute_of_day % 60} {minute_of_day // 60} * * {_weekdays(shifted)}"
+
+
+def _weekdays(days: frozenset[int]) -> str:
+    """A cron day-of-week field: `*`, or runs as ranges (`1-5`, `0,6`)."""
+    if days == EVERY_DAY:
+        return "*"
+    parts, ordered = [], sorted(days)
+    first = previous = ordered[0]
+    for day in [*ordered[1:], None]:
+        if day is not None and day == previous + 1:
+            previous = day
+            continue
+        parts.append(f"{first}-{previous}" if previous - first > 1 else ",".join(map(str, range(first, previous + 1))))
+        if day is not None:
+            first = previous = day
+    return ",".join(parts)
 
 
 def best_window(

@@ -66,7 +66,7 @@ def test_the_table_names_the_window_and_the_verdict(capsys):
 
 def test_printed_lines_are_pulumi_config_set_commands_that_deploy():
     sm = load_stack_model("prod", root=ROOT)
-    window = Schedule("50 8 * * 1,2,3,4,5", "0 17 * * 1,2,3,4,5", "UTC", 5, 425.0, 10.0, 0)
+    window = Schedule("50 8 * * 1-5", "0 17 * * 1-5", "UTC", 5, 425.0, 10.0, 0)
     lines = config_set_lines(window, sm)
     edits = []
     for line in lines:
@@ -75,7 +75,7 @@ def test_printed_lines_are_pulumi_config_set_commands_that_deploy():
         edits.append((words[4], {"true": True, "5": 5}.get(words[5], words[5])))
     cron = apply_config_set(sm, edits).policy.triggers.cron
     assert (cron.enabled, cron.start, cron.end, cron.timezone, cron.desired_replicas) == (
-        True, "50 8 * * 1,2,3,4,5", "0 17 * * 1,2,3,4,5", "UTC", 5)  # fmt: skip
+        True, "50 8 * * 1-5", "0 17 * * 1-5", "UTC", 5)  # fmt: skip
 
 
 def test_a_trace_shorter_than_a_day_is_one_clear_error(capsys):

@@ -12,6 +12,7 @@ from capacity.sim.schedule import (
     DAY_S,
     EVERY_DAY,
     WEEKDAYS,
+    WEEKEND,
     best_window,
     daily_needs,
     derive,
@@ -71,7 +72,13 @@ def test_the_window_holds_the_peak_from_its_lead_before_it_until_it_ends():
 def test_a_lead_before_midnight_moves_the_start_to_the_day_before():
     early = np.array([5] * 3 + [2] * 21)
     window = best_window(early, HOUR, floor=2, ceiling=12, lead_s=600.0, days=WEEKDAYS)
-    assert (window.start, window.end) == ("50 23 * * 0,1,2,3,4", "0 3 * * 1,2,3,4,5")
+    assert (window.start, window.end) == ("50 23 * * 0-4", "0 3 * * 1-5")
+
+
+def test_a_weekend_window_past_midnight_ends_on_the_following_days():
+    late = np.array([5] + [2] * 21 + [5] * 2)  # 22:00 to 01:00
+    window = best_window(late, HOUR, floor=2, ceiling=12, lead_s=0.0, days=WEEKEND)
+    assert (window.start, window.end) == ("0 22 * * 0,6", "0 1 * * 0,1")
 
 
 def test_desired_replicas_stay_within_max_replicas():
@@ -97,7 +104,7 @@ def test_two_peaks_a_day_report_the_second_window_wanted():
 def test_a_week_of_office_hours_gives_a_weekday_window(prod):
     week = np.r_[np.tile(OFFICE_HOURS, 5), np.tile([2] * 24, 2)]
     window = derive(prod, week, HOUR, MONDAY)
-    assert window.start.endswith("* * 1,2,3,4,5") and window.end == "0 17 * * 1,2,3,4,5"
+    assert window.start.endswith("* * 1-5") and window.end == "0 17 * * 1-5"
     assert window.other_windows == 0
 
 
