@@ -107,8 +107,8 @@ def runs(above: np.ndarray) -> list[tuple[int, int]]:
 
 
 def _cron(seconds_of_day: float, days: frozenset[int]) -> str:
-    """"M H * * DOW" at that second (whole minutes, earlier), days shifted when it falls on the
-    day before (negative) or after (>= a day)."""
+    """The cron `M H * * DOW` at that second of the day (whole minutes, earlier), its days
+    shifted when it falls on the day before (negative) or after (a day or more)."""
     minutes = math.floor(seconds_of_day / 60)
     shift, minute_of_day = divmod(minutes, 24 * 60)
     shifted = frozenset((d + shift) % 7 for d in days)
@@ -177,17 +177,17 @@ def _best(
 
 def derive(sm: StackModel, replicas: np.ndarray, interval_s: float, origin: datetime) -> Schedule | None:
     """The single best cron window for the oracle's per-interval replicas of a trace starting at
-    `origin`; with a week or more, weekdays and weekends compete and the loser counts as another
-    window wanted."""
+    `origin`; with a week or more, weekdays and weekends compete by their score over a week and
+    the loser counts as another window wanted."""
     span = len(replicas) * interval_s
     day_types = (WEEKDAYS, WEEKEND) if span >= WEEK_S else (EVERY_DAY,)
     floor, ceiling, lead = sm.policy.min_replicas, sm.policy.max_replicas, warm_up_lead_s(sm)
-    found = [w for days in day_types if (w := best_window(daily_needs(replicas, interval_s, origin, days),
-                                                          interval_s, floor, ceiling, lead, days))]  # fmt: skip
+    found = {days: w for days in day_types if (w := best_window(daily_needs(replicas, interval_s, origin, days),
+                                                                interval_s, floor, ceiling, lead, days))}  # fmt: skip
     if not found:
         return None
-    chosen = max(found, key=lambda w: w.score)
-    others = sum(1 + w.other_windows for w in found if w is not chosen)
+    _, chosen = max(found.items(), key=lambda item: item[1].score * len(item[0]))  # a day's score x its days a week
+    others = sum(1 + w.other_windows for w in found.values() if w is not chosen)
     return Schedule(chosen.start, chosen.end, chosen.timezone, chosen.desired_replicas, chosen.lead_s,
                     chosen.score, chosen.other_windows + others)  # fmt: skip
 

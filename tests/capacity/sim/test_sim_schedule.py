@@ -108,6 +108,15 @@ def test_a_week_of_office_hours_gives_a_weekday_window(prod):
     assert window.other_windows == 0
 
 
+def test_a_weekday_peak_outweighs_a_higher_weekend_peak_over_a_week(prod):
+    # Scores (served above minReplicas 2, minus the lead hour's idle replicas): weekend 16 - 2 = 14 a
+    # day, 28 a week; weekday mornings 9 - 3 = 6 a day, 30 a week.
+    weekend_peak = np.array([2] * 9 + [4] * 8 + [2] * 7)
+    week = np.r_[np.tile(OFFICE_HOURS[:12].tolist() + [2] * 12, 5), np.tile(weekend_peak, 2)]
+    window = derive(prod, week, HOUR, MONDAY)
+    assert window.end == "0 12 * * 1-5" and window.other_windows == 1
+
+
 def test_the_derived_window_is_inside_when_the_need_starts_and_outside_after_it(prod):
     window = derive(prod, OFFICE_HOURS, HOUR, MONDAY)
     activity = CronActivity(CronWindow(window.start, window.end, window.timezone, window.desired_replicas),
