@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "compare": "capacity.cli.compare",
     "tune": "capacity.cli.tune",
     "plan": "capacity.cli.plan",
+    "schedule": "capacity.cli.schedule",
 }
 
 
