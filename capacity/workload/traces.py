@@ -14,6 +14,7 @@ lengths, 0 = fixed) and `seed`. Arrivals are a Poisson process with that rate.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -75,17 +76,13 @@ def _sorted_trace(name: str, times: np.ndarray, prompt: np.ndarray, output: np.n
 def _token_count(path: Path, line: int, column: str, value: object) -> int:
     """A whole number of tokens >= 1: vLLM rejects an empty prompt and max_tokens < 1, so a
     zero-token request would only ever be rejected."""
-    count = None
     if isinstance(value, int) and not isinstance(value, bool):
         count = value
     elif isinstance(value, float) and value.is_integer():
         count = int(value)
-    elif isinstance(value, str):
-        try:
-            count = int(value.strip())
-        except ValueError:
-            pass
-    if count is None:
+    elif isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        count = int(value.strip())
+    else:
         raise ValueError(f"{path}: line {line}: {column} must be a whole number of tokens, got {value!r}")
     if count < 1:
         raise ValueError(f"{path}: line {line}: {column} must be >= 1 token (vLLM rejects empty requests), got {count}")
@@ -96,10 +93,8 @@ def _seconds(path: Path, line: int, column: str, value: object) -> float:
     """An arrival offset in seconds: a finite number."""
     seconds = math.nan
     if isinstance(value, (int, float, str)) and not isinstance(value, bool):
-        try:
+        with contextlib.suppress(ValueError):  # not a number: reported below with the line
             seconds = float(value)
-        except ValueError:
-            pass
     if not math.isfinite(seconds):
         raise ValueError(f"{path}: line {line}: {column} must be a number of seconds, got {value!r}")
     return seconds
