@@ -13,13 +13,10 @@ from pathlib import Path
 
 from capacity.cli import DEFAULT_STACK
 from capacity.measure.envelope import read_envelope
-from capacity.measure.recommend import Setting, commands, recommend, report_lines, slo_to_defend
+from capacity.measure.recommend import Setting, commands, recommend, report_lines, slo_to_defend, stack_path
 from capacity.sim.from_stack import apply_config_set, load_stack_model
 from capacity.sim.plan import budget_replicas
 from contract.settings.autoscaling import DEFAULT_KEY, merged_policy
-
-# The repository's root: its stack files are the fallback when none is found where the tool runs.
-REPO = Path(__file__).resolve().parents[2]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,19 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stack file with the current values (default: Pulumi.<stack>.yaml here, else in the repository)")  # fmt: skip
 
 
-def _stack_source(args: argparse.Namespace) -> str | Path:
-    if args.stack_file:
-        return args.stack_file
-    local = Path(f"Pulumi.{args.stack}.yaml")
-    return local if local.is_file() else REPO / local.name
-
-
 def run(args: argparse.Namespace) -> int:
     if args.stack_file is not None and not args.stack_file.is_file():
         raise ValueError(f"--stack-file {args.stack_file} does not exist")
     rows = read_envelope(args.envelope)
     # The stack and the model must exist: commands for either that does not would not deploy.
-    sm = load_stack_model(_stack_source(args), args.model)
+    sm = load_stack_model(stack_path(args.stack, args.stack_file), args.model)
     settings = sm.source.settings()
     current = sm.policy if args.model else merged_policy(settings.autoscaling.get(DEFAULT_KEY, {}))
     slo_p99, slo_ttft = slo_to_defend(current, None, sm.stack, args.slo_p99, args.slo_ttft_p95)

@@ -189,11 +189,18 @@ def _render(value: float | int | bool) -> str:
     return str(value)
 
 
+def stack_path(stack: str, stack_file: Path | None = None) -> Path:
+    """The stack file the tools read: `stack_file` when given, else `Pulumi.<stack>.yaml` where the
+    tool runs, else the repository's."""
+    if stack_file is not None:
+        return stack_file
+    local = Path(f"Pulumi.{stack}.yaml")
+    return local if local.is_file() else REPO / local.name
+
+
 def current_values(stack: str, model: str, stack_file: Path | None = None) -> tuple[ModelAutoscaling | None, str | None]:
     """The stack's merged autoscaling policy for `model`, or (None, why not)."""
-    path = stack_file or Path(f"Pulumi.{stack}.yaml")
-    if not path.is_file():
-        path = REPO / f"Pulumi.{stack}.yaml"
+    path = stack_path(stack, stack_file)
     if not path.is_file():
         return None, f"no Pulumi.{stack}.yaml found"
     try:

@@ -141,16 +141,19 @@ def candidate(sm: StackModel, p: dict[str, Any], types: dict[str, GpuType]) -> S
     return replace(deployed, profile=profile_for(deployed, kind.gpu, p), pools=pools)
 
 
-_FEASIBLE: dict[tuple[int, EngineProfile, Any], Any] = {}
+# (id of the trace, profile, SLO) -> (the trace itself, its feasibility mask). The trace is kept
+# beside its id so that a freed trace whose id is reused can never hand its mask to another.
+_FEASIBLE: dict[tuple[int, EngineProfile, Any], tuple[Trace, Any]] = {}
 
 
 def _summary(result: SimResult, sm: StackModel, trace: Trace) -> dict[str, Any]:
     """The run's summary, its attainment over the requests some fleet of `sm` can serve (an idle
     replay per request shape: remembered per trace, profile and SLO, as trials repeat them)."""
     key = (id(trace), sm.profile, slo_targets(sm))
-    if key not in _FEASIBLE:
-        _FEASIBLE[key] = feasible_requests(sm, trace)
-    return summarize(result, sm, _FEASIBLE[key])
+    cached = _FEASIBLE.get(key)
+    if cached is None or cached[0] is not trace:
+        cached = _FEASIBLE[key] = (trace, feasible_requests(sm, trace))
+    return summarize(result, sm, cached[1])
 
 
 def _summaries(sm: StackModel, traces: Sequence[Trace], options: RunOptions) -> list[dict[str, Any]]:

@@ -12,7 +12,6 @@ from pydantic import Field, field_validator
 from .base import Section
 
 _VERSION = re.compile(r"^1\.(\d{2})$")
-MIN_MINOR = 30  # oldest minor in EKS standard support with Auto Mode
 _PRINCIPAL = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$")
 REQUIRED_LOGS = ("api", "audit", "authenticator")
 
@@ -36,6 +35,8 @@ EKS_VERSIONS = {
     "1.34": EksVersion(date(2025, 10, 2), date(2026, 12, 2), date(2027, 12, 2)),
     "1.35": EksVersion(date(2026, 1, 27), date(2027, 3, 27), date(2028, 3, 27)),
 }
+# The oldest minor of the calendar: below it the message says "newer", not "unknown".
+MIN_MINOR = min(int(version.split(".")[1]) for version in EKS_VERSIONS)
 # How early a stack hears that its version's standard support ends.
 SUPPORT_WARNING = timedelta(days=60)
 ALL_LOGS = ("api", "audit", "authenticator", "controllerManager", "scheduler")
