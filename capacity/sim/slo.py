@@ -30,7 +30,8 @@ class SloTargets:
 
 
 def met(outcome: np.ndarray, ttft: np.ndarray, tpot: np.ndarray, slo: SloTargets) -> np.ndarray:
-    """Per request: finished, TTFT and TPOT within target (NaN TPOT: single token, TTFT only)."""
+    """Per request: finished, TTFT and TPOT within target (NaN TPOT: single token, TTFT only).
+    `contract.settings.autoscaling.Slo.met_by` is the same rule for one measured request."""
     with np.errstate(invalid="ignore"):
         return (outcome == OK) & (ttft <= slo.ttft_s) & ~(tpot > slo.tpot_s)
 
