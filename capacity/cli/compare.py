@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 from concurrent.futures import ProcessPoolExecutor
+import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ from capacity.cli.sim_args import add_common_arguments, add_scaledobject_argumen
 from capacity.sim.from_stack import StackModel, read_policy_file
 from capacity.sim.html_report import HtmlFigure, write_html
 from capacity.sim.report import COMPARISON_CAPTION, plot_comparison, summary_html_table
-from capacity.sim.run import RunOptions, run_policy, run_static, summarize, with_oracle
+from capacity.sim.run import RunOptions, run_oracle, run_policy, run_static, since, summarize, with_oracle
 from capacity.sim.scaledobject import Manifest, read_scaled_object, run_scaled_object
 from capacity.workload import traces
 
@@ -28,6 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_scaledobject_argument(parser, repeatable=True)
     parser.add_argument("--no-references", action="store_true",
                         help=f"leave out the reference ScaledObjects ({REFERENCE_POLICIES})")  # fmt: skip
+    parser.add_argument("--score-after", type=float, default=0.0, metavar="FRACTION",
+                        help="score and bill only the trace after this fraction of its time, in [0, 1); every policy "
+                             "still runs from the start (the planner's validation part: 0.7; default: 0, all of it)")  # fmt: skip
     parser.add_argument("--static", type=int, metavar="N",
                         help="static fleet size, >= 1 (default: the oracle's peak)")  # fmt: skip
     parser.add_argument("--html", type=Path,
@@ -36,16 +41,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # (row name, stack model, trace, options, how: a static size | a raw ScaledObject | None = the stack's
-# policy, the oracle's feasibility mask)
-Job = tuple[str, StackModel, traces.Trace, RunOptions, "int | Manifest | None", np.ndarray]
+# policy, the oracle's feasibility mask, the second from which it is scored)
+Job = tuple[str, StackModel, traces.Trace, RunOptions, "int | Manifest | None", np.ndarray, float]
 
 
 def _job(job: Job) -> dict[str, Any]:
-    name, sm, trace, options, how, feasible = job
+    name, sm, trace, options, how, feasible, cut = job
     if isinstance(how, Manifest):
-        return summarize(run_scaled_object(sm, how, trace, options), sm, feasible)
-    result = run_static(sm, trace, how, options) if how else run_policy(sm, trace, options)
-    return summarize(result, sm, feasible)
+        result = run_scaled_object(sm, how, trace, options)
+    else:
+        result = run_static(sm, trace, how, options) if how else run_policy(sm, trace, options)
+    scored, keep = since(result, cut)
+    return summarize(scored, sm, feasible[keep])
 
 
 def _with_policy_file(sm: StackModel, path: Path) -> StackModel:
@@ -60,6 +67,8 @@ def _with_policy_file(sm: StackModel, path: Path) -> StackModel:
 def run(args: argparse.Namespace) -> int:
     if args.static is not None and args.static < 1:
         raise ValueError(f"--static must be >= 1 replica, got {args.static}")
+    if not 0 <= args.score_after < 1:
+        raise ValueError(f"--score-after must be in [0, 1), got {args.score_after}")
     if args.html is not None and not args.html.parent.is_dir():
         raise ValueError(f"--html {args.html}: directory {args.html.parent} does not exist")
     references = [] if args.no_references else sorted(REFERENCE_POLICIES.glob("*.yaml"))
@@ -70,13 +79,22 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--static {args.static} is more replicas than the GPU limits of "
                          f"{sm.stack}/{sm.model.name}'s pools hold ({held})")  # fmt: skip
     static = args.static if args.static is not None else orc.peak_replicas
-    jobs: list[Job] = [(f"stack {sm.stack}", sm, trace, options, None, orc.feasible)]
+    cut = trace.duration * args.score_after
+    feasible = orc.feasible  # per request of the whole trace; each run keeps its scored part's
+    if cut:  # the oracle of the scored part only
+        orc = run_oracle(sm, trace.window(cut, math.inf), options)
+    jobs: list[Job] = [(f"stack {sm.stack}", sm, trace, options, None, feasible, cut)]
     for path in args.policy:
-        jobs.append((str(path), _with_policy_file(sm, path), trace, options, None, orc.feasible))
+        jobs.append((str(path), _with_policy_file(sm, path), trace, options, None, feasible, cut))
     for path, manifest in zip([*args.scaledobject, *references], manifests):
         label = f"reference {manifest.name}" if path in references else str(path)
-        jobs.append((label, sm, trace, options, manifest, orc.feasible))
-    jobs.append((f"static {static}", sm, trace, options, static, orc.feasible))
+        jobs.append((label, sm, trace, options, manifest, feasible, cut))
+        if path in references and manifest.max_replicas < held:
+            # The reference's signals and behaviour with this stack's fleet limit: a fair match
+            # for a design written for a smaller cluster.
+            jobs.append((f"{label} at the pools' limit ({held})", sm, trace, options,
+                         replace(manifest, max_replicas=held), feasible, cut))  # fmt: skip
+    jobs.append((f"static {static}", sm, trace, options, static, feasible, cut))
     with ProcessPoolExecutor(max_workers=2) as pool:
         summaries = list(pool.map(_job, jobs))
     rows = [(name, with_oracle(summary, orc.gpu_hours)) for (name, *_), summary in zip(jobs, summaries)]
@@ -88,10 +106,12 @@ def run(args: argparse.Namespace) -> int:
         "oracle_infeasible_intervals": orc.infeasible_intervals,
     }
     rows.append((f"oracle ({orc.interval_s:.0f} s intervals)", oracle_row))
-    title = f"{sm.stack}/{sm.model.name} ({sm.profile.name}) on {trace.name}: {len(trace)} requests"
+    scored = int((trace.arrivals >= cut).sum())
+    part = f", scored after {args.score_after:.0%} of its time ({scored} requests)" if cut else ""
+    title = f"{sm.stack}/{sm.model.name} ({sm.profile.name}) on {trace.name}: {len(trace)} requests{part}"
     # the table names a policy pinned at its ceiling; the JSON keys stay the plain names
     table = [(row_name(name, summary, model) if how is None else name, summary)
-             for (name, model, _, _, how, _), (_, summary) in zip(jobs, rows)]  # fmt: skip
+             for (name, model, _, _, how, _, _), (_, summary) in zip(jobs, rows)]  # fmt: skip
     table.append(rows[-1])
     emit(args, {name: s for name, s in rows}, table, f"{title}\n{start_note(sm, options)}")
     html = args.html or Path("out") / f"compare-{sm.stack}-{sm.model.name}.html"

@@ -47,6 +47,9 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--oracle-interval", type=float, default=300.0, help="seconds per oracle interval (longer = faster, looser)"
     )
+    p.add_argument("--oracle-attainment", type=float, metavar="FRACTION",
+                   help="share of requests the oracle sizes each interval for, in (0, 1] (default: the SLO's "
+                        "objective, 0.95; use the planner's --slo-attainment to compare with a plan)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -108,6 +111,8 @@ def load_inputs(
                         ("--time-scale", args.time_scale)):  # fmt: skip
         if value <= 0:
             raise ValueError(f"{flag} must be > 0, got {value}")
+    if args.oracle_attainment is not None and not 0 < args.oracle_attainment <= 1:
+        raise ValueError(f"--oracle-attainment must be in (0, 1], got {args.oracle_attainment}")
     if args.initial_replicas is not None and not 0 <= args.initial_replicas <= sm.policy.max_replicas:
         raise ValueError(f"--initial-replicas must be within 0..maxReplicas ({sm.policy.max_replicas}) "
                          f"of {sm.stack}/{sm.model.name}, got {args.initial_replicas}")  # fmt: skip
@@ -124,6 +129,7 @@ def load_inputs(
         initial_replicas=args.initial_replicas,
         metrics_outages=tuple(args.prometheus_outage),
         oracle_interval_s=args.oracle_interval,
+        oracle_objective=args.oracle_attainment,
     )
     orc = run_oracle(sm, trace, options)
     warm = int(orc.replicas[0]) if len(orc.replicas) else None

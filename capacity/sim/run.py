@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,9 @@ class RunOptions:
     warm_start: int | None = None
     metrics_outages: tuple[tuple[float, float], ...] = ()
     oracle_interval_s: float = 300.0
+    # The share of requests the oracle sizes each interval for; None: the SLO's objective. The
+    # planner sets its attainment target, so the oracle meets the same bar as the policy.
+    oracle_objective: float | None = None
 
 
 def sim_config(sm: StackModel, options: RunOptions, initial: int) -> SimConfig:
@@ -66,6 +69,11 @@ def slo_targets(sm: StackModel) -> SloTargets:
     return SloTargets(slo.ttft_p95_seconds, slo.tpot_p95_seconds, slo.OBJECTIVE)
 
 
+def oracle_targets(sm: StackModel, options: RunOptions) -> SloTargets:
+    targets = slo_targets(sm)
+    return targets if options.oracle_objective is None else replace(targets, objective=options.oracle_objective)
+
+
 def feasible_requests(sm: StackModel, trace: Trace) -> np.ndarray:
     """Per request: some fleet of the model's replicas serves it within the SLO."""
     return feasible(trace, sm.profile, slo_targets(sm))
@@ -75,11 +83,47 @@ def run_oracle(sm: StackModel, trace: Trace, options: RunOptions = RunOptions())
     return oracle(
         trace,
         sm.profile,
-        slo_targets(sm),
+        oracle_targets(sm, options),
         options.oracle_interval_s,
         sm.model.gpus_per_replica,
         options.seed,
     )
+
+
+def warm_start(sm: StackModel, trace: Trace, options: RunOptions = RunOptions()) -> int:
+    """The oracle's replicas for the trace's first interval: the fleet a policy that had been
+    running before the trace began would hold, so a run does not start cold at minReplicas."""
+    first = run_oracle(sm, trace.window(0.0, options.oracle_interval_s), options)
+    return int(first.replicas[0]) if len(first.replicas) else 0
+
+
+def since(result: SimResult, start: float) -> tuple[SimResult, np.ndarray]:
+    """One continuous run seen from `start` on, and which requests that keeps: those arriving at
+    or after `start`, and the GPU time billed from `start`. A held-out window scored this way
+    starts with the fleet the policy built on the traffic before it, as a deployed policy would."""
+    keep = result.arrival >= start
+    gpu_seconds: dict[str, float] = {}
+    cost = 0.0
+    for node in result.nodes:
+        seconds = node.gpu_seconds(start)
+        gpu_seconds[node.capacity_type] = gpu_seconds.get(node.capacity_type, 0.0) + seconds
+        cost += seconds / 3600 * node.usd_per_gpu_hour
+    edges = sorted([(max(n.start, start), 1) for n in result.nodes if n.end > start]
+                   + [(n.end, -1) for n in result.nodes if n.end > start])  # fmt: skip
+    alive = peak = 0
+    for _, step in edges:
+        alive += step
+        peak = max(peak, alive)
+    view = replace(
+        result,
+        arrival=result.arrival[keep], ttft=result.ttft[keep], tpot=result.tpot[keep], e2e=result.e2e[keep],
+        outcome=result.outcome[keep], gpu_seconds=gpu_seconds, cost_usd=cost,
+        scale_events=sum(1 for t in result.scale_times if t >= start),
+        scale_times=tuple(t for t in result.scale_times if t >= start),
+        max_replicas_used=peak,
+        initial_replicas=sum(1 for n in result.nodes if n.start <= start < n.end),
+    )  # fmt: skip
+    return view, keep
 
 
 def _percentile(values: np.ndarray, q: float) -> float | None:

@@ -55,7 +55,7 @@ OK, FAILED, REJECTED, UNFINISHED = range(4)
 
 # The series each pod's scrapes record (`_Pod`), by the vLLM metric a trigger's Query names:
 # gauges (one value per scrape) and histograms (cumulative bucket counts per scrape, and bounds).
-GAUGES = {Vllm.REQUESTS_WAITING: "waiting", Vllm.KV_CACHE_USAGE: "kv"}
+GAUGES = {Vllm.REQUESTS_RUNNING: "running", Vllm.REQUESTS_WAITING: "waiting", Vllm.KV_CACHE_USAGE: "kv"}
 HISTOGRAMS = {Vllm.TTFT: ("ttft_counts", TTFT_BUCKETS), Vllm.E2E_LATENCY: ("e2e_counts", REQUEST_LATENCY_BUCKETS)}
 
 
@@ -98,6 +98,21 @@ class Timeline:
     metrics_outages: tuple[tuple[float, float], ...] = ()
 
 
+@dataclass(frozen=True)
+class NodeSpan:
+    """One GPU node's billed life."""
+
+    start: float
+    end: float
+    capacity_type: str
+    gpus: int
+    usd_per_gpu_hour: float
+
+    def gpu_seconds(self, start: float = 0.0, end: float = math.inf) -> float:
+        """GPU-seconds of this node inside [start, end)."""
+        return max(0.0, min(self.end, end) - max(self.start, start)) * self.gpus
+
+
 @dataclass
 class SimResult:
     """Per request (trace order): arrival, TTFT, TPOT = (e2e - TTFT) / (output tokens - 1)
@@ -116,12 +131,14 @@ class SimResult:
     initial_replicas: int
     timeline: Timeline
     triggers: tuple[KedaTrigger, ...]  # what the timeline's signals were compared with
+    nodes: tuple[NodeSpan, ...] = ()  # every GPU node, launch to termination (what was billed)
+    scale_times: tuple[float, ...] = ()  # when spec.replicas changed (one per scale event)
 
 
 class _Pod:
     __slots__ = (
         "id", "phase", "node", "ready_at", "engine", "inflight",
-        "t", "waiting", "kv", "ttft_counts", "e2e_counts", "ttft_hist", "e2e_hist",
+        "t", "running", "waiting", "kv", "ttft_counts", "e2e_counts", "ttft_hist", "e2e_hist",
     )  # fmt: skip
 
     def __init__(self, pod_id: int) -> None:
@@ -133,6 +150,7 @@ class _Pod:
         self.inflight: dict[int, Request] = {}
         # scraped series
         self.t: list[float] = []
+        self.running: list[float] = []
         self.waiting: list[float] = []
         self.kv: list[float] = []
         self.ttft_counts: list[tuple[int, ...]] = []
@@ -192,6 +210,8 @@ class Simulation:
         self.gpu_seconds: dict[str, float] = {}
         self.cost = 0.0
         self.scale_events = 0
+        self.scale_times: list[float] = []
+        self.node_spans: list[NodeSpan] = []
         self.spec_replicas = config.initial_replicas  # the Deployment's spec.replicas
         self.max_used = 0
         self.timeline = Timeline(metrics_outages=config.metrics_outages)
@@ -255,6 +275,7 @@ class Simulation:
         gpu_s = (t - node.created) * self.c.gpus_per_replica
         kind = node.pool.capacity_type
         self.gpu_seconds[kind] = self.gpu_seconds.get(kind, 0.0) + gpu_s
+        self.node_spans.append(NodeSpan(node.created, t, kind, self.c.gpus_per_replica, node.pool.price_per_gpu_hour))
         self.cost += gpu_s / 3600 * node.pool.price_per_gpu_hour
         self.used_gpus[node.pool.name] -= self.c.gpus_per_replica
         self._schedule_pending(t)
@@ -342,6 +363,7 @@ class Simulation:
         """Write the Deployment's spec replicas; the ReplicaSet creates or deletes pods at once."""
         if desired != self.spec_replicas:
             self.scale_events += 1
+            self.scale_times.append(t)
         self.spec_replicas = desired
         alive = self._alive()
         if desired > len(alive):
@@ -407,6 +429,7 @@ class Simulation:
                     continue
                 engine = pod.engine
                 pod.t.append(t)
+                pod.running.append(engine.num_running)  # type: ignore[union-attr]
                 pod.waiting.append(engine.num_waiting)  # type: ignore[union-attr]
                 pod.kv.append(engine.kv_usage)  # type: ignore[union-attr]
                 pod.ttft_counts.append(_cumulative(pod.ttft_hist))
@@ -602,6 +625,8 @@ class Simulation:
             initial_replicas=c.initial_replicas,
             timeline=self.timeline,
             triggers=self.so.triggers if self.so else (),
+            nodes=tuple(self.node_spans),
+            scale_times=tuple(self.scale_times),
         )
 
 

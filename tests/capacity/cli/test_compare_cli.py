@@ -31,3 +31,42 @@ def test_compare_writes_one_html_report_with_every_policy_and_the_chart(capsys, 
     names = [c for c in report.cells if c.startswith(("stack ", "reference ", "static ", "oracle"))]
     assert names[:4] == ["stack dev", "reference benchmark-derived", "reference karpenter-article", "reference local-lab"]
     assert names[-1].startswith("oracle")
+
+
+def compare_rows(capsys, *extra: str) -> dict:
+    assert main(["compare", "--profile", PROFILE, "--trace", SHORT, "--json", *extra]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_references_written_for_smaller_fleets_also_run_at_the_pools_limit(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    rows = compare_rows(capsys, "--stack", "prod", "--html", str(tmp_path / "r.html"))
+    for name, written in (("benchmark-derived", 6), ("karpenter-article", 10), ("local-lab", 5)):
+        assert f"reference {name}" in rows
+        assert rows[f"reference {name} at the pools' limit (24)"]["max_replicas_used"] > 0
+        assert rows[f"reference {name}"]["max_replicas_used"] <= written
+
+
+def test_score_after_counts_only_the_requests_after_the_cut(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    whole = compare_rows(capsys, "--stack", "dev", "--html", str(tmp_path / "a.html"))
+    tail = compare_rows(capsys, "--stack", "dev", "--score-after", "0.5", "--html", str(tmp_path / "b.html"))
+    assert 0 < tail["stack dev"]["requests"] < whole["stack dev"]["requests"]
+    assert tail["stack dev"]["gpu_hours"] < whole["stack dev"]["gpu_hours"]
+    oracle = next(name for name in tail if name.startswith("oracle"))
+    assert tail[oracle]["gpu_hours"] < whole[oracle]["gpu_hours"]
+
+
+def test_a_stricter_oracle_attainment_never_needs_fewer_gpu_hours(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    default = compare_rows(capsys, "--stack", "dev", "--no-references", "--html", str(tmp_path / "a.html"))
+    strict = compare_rows(capsys, "--stack", "dev", "--no-references", "--oracle-attainment", "0.999", "--html", str(tmp_path / "b.html"))
+    oracle = next(name for name in default if name.startswith("oracle"))
+    assert strict[oracle]["gpu_hours"] >= default[oracle]["gpu_hours"]
+
+
+def test_score_after_outside_zero_to_one_is_refused_in_one_line(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert main(["compare", "--stack", "dev", "--trace", SHORT, "--score-after", "1"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--score-after must be in [0, 1)" in err

@@ -1,0 +1,70 @@
+"""A held-out window of one continuous run (`run.since`, `plan.held_out`): scored and billed
+from the cut, with the fleet the policy built before it."""
+
+import math
+
+import numpy as np
+import pytest
+
+from pathlib import Path
+
+from capacity.sim import plan
+from capacity.sim.from_stack import load_stack_model
+from capacity.sim.run import RunOptions, since
+from capacity.workload.traces import load
+from tests.capacity.sim.test_sim_simulator import run
+
+STEP = "synthetic:step:base=0.5,peak=12,at=120,length=600,duration=1500,prompt=256,output=64"
+
+
+def test_billing_from_the_start_adds_up_to_the_whole_run():
+    result = run()
+    view, keep = since(result, 0.0)
+    assert keep.all()
+    assert view.cost_usd == pytest.approx(result.cost_usd)
+    assert sum(view.gpu_seconds.values()) == pytest.approx(sum(result.gpu_seconds.values()))
+
+
+def test_node_spans_bill_exactly_what_the_run_billed():
+    result = run(spot_interruptions_per_hour=2.0, seed=3)
+    assert sum(n.gpu_seconds() for n in result.nodes) == pytest.approx(sum(result.gpu_seconds.values()))
+
+
+def test_a_window_keeps_only_the_requests_arriving_in_it():
+    result = run()
+    view, keep = since(result, 700.0)
+    assert np.array_equal(keep, result.arrival >= 700.0)
+    assert len(view.outcome) == keep.sum() and (view.arrival >= 700.0).all()
+
+
+def test_a_window_bills_only_gpu_time_after_its_start():
+    result = run()
+    view, _ = since(result, 700.0)
+    expected = sum(max(0.0, n.end - max(n.start, 700.0)) * n.gpus for n in result.nodes)
+    assert sum(view.gpu_seconds.values()) == pytest.approx(expected)
+    assert 0 < view.cost_usd < result.cost_usd
+
+
+def test_a_window_counts_only_its_own_scale_events():
+    result = run()
+    view, _ = since(result, 700.0)
+    assert view.scale_events == sum(1 for t in result.scale_times if t >= 700.0) < result.scale_events
+
+
+def test_a_window_starts_with_the_fleet_built_before_it():
+    result = run()
+    view, _ = since(result, 400.0)  # inside the peak: the policy has scaled out
+    assert view.initial_replicas > 1
+
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_held_out_scores_the_tail_of_one_continuous_run():
+    dev = load_stack_model("dev", root=ROOT)
+    trace = load("synthetic:step:base=0.3,peak=2,at=120,length=300,duration=900,prompt=256,output=32")
+    options = RunOptions()
+    summary = plan.held_out(dev, trace, 0.5, options)
+    tail = trace.window(trace.duration * 0.5, math.inf)
+    assert summary["requests"] == len(tail)
+    assert summary["oracle_gpu_hours"] is not None and summary["oracle_gpu_hours"] > 0
