@@ -44,7 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="served model name (default: the stack's first model)")
     parser.add_argument("--trace", action="append", required=True, help="trace to plan for (repeatable: meet the target on every one)")
     parser.add_argument("--validate-trace", action="append", default=[], help="extra traffic the winner is replayed on, never searched; repeatable (default: none)")
-    parser.add_argument("--slo-attainment", type=float, default=0.99, help="target fraction of requests within the SLO")
+    parser.add_argument("--slo-attainment", type=float,
+                        help="target share of requests within the SLO (default: the stack's capacityPlanning.attainmentTarget)")
     parser.add_argument("--search-fraction", type=float, default=0.7, help="first fraction of each trace's time to search on")
     parser.add_argument("--rate-scale", type=float, default=1.0,
                         help="replay every trace at this many times its requests, same duration (e.g. to size a smaller stack)")
@@ -54,6 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel simulations")
     parser.add_argument("--price", type=_price, action="append", default=[], metavar="FAMILY=USD",
                         help="on-demand USD per GPU-hour of an instance family; repeatable (default: the cited price list)")  # fmt: skip
+    parser.add_argument("--gpu", action="append", default=[],
+                        help="search only this GPU type (e.g. a10g, l4); repeatable (default: every type the pools allow)")
     parser.add_argument("--router", choices=ROUTERS, default="least-request", help="how the gateway spreads requests")
     parser.add_argument("--oracle-interval", type=float, default=300.0, help="seconds per oracle interval")
     parser.add_argument("--png", type=Path, help="frontier PNG path (default: out/plan-<stack>-<model>.png)")
@@ -64,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _check(args: argparse.Namespace) -> None:
-    if not 0 < args.slo_attainment <= 1:
+    if args.slo_attainment is not None and not 0 < args.slo_attainment <= 1:
         raise ValueError(f"--slo-attainment must be in (0, 1], got {args.slo_attainment}")
     if not 0 < args.search_fraction < 1:
         raise ValueError(f"--search-fraction must be in (0, 1), got {args.search_fraction}")
@@ -132,6 +135,8 @@ def _scaled(trace: traces.Trace, args: argparse.Namespace) -> traces.Trace:
 def run(args: argparse.Namespace) -> int:
     _check(args)
     sm = load_stack_model(args.stack, args.model)
+    if args.slo_attainment is None:
+        args.slo_attainment = sm.attainment_target
     loaded = [_scaled(traces.load(t), args) for t in args.trace]
     parts = [plan.split(t, args.search_fraction) for t in loaded]
     searched = plan.margin_traces([s for s, _ in parts], args.margin, args.seed)
@@ -148,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         bar.start()
     try:
         result = plan.search(sm, searched, args.slo_attainment, args.trials, args.seed, args.workers, options,
-                             dict(args.price), progress)  # fmt: skip
+                             dict(args.price), progress, args.gpu)  # fmt: skip
     finally:
         if bar:
             bar.stop()
@@ -162,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         "gpu_types": plan.per_gpu_type(result),
         "config_set": [],
         "binding_limit": None,
+        "target": args.slo_attainment,
         "trials": len(result.trials),
         "refused_trials": sum(1 for t in result.trials if t.refused),
         "notes": [],

@@ -52,6 +52,7 @@ class StackModel:
     startup: Startup
     spot_interruptions_per_hour: float
     scrape_interval_s: float
+    attainment_target: float  # capacityPlanning.attainmentTarget: what a plan must reach held out
     raw_autoscaling: dict[str, Any]  # the autoscaling section as written (for tune's edits)
     source: StackFile  # the stack file, to re-validate a changed policy
 
@@ -150,6 +151,7 @@ def load_stack_model(
         startup=startup,
         spot_interruptions_per_hour=plan.spot_interruptions_per_hour,
         scrape_interval_s=scrape,
+        attainment_target=plan.attainment_target,
         raw_autoscaling=autoscaling if autoscaling is not None else dict(settings.autoscaling),
         source=source,
     )

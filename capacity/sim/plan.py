@@ -286,11 +286,18 @@ def search(
     options: RunOptions,
     prices: dict[str, float] | None = None,
     progress: Callable[[int], None] | None = None,
+    only: Sequence[str] = (),
 ) -> PlanResult:
+    """`only`: search just these GPU types (names as `gpu_types` gives them); empty: all."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     types = {t.gpu: t for t in gpu_types(sm, prices)}
+    unknown = sorted(set(only) - set(types))
+    if unknown:
+        raise ValueError(f"--gpu {', '.join(unknown)}: the pools of {sm.model.name} allow only {', '.join(types)}")
+    if only:
+        types = {name: kind for name, kind in types.items() if name in only}
     study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=seed, multivariate=True))
     done: list[Trial] = []
     args = (sm, tuple(traces), options, types)

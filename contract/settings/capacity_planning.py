@@ -55,3 +55,7 @@ class CapacityPlanningSettings(Section):
     # Reclaims per spot node-hour (Poisson); 0.05 = one in 20 node-hours.
     spot_interruptions_per_hour: float = Field(default=0.05, ge=0)
     gpu_hourly_price_usd: GpuPrices = Field(default_factory=GpuPrices)
+    # The share of requests within the SLO a plan must reach on traffic it was not searched on
+    # (`python -m capacity plan`, the evidence test). Above the SLO's own 95% so that an hour the
+    # plan never saw still meets it.
+    attainment_target: float = Field(default=0.99, gt=0, le=1)

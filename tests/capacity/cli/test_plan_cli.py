@@ -73,3 +73,23 @@ def test_a_bad_price_flag_is_one_line(capsys):
     with pytest.raises(SystemExit):
         main(["plan", "--stack", "dev", "--trace", STEP, "--price", "g6=cheap"])
     assert "is not FAMILY=USD_PER_GPU_HOUR" in capsys.readouterr().err
+
+
+def test_gpu_restricts_the_search_to_that_type(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    out = plan(capsys, tmp_path, "--trace", STEP, "--gpu", "l4")
+    assert [row["gpu"] for row in out["gpu_types"]] == ["l4"]
+    assert all(row["gpu"] == "l4" for row in out["frontier"])
+
+
+def test_a_gpu_the_pools_do_not_allow_is_one_line(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert main(["plan", "--stack", "dev", "--trace", STEP, "--gpu", "h100"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--gpu h100" in err and "a10g, l4" in err
+
+
+def test_the_target_defaults_to_the_stacks_attainment_target(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    out = plan(capsys, tmp_path, "--trace", STEP)
+    assert out["target"] == load_stack_model("dev", root=ROOT).attainment_target

@@ -41,3 +41,13 @@ def test_range_max_below_min_names_the_rule():
 def test_spot_dearer_than_on_demand_is_rejected():
     with pytest.raises(ValidationError, match=r"must be <= onDemand"):
         CapacityPlanningSettings.model_validate({"gpuHourlyPriceUsd": {"spot": 2, "onDemand": 1}})
+
+
+@pytest.mark.parametrize("value", [0, 1.01])
+def test_an_attainment_target_outside_zero_to_one_is_rejected(value):
+    with pytest.raises(ValidationError, match="attainmentTarget"):
+        CapacityPlanningSettings.model_validate({"attainmentTarget": value})
+
+
+def test_the_attainment_target_defaults_above_the_slo_objective():
+    assert CapacityPlanningSettings().attainment_target == 0.99
