@@ -194,7 +194,7 @@ def instance_family_problems(models: list[ModelSettings], pools: list[NodePoolSe
         own = [p for p in pools if p.name in model.pools]
         allowed = {f for p in own for f in p.instance_families}
         missing = [f for f in model.instance_families if f not in allowed]
-        if missing:
+        if missing and own:  # no known pool at all is the unknown-pool rule's to report
             offered = "; ".join(f"{p.name}: {list(p.instance_families)}" for p in own)
             problems.append(
                 f"{key}.instanceFamilies ({missing}) are allowed by none of the model's pools ({offered}); "
@@ -214,7 +214,7 @@ def _profile_gpu_problems(key: str, families: list[str], profile: str) -> list[s
             f"{key}.instanceFamilies ({unmodelled}) carry a GPU no capacity profile models, so capacityProfile "
             f"({profile!r}) cannot describe them; pin a family of {sorted(GPU_OF_FAMILY)} or unset capacityProfile"
         ]
-    distinct = sorted(set(gpus.values()))
+    distinct = sorted({gpu for gpu in gpus.values() if gpu})
     if len(distinct) > 1:
         return [
             f"{key}.instanceFamilies ({families}) carry different GPUs ({distinct}) but capacityProfile "
