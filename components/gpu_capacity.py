@@ -16,7 +16,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from contract.gpu import GPU_RESOURCE, GPU_TAINT, POOL_LABEL
+from contract.gpu import GPU_RESOURCE, GPU_TAINT, INSTANCE_LABEL_PREFIX, POOL_LABEL
 from contract.names import PART_OF
 from contract.settings.gpu_capacity import GpuCapacitySettings, NodePoolSettings
 
@@ -34,8 +34,8 @@ NODE_CLASS_NAME = "gpu"
 
 # Where each provisioner puts its well-known instance labels and node class kind.
 _FLAVOURS = {
-    "auto-mode": {"label_prefix": "eks.amazonaws.com", "group": "eks.amazonaws.com", "kind": "NodeClass"},
-    "karpenter": {"label_prefix": "karpenter.k8s.aws", "group": "karpenter.k8s.aws", "kind": "EC2NodeClass"},
+    "auto-mode": {"label_prefix": INSTANCE_LABEL_PREFIX["auto-mode"], "group": "eks.amazonaws.com", "kind": "NodeClass"},
+    "karpenter": {"label_prefix": INSTANCE_LABEL_PREFIX["karpenter"], "group": "karpenter.k8s.aws", "kind": "EC2NodeClass"},
 }
 
 

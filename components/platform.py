@@ -6,6 +6,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from contract import names
+from contract.gpu import instance_family_label
 from contract.settings import StackSettings
 
 from .autoscaling import Autoscaling, AutoscalingArgs
@@ -119,6 +120,7 @@ class Platform(pulumi.ComponentResource):
                 # Clients reach models only through the gateway (keys, quotas); Prometheus scrapes.
                 predictor_peers=[envoy_peer(settings.gateway),
                                  namespace_peer(settings.observability.namespace, PROMETHEUS_POD_LABELS)],
+                instance_family_label=instance_family_label(settings.gpu_capacity.provisioner),
             ),
             opts=child,
         )

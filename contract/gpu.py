@@ -1,5 +1,6 @@
 """GPU facts shared by the program, its policies and the capacity tooling: the resource name,
-the taint that keeps other pods off GPU nodes, the pool label, and the instance families."""
+the taint that keeps other pods off GPU nodes, the pool label, the instance families, the GPU
+each carries and the node label that names a node's family."""
 
 from __future__ import annotations
 
@@ -17,3 +18,25 @@ MAX_GPUS_PER_INSTANCE = {
     "p4d": 8, "p4de": 8, "p5": 8, "p5e": 8, "p5en": 8, "p6-b200": 8,
 }  # fmt: skip
 GPU_FAMILIES = tuple(MAX_GPUS_PER_INSTANCE)
+
+# Instance family -> the GPU it carries, by the name capacity profiles start with
+# (`<gpu>-<model short>`, capacity/engine/profiles.py; the engine's data/gpus.yaml names).
+# Families whose GPU the capacity engine has no datasheet for are absent: no profile models them.
+GPU_OF_FAMILY = {
+    "g5": "a10g", "g6": "l4", "g6e": "l40s", "p4de": "a100-80gb", "p5": "h100", "p5e": "h200", "p5en": "h200",
+}  # fmt: skip
+
+# Where each provisioner puts its well-known instance labels (NodePool requirements and node labels).
+# Karpenter v1.14.1: pkg/apis/v1/labels.go registers karpenter.k8s.aws/instance-family in
+# WellKnownLabels, and pkg/cloudprovider/cloudprovider.go instanceToNodeClaim labels each node with
+# every single-valued instance-type requirement (its family among them); its scheduling docs
+# (website/content/en/docs/concepts/scheduling.md, "Labels"): well-known labels "may be specified as
+# NodePool requirements or pod scheduling constraints". EKS Auto Mode uses eks.amazonaws.com/ instead
+# (EKS user guide, create-node-pool "EKS Auto Mode Supported Labels"; auto-accelerated selects pods
+# onto nodes by these labels with a nodeSelector).
+INSTANCE_LABEL_PREFIX = {"auto-mode": "eks.amazonaws.com", "karpenter": "karpenter.k8s.aws"}
+
+
+def instance_family_label(provisioner: str) -> str:
+    """The node label holding the EC2 instance family (g5, g6, ...) under this provisioner."""
+    return f"{INSTANCE_LABEL_PREFIX[provisioner]}/instance-family"

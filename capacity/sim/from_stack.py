@@ -131,7 +131,7 @@ def load_stack_model(
             duration_seconds(p.consolidate_after),
         )
         for p in settings.gpu_capacity.pools
-        if p.name in chosen.pools
+        if chosen.families_in(p)  # a pool that launches none of the model's instanceFamilies never hosts it
     )
     s = plan.startup
     startup = Startup(
@@ -200,7 +200,10 @@ def scaled_object(policy: ModelAutoscaling, triggers: Sequence[Trigger] = TRIGGE
 
 
 def pool_families(sm: StackModel) -> dict[str, tuple[str, ...]]:
-    """The instance families each of the model's pools allows, by pool name."""
+    """The instance families each of the model's pools allows, by pool name: the GPU types a
+    `gpu_type_edits` choice may pin (the stack requires a pinned family to be allowed by one of
+    the model's pools). The model's current `instanceFamilies` do not narrow it, since they are
+    the choice itself; where the pinned model can run now is `sm.pools`."""
     pools = sm.source.settings(sm.raw_autoscaling).gpu_capacity.pools
     return {p.name: tuple(p.instance_families) for p in pools if p.name in sm.model.pools}
 
@@ -210,13 +213,48 @@ def model_index(sm: StackModel) -> int:
     return [m.name for m in sm.source.settings(sm.raw_autoscaling).models].index(sm.model.name)
 
 
-def apply_config_set(sm: StackModel, edits: Sequence[tuple[str, Any]]) -> StackModel:
-    """The stack model after `pulumi config set --path KEY VALUE` of each edit (keys under the
-    program's namespace, e.g. `autoscaling.<model>.minReplicas`, `models[0].engine.maxNumSeqs`),
-    validated by the contract's stack loader as a deploy would be; a ValueError says why not."""
+@dataclass(frozen=True)
+class ConfigRemove:
+    """`pulumi config rm --path PATH`: a list element is deleted (the later ones shift down), a
+    map key dropped; a path that does not exist is left alone."""
+
+    path: str
+
+
+# One `pulumi config` edit: (path, value) is `pulumi config set --path PATH VALUE`.
+ConfigEdit = tuple[str, Any] | ConfigRemove
+
+
+def gpu_type_edits(sm: StackModel, family: str, profile_name: str) -> list[ConfigEdit]:
+    """The edits that deploy GPU type `family` for the model: `models[i].instanceFamilies` becomes
+    exactly `[family]`, `models[i].capacityProfile` becomes `profile_name`.
+
+    `pulumi config set --path` writes one leaf: a JSON list as the value is stored as a string
+    (pulumi/pulumi sdk/go/common/resource/config/value.go `coerceObject` types only booleans and
+    integers; `config set` has no --json, only `set-all --json`, which takes no paths), and
+    `[n]` may only overwrite an element or append one (object.go `Set`: "array index out of
+    range" past the end). So element 0 is set, and the elements after it of a longer pin are
+    removed highest index first (object.go `Delete` shifts the later ones down)."""
+    key = f"models[{model_index(sm)}]"
+    pinned = sm.model.instance_families or []
+    edits: list[ConfigEdit] = [(f"{key}.instanceFamilies[0]", family)]
+    edits += [ConfigRemove(f"{key}.instanceFamilies[{k}]") for k in range(len(pinned) - 1, 0, -1)]
+    edits.append((f"{key}.capacityProfile", profile_name))
+    return edits
+
+
+def apply_config_set(sm: StackModel, edits: Sequence[ConfigEdit]) -> StackModel:
+    """The stack model after each edit as `pulumi config set --path KEY VALUE` (or `pulumi config
+    rm --path KEY` for a ConfigRemove; keys under the program's namespace, e.g.
+    `autoscaling.<model>.minReplicas`, `models[0].engine.maxNumSeqs`), validated by the
+    contract's stack loader as a deploy would be; a ValueError says why not."""
     config = copy.deepcopy(sm.source.config)
-    for path, value in edits:
-        _set_path(config, f"{NAMESPACE}:{path}", value)
+    for edit in edits:
+        if isinstance(edit, ConfigRemove):
+            _remove_path(config, f"{NAMESPACE}:{edit.path}")
+        else:
+            path, value = edit
+            _set_path(config, f"{NAMESPACE}:{path}", value)
     source = StackFile(sm.source.path, config)
     try:
         reloaded = load_stack_model(sm.stack, sm.model.name, sm.profile.name, None, sm.source.path.parent, source)
@@ -228,10 +266,14 @@ def apply_config_set(sm: StackModel, edits: Sequence[tuple[str, Any]]) -> StackM
 _PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
 
+def _keys(path: str) -> list[str | int]:
+    return [name if name else int(index) for name, index in _PATH_PART.findall(path)]
+
+
 def _set_path(config: dict[str, Any], path: str, value: Any) -> None:
     """Pulumi's `--path` semantics on the stack's config: the first key holds the namespace
     (`inference-platform:models`), `.key` and `[i]` walk into it, missing maps are created."""
-    keys: list[str | int] = [name if name else int(index) for name, index in _PATH_PART.findall(path)]
+    keys = _keys(path)
     node: Any = config
     for key, following in zip(keys, keys[1:]):
         if isinstance(key, int):
@@ -247,3 +289,22 @@ def _set_path(config: dict[str, Any], path: str, value: Any) -> None:
         node.append(value)
     else:
         node[last] = value
+
+
+def _remove_path(config: dict[str, Any], path: str) -> None:
+    """`pulumi config rm --path` on the stack's config (pulumi/pulumi sdk/go/common/resource/config
+    map.go `Remove`, object.go `Delete`): the element or key goes, a missing one is no error."""
+    *parents, last = _keys(path)
+    node: Any = config
+    for key in parents:
+        if not _holds(node, key):
+            return
+        node = node[key]
+    if _holds(node, last):
+        del node[last]
+
+
+def _holds(node: Any, key: str | int) -> bool:
+    if isinstance(key, int):
+        return isinstance(node, list) and 0 <= key < len(node)
+    return isinstance(node, dict) and key in node

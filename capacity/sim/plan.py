@@ -29,6 +29,7 @@ from capacity.sim.run import (
 )  # fmt: skip
 from capacity.sim.simulator import SimResult
 from capacity.workload.traces import Trace, rate_scale
+from contract.gpu import GPU_OF_FAMILY
 
 PRICES = Path(__file__).parent / "data" / "aws_gpu_prices.yaml"
 PENALTY_USD = 1000.0  # per unit of attainment short of the target: any feasible candidate wins
@@ -50,7 +51,7 @@ def gpu_types(sm: StackModel, prices: dict[str, float] | None = None) -> list[Gp
     the model's current profile, the cited on-demand list (or `prices`) for the others, whose
     spot price is estimated with the stack's spot/on-demand ratio (spot prices vary)."""
     data = yaml.safe_load(PRICES.read_text())
-    gpu_of, listed = data["gpu_of_family"], dict(data["on_demand_usd_per_gpu_hour"])
+    gpu_of, listed = GPU_OF_FAMILY, dict(data["on_demand_usd_per_gpu_hour"])
     listed.update(prices or {})
     on_demand = next((p.price_per_gpu_hour for p in sm.pools if p.capacity_type == "on-demand"), None)
     spot = next((p.price_per_gpu_hour for p in sm.pools if p.capacity_type == "spot"), None)

@@ -54,6 +54,8 @@ class ServingArgs:
     provider: k8s.Provider
     # NetworkPolicy peers that may call the predictors' port (the gateway's proxies, Prometheus).
     predictor_peers: list[dict[str, Any]]
+    # The GPU nodes' instance-family label (GpuCapacity's provisioner): pins models to their families.
+    instance_family_label: str
 
 
 class Serving(pulumi.ComponentResource):
@@ -109,7 +111,7 @@ class Serving(pulumi.ComponentResource):
                 automount_service_account_token=account["automountServiceAccountToken"],
                 opts=model_opts,
             )
-            isvc = inference_service(model, s, replicas.min, replicas.max)
+            isvc = inference_service(model, s, replicas.min, replicas.max, instance_family_label=args.instance_family_label)
             k8s.apiextensions.CustomResource(
                 f"{name}-{model.name}",
                 api_version=isvc["apiVersion"],

@@ -189,10 +189,20 @@ def writable_paths_env() -> list[dict[str, str]]:
     ]
 
 
+def node_requirements(model: ModelSettings, instance_family_label: str) -> list[dict[str, Any]]:
+    """Where a replica may run: its pools' nodes and, when pinned, only its instance families
+    (the GPU its capacity profile and thresholds assume), by the provisioner's node label."""
+    requirements = [{"key": POOL_LABEL, "operator": "In", "values": list(model.pools)}]
+    if model.instance_families is not None:
+        requirements.append({"key": instance_family_label, "operator": "In", "values": list(model.instance_families)})
+    return requirements
+
+
 def inference_service(
-    model: ModelSettings, serving: ServingSettings, min_replicas: int, max_replicas: int
+    model: ModelSettings, serving: ServingSettings, min_replicas: int, max_replicas: int, *, instance_family_label: str
 ) -> dict[str, Any]:
-    """The whole `serving.kserve.io/v1beta1` InferenceService of one model."""
+    """The whole `serving.kserve.io/v1beta1` InferenceService of one model; `instance_family_label`
+    is the node label of the provisioner (contract.gpu.instance_family_label)."""
     annotations = {"karpenter.sh/do-not-disrupt": "true"} if serving.do_not_disrupt else {}
     spec = {
         "minReplicas": min_replicas,
@@ -206,9 +216,7 @@ def inference_service(
         "affinity": {
             "nodeAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {"matchExpressions": [{"key": POOL_LABEL, "operator": "In", "values": list(model.pools)}]}
-                    ]
+                    "nodeSelectorTerms": [{"matchExpressions": node_requirements(model, instance_family_label)}]
                 }
             }
         },

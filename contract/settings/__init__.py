@@ -22,7 +22,7 @@ from .errors import NAMESPACE, SettingsError, key_path, problems_of
 from .gateway import GatewaySettings, gateway_problems
 from .gpu_capacity import GpuCapacitySettings
 from .model_store import ModelStoreSettings
-from .models import ModelSettings
+from .models import ModelSettings, instance_family_problems
 from .network import NetworkSettings
 from .observability import ObservabilitySettings
 from .serving import ServingSettings, gpu_fit_problems
@@ -123,6 +123,7 @@ def _cross_section_problems(s: StackSettings, aws_region: str | None, today: dat
                 )
     if len(set(names)) == len(names):  # a duplicate entry would also count twice against the GPU budget
         problems += _autoscaling_problems(s, pools)
+    problems += instance_family_problems(s.models, s.gpu_capacity.pools)
     problems += gpu_fit_problems(s.models, s.gpu_capacity.pools)
     problems += gateway_problems(s)
     problems += _window_problems(s)
@@ -163,9 +164,12 @@ def _gpu_budget_problems(s: StackSettings, pools: dict[str, Any], demand: dict[s
     """Hall's condition: for every set of pools, the models confined to it must fit its GPU limits."""
     problems: list[str] = []
     names = sorted(pools)
+    # A model runs only where a pool launches one of its instance families (a pool allowing none is
+    # no room for it; a model with no such pool is reported by the instance-family rule).
+    hosts = {m.name: {p.name for p in pools.values() if m.families_in(p)} for m in s.models}
     for size in range(1, len(names) + 1):
         for subset in itertools.combinations(names, size):
-            confined = [m for m in s.models if m.name in demand and set(m.pools) <= set(subset)]
+            confined = [m for m in s.models if m.name in demand and hosts[m.name] and hosts[m.name] <= set(subset)]
             need = sum(demand[m.name] for m in confined)
             have = sum(pools[p].gpu_limit for p in subset)
             if confined and need > have:

@@ -7,8 +7,11 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from ..gpu import GPU_FAMILIES, GPU_OF_FAMILY
 from ..signals import VLLM_IMAGE_REPOSITORY, VLLM_IMAGE_TAG
 from .base import RuleViolation, Section
+from .errors import NAMESPACE
+from .gpu_capacity import NodePoolSettings
 
 _SERVED_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 _HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
@@ -92,6 +95,9 @@ class ModelSettings(Section):
     gpus_per_replica: int = Field(default=1, ge=1, le=8)
     pools: list[str] = Field(default_factory=lambda: ["gpu-spot", "gpu-on-demand"])
     workload: Literal["interactive", "batch"] = "interactive"
+    # The EC2 instance families replicas may land on (within the pools' own); unset: any the pools allow.
+    # Pin the family of the GPU the capacity profile (and so every scaling threshold) was derived for.
+    instance_families: list[str] | None = None
     capacity_profile: str | None = None
     # What the predictor's gate checks before serving: "sha256" reads every file through the mount and
     # compares it with the published manifest (refuses an object overwritten in place with the same size;
@@ -136,6 +142,18 @@ class ModelSettings(Section):
             raise ValueError("must name at least one GPU NodePool")
         return pools
 
+    @field_validator("instance_families")
+    @classmethod
+    def _families(cls, families: list[str] | None) -> list[str] | None:
+        if families is None:
+            return None
+        if not families:
+            raise ValueError("must list at least one GPU instance family (or be unset: any the pools allow)")
+        unknown = [f for f in families if f not in GPU_FAMILIES]
+        if unknown:
+            raise ValueError(f"has non-GPU or unknown families {unknown}; known: {list(GPU_FAMILIES)}")
+        return families
+
     @field_validator("s3_prefix")
     @classmethod
     def _prefix(cls, value: str | None) -> str | None:
@@ -154,7 +172,58 @@ class ModelSettings(Section):
             )
         return self
 
+    def families_in(self, pool: NodePoolSettings) -> list[str]:
+        """The instance families this model's replicas may land on in `pool` (empty: never there)."""
+        if pool.name not in self.pools:
+            return []
+        return [f for f in pool.instance_families if self.instance_families is None or f in self.instance_families]
+
     @property
     def store_prefix(self) -> str:
         """Where the weights live in the model store bucket (the PV mounts exactly this)."""
         return self.s3_prefix or f"{self.hugging_face_id}/{self.revision}"
+
+
+def instance_family_problems(models: list[ModelSettings], pools: list[NodePoolSettings]) -> list[str]:
+    """A model's `instanceFamilies` are launched by its pools and carry the GPU of its capacity profile."""
+    problems: list[str] = []
+    for i, model in enumerate(models):
+        if model.instance_families is None:
+            continue
+        key = f"{NAMESPACE}:models[{i}]"
+        own = [p for p in pools if p.name in model.pools]
+        allowed = {f for p in own for f in p.instance_families}
+        missing = [f for f in model.instance_families if f not in allowed]
+        if missing and own:  # no known pool at all is the unknown-pool rule's to report
+            offered = "; ".join(f"{p.name}: {list(p.instance_families)}" for p in own)
+            problems.append(
+                f"{key}.instanceFamilies ({missing}) are allowed by none of the model's pools ({offered}); "
+                "pin a family a pool allows or add it to that pool's instanceFamilies"
+            )
+        if model.capacity_profile is not None:
+            problems += _profile_gpu_problems(key, model.instance_families, model.capacity_profile)
+    return problems
+
+
+def _profile_gpu_problems(key: str, families: list[str], profile: str) -> list[str]:
+    """Profiles are named `<gpu>-<model>`: the name says which GPU its thresholds were derived for."""
+    gpus = {f: GPU_OF_FAMILY.get(f) for f in families}
+    unmodelled = [f for f, gpu in gpus.items() if gpu is None]
+    if unmodelled:
+        return [
+            f"{key}.instanceFamilies ({unmodelled}) carry a GPU no capacity profile models, so capacityProfile "
+            f"({profile!r}) cannot describe them; pin a family of {sorted(GPU_OF_FAMILY)} or unset capacityProfile"
+        ]
+    distinct = sorted({gpu for gpu in gpus.values() if gpu})
+    if len(distinct) > 1:
+        return [
+            f"{key}.instanceFamilies ({families}) carry different GPUs ({distinct}) but capacityProfile "
+            f"({profile!r}) models one; pin the families of the profile's GPU"
+        ]
+    (gpu,) = distinct
+    if not profile.startswith(f"{gpu}-"):
+        return [
+            f"{key}.capacityProfile ({profile!r}) must model the GPU of instanceFamilies ({families}: {gpu}), "
+            f"i.e. be named '{gpu}-<model>'; the scaling thresholds were derived for the profile's GPU"
+        ]
+    return []

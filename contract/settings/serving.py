@@ -58,11 +58,14 @@ def gpu_fit_problems(models: list[Any], pools: list[Any]) -> list[str]:
             pool = by_name.get(pool_name)
             if pool is None:
                 continue  # reported by the unknown-pool rule
-            largest = max(MAX_GPUS_PER_INSTANCE.get(f, 0) for f in pool.instance_families)
+            families = model.families_in(pool)
+            if not families:
+                continue  # the model never lands there (its instanceFamilies)
+            largest = max(MAX_GPUS_PER_INSTANCE.get(f, 0) for f in families)
             if model.gpus_per_replica > largest:
                 problems.append(
                     f"{NAMESPACE}:models[{i}].gpusPerReplica ({model.gpus_per_replica}) is more GPUs than any "
-                    f"instance of pool {pool_name!r} carries (families {list(pool.instance_families)}: at most "
+                    f"instance of pool {pool_name!r} carries (families {families}: at most "
                     f"{largest}); one replica must fit on one node"
                 )
     return problems

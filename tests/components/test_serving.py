@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from contract import names
-from contract.gpu import GPU_RESOURCE, GPU_TAINT, POOL_LABEL
+from contract.gpu import GPU_RESOURCE, GPU_TAINT, POOL_LABEL, instance_family_label
+from components.gpu_capacity import node_pool_spec
 from components.model_store import claim_name
 from components.serving.objects import (
     DRAIN_SCRIPT,
@@ -24,11 +25,13 @@ from components.serving.objects import (
     inference_service,
     startup_budget_seconds,
 )
+from contract.settings.gpu_capacity import NodePoolSettings
 from contract.settings import SettingsError, parse
 from contract.settings.stack_file import load_stack
 from contract.settings.models import ModelSettings
 from contract.settings.serving import ServingSettings
 from tests.harness import ROOT, StackRun
+from tests.k8s_schemas import validate
 from tests.contract.test_settings import stack_raw, with_value
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -54,6 +57,17 @@ def main_container(stack: StackRun, model: str) -> dict[str, Any]:
 def small_model(**changes: Any) -> ModelSettings:
     base = load_stack("dev", ROOT).models[0]
     return base.model_copy(update=changes)
+
+
+def predictor(model: ModelSettings, serving: ServingSettings | None = None, provisioner: str = "auto-mode") -> dict[str, Any]:
+    isvc = inference_service(model, serving or ServingSettings(), 1, 2,
+                             instance_family_label=instance_family_label(provisioner))  # fmt: skip
+    return isvc["spec"]["predictor"]
+
+
+def node_requirements_of(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    return term["matchExpressions"]
 
 
 def test_every_model_has_one_inference_service_in_the_serving_namespace(stack: StackRun) -> None:
@@ -120,8 +134,41 @@ def test_predictor_tolerates_the_gpu_taint_and_runs_only_on_its_pools(stack: Sta
         spec = predictor_spec(stack, model.name)
         assert {"key": GPU_TAINT["key"], "operator": "Equal", "value": GPU_TAINT["value"],
                 "effect": GPU_TAINT["effect"]} in spec["tolerations"]
-        terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-        assert terms == [{"matchExpressions": [{"key": POOL_LABEL, "operator": "In", "values": model.pools}]}]
+        assert node_requirements_of(spec)[0] == {"key": POOL_LABEL, "operator": "In", "values": model.pools}
+
+
+def test_a_pinned_model_runs_only_on_nodes_of_its_instance_families(stack: StackRun) -> None:
+    s = settings(stack)
+    for model in s.models:
+        family = {"key": instance_family_label(s.gpu_capacity.provisioner), "operator": "In",
+                  "values": model.instance_families}  # fmt: skip
+        expected = [] if model.instance_families is None else [family]
+        assert node_requirements_of(predictor_spec(stack, model.name))[1:] == expected
+
+
+def test_prod_pins_every_model_to_the_a10g_of_its_profile(prod: StackRun) -> None:
+    for model in settings(prod).models:
+        assert model.capacity_profile.startswith("a10g-")
+        assert node_requirements_of(predictor_spec(prod, model.name))[1]["values"] == ["g5"]
+
+
+@pytest.mark.parametrize(("provisioner", "label"), [("auto-mode", "eks.amazonaws.com/instance-family"),
+                                                    ("karpenter", "karpenter.k8s.aws/instance-family")])  # fmt: skip
+def test_the_family_pin_uses_the_label_the_provisioners_nodes_carry(provisioner: str, label: str) -> None:
+    # Well-known labels, set on nodes and usable in pod nodeAffinity: Karpenter v1.14.1
+    # pkg/apis/v1/labels.go (LabelInstanceFamily in WellKnownLabels), pkg/cloudprovider/cloudprovider.go
+    # instanceToNodeClaim (labels a node with each single-valued instance-type requirement), docs
+    # concepts/scheduling.md "Labels"; EKS user guide create-node-pool "EKS Auto Mode Supported Labels".
+    requirements = node_requirements_of(predictor(small_model(instance_families=["g6"]), provisioner=provisioner))
+    assert requirements[1] == {"key": label, "operator": "In", "values": ["g6"]}
+    pool = NodePoolSettings(name="gpu-spot", capacity_type="spot", weight=100, gpu_limit=2)
+    assert label in {r["key"] for r in node_pool_spec(pool, provisioner)["template"]["spec"]["requirements"]}
+
+
+def test_a_pinned_inference_service_matches_the_kserve_crd() -> None:
+    model = small_model(instance_families=["g5", "g6"])
+    isvc = inference_service(model, ServingSettings(), 1, 2, instance_family_label=instance_family_label("karpenter"))
+    assert validate(isvc) == []
 
 
 def test_metrics_port_keeps_the_scrape_contract(stack: StackRun) -> None:
@@ -147,7 +194,7 @@ def test_startup_budget_grows_with_model_size() -> None:
 
 
 def test_shared_memory_is_sized_per_tensor_parallel_gpu() -> None:
-    spec = inference_service(small_model(gpus_per_replica=4), ServingSettings(), 1, 2)["spec"]["predictor"]
+    spec = predictor(small_model(gpus_per_replica=4))
     shm = next(v for v in spec["volumes"] if v["name"] == "dshm")
     assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": "8Gi"}
 
@@ -160,8 +207,8 @@ def test_grace_period_covers_the_gateway_request_deadline_plus_drain(stack: Stac
 
 
 def test_do_not_disrupt_is_set_only_when_configured() -> None:
-    on = inference_service(small_model(), ServingSettings(do_not_disrupt=True), 1, 2)["spec"]["predictor"]
-    off = inference_service(small_model(), ServingSettings(do_not_disrupt=False), 1, 2)["spec"]["predictor"]
+    on = predictor(small_model(), ServingSettings(do_not_disrupt=True))
+    off = predictor(small_model(), ServingSettings(do_not_disrupt=False))
     assert on["annotations"] == {"karpenter.sh/do-not-disrupt": "true"}
     assert "annotations" not in off
 
@@ -275,6 +322,7 @@ def test_pre_stop_returns_when_the_engine_is_already_gone() -> None:
 def test_gpus_per_replica_beyond_every_instance_of_a_pool_is_rejected() -> None:
     raw = with_value(stack_raw("prod"), ["gpuCapacity", "pools", 0, "instanceFamilies"], ["gr6"])
     raw["models"][0]["gpusPerReplica"] = 2
+    del raw["models"][0]["instanceFamilies"]  # pinned to g5 it would never land on the gr6 pool
     raw["models"][1]["pools"] = ["gpu-on-demand"]
     with pytest.raises(SettingsError) as caught:
         parse(raw)

@@ -5,7 +5,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from capacity.sim.from_stack import load_stack_model
+from capacity.engine.hardware import gpus
+from capacity.sim.from_stack import (
+    ConfigRemove, StackModel, apply_config_set, gpu_type_edits, load_stack_model, pool_families,
+)
+from contract.gpu import GPU_OF_FAMILY
 from contract.settings.gpu_capacity import duration_seconds
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -69,3 +73,62 @@ def test_consolidate_after_comes_from_each_nodepool():
 @pytest.mark.parametrize(("text", "seconds"), [("30s", 30), ("15m", 900), ("1h30m", 5400), ("Never", float("inf"))])
 def test_karpenter_durations_in_seconds(text, seconds):
     assert duration_seconds(text) == seconds
+
+
+def pinned_dev(*families: str) -> StackModel:
+    """Dev with its model pinned to `families` and no capacity profile (the simulator's is PROFILE);
+    both pools also launch g6e."""
+    edits = [(f"models[0].instanceFamilies[{k}]", f) for k, f in enumerate(families)]
+    edits += [(f"gpuCapacity.pools[{i}].instanceFamilies[2]", "g6e") for i in (0, 1)]
+    edits.append(ConfigRemove("models[0].capacityProfile"))
+    return apply_config_set(dev(), edits)
+
+
+def raw_families(sm: StackModel) -> list[str] | None:
+    return sm.source.config["inference-platform:models"][0].get("instanceFamilies")
+
+
+def test_every_gpu_a_family_carries_has_an_engine_datasheet():
+    assert set(GPU_OF_FAMILY.values()) <= set(gpus())
+
+
+def test_gpu_type_edits_set_the_family_and_the_profile_of_an_unpinned_model():
+    edits = gpu_type_edits(dev(), "g6", "l4-qwen2.5-1.5b")
+    assert edits == [("models[0].instanceFamilies[0]", "g6"), ("models[0].capacityProfile", "l4-qwen2.5-1.5b")]
+    deployed = apply_config_set(dev(), edits)
+    assert raw_families(deployed) == deployed.model.instance_families == ["g6"]
+    assert deployed.model.capacity_profile == "l4-qwen2.5-1.5b"
+
+
+def test_gpu_type_edits_shorten_a_longer_pin_from_its_end():
+    # Removing [1] first would shift the tail down and leave [g6e, g6e].
+    sm = pinned_dev("g5", "g6", "g6e")
+    edits = gpu_type_edits(sm, "g6e", "l40s-qwen2.5-1.5b")
+    assert edits[:3] == [("models[0].instanceFamilies[0]", "g6e"), ConfigRemove("models[0].instanceFamilies[2]"),
+                         ConfigRemove("models[0].instanceFamilies[1]")]  # fmt: skip
+    assert raw_families(apply_config_set(sm, edits)) == ["g6e"]
+
+
+def test_gpu_type_edits_that_would_not_deploy_are_refused_naming_the_key():
+    with pytest.raises(ValueError, match=r"models\[0\].capacityProfile \('a10g-qwen2.5-1.5b'\) must model the GPU"):
+        apply_config_set(dev(), gpu_type_edits(dev(), "g6", "a10g-qwen2.5-1.5b"))
+
+
+def test_config_rm_of_a_missing_path_changes_nothing():
+    sm = apply_config_set(dev(), [ConfigRemove("models[0].instanceFamilies[3]"), ConfigRemove("network.nothing")])
+    assert sm.source.config == dev().source.config
+
+
+def test_a_pool_that_launches_none_of_the_pinned_families_never_hosts_the_model():
+    # On-demand launches only g5: a g6-pinned model runs on spot alone (2 GPUs, so maxReplicas 2).
+    sm = apply_config_set(dev(), [ConfigRemove("gpuCapacity.pools[1].instanceFamilies[1]"),
+                                  ("autoscaling.default.maxReplicas", 2),
+                                  *gpu_type_edits(dev(), "g6", "l4-qwen2.5-1.5b")])  # fmt: skip
+    assert [p.name for p in sm.pools] == ["gpu-spot"]
+
+
+def test_pool_families_offer_every_family_the_pools_allow_whatever_the_pin():
+    prod = load_stack_model("prod", profile=PROFILE, root=ROOT)
+    assert prod.model.instance_families == ["g5"]
+    assert pool_families(prod) == {"gpu-spot": ("g5", "g6"), "gpu-on-demand": ("g5", "g6")}
+    assert [p.name for p in prod.pools] == ["gpu-spot", "gpu-on-demand"]
