@@ -104,6 +104,20 @@ TRIGGERS: tuple[Trigger, ...] = (
         unit="percentunit",
         search=lambda policy: (0.5, 0.6, 0.7, 0.8, 0.9),
     ),
+    # A rate over a counter vLLM bumps when a prompt's prefill completes: it tracks offered
+    # load while replicas keep up, and lags it once they saturate (served, not offered, work),
+    # so it scales with load before a queue forms and leaves saturation to the queue trigger.
+    Trigger(
+        key="promptTokens",
+        keda_name="prompt-tokens",
+        metric_type="AverageValue",
+        why="prompt tokens per second add up across replicas; the HPA divides the sum by the replicas",
+        target_key="targetPerReplica",
+        query=lambda t: Query(Vllm.PROMPT_TOKENS, "sum_rate", t.window_seconds),
+        label="Prompt tokens/s",
+        unit="short",
+        search=lambda policy: (400, 600, 800, 1000, 1200),
+    ),
     Trigger(
         key="e2eLatency",
         keda_name="e2e-latency",

@@ -138,7 +138,7 @@ class SimResult:
 class _Pod:
     __slots__ = (
         "id", "phase", "node", "ready_at", "engine", "inflight",
-        "t", "running", "waiting", "kv", "ttft_counts", "e2e_counts", "ttft_hist", "e2e_hist",
+        "t", "running", "waiting", "kv", "ttft_counts", "e2e_counts", "prompt_counts", "ttft_hist", "e2e_hist", "prompt_total",
     )  # fmt: skip
 
     def __init__(self, pod_id: int) -> None:
@@ -157,6 +157,10 @@ class _Pod:
         self.e2e_counts: list[tuple[int, ...]] = []
         # live histogram buckets (non-cumulative, last = +Inf)
         self.ttft_hist = [0] * (len(TTFT_BUCKETS) + 1)
+        # vllm:prompt_tokens_total, counted when a request's prefill completes (its first token),
+        # as vLLM v1's IterationStats does; scraped as 1-tuples, like a histogram's count.
+        self.prompt_total = 0
+        self.prompt_counts: list[tuple[int, ...]] = []
         self.e2e_hist = [0] * (len(REQUEST_LATENCY_BUCKETS) + 1)
 
     @property
@@ -383,6 +387,7 @@ class Simulation:
         done = engine.advance(t)
         for req, when in engine.first_tokens():
             pod.ttft_hist[bisect_left(TTFT_BUCKETS, when - req.arrival)] += 1
+            pod.prompt_total += req.prompt_tokens
         if done:
             for f in done:
                 rid = f.request.id
@@ -434,6 +439,7 @@ class Simulation:
                 pod.kv.append(engine.kv_usage)  # type: ignore[union-attr]
                 pod.ttft_counts.append(_cumulative(pod.ttft_hist))
                 pod.e2e_counts.append(_cumulative(pod.e2e_hist))
+                pod.prompt_counts.append((pod.prompt_total,))
 
     def _series(self, t: float, horizon: float) -> list[_Pod]:
         return [p for p in self.pods if p.t and p.t[-1] > t - horizon]
@@ -660,7 +666,7 @@ def _extreme(pick: Callable) -> Callable[[list], float]:
 _AGGREGATE: dict[str, Callable[[list], float]] = {"sum": _sum, "avg": _mean, "max": _extreme(np.max), "min": _extreme(np.min)}
 _OVER_TIME = {"sum_avg_over_time": avg_over_time, "sum_max_over_time": max_over_time}
 # Counters the scrapes record: each histogram's observation count.
-_COUNTERS = {f"{metric}_count": counts for metric, (counts, _) in HISTOGRAMS.items()}
+_COUNTERS = {f"{metric}_count": counts for metric, (counts, _) in HISTOGRAMS.items()} | {Vllm.PROMPT_TOKENS: "prompt_counts"}
 
 
 def simulate(config: SimConfig, trace: Trace, scaled_object: ScaledObject | None) -> SimResult:

@@ -70,6 +70,14 @@ class KvCacheTrigger(TriggerSection):
     target_per_replica: float = Field(default=0.7, gt=0, le=1)
 
 
+class PromptTokensTrigger(TriggerSection):
+    enabled: bool = False
+    # Prompt tokens per second per replica: the prefill work one replica takes within the TTFT SLO
+    # (`python -m capacity model` / `sweep` measure it; the planner searches it).
+    target_per_replica: float = Field(default=800.0, gt=0)
+    window_seconds: int = Field(default=60, ge=30)
+
+
 class LatencyTrigger(TriggerSection):
     enabled: bool = True
     quantile: float = Field(default=0.99, gt=0, lt=1)
@@ -105,6 +113,7 @@ class Triggers(Section):
 
     queue_depth: QueueDepthTrigger = Field(default_factory=QueueDepthTrigger)
     kv_cache: KvCacheTrigger = Field(default_factory=KvCacheTrigger)
+    prompt_tokens: PromptTokensTrigger = Field(default_factory=PromptTokensTrigger)
     e2e_latency: LatencyTrigger = Field(default_factory=LatencyTrigger)
     ttft: TtftTrigger = Field(default_factory=TtftTrigger)
     cron: CronTrigger = Field(default_factory=CronTrigger)
