@@ -222,11 +222,10 @@ def _init(sm: StackModel, trace: Trace, fraction: float, options: RunOptions, en
     _JOB = (sm, trace, fraction, options, engine_reason)
 
 
-def _run(variant: Variant | None) -> Outcome | dict[str, Any]:
-    """The baseline's summary (None) or the variant's outcome."""
-    sm, trace, fraction, options, engine_reason = _JOB  # type: ignore[misc]
-    if variant is None:
-        return held_out(sm, trace, fraction, options)
+def outcome(sm: StackModel, variant: Variant, trace: Trace, fraction: float, options: RunOptions,
+            engine_reason: str | None = None) -> Outcome:  # fmt: skip
+    """One variant deployed (or why not) and simulated on the held-out part; an engine flag's
+    variant runs on the profile re-derived with it, unless `engine_reason` says it cannot be."""
     engine = any(".engine." in path for path, _ in variant.edits)  # `models[i].engine.<flag>`
     if engine and engine_reason:
         return Outcome(variant, None, engine_reason)
@@ -237,6 +236,14 @@ def _run(variant: Variant | None) -> Outcome | dict[str, Any]:
     except ValueError as error:
         return Outcome(variant, None, str(error))
     return Outcome(variant, held_out(deployed, trace, fraction, options), None)
+
+
+def _run(variant: Variant | None) -> Outcome | dict[str, Any]:
+    """The baseline's summary (None) or the variant's outcome."""
+    sm, trace, fraction, options, engine_reason = _JOB  # type: ignore[misc]
+    if variant is None:
+        return held_out(sm, trace, fraction, options)
+    return outcome(sm, variant, trace, fraction, options, engine_reason)
 
 
 def explain(
