@@ -80,8 +80,8 @@ def traffic(args: argparse.Namespace, sm: StackModel, blocks: dict[str, Evidence
     autoscaling block, its engine, then where each threshold is set), else one clear error."""
     keys = [f"autoscaling.{sm.model.name}", f"models[{model_index(sm)}].engine",
             *(t.set_in for t in sensitivity.thresholds(sm) if t.set_in)]  # fmt: skip
-    found = next(((key, e) for key in keys if (e := for_key(blocks, key)) and e.option("--trace")), None)
-    source, proof = found if found else (None, None)
+    proof = next((e for key in keys if (e := for_key(blocks, key)) and e.option("--trace")), None)
+    source = _block_key(blocks, proof)
     spec = args.trace
     if spec is None:
         if proof is None:
@@ -127,13 +127,17 @@ def _metrics(summary: dict[str, Any] | None) -> dict[str, Any] | None:
     return None if summary is None else {k: summary[k] for k in METRICS}
 
 
+def _block_key(blocks: dict[str, Evidence], found: Evidence | None) -> str | None:
+    """The key a block sits above (`for_key` hands back the block itself)."""
+    return next((key for key, e in blocks.items() if e is found), None)
+
+
 def payload(sm: StackModel, used: Traffic, result: sensitivity.Explanation, blocks: dict[str, Evidence]) -> dict[str, Any]:
     """One model's explanation as the JSON output contract."""
     cited: dict[str, Evidence] = {}
     rows = []
     for threshold, outcomes in result.rows:
-        proof = for_key(blocks, threshold.set_in) if threshold.set_in else None
-        key = next((k for k, e in blocks.items() if e is proof), None)
+        key = _block_key(blocks, for_key(blocks, threshold.set_in) if threshold.set_in else None)
         if key is not None:
             cited[key] = blocks[key]
         rows.append({
