@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "tune": "capacity.cli.tune",
     "plan": "capacity.cli.plan",
     "schedule": "capacity.cli.schedule",
+    "explain": "capacity.cli.explain",
 }
 
 

@@ -259,7 +259,7 @@ def apply_config_set(sm: StackModel, edits: Sequence[ConfigEdit]) -> StackModel:
     try:
         reloaded = load_stack_model(sm.stack, sm.model.name, sm.profile.name, None, sm.source.path.parent, source)
     except SettingsError as exc:
-        raise ValueError(f"the printed commands would not deploy: {'; '.join(exc.problems)}") from None
+        raise ValueError(f"would not deploy: {'; '.join(exc.problems)}") from None
     return reloaded
 
 

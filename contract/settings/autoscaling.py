@@ -59,15 +59,17 @@ class TriggerSection(Section):
 
 class QueueDepthTrigger(TriggerSection):
     enabled: bool = True
-    # Requests waiting per replica, averaged over the window, before another replica is bought.
-    target_per_replica: float = Field(default=4.0, gt=0)
-    window_seconds: int = Field(default=60, gt=0)
+    target_per_replica: float = Field(
+        default=4.0, gt=0, description="requests waiting per replica, averaged over the window, before another replica is bought"
+    )
+    window_seconds: int = Field(default=60, gt=0, description="seconds the waiting requests are averaged over")
 
 
 class KvCacheTrigger(TriggerSection):
     enabled: bool = True
-    # KV-cache fraction per replica (0..1) the fleet should run at.
-    target_per_replica: float = Field(default=0.7, gt=0, le=1)
+    target_per_replica: float = Field(
+        default=0.7, gt=0, le=1, description="KV-cache fraction per replica (0..1) the fleet should run at"
+    )
 
 
 class PromptTokensTrigger(TriggerSection):
@@ -80,16 +82,20 @@ class PromptTokensTrigger(TriggerSection):
 
 class LatencyTrigger(TriggerSection):
     enabled: bool = True
-    quantile: float = Field(default=0.99, gt=0, lt=1)
-    threshold_seconds: float = Field(default=40.0, gt=0)
-    window_seconds: int = Field(default=120, gt=0)
+    quantile: float = Field(default=0.99, gt=0, lt=1, description="the end-to-end latency quantile the guardrail watches")
+    threshold_seconds: float = Field(
+        default=40.0, gt=0, description="end-to-end latency at that quantile above which replicas are added"
+    )
+    window_seconds: int = Field(default=120, gt=0, description="seconds of requests the quantile is taken over")
 
 
 class TtftTrigger(TriggerSection):
     enabled: bool = False
-    quantile: float = Field(default=0.95, gt=0, lt=1)
-    threshold_seconds: float = Field(default=3.0, gt=0)
-    window_seconds: int = Field(default=120, gt=0)
+    quantile: float = Field(default=0.95, gt=0, lt=1, description="the time-to-first-token quantile the trigger watches")
+    threshold_seconds: float = Field(
+        default=3.0, gt=0, description="time to first token at that quantile above which replicas are added"
+    )
+    window_seconds: int = Field(default=120, gt=0, description="seconds of requests the quantile is taken over")
 
 
 class CronTrigger(TriggerSection):
@@ -98,7 +104,7 @@ class CronTrigger(TriggerSection):
     timezone: str = "UTC"
     start: str = "0 8 * * 1-5"
     end: str = "0 20 * * 1-5"
-    desired_replicas: int = Field(default=2, ge=1)
+    desired_replicas: int = Field(default=2, ge=1, description="replicas held warm inside the cron window")
 
     @field_validator("start", "end")
     @classmethod
@@ -133,12 +139,16 @@ class Triggers(Section):
 
 class ScalingPolicy(Section):
     type: Literal["Pods", "Percent"]
-    value: int = Field(gt=0)
-    period_seconds: int = Field(gt=0, le=1800)
+    value: int = Field(gt=0, description="replicas (Pods) or percent of them (Percent) the HPA may change per period")
+    period_seconds: int = Field(gt=0, le=1800, description="seconds over which the policy's value holds")
 
 
 class ScalingRules(Section):
-    stabilization_window_seconds: int = Field(ge=0, le=3600)
+    # Kubernetes' HPA: the lowest recommendation over the window wins when scaling up, the
+    # highest when scaling down (`horizontal.go` stabilizeRecommendationWithBehaviors).
+    stabilization_window_seconds: int = Field(
+        ge=0, le=3600, description="seconds of past recommendations the HPA weighs before changing the replica count"
+    )
     select_policy: Literal["Max", "Min", "Disabled"] = "Max"
     policies: list[ScalingPolicy] = Field(min_length=1)
 
@@ -180,20 +190,24 @@ class Behavior(Section):
 class ModelAutoscaling(Section):
     """The complete, merged autoscaling policy of one model."""
 
-    min_replicas: int = Field(default=1, ge=0)
-    max_replicas: int = Field(default=4, ge=1, le=100)
-    polling_interval_seconds: int = Field(default=15, ge=5, le=300)
-    cooldown_period_seconds: int = Field(default=300, ge=0)
-    # Replicas KEDA holds while Prometheus is unreachable (through any trigger, AverageValue or
-    # Value); null runs without a fallback.
-    fallback_replicas: int | None = Field(default=1, ge=1)
+    min_replicas: int = Field(default=1, ge=0, description="replicas kept warm whatever the triggers say")
+    max_replicas: int = Field(default=4, ge=1, le=100, description="the most replicas the triggers may ask for")
+    polling_interval_seconds: int = Field(default=15, ge=5, le=300, description="seconds between KEDA's reads of the triggers")
+    cooldown_period_seconds: int = Field(
+        default=300, ge=0, description="seconds after the last active trigger before KEDA scales 1 -> 0 (minReplicas 0)"
+    )
+    # Through any trigger, AverageValue or Value; null runs without a fallback.
+    fallback_replicas: int | None = Field(
+        default=1, ge=1, description="replicas KEDA holds while Prometheus is unreachable"
+    )
     # While Prometheus is unreachable KEDA holds fallbackReplicas; "currentReplicasIfHigher" never
     # shrinks a fleet that is busy when the metrics go away.
     fallback_behavior: Literal["static", "currentReplicas", "currentReplicasIfHigher", "currentReplicasIfLower"] = (
         "currentReplicasIfHigher"
     )
-    # Consecutive failed metric reads before the fallback applies.
-    fallback_failure_threshold: int = Field(default=3, ge=1, le=20)
+    fallback_failure_threshold: int = Field(
+        default=3, ge=1, le=20, description="consecutive failed metric reads before the fallback applies"
+    )
     slo: Slo = Field(default_factory=Slo)
     triggers: Triggers = Field(default_factory=Triggers)
     behavior: Behavior = Field(default_factory=Behavior)

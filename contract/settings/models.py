@@ -44,9 +44,15 @@ class EngineSettings(Section):
     """vLLM engine arguments that decide a replica's capacity envelope."""
 
     max_model_len: int = Field(default=8192, ge=256, le=1_048_576)
-    gpu_memory_utilization: float = Field(default=0.90, gt=0.1, le=0.98)
-    max_num_seqs: int = Field(default=64, ge=1, le=4096)
-    max_num_batched_tokens: int = Field(default=2048, ge=64)
+    gpu_memory_utilization: float = Field(
+        default=0.90, gt=0.1, le=0.98, description="share of GPU memory vLLM takes; what the weights leave is KV cache"
+    )
+    max_num_seqs: int = Field(
+        default=64, ge=1, le=4096, description="sequences one replica runs at once: throughput against each one's speed"
+    )
+    max_num_batched_tokens: int = Field(
+        default=2048, ge=64, description="tokens per engine step: the prefill chunk interleaved with decode"
+    )
     extra_args: list[str] = Field(default_factory=list)
 
     @field_validator("extra_args")

@@ -1,0 +1,221 @@
+"""Explain a model's thresholds: what each is for, its evidence, what half and double would do.
+
+For every committed threshold of each model (the merged autoscaling policy's scalar leaves and
+the engine flags): what it is for, where it is set, the evidence comment above it in the stack
+file, and the simulated SLO attainment, cost and GPU-hours with the value halved and doubled (a
+boolean flipped) on the held-out part of the trace the evidence command names. A value the
+program would refuse shows its one-line reason instead. A retune starts from these facts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from capacity.cli import DEFAULT_STACK
+from capacity.sim import sensitivity
+from capacity.sim.evidence import Evidence, evidence, for_key
+from capacity.sim.from_stack import StackModel, load_stack_model, model_index
+from capacity.sim.run import RunOptions
+from capacity.tables import cell
+from capacity.workload import traces
+
+# What `plan` splits at when its evidence command does not say (its --search-fraction default).
+SEARCH_FRACTION = 0.7
+METRICS = ("slo_attainment", "cost_usd", "gpu_hours")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stack", "-s", default=DEFAULT_STACK, help="stack name (reads Pulumi.<stack>.yaml) or a stack file path")
+    parser.add_argument("--model", help="served model name (default: every model of the stack)")
+    parser.add_argument("--trace", help="trace to simulate (default: the evidence command's --trace, relative to the project root)")
+    parser.add_argument("--rate-scale", type=float,
+                        help="x times the requests over the same duration (default: the evidence command's, else 1)")  # fmt: skip
+    parser.add_argument("--search-fraction", type=float,
+                        help="the trace's first fraction the planner searched on; the rest is simulated "
+                             f"(default: the evidence command's, else {SEARCH_FRACTION})")  # fmt: skip
+    parser.add_argument("--seed", type=int, help="seed of the simulation's random draws (default: the evidence command's, else 0)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel simulations")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What one model is simulated on, and whose evidence said so (None: the flags alone)."""
+
+    trace: traces.Trace
+    spec: str
+    rate_scale: float
+    search_fraction: float
+    seed: int
+    source: str | None
+
+
+def _option(proof: Evidence | None, source: str | None, flag: str, given: Any, default: Any) -> Any:
+    """A flag's value: as passed, else as the evidence command passed it, else its default."""
+    if given is not None:
+        return given
+    text = proof.option(flag) if proof else None
+    if text is None:
+        return default
+    try:
+        return type(default)(text)
+    except ValueError:
+        raise ValueError(f"the evidence command above {source} passes {flag} {text!r}, not a {type(default).__name__}") from None
+
+
+def traffic(args: argparse.Namespace, sm: StackModel, blocks: dict[str, Evidence]) -> Traffic:
+    """The flags, else the model's first evidence command that names a --trace (its own
+    autoscaling block, its engine, then where each threshold is set), else one clear error."""
+    keys = [f"autoscaling.{sm.model.name}", f"models[{model_index(sm)}].engine",
+            *(t.set_in for t in sensitivity.thresholds(sm) if t.set_in)]  # fmt: skip
+    proof = next((e for key in keys if (e := for_key(blocks, key)) and e.option("--trace")), None)
+    source = _block_key(blocks, proof)
+    spec = args.trace
+    if spec is None:
+        if proof is None:
+            raise ValueError(f"no evidence comment of {sm.stack}/{sm.model.name} names a --trace (a '# Evidence' block "
+                             f"above autoscaling.{sm.model.name} with its 'python -m capacity plan ... --trace' line): "
+                             "pass --trace")  # fmt: skip
+        spec = str(proof.option("--trace"))
+        if not spec.startswith("synthetic:") and not Path(spec).is_absolute():
+            spec = str(sm.source.path.parent / spec)  # the evidence command ran at the project root
+    rate = _option(proof, source, "--rate-scale", args.rate_scale, 1.0)
+    fraction = _option(proof, source, "--search-fraction", args.search_fraction, SEARCH_FRACTION)
+    seed = _option(proof, source, "--seed", args.seed, 0)
+    if rate <= 0:
+        raise ValueError(f"--rate-scale must be > 0, got {rate}")
+    if not 0 < fraction < 1:
+        raise ValueError(f"--search-fraction must be in (0, 1), got {fraction}")
+    trace = traces.load(spec)
+    if rate != 1.0:
+        trace = traces.rate_scale(trace, rate, seed=seed)
+    return Traffic(trace, spec, rate, fraction, seed, None if args.trace else source)
+
+
+@contextmanager
+def _progress(enabled: bool, label: str) -> Iterator[Callable[[int, int], None] | None]:
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    with Progress(label, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True,
+                  console=Console(stderr=True)) as bar:  # fmt: skip
+        task = bar.add_task(label, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _metrics(summary: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if summary is None else {k: summary[k] for k in METRICS}
+
+
+def _block_key(blocks: dict[str, Evidence], found: Evidence | None) -> str | None:
+    """The key a block sits above (`for_key` hands back the block itself)."""
+    return next((key for key, e in blocks.items() if e is found), None)
+
+
+def payload(sm: StackModel, used: Traffic, result: sensitivity.Explanation, blocks: dict[str, Evidence]) -> dict[str, Any]:
+    """One model's explanation as the JSON output contract."""
+    cited: dict[str, Evidence] = {}
+    rows = []
+    for threshold, outcomes in result.rows:
+        key = _block_key(blocks, for_key(blocks, threshold.set_in) if threshold.set_in else None)
+        if key is not None:
+            cited[key] = blocks[key]
+        rows.append({
+            "name": threshold.name, "path": threshold.path, "value": threshold.value, "set_in": threshold.set_in,
+            "purpose": threshold.purpose, "evidence": key,
+            "variants": [{"label": o.variant.label, "value": o.variant.value, "result": _metrics(o.summary),
+                          "reason": o.reason} for o in outcomes],
+        })  # fmt: skip
+    notes = [] if result.engine_refusal is None else [f"engine flags not varied: {result.engine_refusal}"]
+    profiles = {e.profile for e in cited.values() if e.profile}
+    if profiles and sm.profile.name not in profiles:
+        notes.append(f"the evidence names engine profile {', '.join(sorted(profiles))}; the stack simulates {sm.profile.name}")
+    return {
+        "model": sm.model.name, "profile": sm.profile.name, "trace": used.spec, "rate_scale": used.rate_scale,
+        "search_fraction": used.search_fraction, "seed": used.seed, "traffic_from_evidence_of": used.source,
+        "held_out_requests": result.baseline["requests"], "committed": _metrics(result.baseline),
+        "thresholds": rows,
+        "evidence": {k: {"text": e.text, "command": e.command, "date": e.date, "profile": e.profile} for k, e in cited.items()},
+        "notes": notes,
+    }  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    first = load_stack_model(args.stack, args.model)
+    names = [args.model] if args.model else [m.name for m in first.source.settings().models]
+    blocks = evidence(first.source.path)
+    out = []
+    for name in names:
+        sm = first if name == first.model.name else load_stack_model(args.stack, name)
+        used = traffic(args, sm, blocks)
+        options = RunOptions(seed=used.seed)
+        with _progress(not args.json, f"explain {sm.model.name}") as progress:
+            result = sensitivity.explain(sm, used.trace, used.search_fraction, options, args.workers, progress)
+        out.append(payload(sm, used, result, blocks))
+    if args.json:
+        json.dump({"stack": first.stack, "models": out}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    console = Console() if Console().is_terminal else Console(width=200)  # piped: do not squeeze the table
+    for model in out:
+        _print(console, first.stack, model)
+    return 0
+
+
+def _variant_cell(variant: dict[str, Any], engine_note: bool) -> str:
+    value = _show(variant["value"])
+    if variant["result"] is not None:
+        r = variant["result"]
+        return f"{value}: {cell(r['slo_attainment'], '.1%')}, ${cell(r['cost_usd'], '.2f')}, {cell(r['gpu_hours'], '.2f')} GPU-h"
+    reason = "not varied (see the note below)" if engine_note and variant["reason"].startswith("engine profile") else variant["reason"]
+    return f"{value}: {reason}"
+
+
+def _print(console: Console, stack: str, model: dict[str, Any]) -> None:
+    c = model["committed"]
+    rate = f" x{model['rate_scale']:g} the rate," if model["rate_scale"] != 1.0 else ""
+    whose = f"; traffic from the evidence of {model['traffic_from_evidence_of']}" if model["traffic_from_evidence_of"] else ""
+    title = (f"explain {stack}/{model['model']} ({model['profile']}): the last {1 - model['search_fraction']:.0%} of "
+             f"{model['trace']},{rate} {model['held_out_requests']} requests{whose}\n"
+             f"committed: SLO attained {cell(c['slo_attainment'], '.1%')}, ${cell(c['cost_usd'], '.2f')}, "
+             f"{cell(c['gpu_hours'], '.2f')} GPU-h")  # fmt: skip
+    footnotes = {key: i + 1 for i, key in enumerate(model["evidence"])}
+    table = Table(title=title, caption="each variant: value: SLO attained (share of feasible requests within TTFT and "
+                  "TPOT), cost USD, GPU-hours on the held-out traffic; or why it was not simulated")  # fmt: skip
+    for header in ("threshold", "value", "set in", "what it is for", "evidence", "half, or flipped", "double"):
+        table.add_column(header, overflow="fold")
+    engine_note = any(n.startswith("engine flags not varied") for n in model["notes"])
+    for row in model["thresholds"]:
+        variants = [_variant_cell(v, engine_note) for v in row["variants"]]
+        scope = row["set_in"].removesuffix("." + row["name"]) if row["set_in"] else "built-in default"
+        cells = [row["name"], _show(row["value"]), scope, row["purpose"],
+                 f"[{footnotes[row['evidence']]}]" if row["evidence"] else "-", *variants, *[""] * (2 - len(variants))]
+        table.add_row(*map(Text, cells))
+    console.print(table)
+    for key, number in footnotes.items():
+        console.print(f"[{number}] above {key}:\n" + "\n".join("    " + line for line in model["evidence"][key]["text"].splitlines()),
+                      highlight=False, markup=False)  # fmt: skip
+    for note in model["notes"]:
+        console.print(note, style="yellow", highlight=False, markup=False)

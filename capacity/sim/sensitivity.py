@@ -1,0 +1,271 @@
+"""What each committed threshold of a model does: the stack's policy simulated on the held-out
+part of a trace, then every threshold at half and double its value (a boolean flipped), each
+edit applied as `pulumi config set --path` would and validated as a deploy would be.
+
+A threshold is a scalar leaf of the model's merged autoscaling policy (not the SLO, which the
+thresholds are judged against; of a disabled trigger only its `enabled`) or one of the engine
+flags that decide a replica's capacity. An edit goes into the model's own block, so it changes
+this model only. An engine flag changes the replica itself: its profile is re-derived from
+physics on the same GPU with the new flags, as the planner derives a candidate's
+(`plan.profile_for`), which needs the stack's profile to be that derivation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from capacity.engine import EngineProfile
+from capacity.sim.from_stack import StackModel, apply_config_set, model_index
+from capacity.sim.plan import profile_for, split
+from capacity.sim.run import RunOptions, feasible_requests, run_policy, summarize
+from capacity.workload.traces import Trace
+from contract.triggers import TRIGGERS, enabled_triggers
+
+# The vLLM flags that decide a replica's capacity envelope (the ones the planner searches).
+ENGINE_FLAGS = ("maxNumSeqs", "maxNumBatchedTokens", "gpuMemoryUtilization")
+DEFAULT_KEY = "default"  # the block every model inherits (contract.settings.autoscaling.DEFAULT_KEY)
+_LIST_LEAF = re.compile(r"^(?P<list>.+)\[(?P<index>\d+)\]\.(?P<leaf>[^.\[\]]+)$")
+
+Scalar = bool | int | float
+SAME_VALUE = "the same value once rounded"
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """One committed value: its name in the model's policy (`triggers.kvCache.targetPerReplica`,
+    `engine.maxNumSeqs`), the config path an edit sets, what it is for and where it is set."""
+
+    name: str
+    path: str  # under the program's namespace, as `pulumi config set --path` takes it
+    value: Scalar
+    purpose: str
+    set_in: str | None  # the stack key that holds the value; None: the built-in default
+    floor: int | None  # the least integer the field's own rule allows
+
+
+@dataclass(frozen=True)
+class Variant:
+    label: Literal["half", "double", "flipped"]
+    value: Scalar
+    edits: tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A variant's held-out summary, or the one line saying why there is none."""
+
+    variant: Variant
+    summary: dict[str, Any] | None
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class Explanation:
+    baseline: dict[str, Any]
+    rows: list[tuple[Threshold, list[Outcome]]]
+    engine_refusal: str | None  # why the engine flags' variants did not run (engine_refusal)
+
+
+def held_out(sm: StackModel, trace: Trace, fraction: float, options: RunOptions) -> dict[str, Any]:
+    """The stack model's policy on the part of `trace` after its first `fraction` (the traffic the
+    planner validates on), summarised over the requests some fleet can serve within the SLO."""
+    _, tail = split(trace, fraction)
+    return summarize(run_policy(sm, tail, options), sm, feasible_requests(sm, tail))
+
+
+# --- the thresholds --------------------------------------------------------------------------
+
+
+def thresholds(sm: StackModel) -> list[Threshold]:
+    """The model's thresholds, policy leaves in the settings' order, then the engine flags."""
+    scope = f"autoscaling.{sm.model.name}"
+    disabled = {f"triggers.{t.key}." for t in TRIGGERS if t not in enabled_triggers(sm.policy)}
+    found = []
+    for name, value, field in _leaves(sm.policy):
+        if name.startswith("slo.") or (any(name.startswith(d) for d in disabled) and not name.endswith(".enabled")):
+            continue
+        found.append(Threshold(name, f"{scope}.{name}", value, _purpose(name, field), _set_in(sm, name), _floor(field)))
+    index = model_index(sm)
+    engine = sm.model.engine
+    for name, value, field in _leaves(engine, "engine"):
+        flag = name.removeprefix("engine.")
+        if flag in ENGINE_FLAGS:
+            given = any(type(engine).model_fields[f].alias == flag for f in engine.model_fields_set)
+            path = f"models[{index}].{name}"
+            found.append(Threshold(name, path, value, field.description or "", path if given else None, _floor(field)))
+    return found
+
+
+def _leaves(model: BaseModel, prefix: str = "") -> Iterator[tuple[str, Scalar, FieldInfo]]:
+    """(camelCase key path, value, field) of every bool or number under a settings model."""
+    for attribute, field in type(model).model_fields.items():
+        value = getattr(model, attribute)
+        path = f"{prefix}.{field.alias}" if prefix else str(field.alias)
+        if isinstance(value, BaseModel):
+            yield from _leaves(value, path)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, BaseModel):
+                    yield from _leaves(item, f"{path}[{i}]")
+        elif isinstance(value, (bool, int, float)):
+            yield path, value, field
+
+
+def _purpose(name: str, field: FieldInfo) -> str:
+    """A trigger's target says why its metric type; its switch which trigger; the rest the field's description."""
+    for trigger in TRIGGERS:
+        if name == trigger.target_path():
+            return f"{field.description}; {trigger.metric_type}: {trigger.why}"
+        if name == f"triggers.{trigger.key}.enabled":
+            return f"turns the {trigger.keda_name} trigger ({trigger.label.lower()}) on or off"
+    return field.description or ""
+
+
+def _floor(field: FieldInfo) -> int | None:
+    for rule in field.metadata:
+        if getattr(rule, "ge", None) is not None:
+            return int(rule.ge)
+        if getattr(rule, "gt", None) is not None:
+            return int(rule.gt) + 1
+    return None
+
+
+def _set_in(sm: StackModel, name: str) -> str | None:
+    """Where the merged value comes from: the model's block, `default`, or neither (built in)."""
+    for scope in (sm.model.name, DEFAULT_KEY):
+        if _holds(sm.raw_autoscaling.get(scope), name):
+            return f"autoscaling.{scope}.{name}"
+    return None
+
+
+def _holds(node: Any, name: str) -> bool:
+    for key, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", name):
+        if key and isinstance(node, dict) and key in node:
+            node = node[key]
+        elif index and isinstance(node, list) and int(index) < len(node):
+            node = node[int(index)]
+        else:
+            return False
+    return True
+
+
+# --- half, double, flipped -------------------------------------------------------------------
+
+
+def variants(sm: StackModel, threshold: Threshold) -> list[Variant]:
+    """A boolean flipped; a number halved and doubled (an integer rounded half to even, and
+    never below its field's floor)."""
+    value = threshold.value
+    if isinstance(value, bool):
+        return [Variant("flipped", not value, _edits(sm, threshold, not value))]
+    out = []
+    for label, factor in (("half", 0.5), ("double", 2.0)):
+        if isinstance(value, int):
+            new: Scalar = max(round(value * factor), threshold.floor if threshold.floor is not None else 0)
+        else:
+            new = float(f"{value * factor:.6g}")
+        out.append(Variant(label, new, _edits(sm, threshold, new)))  # type: ignore[arg-type]
+    return out
+
+
+def _edits(sm: StackModel, threshold: Threshold, value: Scalar) -> tuple[tuple[str, Any], ...]:
+    """One leaf inside a list sets the whole merged list: a list in the model's block replaces
+    the merged one (settings merge), so the other entries and keys must come along."""
+    match = _LIST_LEAF.match(threshold.name)
+    if match is None or threshold.name.startswith("engine."):
+        return ((threshold.path, value),)
+    merged = sm.policy.model_dump(by_alias=True, mode="json")
+    for key in match["list"].split("."):
+        merged = merged[key]
+    entries = [dict(entry) for entry in merged]
+    entries[int(match["index"])][match["leaf"]] = value
+    return ((f"autoscaling.{sm.model.name}.{match['list']}", entries),)
+
+
+# --- the runs --------------------------------------------------------------------------------
+
+
+def engine_refusal(sm: StackModel) -> str | None:
+    """Why the model's engine flags cannot be varied in the simulator, or None when they can:
+    its profile must be the physics derivation of the stack's flags on the profile's GPU."""
+    try:
+        derived = _derived(sm)
+    except ValueError as error:
+        return f"engine profile {sm.profile.name} is not derived on a GPU of the engine data ({error})"
+    named = replace(derived, name=sm.profile.name, description=sm.profile.description,
+                    served_model_name=sm.profile.served_model_name)  # fmt: skip
+    if named != sm.profile:
+        return (f"engine profile {sm.profile.name} is not the derivation of the stack's engine flags on {gpu} "
+                "(measured, or other flags): re-derive it to vary them")  # fmt: skip
+    return None
+
+
+def _derived(sm: StackModel) -> EngineProfile:
+    """The model with its stack's engine flags on its profile's GPU (the planner names a
+    derived profile `<gpu>-<model>`, and so does `capacity.engine.profiles`)."""
+    return profile_for(sm, sm.profile.name.split("-")[0], sm.model.engine.model_dump(by_alias=True))
+
+
+# Worker state: set once per process, so a job ships only its variant.
+_JOB: tuple[StackModel, Trace, float, RunOptions, str | None] | None = None
+
+
+def _init(sm: StackModel, trace: Trace, fraction: float, options: RunOptions, engine_reason: str | None) -> None:
+    global _JOB
+    _JOB = (sm, trace, fraction, options, engine_reason)
+
+
+def outcome(sm: StackModel, variant: Variant, trace: Trace, fraction: float, options: RunOptions,
+            engine_reason: str | None = None) -> Outcome:  # fmt: skip
+    """One variant deployed (or why not) and simulated on the held-out part; an engine flag's
+    variant runs on the profile re-derived with it, unless `engine_reason` says it cannot be."""
+    engine = any(".engine." in path for path, _ in variant.edits)  # `models[i].engine.<flag>`
+    if engine and engine_reason:
+        return Outcome(variant, None, engine_reason)
+    try:
+        deployed = apply_config_set(sm, variant.edits)
+        if engine:
+            deployed = replace(deployed, profile=_derived(deployed))
+    except ValueError as error:
+        return Outcome(variant, None, str(error))
+    return Outcome(variant, held_out(deployed, trace, fraction, options), None)
+
+
+def _run(variant: Variant | None) -> Outcome | dict[str, Any]:
+    """The baseline's summary (None) or the variant's outcome."""
+    sm, trace, fraction, options, engine_reason = _JOB  # type: ignore[misc]
+    if variant is None:
+        return held_out(sm, trace, fraction, options)
+    return outcome(sm, variant, trace, fraction, options, engine_reason)
+
+
+def explain(
+    sm: StackModel,
+    trace: Trace,
+    fraction: float,
+    options: RunOptions,
+    workers: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> Explanation:
+    """The baseline and every threshold's variants on the held-out part, over `workers`
+    processes; `progress(done, total)` after each run."""
+    rows = [(t, variants(sm, t)) for t in thresholds(sm)]
+    jobs: list[Variant | None] = [None, *(v for t, vs in rows for v in vs if v.value != t.value)]
+    refusal = engine_refusal(sm)
+    args = (sm, trace, fraction, options, refusal)
+    results: list[Any] = []
+    with ProcessPoolExecutor(max_workers=max(1, min(workers, len(jobs))), initializer=_init, initargs=args) as pool:
+        for result in pool.map(_run, jobs):
+            results.append(result)
+            if progress:
+                progress(len(results), len(jobs))
+    ran = iter(results[1:])  # in the order of `jobs`
+    return Explanation(results[0], [(t, [next(ran) if v.value != t.value else Outcome(v, None, SAME_VALUE) for v in vs])
+                                    for t, vs in rows], refusal)  # fmt: skip

@@ -1,0 +1,92 @@
+"""`python -m capacity explain` on both stacks: the JSON contract, the table, traffic taken
+from the evidence comment, and one clear line without evidence or --trace."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from capacity.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[3]
+TRACE = "synthetic:step:base=1,peak=3,at=150,length=150,duration=450,prompt=256,output=64"
+EVIDENCE = (
+    "    # Evidence: planned 2026-12-01 on engine profile 8gb-qwen2.5-1.5b\n"
+    f"    #   python -m capacity plan --stack dev --trace {TRACE} --search-fraction 0.6 --seed 3\n"
+)
+
+
+def explain(capsys, *args: str) -> dict:
+    assert main(["explain", "--workers", "2", "--json", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("stack, models", [("dev", ["qwen25-1p5b"]), ("prod", ["qwen25-14b-awq", "qwen25-7b-awq"])])
+def test_every_model_of_the_stack_is_explained(capsys, monkeypatch, stack, models):
+    monkeypatch.chdir(ROOT)
+    out = explain(capsys, "--stack", stack, "--trace", TRACE)
+    assert [m["model"] for m in out["models"]] == models
+    for model in out["models"]:
+        assert set(model["committed"]) == {"slo_attainment", "cost_usd", "gpu_hours"}
+        assert {"minReplicas", "maxReplicas", "triggers.kvCache.targetPerReplica", "engine.maxNumSeqs"} <= {
+            t["name"] for t in model["thresholds"]}  # fmt: skip
+
+
+def test_each_variant_has_numbers_or_a_reason(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    (model,) = explain(capsys, "--stack", "dev", "--trace", TRACE)["models"]
+    variants = [v for t in model["thresholds"] for v in t["variants"]]
+    assert all((v["result"] is None) != (v["reason"] is None) for v in variants)
+    assert any(v["result"] for v in variants) and any(v["reason"] for v in variants)
+
+
+def test_model_picks_one_model(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    out = explain(capsys, "--stack", "prod", "--model", "qwen25-7b-awq", "--trace", TRACE)
+    assert [m["model"] for m in out["models"]] == ["qwen25-7b-awq"]
+
+
+def test_the_table_names_each_threshold_and_the_committed_result(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert main(["explain", "--stack", "dev", "--workers", "2", "--trace", TRACE]) == 0
+    out = capsys.readouterr().out
+    assert "explain dev/qwen25-1p5b (8gb-qwen2.5-1.5b): the last 30% of" in out
+    assert "committed: SLO attained" in out
+    assert "triggers.queueDepth.targetPerReplica" in out and "built-in default" in out
+    assert "engine flags not varied: engine profile 8gb-qwen2.5-1.5b" in out
+
+
+def stack_with_evidence(tmp_path: Path) -> Path:
+    text = (ROOT / "Pulumi.dev.yaml").read_text()
+    anchor = "  inference-platform:autoscaling:\n    default:\n"
+    assert anchor in text
+    path = tmp_path / "Pulumi.dev.yaml"
+    path.write_text(text.replace(anchor, anchor.replace("    default:\n", EVIDENCE + "    default:\n")))
+    return path
+
+
+def test_the_traffic_comes_from_the_evidence_command(capsys, tmp_path):
+    (model,) = explain(capsys, "--stack", str(stack_with_evidence(tmp_path)))["models"]
+    assert model["traffic_from_evidence_of"] == "autoscaling.default"
+    assert (model["trace"], model["search_fraction"], model["seed"]) == (TRACE, 0.6, 3)
+    (minimum,) = [t for t in model["thresholds"] if t["name"] == "minReplicas"]
+    assert minimum["evidence"] == "autoscaling.default"
+    assert model["evidence"]["autoscaling.default"]["date"] == "2026-12-01"
+
+
+def test_a_flag_overrides_the_evidence_command(capsys, tmp_path):
+    (model,) = explain(capsys, "--stack", str(stack_with_evidence(tmp_path)), "--search-fraction", "0.5")["models"]
+    assert (model["search_fraction"], model["seed"]) == (0.5, 3)
+
+
+def test_no_evidence_and_no_trace_is_one_line(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert main(["explain", "--stack", "dev"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no evidence comment of dev/qwen25-1p5b names a --trace" in err
+
+
+def test_a_bad_search_fraction_is_one_line(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert main(["explain", "--stack", "dev", "--trace", TRACE, "--search-fraction", "1"]) == 2
+    assert "--search-fraction must be in (0, 1), got 1.0" in capsys.readouterr().err

@@ -1,0 +1,125 @@
+"""Half and double of each committed threshold on the held-out traffic: which leaves are
+thresholds, how a value is varied, that the contract decides what deploys, and the runs."""
+
+from pathlib import Path
+
+import pytest
+
+from capacity.sim import sensitivity
+from capacity.sim.from_stack import apply_config_set, load_stack_model
+from capacity.sim.plan import split
+from capacity.sim.run import RunOptions
+from capacity.workload import traces
+
+ROOT = Path(__file__).resolve().parents[3]
+TRACE = "synthetic:step:base=1,peak=4,at=200,length=200,duration=600,prompt=256,output=64"
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return load_stack_model("dev", root=ROOT)
+
+
+@pytest.fixture(scope="module")
+def prod():
+    return load_stack_model("prod", root=ROOT)
+
+
+def threshold(sm, name: str) -> sensitivity.Threshold:
+    return next(t for t in sensitivity.thresholds(sm) if t.name == name)
+
+
+def test_the_slo_and_a_disabled_triggers_settings_are_not_thresholds(dev):
+    names = {t.name for t in sensitivity.thresholds(dev)}
+    assert not any(n.startswith("slo.") for n in names)
+    assert "triggers.ttft.enabled" in names and "triggers.ttft.thresholdSeconds" not in names
+
+
+def test_engine_flags_are_thresholds_at_the_models_config_path(prod):
+    seqs = threshold(load_stack_model("prod", "qwen25-7b-awq", root=ROOT), "engine.maxNumSeqs")
+    assert (seqs.path, seqs.value, seqs.set_in) == ("models[1].engine.maxNumSeqs", 64, "models[1].engine.maxNumSeqs")
+    assert threshold(prod, "engine.maxNumSeqs").path == "models[0].engine.maxNumSeqs"
+
+
+def test_a_value_is_set_in_the_models_block_the_default_block_or_built_in(prod):
+    assert threshold(prod, "maxReplicas").set_in == "autoscaling.qwen25-14b-awq.maxReplicas"
+    assert threshold(prod, "minReplicas").set_in == "autoscaling.default.minReplicas"
+    assert threshold(prod, "pollingIntervalSeconds").set_in is None
+
+
+def test_a_triggers_target_says_what_it_is_for_and_why_its_metric_type(prod):
+    purpose = threshold(prod, "triggers.e2eLatency.thresholdSeconds").purpose
+    assert purpose.startswith("end-to-end latency at that quantile") and "Value: a quantile is not additive" in purpose
+
+
+def test_a_boolean_is_flipped_not_halved(dev):
+    (variant,) = sensitivity.variants(dev, threshold(dev, "triggers.kvCache.enabled"))
+    assert (variant.label, variant.value) == ("flipped", False)
+
+
+def test_an_integer_is_rounded_and_never_below_its_fields_floor(dev):
+    half, double = sensitivity.variants(dev, threshold(dev, "fallbackReplicas"))  # 1, ge=1
+    assert (half.value, double.value) == (1, 2)
+    half, _ = sensitivity.variants(dev, threshold(dev, "minReplicas"))  # 1, ge=0
+    assert half.value == 0
+
+
+def test_a_leaf_inside_a_list_sets_the_whole_merged_list_and_deploys(dev):
+    _, double = sensitivity.variants(dev, threshold(dev, "behavior.scaleUp.policies[0].value"))
+    ((path, value),) = double.edits
+    assert path == "autoscaling.qwen25-1p5b.behavior.scaleUp.policies"
+    assert value == [{"type": "Pods", "value": 4, "periodSeconds": 60}]
+    assert apply_config_set(dev, double.edits).policy.behavior.scale_up.policies[0].value == 4
+
+
+def test_held_out_simulates_only_the_part_after_the_search_fraction(dev):
+    trace = traces.load(TRACE)
+    assert sensitivity.held_out(dev, trace, 0.5, RunOptions())["requests"] == len(split(trace, 0.5)[1])
+
+
+def test_an_engine_profile_that_is_not_its_flags_derivation_is_not_varied(dev, prod):
+    assert "8gb-qwen2.5-1.5b is not derived on a GPU of the engine data" in sensitivity.engine_refusal(dev)
+    assert sensitivity.engine_refusal(prod) is None
+
+
+@pytest.fixture(scope="module")
+def explained(dev):
+    return sensitivity.explain(dev, traces.load(TRACE), 0.5, RunOptions(), workers=2)
+
+
+def outcomes(explained, name: str) -> list[sensitivity.Outcome]:
+    return next(o for t, o in explained.rows if t.name == name)
+
+
+def test_a_refused_half_value_shows_the_contracts_reason_instead_of_numbers(explained):
+    half, _ = outcomes(explained, "minReplicas")  # 1 -> 0: nothing wakes a model at zero without cron
+    assert half.summary is None and half.reason.startswith("would not deploy: ")
+    assert "minReplicas (0) needs triggers.cron.enabled" in half.reason
+
+
+def test_every_simulated_variant_reports_attainment_cost_and_gpu_hours(explained):
+    ran = [o.summary for _, row in explained.rows for o in row if o.summary]
+    assert ran and all({"slo_attainment", "cost_usd", "gpu_hours"} <= set(s) for s in ran)
+    assert {"slo_attainment", "cost_usd", "gpu_hours"} <= set(explained.baseline)
+
+
+def test_a_value_that_rounds_to_itself_is_not_simulated(explained):
+    half, double = outcomes(explained, "behavior.scaleUp.stabilizationWindowSeconds")  # 0
+    assert half.reason == double.reason == sensitivity.SAME_VALUE
+
+
+def test_more_replicas_at_once_cost_no_less_on_a_step(explained):
+    _, double = outcomes(explained, "minReplicas")
+    assert double.summary["gpu_hours"] >= explained.baseline["gpu_hours"]
+
+
+def test_an_engine_flag_variant_carries_the_refusal_when_the_profile_cannot_be_varied(explained):
+    assert all(o.reason == explained.engine_refusal for o in outcomes(explained, "engine.maxNumSeqs"))
+
+
+def test_an_engine_flag_variant_runs_on_the_profile_rederived_with_it(prod):
+    busy = traces.load("synthetic:step:base=2,peak=8,at=200,length=300,duration=700,prompt=1024,output=256")
+    half, _ = sensitivity.variants(prod, threshold(prod, "engine.maxNumSeqs"))  # 40 -> 20 sequences per replica
+    run = sensitivity.outcome(prod, half, busy, 0.3, RunOptions())
+    assert run.reason is None
+    assert run.summary["gpu_hours"] != sensitivity.held_out(prod, busy, 0.3, RunOptions())["gpu_hours"]
