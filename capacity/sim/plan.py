@@ -177,16 +177,17 @@ def _summaries(sm: StackModel, traces: Sequence[Trace], options: RunOptions) -> 
     return [_summary(run_policy(sm, trace, warmed(sm, trace, options)), sm, trace) for trace in traces]
 
 
-def held_out(sm: StackModel, trace: Trace, fraction: float, options: RunOptions) -> dict[str, Any]:
+def held_out(sm: StackModel, trace: Trace, fraction: float, options: RunOptions, oracle: bool = True) -> dict[str, Any]:
     """The policy's summary on the part of `trace` after its first `fraction` of time, with the
     oracle's GPU-hours on that part. The policy runs the whole trace, as a deployed policy would,
     and only the held-out part is scored and billed: its fleet at the cut is the one the policy
-    built on the traffic before (a replay of the part alone would start it cold or guessed)."""
+    built on the traffic before (a replay of the part alone would start it cold or guessed).
+    `oracle=False` leaves the oracle's keys None (it costs more than the run)."""
     cut = trace.duration * fraction
     run = run_policy(sm, trace, warmed(sm, trace, options))
     tail, keep = since(run, cut)
     summary = summarize(tail, sm, feasible_requests(sm, trace)[keep])
-    return with_oracle(summary, run_oracle(sm, trace.window(cut, math.inf), options).gpu_hours)
+    return with_oracle(summary, run_oracle(sm, trace.window(cut, math.inf), options).gpu_hours) if oracle else summary
 
 
 def _combined(summaries: Sequence[dict[str, Any]], output_tokens: float) -> dict[str, Any]:

@@ -23,8 +23,8 @@ from pydantic.fields import FieldInfo
 
 from capacity.engine import EngineProfile
 from capacity.sim.from_stack import StackModel, apply_config_set, model_index
-from capacity.sim.plan import profile_for, split
-from capacity.sim.run import RunOptions, feasible_requests, run_policy, summarize
+from capacity.sim.plan import held_out, profile_for
+from capacity.sim.run import RunOptions
 from capacity.workload.traces import Trace
 from contract.triggers import TRIGGERS, enabled_triggers
 
@@ -71,13 +71,6 @@ class Explanation:
     baseline: dict[str, Any]
     rows: list[tuple[Threshold, list[Outcome]]]
     engine_refusal: str | None  # why the engine flags' variants did not run (engine_refusal)
-
-
-def held_out(sm: StackModel, trace: Trace, fraction: float, options: RunOptions) -> dict[str, Any]:
-    """The stack model's policy on the part of `trace` after its first `fraction` (the traffic the
-    planner validates on), summarised over the requests some fleet can serve within the SLO."""
-    _, tail = split(trace, fraction)
-    return summarize(run_policy(sm, tail, options), sm, feasible_requests(sm, tail))
 
 
 # --- the thresholds --------------------------------------------------------------------------
@@ -235,14 +228,14 @@ def outcome(sm: StackModel, variant: Variant, trace: Trace, fraction: float, opt
             deployed = replace(deployed, profile=_derived(deployed))
     except ValueError as error:
         return Outcome(variant, None, str(error))
-    return Outcome(variant, held_out(deployed, trace, fraction, options), None)
+    return Outcome(variant, held_out(deployed, trace, fraction, options, oracle=False), None)
 
 
 def _run(variant: Variant | None) -> Outcome | dict[str, Any]:
     """The baseline's summary (None) or the variant's outcome."""
     sm, trace, fraction, options, engine_reason = _JOB  # type: ignore[misc]
     if variant is None:
-        return held_out(sm, trace, fraction, options)
+        return held_out(sm, trace, fraction, options, oracle=False)
     return outcome(sm, variant, trace, fraction, options, engine_reason)
 
 
