@@ -21,7 +21,7 @@ from rich.table import Table
 from capacity.cli import DEFAULT_STACK
 from capacity.sim import plan
 from capacity.sim.cluster.router import ROUTERS
-from capacity.sim.from_stack import apply_config_set, load_stack_model
+from capacity.sim.from_stack import ConfigEdit, apply_config_set, config_command, load_stack_model
 from capacity.sim.html_report import HtmlFigure, HtmlTable, write_html
 from capacity.sim.run import RunOptions
 from capacity.tables import cell
@@ -81,16 +81,10 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError(f"--html {args.html}: directory {args.html.parent} does not exist")
 
 
-def _render(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def config_set_lines(sm: Any, edits: list[tuple[str, Any]]) -> list[str]:
-    """The edits as commands, after the program's settings accept them all (else ValueError)."""
+def config_set_lines(sm: Any, edits: list[ConfigEdit]) -> list[str]:
+    """The edits as commands, in order, after the program's settings accept them all (else ValueError)."""
     apply_config_set(sm, edits)
-    return [f"pulumi config set --path '{path}' {_render(value)} -s {sm.stack}" for path, value in edits]
+    return [config_command(edit, sm.stack) for edit in edits]
 
 
 def _progress(total: int, enabled: bool):
@@ -174,14 +168,7 @@ def run(args: argparse.Namespace) -> int:
     }
     if meets:
         payload["config_set"] = config_set_lines(sm, plan.edits_of(sm, best.params))  # type: ignore[union-attr]
-        current_gpu = sm.profile.name.split("-")[0]
-        if best.params["gpu"] != current_gpu:  # type: ignore[union-attr]
-            kind = result.types[best.params["gpu"]]  # type: ignore[union-attr]
-            payload["notes"].append(
-                f"the winner runs on {kind.gpu} ({kind.family}); the model's pools {list(sm.model.pools)} also allow "
-                f"other families: restrict their instanceFamilies to [{kind.family}] (shared pools move every model "
-                f"on them) and set models[].capacityProfile; not printed as commands"
-            )
+        payload["notes"] += plan.deployment_notes(sm, best.params)  # type: ignore[union-attr]
         if payload["validation"]["slo_attainment"] < args.slo_attainment:
             payload["notes"].append(
                 f"warning: validation attainment {payload['validation']['slo_attainment']:.1%} is below the target "

@@ -9,14 +9,13 @@ schedule is cheaper at equal or better SLO attainment.
 from __future__ import annotations
 
 import argparse
-import shlex
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from capacity.cli.sim_args import add_common_arguments, emit, load_inputs
-from capacity.sim.from_stack import StackModel, apply_config_set
+from capacity.sim.from_stack import StackModel, apply_config_set, config_command
 from capacity.sim.oracle import OracleResult
 from capacity.sim.run import RunOptions, run_oracle, run_policy, summarize, with_oracle
 from capacity.sim.schedule import DAY_S, EVERY_DAY, Schedule, daily_needs, derive, later_part, origin_utc, whole_days
@@ -71,11 +70,7 @@ def judged_day(args: argparse.Namespace, sm: StackModel, trace: traces.Trace, or
 
 
 def config_set_lines(schedule: Schedule, sm: StackModel) -> list[str]:
-    def show(value: Any) -> str:
-        return "true" if value is True else shlex.quote(str(value))
-
-    return [f"pulumi config set --path {shlex.quote(path)} {show(value)} -s {sm.stack}"
-            for path, value in schedule.config_edits(sm.model.name)]  # fmt: skip
+    return [config_command(edit, sm.stack) for edit in schedule.config_edits(sm.model.name)]
 
 
 def run(args: argparse.Namespace) -> int:

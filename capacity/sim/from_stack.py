@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -254,13 +255,42 @@ def apply_config_set(sm: StackModel, edits: Sequence[ConfigEdit]) -> StackModel:
             _remove_path(config, f"{NAMESPACE}:{edit.path}")
         else:
             path, value = edit
-            _set_path(config, f"{NAMESPACE}:{path}", value)
+            # A scalar is stored as the printed command would store it; a whole list or map (the
+            # explain tool's edits, never printed as a command) as it is.
+            stored = value if isinstance(value, (list, dict)) else stored_value(config_text(value))
+            _set_path(config, f"{NAMESPACE}:{path}", stored)
     source = StackFile(sm.source.path, config)
     try:
         reloaded = load_stack_model(sm.stack, sm.model.name, sm.profile.name, None, sm.source.path.parent, source)
     except SettingsError as exc:
         raise ValueError(f"would not deploy: {'; '.join(exc.problems)}") from None
     return reloaded
+
+
+def config_text(value: Any) -> str:
+    """A value as a `pulumi config set` command line spells it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def config_command(edit: ConfigEdit, stack: str) -> str:
+    """The shell line that makes `edit` on `stack` (`pulumi config set --path` or `rm --path`)."""
+    if isinstance(edit, ConfigRemove):
+        return f"pulumi config rm --path '{edit.path}' -s {stack}"
+    path, value = edit
+    return f"pulumi config set --path '{path}' {shlex.quote(config_text(value))} -s {stack}"
+
+
+def stored_value(text: str) -> bool | int | str:
+    """What `pulumi config set --path` stores for `text`: booleans and integers typed, anything
+    else (floats too) a string (pulumi/pulumi sdk/go/common/resource/config/value.go
+    `coerceObject`); the settings then parse it as a deploy's program would."""
+    if text in ("true", "false"):
+        return text == "true"
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    return text
 
 
 _PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")

@@ -21,9 +21,9 @@ from typing import Any
 import yaml
 
 from capacity.engine import EngineProfile
-from capacity.engine.hardware import checkpoint, gpu
+from capacity.engine.hardware import checkpoint, gpu, gpus
 from capacity.engine.profiles import derive
-from capacity.sim.from_stack import StackModel, apply_config_set, model_index, pool_families
+from capacity.sim.from_stack import ConfigEdit, StackModel, apply_config_set, gpu_type_edits, model_index, pool_families
 from capacity.sim.run import (
     RunOptions, feasible_requests, run_oracle, run_policy, run_static, since, slo_targets, summarize, warm_start, with_oracle,
 )  # fmt: skip
@@ -56,7 +56,7 @@ def gpu_types(sm: StackModel, prices: dict[str, float] | None = None) -> list[Gp
     on_demand = next((p.price_per_gpu_hour for p in sm.pools if p.capacity_type == "on-demand"), None)
     spot = next((p.price_per_gpu_hour for p in sm.pools if p.capacity_type == "spot"), None)
     ratio = (spot / on_demand) if spot and on_demand else 1.0
-    current = sm.profile.name.split("-")[0]
+    current = current_gpu(sm)
     families = sorted({f for fams in pool_families(sm).values() for f in fams})
     out = []
     for family in families:
@@ -75,6 +75,19 @@ def gpu_types(sm: StackModel, prices: dict[str, float] | None = None) -> list[Gp
     return out
 
 
+def current_gpu(sm: StackModel) -> str:
+    """The GPU the model runs on now: its pinned families' GPU, else its profile's (`<gpu>-...`)."""
+    if sm.model.instance_families:
+        return GPU_OF_FAMILY[sm.model.instance_families[0]]
+    return max((g for g in gpus() if sm.profile.name.startswith(f"{g}-")), key=len, default="")
+
+
+def pool_indices(sm: StackModel) -> list[int]:
+    """Positions in `gpuCapacity.pools` of the pools the model runs on."""
+    pools = sm.source.settings(sm.raw_autoscaling).gpu_capacity.pools
+    return [i for i, pool in enumerate(pools) if pool.name in sm.model.pools]
+
+
 def profile_for(sm: StackModel, gpu_name: str, flags: dict[str, Any]) -> EngineProfile:
     """The model on `gpu_name` with these vLLM flags (ValueError: vLLM would not start)."""
     model = checkpoint(sm.model.hugging_face_id)
@@ -83,6 +96,25 @@ def profile_for(sm: StackModel, gpu_name: str, flags: dict[str, Any]) -> EngineP
         max_num_seqs=flags["maxNumSeqs"], max_num_batched_tokens=flags["maxNumBatchedTokens"],
         gpu_memory_utilization=flags["gpuMemoryUtilization"],
     )  # fmt: skip
+
+
+def _families(sm: StackModel) -> set[str]:
+    return {f for fams in pool_families(sm).values() for f in fams}
+
+
+def deployment_notes(sm: StackModel, p: dict[str, Any]) -> list[str]:
+    """What the winner's commands change beyond this model, and what its profile rests on."""
+    notes = []
+    settings = sm.source.settings(sm.raw_autoscaling)
+    sharing = sorted(m.name for m in settings.models if m.name != sm.model.name and set(m.pools) & set(sm.model.pools))
+    if sharing:
+        notes.append(f"consolidateAfter {p['consolidateAfter']} is set on the pools {', '.join(sm.model.pools)}, "
+                     f"which {', '.join(sharing)} also run on: plan them with it")  # fmt: skip
+    if p["gpu"] != current_gpu(sm):
+        notes.append(f"the winner moves {sm.model.name} from {current_gpu(sm) or 'its profile'} to {p['gpu']}: its engine "
+                     f"profile is derived from the {p['gpu']} datasheet and the factors fitted on the A10G calibration, "
+                     f"not measured; run `python -m capacity sweep` against one {p['gpu']} replica before moving production")  # fmt: skip
+    return notes
 
 
 def budget_replicas(sm: StackModel) -> int:
@@ -99,22 +131,33 @@ def split(trace: Trace, fraction: float) -> tuple[Trace, Trace]:
 # --- one candidate -------------------------------------------------------------------------
 
 
-def edits_of(sm: StackModel, p: dict[str, Any]) -> list[tuple[str, Any]]:
-    """The `pulumi config set --path` edits (key, value) that deploy candidate `p`."""
+def edits_of(sm: StackModel, p: dict[str, Any]) -> list[ConfigEdit]:
+    """The `pulumi config set --path` edits (key, value) that deploy candidate `p` (and the
+    `pulumi config rm --path` a GPU-type change may need), in the order they must run."""
     scope = f"autoscaling.{sm.model.name}"
     index = model_index(sm)
-    edits: list[tuple[str, Any]] = [(f"models[{index}].engine.{k}", p[k]) for k in ("maxNumSeqs", "maxNumBatchedTokens", "gpuMemoryUtilization")]
+    edits: list[ConfigEdit] = []
+    if p["gpu"] != current_gpu(sm):
+        kind = next(f for f, g in GPU_OF_FAMILY.items() if g == p["gpu"] and f in _families(sm))
+        edits += gpu_type_edits(sm, kind, f"{p['gpu']}-{checkpoint(sm.model.hugging_face_id).short}")
+    edits += [(f"models[{index}].engine.{k}", p[k]) for k in ("maxNumSeqs", "maxNumBatchedTokens", "gpuMemoryUtilization")]
+    # Karpenter's consolidateAfter: how long an emptied node stays billed (and reusable, image cached).
+    edits += [(f"gpuCapacity.pools[{i}].consolidateAfter", p["consolidateAfter"]) for i in pool_indices(sm)]
     edits += [(f"{scope}.minReplicas", p["minReplicas"]), (f"{scope}.maxReplicas", p["maxReplicas"])]
     edits.append((f"{scope}.fallbackReplicas", min(max(p["minReplicas"], 1), p["maxReplicas"])))
     edits += [
         (f"{scope}.triggers.queueDepth.targetPerReplica", p["queueTarget"]),
         (f"{scope}.triggers.queueDepth.windowSeconds", p["queueWindow"]),
         (f"{scope}.triggers.kvCache.enabled", p["kvEnabled"]),
+        (f"{scope}.triggers.promptTokens.enabled", p["promptEnabled"]),
         (f"{scope}.triggers.e2eLatency.enabled", p["e2eEnabled"]),
         (f"{scope}.triggers.ttft.enabled", p["ttftEnabled"]),
     ]
     if p["kvEnabled"]:
         edits.append((f"{scope}.triggers.kvCache.targetPerReplica", p["kvTarget"]))
+    if p["promptEnabled"]:
+        edits.append((f"{scope}.triggers.promptTokens.targetPerReplica", p["promptTarget"]))
+        edits.append((f"{scope}.triggers.promptTokens.windowSeconds", p["promptWindow"]))
     if p["e2eEnabled"]:
         # a guardrail above the e2e target where the stack has one, else around its current threshold
         base = sm.policy.slo.e2e_p99_seconds or sm.policy.triggers.e2e_latency.threshold_seconds
@@ -241,6 +284,10 @@ def _suggest(trial: Any, sm: StackModel, types: Sequence[str]) -> dict[str, Any]
         # Low targets too: a replica's KV use tracks its tokens in flight, so a target far below
         # a full cache scales in proportion to load before any queue forms.
         "kvTarget": trial.suggest_float("kvTarget", 0.05, 0.95, step=0.05),
+        "promptEnabled": trial.suggest_categorical("promptEnabled", [True, False]),
+        "promptTarget": trial.suggest_int("promptTarget", 200, 3000, step=100),
+        "promptWindow": trial.suggest_categorical("promptWindow", [30, 60, 120]),
+        "consolidateAfter": trial.suggest_categorical("consolidateAfter", ["1m", "5m", "15m"]),
         "e2eEnabled": trial.suggest_categorical("e2eEnabled", [True, False]),
         "e2eFactor": trial.suggest_float("e2eFactor", 1.05, 2.0, step=0.05),
         "ttftEnabled": trial.suggest_categorical("ttftEnabled", [True, False]),

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from capacity.sim.from_stack import Policy, StackModel
+from capacity.sim.from_stack import Policy, StackModel, config_command
 from capacity.sim.run import RunOptions, feasible_requests, run_policy, slo_targets, summarize
 from capacity.workload.traces import Trace
 from contract.triggers import TRIGGERS, Trigger, enabled_triggers
@@ -163,11 +163,4 @@ def tune(
 
 def config_set_lines(result: TuneResult, model: str, stack: str) -> list[str]:
     """The `pulumi config set` commands that deploy the winner."""
-    return [
-        f"pulumi config set --path 'autoscaling.{model}.{path}' {_show(after)} -s {stack}"
-        for path, _, after in result.changes
-    ]
-
-
-def _show(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
+    return [config_command((f"autoscaling.{model}.{path}", after), stack) for path, _, after in result.changes]

@@ -8,11 +8,19 @@ import pytest
 
 from capacity.__main__ import main
 from tests.html_page import Report, embeds
-from capacity.sim.from_stack import apply_config_set, load_stack_model
+from capacity.sim.from_stack import ConfigRemove, apply_config_set, load_stack_model
 
 ROOT = Path(__file__).resolve().parents[3]
 STEP = "synthetic:step:base=2,peak=12,at=300,length=300,duration=900,prompt=512,output=128"
 FLOOD = "synthetic:step:base=200,peak=200,at=0,length=600,duration=600,prompt=512,output=256"
+
+
+def _typed(value: str):
+    """A value as `pulumi config set --path` stores it: booleans and numbers typed, the rest strings."""
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
 
 
 def plan(capsys, tmp_path, *extra: str) -> dict:
@@ -50,11 +58,15 @@ def test_every_printed_command_deploys_the_winner(capsys, monkeypatch, tmp_path)
     monkeypatch.chdir(ROOT)
     out = plan(capsys, tmp_path, "--trace", STEP, "--slo-attainment", "0.5")
     assert out["config_set"] and out["binding_limit"] is None
-    edits = []
+    edits: list = []
     for line in out["config_set"]:
-        assert line.startswith("pulumi config set --path '") and line.endswith(" -s dev")
+        assert line.endswith(" -s dev")
+        if line.startswith("pulumi config rm --path '"):
+            edits.append(ConfigRemove(line.removeprefix("pulumi config rm --path '").removesuffix("' -s dev")))
+            continue
+        assert line.startswith("pulumi config set --path '")
         path, value = line.removeprefix("pulumi config set --path '").removesuffix(" -s dev").split("' ")
-        edits.append((path, json.loads(value) if value not in ("Pods",) else value))
+        edits.append((path, _typed(value)))
     deployed = apply_config_set(load_stack_model("dev", root=ROOT), edits)
     winner = out["frontier"][-1]["params"] if out["frontier"][-1]["slo_attainment"] >= 0.5 else None
     assert deployed.policy.max_replicas <= 3  # the pools hold 3 GPUs
