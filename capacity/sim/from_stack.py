@@ -21,6 +21,8 @@ from typing import Any
 import yaml
 
 from capacity.engine import EngineProfile, get_profile
+from capacity.engine.hardware import checkpoints, gpus
+from capacity.engine.profiles import derive
 from capacity.sim.cluster.startup import Pool, Startup
 from capacity.sim.control.cron import CronWindow
 from capacity.sim.control.hpa import HorizontalPodAutoscaler, HpaBehavior, HpaScalingPolicy, HpaScalingRules
@@ -82,6 +84,14 @@ def read_policy_file(path: Path) -> dict[str, Any]:
     return document
 
 
+def _stack_profile(name: str, model: ModelSettings, model_index: int | None) -> EngineProfile:
+    try:
+        return with_engine_flags(_profile(name, model_index), model)
+    except ValueError as exc:  # vLLM would not start with these flags on this GPU
+        where = f"{NAMESPACE}:models[{model_index}].engine" if model_index is not None else "--profile"
+        raise ValueError(f"{where}: {exc}") from None
+
+
 def _profile(name: str, model_index: int | None) -> EngineProfile:
     """The engine profile; an unknown name from the stack points at its config key."""
     try:
@@ -92,6 +102,23 @@ def _profile(name: str, model_index: int | None) -> EngineProfile:
         raise ValueError(
             f"{NAMESPACE}:models[{model_index}].capacityProfile ({name!r}): {exc}; fix the stack or pass --profile"
         ) from None
+
+
+def with_engine_flags(profile: EngineProfile, model: ModelSettings) -> EngineProfile:
+    """A physics profile of this model (`<gpu>-<model short>`) re-derived with the stack's own
+    engine flags, so a committed maxNumSeqs, maxNumBatchedTokens, gpuMemoryUtilization or
+    maxModelLen is what the simulator runs; a measured profile (its flags fixed by the
+    measurement) as it is."""
+    known = checkpoints().get(model.hugging_face_id)
+    device = next((g for name, g in gpus().items() if known and profile.name == f"{name}-{known.short}"), None)
+    if device is None:
+        return profile
+    engine = model.engine
+    return derive(
+        profile.name, known, device, max_model_len=engine.max_model_len, max_num_seqs=engine.max_num_seqs,
+        max_num_batched_tokens=engine.max_num_batched_tokens, gpu_memory_utilization=engine.gpu_memory_utilization,
+        description=profile.description, served_model_name=profile.served_model_name,
+    )  # fmt: skip
 
 
 def load_stack_model(
@@ -147,7 +174,7 @@ def load_stack_model(
         stack=source.name,
         model=chosen,
         policy=settings.autoscaling_for(name),
-        profile=_profile(profile_name, None if profile else names.index(name)),
+        profile=_stack_profile(profile_name, chosen, None if profile else names.index(name)),
         pools=pools,
         startup=startup,
         spot_interruptions_per_hour=plan.spot_interruptions_per_hour,

@@ -137,9 +137,14 @@ def edits_of(sm: StackModel, p: dict[str, Any]) -> list[ConfigEdit]:
     scope = f"autoscaling.{sm.model.name}"
     index = model_index(sm)
     edits: list[ConfigEdit] = []
+    # The candidate runs the physics profile of its GPU with its own flags; the stack then
+    # derives the same profile from the same flags (from_stack.with_engine_flags).
+    profile = f"{p['gpu']}-{checkpoint(sm.model.hugging_face_id).short}"
     if p["gpu"] != current_gpu(sm):
         kind = next(f for f, g in GPU_OF_FAMILY.items() if g == p["gpu"] and f in _families(sm))
-        edits += gpu_type_edits(sm, kind, f"{p['gpu']}-{checkpoint(sm.model.hugging_face_id).short}")
+        edits += gpu_type_edits(sm, kind, profile)
+    elif sm.model.capacity_profile != profile:
+        edits.append((f"models[{index}].capacityProfile", profile))
     edits += [(f"models[{index}].engine.{k}", p[k]) for k in ("maxNumSeqs", "maxNumBatchedTokens", "gpuMemoryUtilization")]
     # Karpenter's consolidateAfter: how long an emptied node stays billed (and reusable, image cached).
     edits += [(f"gpuCapacity.pools[{i}].consolidateAfter", p["consolidateAfter"]) for i in pool_indices(sm)]

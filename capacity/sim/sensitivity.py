@@ -5,9 +5,9 @@ edit applied as `pulumi config set --path` would and validated as a deploy would
 A threshold is a scalar leaf of the model's merged autoscaling policy (not the SLO, which the
 thresholds are judged against; of a disabled trigger only its `enabled`) or one of the engine
 flags that decide a replica's capacity. An edit goes into the model's own block, so it changes
-this model only. An engine flag changes the replica itself: its profile is re-derived from
-physics on the same GPU with the new flags, as the planner derives a candidate's
-(`plan.profile_for`), which needs the stack's profile to be that derivation.
+this model only. An engine flag changes the replica itself: a physics profile (`<gpu>-<model>`)
+is re-derived with the new flags when the stack loads (`from_stack.with_engine_flags`), as the
+planner derives a candidate's; a measured profile's flags are not varied.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from capacity.engine import EngineProfile
-from capacity.sim.from_stack import StackModel, apply_config_set, model_index
-from capacity.sim.plan import held_out, profile_for
+from capacity.sim.from_stack import StackModel, apply_config_set, model_index, with_engine_flags
+from capacity.sim.plan import held_out
 from capacity.sim.run import RunOptions
 from capacity.workload.traces import Trace
 from contract.triggers import TRIGGERS, enabled_triggers
@@ -187,23 +187,12 @@ def _edits(sm: StackModel, threshold: Threshold, value: Scalar) -> tuple[tuple[s
 
 def engine_refusal(sm: StackModel) -> str | None:
     """Why the model's engine flags cannot be varied in the simulator, or None when they can:
-    its profile must be the physics derivation of the stack's flags on the profile's GPU."""
-    try:
-        derived = _derived(sm)
-    except ValueError as error:
-        return f"engine profile {sm.profile.name} is not derived on a GPU of the engine data ({error})"
-    named = replace(derived, name=sm.profile.name, description=sm.profile.description,
-                    served_model_name=sm.profile.served_model_name)  # fmt: skip
-    if named != sm.profile:
-        return (f"engine profile {sm.profile.name} is not the derivation of the stack's engine flags on {gpu} "
-                "(measured, or other flags): re-derive it to vary them")  # fmt: skip
+    its profile must be a physics profile of the model, which the stack re-derives from its
+    flags (`from_stack.with_engine_flags`); a measured profile keeps the flags it was measured with."""
+    if with_engine_flags(sm.profile, sm.model) is sm.profile:
+        return (f"engine profile {sm.profile.name} is measured, not derived from the stack's engine flags "
+                "(<gpu>-<model> physics profiles are): its flags are not varied")  # fmt: skip
     return None
-
-
-def _derived(sm: StackModel) -> EngineProfile:
-    """The model with its stack's engine flags on its profile's GPU (the planner names a
-    derived profile `<gpu>-<model>`, and so does `capacity.engine.profiles`)."""
-    return profile_for(sm, sm.profile.name.split("-")[0], sm.model.engine.model_dump(by_alias=True))
 
 
 # Worker state: set once per process, so a job ships only its variant.
@@ -223,9 +212,7 @@ def outcome(sm: StackModel, variant: Variant, trace: Trace, fraction: float, opt
     if engine and engine_reason:
         return Outcome(variant, None, engine_reason)
     try:
-        deployed = apply_config_set(sm, variant.edits)
-        if engine:
-            deployed = replace(deployed, profile=_derived(deployed))
+        deployed = apply_config_set(sm, variant.edits)  # re-derives a physics profile's flags
     except ValueError as error:
         return Outcome(variant, None, str(error))
     return Outcome(variant, held_out(deployed, trace, fraction, options, oracle=False), None)

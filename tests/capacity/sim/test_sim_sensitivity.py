@@ -72,9 +72,12 @@ def test_a_leaf_inside_a_list_sets_the_whole_merged_list_and_deploys(dev):
     assert apply_config_set(dev, double.edits).policy.behavior.scale_up.policies[0].value == 4
 
 
-def test_an_engine_profile_that_is_not_its_flags_derivation_is_not_varied(dev, prod):
-    assert "8gb-qwen2.5-1.5b is not derived on a GPU of the engine data" in sensitivity.engine_refusal(dev)
-    assert sensitivity.engine_refusal(prod) is None
+def test_a_measured_engine_profile_keeps_its_flags(dev):
+    assert "8gb-qwen2.5-1.5b is measured" in sensitivity.engine_refusal(dev)
+
+
+def test_a_physics_profile_varies_its_flags():
+    assert sensitivity.engine_refusal(load_stack_model("prod", "qwen25-7b-awq", root=ROOT)) is None
 
 
 @pytest.fixture(scope="module")
@@ -112,9 +115,11 @@ def test_an_engine_flag_variant_carries_the_refusal_when_the_profile_cannot_be_v
     assert all(o.reason == explained.engine_refusal for o in outcomes(explained, "engine.maxNumSeqs"))
 
 
-def test_an_engine_flag_variant_runs_on_the_profile_rederived_with_it(prod):
-    busy = traces.load("synthetic:step:base=2,peak=8,at=200,length=300,duration=700,prompt=1024,output=256")
-    half, _ = sensitivity.variants(prod, threshold(prod, "engine.maxNumSeqs"))  # 40 -> 20 sequences per replica
-    run = sensitivity.outcome(prod, half, busy, 0.3, RunOptions())
+def test_an_engine_flag_variant_runs_on_the_profile_rederived_with_it():
+    seven = load_stack_model("prod", "qwen25-7b-awq", root=ROOT)  # a physics profile
+    busy = traces.load("synthetic:step:base=4,peak=16,at=200,length=300,duration=700,prompt=1024,output=256")
+    half, _ = sensitivity.variants(seven, threshold(seven, "engine.maxNumSeqs"))  # 64 -> 32 sequences per replica
+    run = sensitivity.outcome(seven, half, busy, 0.3, RunOptions())
     assert run.reason is None
-    assert run.summary["gpu_hours"] != held_out(prod, busy, 0.3, RunOptions(), oracle=False)["gpu_hours"]
+    assert apply_config_set(seven, half.edits).profile.max_num_seqs == 32
+    assert run.summary != held_out(seven, busy, 0.3, RunOptions(), oracle=False)
