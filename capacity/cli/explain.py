@@ -15,8 +15,6 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -25,14 +23,11 @@ from rich.text import Text
 
 from capacity.cli import DEFAULT_STACK
 from capacity.sim import sensitivity
-from capacity.sim.evidence import Evidence, evidence, for_key
-from capacity.sim.from_stack import StackModel, load_stack_model, model_index
+from capacity.sim.evidence import SEARCH_FRACTION, Evidence, Traffic, evidence, evidence_traffic, for_key, key_of
+from capacity.sim.from_stack import StackModel, load_stack_model
 from capacity.sim.run import RunOptions
 from capacity.tables import cell
-from capacity.workload import traces
 
-# What `plan` splits at when its evidence command does not say (its --search-fraction default).
-SEARCH_FRACTION = 0.7
 METRICS = ("slo_attainment", "cost_usd", "gpu_hours")
 
 
@@ -50,58 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
-@dataclass(frozen=True)
-class Traffic:
-    """What one model is simulated on, and whose evidence said so (None: the flags alone)."""
-
-    trace: traces.Trace
-    spec: str
-    rate_scale: float
-    search_fraction: float
-    seed: int
-    source: str | None
-
-
-def _option(proof: Evidence | None, source: str | None, flag: str, given: Any, default: Any) -> Any:
-    """A flag's value: as passed, else as the evidence command passed it, else its default."""
-    if given is not None:
-        return given
-    text = proof.option(flag) if proof else None
-    if text is None:
-        return default
-    try:
-        return type(default)(text)
-    except ValueError:
-        raise ValueError(f"the evidence command above {source} passes {flag} {text!r}, not a {type(default).__name__}") from None
-
-
 def traffic(args: argparse.Namespace, sm: StackModel, blocks: dict[str, Evidence]) -> Traffic:
-    """The flags, else the model's first evidence command that names a --trace (its own
-    autoscaling block, its engine, then where each threshold is set), else one clear error."""
-    keys = [f"autoscaling.{sm.model.name}", f"models[{model_index(sm)}].engine",
-            *(t.set_in for t in sensitivity.thresholds(sm) if t.set_in)]  # fmt: skip
-    proof = next((e for key in keys if (e := for_key(blocks, key)) and e.option("--trace")), None)
-    source = _block_key(blocks, proof)
-    spec = args.trace
-    if spec is None:
-        if proof is None:
-            raise ValueError(f"no evidence comment of {sm.stack}/{sm.model.name} names a --trace (a '# Evidence' block "
-                             f"above autoscaling.{sm.model.name} with its 'python -m capacity plan ... --trace' line): "
-                             "pass --trace")  # fmt: skip
-        spec = str(proof.option("--trace"))
-        if not spec.startswith("synthetic:") and not Path(spec).is_absolute():
-            spec = str(sm.source.path.parent / spec)  # the evidence command ran at the project root
-    rate = _option(proof, source, "--rate-scale", args.rate_scale, 1.0)
-    fraction = _option(proof, source, "--search-fraction", args.search_fraction, SEARCH_FRACTION)
-    seed = _option(proof, source, "--seed", args.seed, 0)
-    if rate <= 0:
-        raise ValueError(f"--rate-scale must be > 0, got {rate}")
-    if not 0 < fraction < 1:
-        raise ValueError(f"--search-fraction must be in (0, 1), got {fraction}")
-    trace = traces.load(spec)
-    if rate != 1.0:
-        trace = traces.rate_scale(trace, rate, seed=seed)
-    return Traffic(trace, spec, rate, fraction, seed, None if args.trace else source)
+    """The flags, else the model's evidence command (see `evidence.evidence_traffic`)."""
+    return evidence_traffic(sm, blocks, args.trace, args.rate_scale, args.search_fraction, args.seed)
 
 
 @contextmanager
@@ -127,17 +73,12 @@ def _metrics(summary: dict[str, Any] | None) -> dict[str, Any] | None:
     return None if summary is None else {k: summary[k] for k in METRICS}
 
 
-def _block_key(blocks: dict[str, Evidence], found: Evidence | None) -> str | None:
-    """The key a block sits above (`for_key` hands back the block itself)."""
-    return next((key for key, e in blocks.items() if e is found), None)
-
-
 def payload(sm: StackModel, used: Traffic, result: sensitivity.Explanation, blocks: dict[str, Evidence]) -> dict[str, Any]:
     """One model's explanation as the JSON output contract."""
     cited: dict[str, Evidence] = {}
     rows = []
     for threshold, outcomes in result.rows:
-        key = _block_key(blocks, for_key(blocks, threshold.set_in) if threshold.set_in else None)
+        key = key_of(blocks, for_key(blocks, threshold.set_in) if threshold.set_in else None)
         if key is not None:
             cited[key] = blocks[key]
         rows.append({

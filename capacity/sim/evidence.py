@@ -22,10 +22,12 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from capacity.sim.from_stack import NAMESPACE
+from capacity.sim.from_stack import NAMESPACE, StackModel, model_index
+from capacity.workload import traces
 
 _EVIDENCE_LINE = re.compile(r"^\s*#\s?Evidence\b")
 _COMMENT = re.compile(r"^\s*#")
@@ -95,6 +97,11 @@ def for_key(blocks: Mapping[str, Evidence], path: str) -> Evidence | None:
     return None
 
 
+def key_of(blocks: Mapping[str, Evidence], found: Evidence | None) -> str | None:
+    """The key a block sits above (`for_key` hands back the block itself)."""
+    return next((key for key, e in blocks.items() if e is found), None)
+
+
 def _child(node: yaml.Node | None, key: str) -> yaml.Node | None:
     if not isinstance(node, yaml.MappingNode):
         return None
@@ -143,3 +150,68 @@ def _parse(block: list[str]) -> Evidence:
         date=date.group(0) if date else None,
         profile=profile.group(1) if profile else None,
     )
+
+
+# --- the traffic an evidence command names ---------------------------------------------------
+
+# What `plan` splits at when its evidence command does not say (its --search-fraction default).
+SEARCH_FRACTION = 0.7
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What one model is simulated on, and whose evidence said so (None: the flags alone)."""
+
+    trace: traces.Trace
+    spec: str
+    rate_scale: float
+    search_fraction: float
+    seed: int
+    source: str | None
+
+
+def _option(proof: Evidence | None, source: str | None, flag: str, given: Any, default: Any) -> Any:
+    """A flag's value: as passed, else as the evidence command passed it, else its default."""
+    if given is not None:
+        return given
+    text = proof.option(flag) if proof else None
+    if text is None:
+        return default
+    try:
+        return type(default)(text)
+    except ValueError:
+        raise ValueError(f"the evidence command above {source} passes {flag} {text!r}, not a {type(default).__name__}") from None
+
+
+def evidence_traffic(
+    sm: StackModel, blocks: Mapping[str, Evidence], trace: str | None = None, rate_scale: float | None = None,
+    search_fraction: float | None = None, seed: int | None = None,
+) -> Traffic:
+    """What to replay for a model: the given values, else those of its first evidence command
+    that names a --trace (its own autoscaling block, its engine, then where each threshold is
+    set), else the planner's defaults; no trace at all is one clear error."""
+    index = model_index(sm)
+    keys = [f"autoscaling.{sm.model.name}", f"models[{index}].engine", f"models[{index}]", "autoscaling.default"]
+    proof = next((e for key in keys if (e := for_key(blocks, key)) and e.option("--trace")), None)
+    source = key_of(blocks, proof)
+    spec = trace
+    if spec is None:
+        if proof is None:
+            raise ValueError(f"no evidence comment of {sm.stack}/{sm.model.name} names a --trace (a '# Evidence' block "
+                             f"above autoscaling.{sm.model.name} with its 'python -m capacity plan ... --trace' line): "
+                             "pass --trace")  # fmt: skip
+        spec = str(proof.option("--trace"))
+        if not spec.startswith("synthetic:") and not Path(spec).is_absolute():
+            spec = str(sm.source.path.parent / spec)  # the evidence command ran at the project root
+    rate = _option(proof, source, "--rate-scale", rate_scale, 1.0)
+    fraction = _option(proof, source, "--search-fraction", search_fraction, SEARCH_FRACTION)
+    seed = _option(proof, source, "--seed", seed, 0)
+    if rate <= 0:
+        raise ValueError(f"--rate-scale must be > 0, got {rate}")
+    if not 0 < fraction < 1:
+        raise ValueError(f"--search-fraction must be in (0, 1), got {fraction}")
+    given = trace is not None
+    loaded = traces.load(spec)
+    if rate != 1.0:
+        loaded = traces.rate_scale(loaded, rate, seed=seed)
+    return Traffic(loaded, spec, rate, fraction, seed, None if given else source)

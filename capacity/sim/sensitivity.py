@@ -15,13 +15,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from capacity.engine import EngineProfile
 from capacity.sim.from_stack import StackModel, apply_config_set, model_index, with_engine_flags
 from capacity.sim.plan import held_out
 from capacity.sim.run import RunOptions
