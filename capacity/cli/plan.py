@@ -57,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="on-demand USD per GPU-hour of an instance family; repeatable (default: the cited price list)")  # fmt: skip
     parser.add_argument("--gpu", action="append", default=[],
                         help="search only this GPU type (e.g. a10g, l4); repeatable (default: every type the pools allow)")
+    parser.add_argument("--search-pools", action="store_true", default=None,
+                        help="also search the model's pools' consolidateAfter when other models share them "
+                             "(default: searched only for pools the model has alone)")  # fmt: skip
     parser.add_argument("--router", choices=ROUTERS, default="least-request", help="how the gateway spreads requests")
     parser.add_argument("--oracle-interval", type=float, default=300.0, help="seconds per oracle interval")
     parser.add_argument("--png", type=Path, help="frontier PNG path (default: out/plan-<stack>-<model>.png)")
@@ -147,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
         bar.start()
     try:
         result = plan.search(sm, searched, args.slo_attainment, args.trials, args.seed, args.workers, options,
-                             dict(args.price), progress, args.gpu)  # fmt: skip
+                             dict(args.price), progress, args.gpu, args.search_pools)  # fmt: skip
     finally:
         if bar:
             bar.stop()

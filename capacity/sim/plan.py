@@ -102,14 +102,19 @@ def _families(sm: StackModel) -> set[str]:
     return {f for fams in pool_families(sm).values() for f in fams}
 
 
+def sharing_models(sm: StackModel) -> list[str]:
+    """The stack's other models that run on any of this model's pools."""
+    settings = sm.source.settings(sm.raw_autoscaling)
+    return sorted(m.name for m in settings.models if m.name != sm.model.name and set(m.pools) & set(sm.model.pools))
+
+
 def deployment_notes(sm: StackModel, p: dict[str, Any]) -> list[str]:
     """What the winner's commands change beyond this model, and what its profile rests on."""
     notes = []
-    settings = sm.source.settings(sm.raw_autoscaling)
-    sharing = sorted(m.name for m in settings.models if m.name != sm.model.name and set(m.pools) & set(sm.model.pools))
-    if sharing:
+    sharing = sharing_models(sm)
+    if sharing and p["consolidateAfter"] is not None:
         notes.append(f"consolidateAfter {p['consolidateAfter']} is set on the pools {', '.join(sm.model.pools)}, "
-                     f"which {', '.join(sharing)} also run on: plan them with it")  # fmt: skip
+                     f"which {', '.join(sharing)} also run on: plan them after it (without --search-pools)")  # fmt: skip
     if p["gpu"] != current_gpu(sm):
         notes.append(f"the winner moves {sm.model.name} from {current_gpu(sm) or 'its profile'} to {p['gpu']}: its engine "
                      f"profile is derived from the {p['gpu']} datasheet and the factors fitted on the A10G calibration, "
@@ -147,7 +152,8 @@ def edits_of(sm: StackModel, p: dict[str, Any]) -> list[ConfigEdit]:
         edits.append((f"models[{index}].capacityProfile", profile))
     edits += [(f"models[{index}].engine.{k}", p[k]) for k in ("maxNumSeqs", "maxNumBatchedTokens", "gpuMemoryUtilization")]
     # Karpenter's consolidateAfter: how long an emptied node stays billed (and reusable, image cached).
-    edits += [(f"gpuCapacity.pools[{i}].consolidateAfter", p["consolidateAfter"]) for i in pool_indices(sm)]
+    if p["consolidateAfter"] is not None:
+        edits += [(f"gpuCapacity.pools[{i}].consolidateAfter", p["consolidateAfter"]) for i in pool_indices(sm)]
     edits += [(f"{scope}.minReplicas", p["minReplicas"]), (f"{scope}.maxReplicas", p["maxReplicas"])]
     edits.append((f"{scope}.fallbackReplicas", min(max(p["minReplicas"], 1), p["maxReplicas"])))
     edits += [
@@ -272,7 +278,7 @@ def _evaluate(p: dict[str, Any]) -> dict[str, Any] | str:
 # --- the search ----------------------------------------------------------------------------
 
 
-def _suggest(trial: Any, sm: StackModel, types: Sequence[str]) -> dict[str, Any]:
+def _suggest(trial: Any, sm: StackModel, types: Sequence[str], search_pools: bool) -> dict[str, Any]:
     budget = budget_replicas(sm)
     low = trial.suggest_int("minReplicas", 1, budget)
     up_window = trial.suggest_categorical("scaleUpWindow", [0, 30, 60])
@@ -292,7 +298,8 @@ def _suggest(trial: Any, sm: StackModel, types: Sequence[str]) -> dict[str, Any]
         "promptEnabled": trial.suggest_categorical("promptEnabled", [True, False]),
         "promptTarget": trial.suggest_int("promptTarget", 200, 3000, step=100),
         "promptWindow": trial.suggest_categorical("promptWindow", [30, 60, 120]),
-        "consolidateAfter": trial.suggest_categorical("consolidateAfter", ["1m", "5m", "15m"]),
+        # None: the pools' own value (they are not this model's alone to tune)
+        "consolidateAfter": trial.suggest_categorical("consolidateAfter", ["1m", "5m", "15m"]) if search_pools else None,
         "e2eEnabled": trial.suggest_categorical("e2eEnabled", [True, False]),
         "e2eFactor": trial.suggest_float("e2eFactor", 1.05, 2.0, step=0.05),
         "ttftEnabled": trial.suggest_categorical("ttftEnabled", [True, False]),
@@ -341,8 +348,13 @@ def search(
     prices: dict[str, float] | None = None,
     progress: Callable[[int], None] | None = None,
     only: Sequence[str] = (),
+    search_pools: bool | None = None,
 ) -> PlanResult:
-    """`only`: search just these GPU types (names as `gpu_types` gives them); empty: all."""
+    """`only`: search just these GPU types (names as `gpu_types` gives them); empty: all.
+    `search_pools`: search the pools' consolidateAfter too; None: only when no other model of
+    the stack runs on them (a shared pool's value is planned once, with one of its models)."""
+    if search_pools is None:
+        search_pools = not sharing_models(sm)
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -358,7 +370,7 @@ def search(
     with ProcessPoolExecutor(max_workers=workers, initializer=_init, initargs=args) as pool:
         while len(done) < trials:
             batch = [study.ask() for _ in range(min(workers, trials - len(done)))]
-            params = [_suggest(t, sm, list(types)) for t in batch]
+            params = [_suggest(t, sm, list(types), search_pools) for t in batch]
             for trial, p, result in zip(batch, params, pool.map(_evaluate, params)):
                 study.tell(trial, _objective(result, target))
                 done.append(Trial(trial.number, p, None if isinstance(result, str) else result,

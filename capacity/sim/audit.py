@@ -1,0 +1,91 @@
+"""Does a committed policy still stand on its evidence?
+
+The evidence comment above a model's autoscaling block names the `plan` command that chose its
+thresholds. The audit replays the committed policy on the held-out part of that command's
+traffic with the current engine model and control loop, and runs the planner again on the
+search part (a reduced candidate budget, same seed, same GPU type). It fails when the committed
+policy misses the stack's `capacityPlanning.attainmentTarget`, or costs more than `COST_SLACK`
+above what the planner finds now; its message names the thresholds the planner now sets
+differently and the command to re-plan with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from capacity.sim import plan
+from capacity.sim.from_stack import StackModel
+from capacity.sim.run import RunOptions
+from capacity.sim.sensitivity import thresholds
+from capacity.workload.traces import Trace
+
+COST_SLACK = 0.10  # the committed policy may cost this much more than the planner finds now
+
+
+@dataclass(frozen=True)
+class Audit:
+    stack: str
+    model: str
+    target: float
+    committed: dict[str, Any]  # the committed policy on the held-out part
+    replanned: dict[str, Any] | None  # the planner's winner now, on the same part (None: nothing ran)
+    moves: list[tuple[str, Any, Any]]  # (config path, committed, what the planner sets now)
+    command: str | None  # the evidence command, to re-plan with
+    problems: list[str]
+
+    def message(self) -> str:
+        """One paragraph: what failed, which thresholds to re-plan, and the command to run."""
+        lines = [f"{self.stack}/{self.model}: " + "; ".join(self.problems)]
+        if self.moves:
+            lines.append("thresholds the planner sets differently now: "
+                         + ", ".join(f"{path} {old} -> {new}" for path, old, new in self.moves))  # fmt: skip
+        lines.append(f"re-plan with: {self.command}" if self.command else
+                     f"no evidence comment above autoscaling.{self.model} names the command: add one")  # fmt: skip
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Replan:
+    """The planner's answer now: its winner's held-out summary and stack model (None: nothing ran)."""
+
+    summary: dict[str, Any] | None
+    planned: StackModel | None
+    trials: int
+
+
+def replan(sm: StackModel, trace: Trace, fraction: float, trials: int, seed: int, workers: int) -> Replan:
+    """The planner on the search part of `trace`, on the model's current GPU type, with the stack's target."""
+    options = _options(sm, seed)
+    search_part, _ = plan.split(trace, fraction)
+    result = plan.search(sm, [search_part], sm.attainment_target, trials, seed, workers, options,
+                         only=(plan.current_gpu(sm),))  # fmt: skip
+    if result.best is None:
+        return Replan(None, None, trials)
+    summary = plan.validate(sm, result.best, result.types, [(trace, fraction)], options)
+    return Replan(summary, plan.candidate(sm, result.best.params, result.types), trials)
+
+
+def audit(sm: StackModel, trace: Trace, fraction: float, now: Replan, seed: int, command: str | None = None) -> Audit:
+    """The committed policy of `sm` against the stack's target and the planner's answer `now`."""
+    target = sm.attainment_target
+    committed = plan.held_out(sm, trace, fraction, _options(sm, seed))
+    replanned = now.summary
+    problems = []
+    if committed["slo_attainment"] < target:
+        problems.append(f"the committed policy attains {committed['slo_attainment']:.2%} < the target {target:.2%} "
+                        f"on the held-out part ({committed['requests']} requests)")  # fmt: skip
+    if replanned and replanned["slo_attainment"] >= target and committed["cost_usd"] > (1 + COST_SLACK) * replanned["cost_usd"]:
+        problems.append(f"the committed policy costs ${committed['cost_usd']:.2f}, more than {COST_SLACK:.0%} above the "
+                        f"${replanned['cost_usd']:.2f} the planner finds now ({now.trials} candidates)")  # fmt: skip
+    moves = _moves(sm, now.planned) if now.planned else []
+    return Audit(sm.stack, sm.model.name, target, committed, replanned, moves, command, problems)
+
+
+def _options(sm: StackModel, seed: int) -> RunOptions:
+    return RunOptions(seed=seed, oracle_objective=sm.attainment_target)
+
+
+def _moves(committed: StackModel, planned: StackModel) -> list[tuple[str, Any, Any]]:
+    now = {t.path: t.value for t in thresholds(planned)}
+    return [(t.path, t.value, now[t.path]) for t in thresholds(committed) if t.path in now and now[t.path] != t.value]

@@ -1,0 +1,85 @@
+"""The committed thresholds stand on their evidence (issue 17).
+
+For each stack and model: the committed policy, simulated with the current engine model and
+control loop on the held-out part of the traffic its evidence command names, meets the stack's
+`capacityPlanning.attainmentTarget`, and costs at most 10% more than what the planner finds now
+with a reduced budget (REPLAN_TRIALS candidates, same seed and GPU type; about 20 s per model on
+2 cores). A failure says which thresholds the planner now sets differently and the command to
+re-plan with. Moving a threshold off its evidence fails the same check (the last two tests).
+"""
+
+from pathlib import Path
+
+import pytest
+
+from capacity.sim.audit import audit, replan
+from capacity.sim.evidence import evidence, evidence_traffic, for_key
+from capacity.sim.from_stack import apply_config_set, load_stack_model
+from capacity.sim.plan import budget_replicas
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_TRACE = ROOT.parent / "shared" / "traces" / "azure-llm-2023-conv.csv"
+REPLAN_TRIALS = 16
+MODELS = [("dev", "qwen25-1p5b"), ("prod", "qwen25-14b-awq"), ("prod", "qwen25-7b-awq")]
+
+pytestmark = pytest.mark.skipif(not SHARED_TRACE.is_file(), reason=f"the shared trace {SHARED_TRACE} is absent")
+
+
+class Committed:
+    """One model as committed, the traffic its evidence names, and the planner's answer now."""
+
+    def __init__(self, stack: str, model: str) -> None:
+        self.sm = load_stack_model(stack, model, root=ROOT)
+        blocks = evidence(self.sm.source.path)
+        self.proof = for_key(blocks, f"autoscaling.{model}")
+        self.traffic = evidence_traffic(self.sm, blocks)
+        self.now = replan(self.sm, self.traffic.trace, self.traffic.search_fraction, REPLAN_TRIALS,
+                          self.traffic.seed, workers=2)  # fmt: skip
+
+    def audit(self, sm=None):
+        return audit(sm or self.sm, self.traffic.trace, self.traffic.search_fraction, self.now, self.traffic.seed,
+                     self.proof.command if self.proof else None)  # fmt: skip
+
+
+_COMMITTED: dict[tuple[str, str], Committed] = {}
+
+
+def committed(stack: str, model: str) -> Committed:
+    if (stack, model) not in _COMMITTED:
+        _COMMITTED[stack, model] = Committed(stack, model)
+    return _COMMITTED[stack, model]
+
+
+@pytest.mark.parametrize(("stack", "model"), MODELS)
+def test_every_committed_policy_names_its_plan_command(stack, model):
+    proof = committed(stack, model).proof
+    assert proof is not None and proof.command.startswith("python -m capacity plan")
+    assert proof.date and proof.profile
+
+
+@pytest.mark.parametrize(("stack", "model"), MODELS)
+def test_the_committed_policy_meets_the_target_within_ten_percent_of_the_planners_cost(stack, model):
+    result = committed(stack, model).audit()
+    assert not result.problems, result.message()
+
+
+def test_a_fleet_capped_below_its_evidence_misses_the_target_and_says_what_to_rerun():
+    base = committed("prod", "qwen25-14b-awq")
+    capped = apply_config_set(base.sm, [("autoscaling.qwen25-14b-awq.minReplicas", 1),
+                                        ("autoscaling.qwen25-14b-awq.fallbackReplicas", 1),
+                                        ("autoscaling.qwen25-14b-awq.maxReplicas", 2)])  # fmt: skip
+    result = base.audit(capped)
+    assert any("attains" in p for p in result.problems)
+    assert "autoscaling.qwen25-14b-awq.maxReplicas 2 ->" in result.message()
+    assert f"re-plan with: {base.proof.command}" in result.message()
+
+
+def test_a_fleet_held_far_above_its_evidence_costs_too_much_and_says_what_to_rerun():
+    base = committed("prod", "qwen25-14b-awq")
+    most = budget_replicas(base.sm)  # every GPU the pools hold, warm all along
+    padded = apply_config_set(base.sm, [("autoscaling.qwen25-14b-awq.maxReplicas", most),
+                                        ("autoscaling.qwen25-14b-awq.minReplicas", most),
+                                        ("autoscaling.qwen25-14b-awq.fallbackReplicas", most)])  # fmt: skip
+    result = base.audit(padded)
+    assert any("more than 10% above" in p for p in result.problems)
+    assert f"autoscaling.qwen25-14b-awq.minReplicas {most} ->" in result.message()
