@@ -1,9 +1,10 @@
 """The capacity planner: the cheapest GPU type, engine flags and scaling policy of one model that
 meet an SLO-attainment target on traffic it was not fitted on.
 
-Optuna's TPE sampler (seeded) proposes candidates; each is a GPU type the model's pools allow
-(its engine profile derived from physics with the candidate's vLLM flags), priced per GPU-hour,
-and an autoscaling block held to every settings rule. Candidates run in worker processes, a batch
+Optuna's TPE sampler (seeded) proposes candidates, one study per GPU type the model's pools
+allow, each with an even share of the budget; a candidate is that GPU (its engine profile
+derived from physics with the candidate's vLLM flags), priced per GPU-hour, and an autoscaling
+block held to every settings rule. Candidates run in worker processes, a batch
 of `workers` at a time, and are told back in order, so a seed gives the same search. The search
 traffic is the first `search_fraction` of each trace (optionally x `margin` the rate); the winner
 is then replayed on the rest, and on any extra validation trace, and reported side by side.
@@ -278,12 +279,12 @@ def _evaluate(p: dict[str, Any]) -> dict[str, Any] | str:
 # --- the search ----------------------------------------------------------------------------
 
 
-def _suggest(trial: Any, sm: StackModel, types: Sequence[str], search_pools: bool) -> dict[str, Any]:
+def _suggest(trial: Any, sm: StackModel, gpu_name: str, search_pools: bool) -> dict[str, Any]:
     budget = budget_replicas(sm)
     low = trial.suggest_int("minReplicas", 1, budget)
     up_window = trial.suggest_categorical("scaleUpWindow", [0, 30, 60])
     p = {
-        "gpu": trial.suggest_categorical("gpu", list(types)),
+        "gpu": gpu_name,
         "maxNumSeqs": trial.suggest_categorical("maxNumSeqs", list(MAX_NUM_SEQS)),
         "maxNumBatchedTokens": trial.suggest_categorical("maxNumBatchedTokens", list(MAX_NUM_BATCHED_TOKENS)),
         "gpuMemoryUtilization": trial.suggest_categorical("gpuMemoryUtilization", list(GPU_MEMORY_UTILIZATION)),
@@ -364,19 +365,24 @@ def search(
         raise ValueError(f"--gpu {', '.join(unknown)}: the pools of {sm.model.name} allow only {', '.join(types)}")
     if only:
         types = {name: kind for name, kind in types.items() if name in only}
-    study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=seed, multivariate=True))
+    # One TPE study per GPU type with an even share of the budget: a single study settles on a
+    # type early and leaves the others barely tried, and "which GPU" would compare unequals.
+    shares = [trials // len(types) + (i < trials % len(types)) for i in range(len(types))]
     done: list[Trial] = []
     args = (sm, tuple(traces), options, types)
     with ProcessPoolExecutor(max_workers=workers, initializer=_init, initargs=args) as pool:
-        while len(done) < trials:
-            batch = [study.ask() for _ in range(min(workers, trials - len(done)))]
-            params = [_suggest(t, sm, list(types), search_pools) for t in batch]
-            for trial, p, result in zip(batch, params, pool.map(_evaluate, params)):
-                study.tell(trial, _objective(result, target))
-                done.append(Trial(trial.number, p, None if isinstance(result, str) else result,
-                                  result if isinstance(result, str) else None))  # fmt: skip
-                if progress:
-                    progress(len(done))
+        for i, (name, share) in enumerate(zip(types, shares)):
+            sampler = optuna.samplers.TPESampler(seed=seed + i, multivariate=True)
+            study = optuna.create_study(direction="minimize", sampler=sampler)
+            for start in range(0, share, workers):
+                batch = [study.ask() for _ in range(min(workers, share - start))]
+                params = [_suggest(t, sm, name, search_pools) for t in batch]
+                for trial, p, result in zip(batch, params, pool.map(_evaluate, params)):
+                    study.tell(trial, _objective(result, target))
+                    done.append(Trial(len(done), p, None if isinstance(result, str) else result,
+                                      result if isinstance(result, str) else None))  # fmt: skip
+                    if progress:
+                        progress(len(done))
     ran = [t for t in done if t.search is not None]
     meeting = [t for t in ran if t.search["slo_attainment"] >= target]  # type: ignore[index]
     if meeting:

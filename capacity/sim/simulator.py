@@ -158,7 +158,8 @@ class _Pod:
         # live histogram buckets (non-cumulative, last = +Inf)
         self.ttft_hist = [0] * (len(TTFT_BUCKETS) + 1)
         # vllm:prompt_tokens_total, counted when a request's prefill completes (its first token),
-        # as vLLM v1's IterationStats does; scraped as 1-tuples, like a histogram's count.
+        # as vLLM v1 does (vllm/v1/metrics/stats.py IterationStats.update_from_output: is_prefilling);
+        # scraped as 1-tuples, like a histogram's count.
         self.prompt_total = 0
         self.prompt_counts: list[tuple[int, ...]] = []
         self.e2e_hist = [0] * (len(REQUEST_LATENCY_BUCKETS) + 1)

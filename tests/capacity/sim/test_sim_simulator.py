@@ -290,3 +290,18 @@ def test_the_timeline_records_each_spot_reclaim_notice_and_the_outages():
     tl = run(trace=quiet, spot_interruptions_per_hour=6.0, pools=(SPOT,), metrics_outages=((300.0, 600.0),)).timeline
     assert tl.spot_reclaims and all(0 <= t <= tl.t[-1] for t in tl.spot_reclaims)
     assert tl.metrics_outages == ((300.0, 600.0),)
+
+
+def test_the_prompt_token_rate_follows_the_prefill_work_served():
+    policy = ModelAutoscaling.model_validate({
+        "minReplicas": 4, "maxReplicas": 6,
+        "triggers": {"queueDepth": {"enabled": False}, "kvCache": {"enabled": False}, "e2eLatency": {"enabled": False},
+                     "promptTokens": {"enabled": True, "targetPerReplica": 100000, "windowSeconds": 60}},
+    })  # fmt: skip
+    result = run(policy=policy, initial_replicas=4)
+    tl = result.timeline
+    signal = dict(zip(tl.t, tl.signals["promptTokens"]))
+    before = [v for t, v in signal.items() if 90 <= t < 120]  # 0.5 req/s x 256 prompt tokens
+    during = [v for t, v in signal.items() if 400 <= t < 700]  # 12 req/s x 256
+    assert np.median(before) == pytest.approx(0.5 * 256, rel=0.5)
+    assert np.median(during) == pytest.approx(12 * 256, rel=0.2)
