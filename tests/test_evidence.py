@@ -15,14 +15,16 @@ import pytest
 from capacity.sim.audit import audit, replan
 from capacity.sim.evidence import evidence, evidence_traffic, for_key
 from capacity.sim.from_stack import apply_config_set, load_stack_model
-from capacity.sim.plan import budget_replicas
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_TRACE = ROOT.parent / "shared" / "traces" / "azure-llm-2023-conv.csv"
 REPLAN_TRIALS = 16
 MODELS = [("dev", "qwen25-1p5b"), ("prod", "qwen25-14b-awq"), ("prod", "qwen25-7b-awq")]
 
-pytestmark = pytest.mark.skipif(not SHARED_TRACE.is_file(), reason=f"the shared trace {SHARED_TRACE} is absent")
+pytestmark = [
+    pytest.mark.skipif(not SHARED_TRACE.is_file(), reason=f"the shared trace {SHARED_TRACE} is absent"),
+    pytest.mark.xdist_group("evidence"),  # one worker: each model's re-plan runs once (pytest.ini: --dist loadgroup)
+]
 
 
 class Committed:
@@ -76,7 +78,7 @@ def test_a_fleet_capped_below_its_evidence_misses_the_target_and_says_what_to_re
 
 def test_a_fleet_held_far_above_its_evidence_costs_too_much_and_says_what_to_rerun():
     base = committed("prod", "qwen25-14b-awq")
-    most = budget_replicas(base.sm)  # every GPU the pools hold, warm all along
+    most = 2 * base.sm.policy.max_replicas  # twice the committed ceiling, warm all along
     padded = apply_config_set(base.sm, [("autoscaling.qwen25-14b-awq.maxReplicas", most),
                                         ("autoscaling.qwen25-14b-awq.minReplicas", most),
                                         ("autoscaling.qwen25-14b-awq.fallbackReplicas", most)])  # fmt: skip
