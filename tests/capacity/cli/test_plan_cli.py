@@ -12,7 +12,7 @@ from capacity.sim.from_stack import ConfigRemove, apply_config_set, load_stack_m
 
 ROOT = Path(__file__).resolve().parents[3]
 STEP = "synthetic:step:base=2,peak=12,at=300,length=300,duration=900,prompt=512,output=128"
-FLOOD = "synthetic:step:base=200,peak=200,at=0,length=600,duration=600,prompt=512,output=256"
+FLOOD = "synthetic:step:base=200,peak=200,at=0,length=60,duration=60,prompt=512,output=256"
 
 
 def _typed(value: str):
