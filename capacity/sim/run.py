@@ -108,12 +108,10 @@ def since(result: SimResult, start: float) -> tuple[SimResult, np.ndarray]:
         seconds = node.gpu_seconds(start)
         gpu_seconds[node.capacity_type] = gpu_seconds.get(node.capacity_type, 0.0) + seconds
         cost += seconds / 3600 * node.usd_per_gpu_hour
-    edges = sorted([(max(n.start, start), 1) for n in result.nodes if n.end > start]
-                   + [(n.end, -1) for n in result.nodes if n.end > start])  # fmt: skip
-    alive = peak = 0
-    for _, step in edges:
-        alive += step
-        peak = max(peak, alive)
+    # Replicas: the ready pods at each HPA sync from `start` on (nodes would also count the
+    # emptied ones awaiting consolidation).
+    timeline = result.timeline
+    peak = max((r for t, r in zip(timeline.t, timeline.ready) if t >= start), default=0)
     view = replace(
         result,
         arrival=result.arrival[keep], ttft=result.ttft[keep], tpot=result.tpot[keep], e2e=result.e2e[keep],
