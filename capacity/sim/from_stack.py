@@ -288,7 +288,9 @@ def apply_config_set(sm: StackModel, edits: Sequence[ConfigEdit]) -> StackModel:
             _set_path(config, f"{NAMESPACE}:{path}", stored)
     source = StackFile(sm.source.path, config)
     try:
-        reloaded = load_stack_model(sm.stack, sm.model.name, sm.profile.name, None, sm.source.path.parent, source)
+        # The stack's own capacityProfile (as edited) unless a --profile overrode it.
+        override = None if sm.profile.name == sm.model.capacity_profile else sm.profile.name
+        reloaded = load_stack_model(sm.stack, sm.model.name, override, None, sm.source.path.parent, source)
     except SettingsError as exc:
         raise ValueError(f"would not deploy: {'; '.join(exc.problems)}") from None
     return reloaded

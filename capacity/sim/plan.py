@@ -12,6 +12,7 @@ is then replayed on the rest, and on any extra validation trace, and reported si
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -103,6 +104,33 @@ def _families(sm: StackModel) -> set[str]:
     return {f for fams in pool_families(sm).values() for f in fams}
 
 
+# The policy pack's default for scale-down-slower-than-scale-up (policies/platform_policies/scaling.py
+# `_check_scale_down_slower`), used when the stack's policy config does not set one.
+POLICY_MIN_SCALE_DOWN_WINDOW_S = 300
+
+
+def policy_min_scale_down_window(sm: StackModel) -> float:
+    """The shortest scale-down stabilization window the stack's policy config allows: its
+    `scale-down-slower-than-scale-up.minScaleDownStabilizationSeconds` in
+    `policies/config/<stack>.json` beside the stack file, else the policy's default."""
+    path = sm.source.path.parent / "policies" / "config" / f"{sm.stack}.json"
+    config = json.loads(path.read_text()) if path.is_file() else {}
+    rule = config.get("scale-down-slower-than-scale-up")
+    return float(rule.get("minScaleDownStabilizationSeconds", POLICY_MIN_SCALE_DOWN_WINDOW_S)
+                 if isinstance(rule, dict) else POLICY_MIN_SCALE_DOWN_WINDOW_S)  # fmt: skip
+
+
+def policy_problem(p: dict[str, Any], min_down_window: float) -> str | None:
+    """Why `pulumi preview` with the policy pack would refuse candidate `p`'s behaviour, if it would:
+    scale down slower than up (a longer window, a lower rate in replicas per minute) and no faster
+    than the stack's minimum window (scale-down-slower-than-scale-up)."""
+    up_rate, down_rate = p["scaleUpPods"] / p["scaleUpPeriod"], p["scaleDownPods"] / p["scaleDownPeriod"]
+    if p["scaleDownWindow"] <= p["scaleUpWindow"] or p["scaleDownWindow"] < min_down_window or down_rate >= up_rate:
+        return (f"policy scale-down-slower-than-scale-up: scale-down {p['scaleDownWindow']}s at {down_rate * 60:.2f}/min "
+                f"vs scale-up {p['scaleUpWindow']}s at {up_rate * 60:.2f}/min (minimum window {min_down_window:g}s)")  # fmt: skip
+    return None
+
+
 def sharing_models(sm: StackModel) -> list[str]:
     """The stack's other models that run on any of this model's pools."""
     settings = sm.source.settings(sm.raw_autoscaling)
@@ -188,7 +216,10 @@ def edits_of(sm: StackModel, p: dict[str, Any]) -> list[ConfigEdit]:
 
 
 def candidate(sm: StackModel, p: dict[str, Any], types: dict[str, GpuType]) -> StackModel:
-    """The stack model deploying `p`: validated settings, derived profile, priced pools."""
+    """The stack model deploying `p`: validated settings and policies, derived profile, priced pools."""
+    refused = policy_problem(p, policy_min_scale_down_window(sm))
+    if refused:
+        raise ValueError(refused)
     # One list-valued leaf replaces the list whole (settings merge), so set it as one policy.
     deployed = apply_config_set(sm, edits_of(sm, p))
     kind = types[p["gpu"]]
@@ -279,7 +310,10 @@ def _evaluate(p: dict[str, Any]) -> dict[str, Any] | str:
 # --- the search ----------------------------------------------------------------------------
 
 
-def _suggest(trial: Any, sm: StackModel, gpu_name: str, search_pools: bool) -> dict[str, Any]:
+SCALE_DOWN_WINDOWS = (60, 120, 300, 600, 900, 1200)
+
+
+def _suggest(trial: Any, sm: StackModel, gpu_name: str, search_pools: bool, down_windows: Sequence[int]) -> dict[str, Any]:
     budget = budget_replicas(sm)
     low = trial.suggest_int("minReplicas", 1, budget)
     up_window = trial.suggest_categorical("scaleUpWindow", [0, 30, 60])
@@ -308,7 +342,7 @@ def _suggest(trial: Any, sm: StackModel, gpu_name: str, search_pools: bool) -> d
         "scaleUpWindow": up_window,
         "scaleUpPods": trial.suggest_int("scaleUpPods", 1, 8),
         "scaleUpPeriod": trial.suggest_categorical("scaleUpPeriod", [15, 30, 60]),
-        "scaleDownWindow": trial.suggest_categorical("scaleDownWindow", [60, 120, 300, 600, 900]),
+        "scaleDownWindow": trial.suggest_categorical("scaleDownWindow", list(down_windows)),
         "scaleDownPods": trial.suggest_int("scaleDownPods", 1, 4),
         "scaleDownPeriod": trial.suggest_categorical("scaleDownPeriod", [60, 120, 300]),
     }
@@ -367,6 +401,8 @@ def search(
         types = {name: kind for name, kind in types.items() if name in only}
     # One TPE study per GPU type with an even share of the budget: a single study settles on a
     # type early and leaves the others barely tried, and "which GPU" would compare unequals.
+    # Windows the stack's policy pack allows (the rest would be refused at `pulumi preview`).
+    down_windows = [w for w in SCALE_DOWN_WINDOWS if w >= policy_min_scale_down_window(sm)] or [max(SCALE_DOWN_WINDOWS)]
     shares = [trials // len(types) + (i < trials % len(types)) for i in range(len(types))]
     done: list[Trial] = []
     args = (sm, tuple(traces), options, types)
@@ -376,7 +412,7 @@ def search(
             study = optuna.create_study(direction="minimize", sampler=sampler)
             for start in range(0, share, workers):
                 batch = [study.ask() for _ in range(min(workers, share - start))]
-                params = [_suggest(t, sm, name, search_pools) for t in batch]
+                params = [_suggest(t, sm, name, search_pools, down_windows) for t in batch]
                 for trial, p, result in zip(batch, params, pool.map(_evaluate, params)):
                     study.tell(trial, _objective(result, target))
                     done.append(Trial(len(done), p, None if isinstance(result, str) else result,

@@ -74,10 +74,11 @@ class KvCacheTrigger(TriggerSection):
 
 class PromptTokensTrigger(TriggerSection):
     enabled: bool = False
-    # Prompt tokens per second per replica: the prefill work one replica takes within the TTFT SLO
-    # (`python -m capacity model` / `sweep` measure it; the planner searches it).
-    target_per_replica: float = Field(default=800.0, gt=0)
-    window_seconds: int = Field(default=60, ge=30)
+    # The planner searches the target; `python -m capacity model` / `sweep` show a replica's prefill rate.
+    target_per_replica: float = Field(
+        default=800.0, gt=0, description="prompt tokens per second per replica (prefill work) before another replica is bought"
+    )
+    window_seconds: int = Field(default=60, gt=0, description="seconds the prompt-token rate is taken over")
 
 
 class LatencyTrigger(TriggerSection):

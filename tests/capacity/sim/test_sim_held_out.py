@@ -68,3 +68,15 @@ def test_held_out_scores_the_tail_of_one_continuous_run():
     tail = trace.window(trace.duration * 0.5, math.inf)
     assert summary["requests"] == len(tail)
     assert summary["oracle_gpu_hours"] is not None and summary["oracle_gpu_hours"] > 0
+
+
+def test_the_planner_refuses_a_behaviour_the_policy_pack_would_refuse():
+    calm = {"scaleUpWindow": 0, "scaleUpPods": 4, "scaleUpPeriod": 60, "scaleDownPods": 1, "scaleDownPeriod": 300}
+    assert plan.policy_problem({**calm, "scaleDownWindow": 600}, 300) is None
+    assert "minimum window 300s" in plan.policy_problem({**calm, "scaleDownWindow": 120}, 300)
+    assert plan.policy_problem({**calm, "scaleDownWindow": 600, "scaleDownPods": 8, "scaleDownPeriod": 60}, 300)  # 8/min down, 4/min up
+
+
+def test_the_policy_minimum_comes_from_the_stacks_policy_config():
+    prod = load_stack_model("prod", root=ROOT)
+    assert plan.policy_min_scale_down_window(prod) == 300  # policies/config/prod.json
