@@ -14,6 +14,7 @@ from components.autoscaling.objects import KEDA_VERSION, keda_triggers, scaled_o
 from components.monitored import MonitoredModel, monitored_models
 from components.observability.objects import prometheus_url
 from contract.settings import StackSettings
+from contract.settings.autoscaling import deep_merge
 from contract.settings.stack_file import load_stack
 from tests.harness import ROOT, StackRun
 from tests.k8s_schemas import validate
@@ -27,17 +28,12 @@ def settings(stack: str) -> StackSettings:
     return load_stack(stack, ROOT)
 
 
-def with_default(stack: str, **overrides: Any) -> StackSettings:
-    """The stack with `autoscaling.default` deep-updated by `overrides` (camelCase keys)."""
-    s = settings(stack)
-    section = copy.deepcopy(s.autoscaling)
-    default = section.setdefault("default", {})
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(default.get(key), dict):
-            default[key] = {**default[key], **value}
-        else:
-            default[key] = value
-    return s.with_autoscaling(section)
+def with_policy(stack: str, section: dict[str, Any]) -> StackSettings:
+    """The stack's `autoscaling.default` with `section` (camelCase scopes) merged on top, and none
+    of the stack's per-model blocks: those hold the planner's values, which a test of how config
+    becomes a ScaledObject must not depend on."""
+    default = deep_merge(settings(stack).autoscaling.get("default", {}), section.get("default", {}))
+    return load_stack(stack, ROOT, autoscaling={**section, "default": default})
 
 
 def model(s: StackSettings, name: str | None = None) -> MonitoredModel:
@@ -50,8 +46,11 @@ def by_name(found: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def all_triggers_enabled() -> MonitoredModel:
-    s = with_default("prod", triggers={"ttft": {"enabled": True, "thresholdSeconds": 3},
-                                       "cron": {"enabled": True, "desiredReplicas": 3}})
+    s = with_policy("prod", {"default": {"triggers": {
+        "queueDepth": {"enabled": True}, "kvCache": {"enabled": True}, "promptTokens": {"enabled": True},
+        "e2eLatency": {"enabled": True}, "ttft": {"enabled": True, "thresholdSeconds": 3},
+        "cron": {"enabled": True, "desiredReplicas": 3},
+    }}})
     return model(s, "qwen25-14b-awq")
 
 
@@ -85,11 +84,19 @@ def test_scaled_objects_query_the_in_cluster_prometheus(stack: StackRun) -> None
     assert addresses == {prometheus_url("monitoring")}
 
 
-def test_per_model_override_sets_that_models_threshold_only(prod: StackRun) -> None:
-    queue = {
-        o["metadata"]["name"]: by_name(o["spec"]["triggers"])["queue-depth"]["metadata"]["threshold"]
-        for o in scaled_objects(prod)
-    }
+def test_each_scaled_object_carries_its_models_merged_thresholds(prod: StackRun) -> None:
+    def thresholds(triggers: list[dict[str, Any]]) -> dict[str, str | None]:
+        return {t["name"]: t["metadata"].get("threshold") for t in triggers}
+
+    deployed = {o["metadata"]["name"]: thresholds(o["spec"]["triggers"]) for o in scaled_objects(prod)}
+    url = prometheus_url("monitoring")
+    assert deployed == {m.name: thresholds(keda_triggers(m, url)) for m in monitored_models(settings("prod"))}
+
+
+def test_per_model_override_sets_that_models_threshold_only() -> None:
+    s = with_policy("prod", {"default": {"triggers": {"queueDepth": {"targetPerReplica": 4}}},
+                             "qwen25-14b-awq": {"triggers": {"queueDepth": {"targetPerReplica": 3}}}})
+    queue = {m.name: by_name(keda_triggers(m, URL))["queue-depth"]["metadata"]["threshold"] for m in monitored_models(s)}
     assert queue == {"qwen25-14b-awq": "3", "qwen25-7b-awq": "4"}
 
 
@@ -101,6 +108,7 @@ def test_additive_signals_use_average_value_and_quantiles_use_value() -> None:
     assert types == {
         "queue-depth": "AverageValue",
         "kv-cache": "AverageValue",
+        "prompt-tokens": "AverageValue",
         "e2e-latency": "Value",
         "ttft": "Value",
         "warm-peak": None,
@@ -108,19 +116,21 @@ def test_additive_signals_use_average_value_and_quantiles_use_value() -> None:
 
 
 def test_queue_depth_query_is_the_windowed_sum_of_waiting_requests() -> None:
-    query = by_name(keda_triggers(model(settings("dev")), URL))["queue-depth"]["metadata"]["query"]
+    s = with_policy("dev", {"default": {"triggers": {"queueDepth": {"windowSeconds": 60}}}})
+    query = by_name(keda_triggers(model(s), URL))["queue-depth"]["metadata"]["query"]
     assert query == (
         'sum(avg_over_time(vllm:num_requests_waiting{namespace="inference",model_name="qwen25-1p5b"}[60s]))'
     )
 
 
 def test_kv_cache_query_is_a_sum_over_replicas() -> None:
-    query = by_name(keda_triggers(model(settings("dev")), URL))["kv-cache"]["metadata"]["query"]
+    s = with_policy("dev", {"default": {"triggers": {"kvCache": {"enabled": True}}}})
+    query = by_name(keda_triggers(model(s), URL))["kv-cache"]["metadata"]["query"]
     assert query == 'sum(vllm:kv_cache_usage_perc{namespace="inference",model_name="qwen25-1p5b"})'
 
 
 def test_a_disabled_trigger_is_left_out() -> None:
-    s = with_default("dev", triggers={"kvCache": {"enabled": False}})
+    s = with_policy("dev", {"default": {"triggers": {"kvCache": {"enabled": False}}}})
     assert "kv-cache" not in by_name(keda_triggers(model(s), URL))
 
 
@@ -150,17 +160,19 @@ def test_a_batch_model_scaled_to_zero_reads_an_empty_result_as_zero() -> None:
 
 
 def test_replica_bounds_polling_cooldown_and_fallback_come_from_config() -> None:
-    spec = scaled_object_spec(model(settings("prod"), "qwen25-14b-awq"), URL)
+    s = with_policy("prod", {"qwen25-14b-awq": {"minReplicas": 2, "maxReplicas": 12, "fallbackReplicas": 2,
+                                                "pollingIntervalSeconds": 30, "cooldownPeriodSeconds": 600}})
+    spec = scaled_object_spec(model(s, "qwen25-14b-awq"), URL)
     assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (2, 12)
-    assert (spec["pollingInterval"], spec["cooldownPeriod"]) == (15, 300)
+    assert (spec["pollingInterval"], spec["cooldownPeriod"]) == (30, 600)
     assert spec["fallback"] == {"failureThreshold": 3, "replicas": 2, "behavior": "currentReplicasIfHigher"}
 
 
 def test_hpa_behavior_scales_up_fast_and_down_slowly_from_config() -> None:
-    s = with_default("dev", behavior={
+    s = with_policy("dev", {"default": {"behavior": {
         "scaleUp": {"stabilizationWindowSeconds": 30, "policies": [{"type": "Percent", "value": 100, "periodSeconds": 60}]},
         "scaleDown": {"stabilizationWindowSeconds": 900, "policies": [{"type": "Pods", "value": 1, "periodSeconds": 600}]},
-    })
+    }}})
     behavior = scaled_object_spec(model(s), URL)["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
     assert behavior["scaleUp"] == {
         "stabilizationWindowSeconds": 30, "selectPolicy": "Max",
@@ -183,12 +195,13 @@ def _series(metric: str, model_name: str, pod: str, values: str, **extra: str) -
 
 def fleet(model_name: str, busy: bool) -> list[dict[str, str]]:
     """Three replicas of `model_name` (waiting 2/4/6, KV 0.2/0.4/0.6) plus one replica of another
-    model that must not leak into the query; histograms flat when idle."""
+    model that must not leak into the query; counters and histograms flat when idle."""
     series: list[dict[str, str]] = []
     for name, pods in ((model_name, PODS), ("other-model", ("z9",))):
         for i, pod in enumerate(pods, start=1):
             series.append(_series("vllm:num_requests_waiting", name, pod, f"{2 * i}x{SAMPLES}"))
             series.append(_series("vllm:kv_cache_usage_perc", name, pod, f"{0.2 * i:.1f}x{SAMPLES}"))
+            series.append(_series("vllm:prompt_tokens_total", name, pod, f"0+{500 * i if busy else 0}x{SAMPLES}"))
             for histogram in ("vllm:e2e_request_latency_seconds", "vllm:time_to_first_token_seconds"):
                 for le in ("0.5", "5", "60", "+Inf"):
                     step = "0+3" if busy else "0+0"
@@ -238,5 +251,5 @@ def test_scaled_objects_match_the_keda_2_20_crd_and_a_misplaced_field_is_caught(
 
 
 def test_a_null_fallback_replicas_emits_no_fallback() -> None:
-    s = with_default("dev", fallbackReplicas=None)
+    s = with_policy("dev", {"default": {"fallbackReplicas": None}})
     assert "fallback" not in scaled_object_spec(model(s), URL)

@@ -29,8 +29,9 @@ def provisioned(run: StackRun) -> dict[str, dict[str, Any]]:
     return found
 
 
-def generated(stack: str) -> dict[str, dict[str, Any]]:
-    settings = load_stack(stack, ROOT)
+def generated(stack: str, autoscaling: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """The stack's dashboards; `autoscaling` replaces the stack's section (the planner's values)."""
+    settings = load_stack(stack, ROOT, autoscaling)
     return dashboards(monitored_models(settings), settings.observability, settings.gpu_capacity.pools)
 
 
@@ -69,7 +70,12 @@ def test_panel_ids_are_unique_within_each_dashboard() -> None:
 
 
 def test_capacity_draws_each_scaling_signal_next_to_its_configured_threshold() -> None:
-    rows = model_rows(generated("prod")["capacity"])
+    policy = {
+        "default": {"triggers": {"queueDepth": {"targetPerReplica": 4}, "kvCache": {"targetPerReplica": 0.7},
+                                 "e2eLatency": {"thresholdSeconds": 40}}},
+        "qwen25-14b-awq": {"triggers": {"queueDepth": {"targetPerReplica": 3}}},
+    }
+    rows = model_rows(generated("prod", policy)["capacity"])
     big = exprs(rows["qwen25-14b-awq"])
     assert signals.constant(3) in big  # queueDepth.targetPerReplica override for this model
     assert signals.constant(0.7) in big  # kvCache.targetPerReplica

@@ -18,8 +18,11 @@ URL = "http://prometheus.test:9090"
 
 
 def with_sixth(target: float = 2.0) -> MonitoredModel:
-    """The prod stack's 14B model, its merged policy read into the widened settings model."""
-    m = next(m for m in monitored_models(load_stack("prod", ROOT)) if m.name == "qwen25-14b-awq")
+    """The prod stack's 14B model under the built-in autoscaling defaults (not the planner's
+    values), its policy read into the widened settings model. The defaults' 60 s queue-depth
+    window keeps the five triggers' queries apart from the sixth's 30 s one."""
+    stack = load_stack("prod", ROOT, autoscaling={})
+    m = next(m for m in monitored_models(stack) if m.name == "qwen25-14b-awq")
     raw = m.policy.model_dump(by_alias=True)
     raw["triggers"]["waitingNow"] = {"targetPerReplica": target}
     return replace(m, policy=SixTriggerAutoscaling.model_validate(raw))

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from contract import names
-from contract.gpu import GPU_RESOURCE, GPU_TAINT, POOL_LABEL, instance_family_label
+from contract.gpu import GPU_OF_FAMILY, GPU_RESOURCE, GPU_TAINT, POOL_LABEL, instance_family_label
 from components.gpu_capacity import node_pool_spec
 from components.model_store import claim_name
 from components.serving.objects import (
@@ -146,10 +146,12 @@ def test_a_pinned_model_runs_only_on_nodes_of_its_instance_families(stack: Stack
         assert node_requirements_of(predictor_spec(stack, model.name))[1:] == expected
 
 
-def test_prod_pins_every_model_to_the_a10g_of_its_profile(prod: StackRun) -> None:
+def test_prod_pins_every_model_to_the_gpu_of_its_profile(prod: StackRun) -> None:
     for model in settings(prod).models:
-        assert model.capacity_profile.startswith("a10g-")
-        assert node_requirements_of(predictor_spec(prod, model.name))[1]["values"] == ["g5"]
+        assert model.instance_families and model.capacity_profile
+        (gpu,) = {GPU_OF_FAMILY[family] for family in model.instance_families}
+        assert model.capacity_profile.startswith(f"{gpu}-")  # profiles are named <gpu>-<model>
+        assert node_requirements_of(predictor_spec(prod, model.name))[1]["values"] == model.instance_families
 
 
 @pytest.mark.parametrize(("provisioner", "label"), [("auto-mode", "eks.amazonaws.com/instance-family"),

@@ -7,12 +7,13 @@ from typing import Any
 
 from contract.gpu import GPU_FAMILIES, GPU_OF_FAMILY
 from contract.settings import parse
-from tests.contract.test_settings import NS, rejection, stack_raw, with_value
+from tests.contract.test_settings import NS, default_scope_raw, rejection, stack_raw, with_value
 
 
 def dev_pinned(families: Any, profile: str | None = "8gb-qwen2.5-1.5b", **pool_families: list[str]) -> dict[str, Any]:
-    """Dev with its model pinned to `families` (profile `profile`), pools' families overridden by name."""
-    raw = with_value(stack_raw("dev"), ["models", 0, "instanceFamilies"], families)
+    """Dev (its default autoscaling scope only) with its model pinned to `families` (profile
+    `profile`), pools' families overridden by name."""
+    raw = with_value(default_scope_raw("dev"), ["models", 0, "instanceFamilies"], families)
     raw = with_value(raw, ["models", 0, "capacityProfile"], profile)
     for i, pool in enumerate(raw["gpuCapacity"]["pools"]):
         if pool["name"] in pool_families:
@@ -76,6 +77,7 @@ def test_a_family_whose_gpu_no_profile_models_is_refused_with_a_profile() -> Non
 
 def test_every_pinned_model_is_reported_at_once() -> None:
     raw = with_value(stack_raw("prod"), ["models", 0, "instanceFamilies"], ["g6"])
+    raw = with_value(raw, ["models", 0, "capacityProfile"], "a10g-r1-14b-awq")
     raw = with_value(raw, ["models", 1, "instanceFamilies"], ["g6e"])
     message = rejection(raw)
     assert f"{NS}models[0].capacityProfile ('a10g-r1-14b-awq') must model the GPU" in message

@@ -37,6 +37,15 @@ def effective(policy: ModelAutoscaling, path: tuple[str, ...]) -> Any:
     return node
 
 
+def default_scope_only(name: str) -> StackFile:
+    """The stack file with `autoscaling` reduced to its `default` scope: the per-model blocks hold
+    the planner's values, so each leaf below lands alone in a scope that lacks it."""
+    stack = read_stack(name, ROOT)
+    config = copy.deepcopy(stack.config)
+    config[AUTOSCALING] = {"default": config.get(AUTOSCALING, {}).get("default", {})}
+    return StackFile(stack.path, config)
+
+
 def with_leaf(stack: StackFile, scope: str, path: tuple[str, ...], value: Any) -> StackFile:
     """The stack file after `pulumi config set --path 'autoscaling.<scope>.<path>' value`."""
     config = copy.deepcopy(stack.config)
@@ -49,8 +58,7 @@ def with_leaf(stack: StackFile, scope: str, path: tuple[str, ...], value: Any) -
 
 def cases() -> Iterator[Any]:
     for name in ("dev", "prod"):
-        stack = read_stack(name, ROOT)
-        model = stack.settings().models[0].name
+        model = read_stack(name, ROOT).settings().models[0].name
         for scope in ("default", model):
             for path in DEFAULT_LEAVES:
                 yield pytest.param(name, scope, path, id=f"{name}:{scope}.{'.'.join(path)}")
@@ -64,7 +72,7 @@ def test_the_defaults_have_leaves_in_every_part_of_the_section() -> None:
 
 @pytest.mark.parametrize(("stack_name", "scope", "path"), list(cases()))
 def test_one_leaf_set_alone_deploys(stack_name: str, scope: str, path: tuple[str, ...]) -> None:
-    stack = read_stack(stack_name, ROOT)
+    stack = default_scope_only(stack_name)
     model = stack.settings().models[0].name
     value = effective(stack.settings().autoscaling_for(model), path)
     retuned = with_leaf(stack, scope, path, value).settings()
@@ -72,7 +80,7 @@ def test_one_leaf_set_alone_deploys(stack_name: str, scope: str, path: tuple[str
 
 
 def test_a_lone_scale_down_window_keeps_the_default_policies() -> None:
-    stack = read_stack("prod", ROOT)
+    stack = default_scope_only("prod")
     retuned = with_leaf(stack, "default", ("behavior", "scaleDown", "stabilizationWindowSeconds"), 900).settings()
     policy = retuned.autoscaling_for("qwen25-14b-awq")
     default_down = ModelAutoscaling().behavior.scale_down
@@ -82,9 +90,10 @@ def test_a_lone_scale_down_window_keeps_the_default_policies() -> None:
 
 
 def test_a_model_scope_merges_onto_the_default_scope() -> None:
-    stack = read_stack("prod", ROOT)
+    stack = with_leaf(default_scope_only("prod"), "default", ("triggers", "e2eLatency", "thresholdSeconds"), 45)
+    stack = with_leaf(stack, "qwen25-14b-awq", ("triggers", "queueDepth", "targetPerReplica"), 3)
     retuned = with_leaf(stack, "qwen25-14b-awq", ("triggers", "kvCache", "targetPerReplica"), 0.8).settings()
     policy = retuned.autoscaling_for("qwen25-14b-awq")
     assert policy.triggers.kv_cache.target_per_replica == 0.8
     assert policy.triggers.queue_depth.target_per_replica == 3  # the model's own value stays
-    assert policy.triggers.e2e_latency.threshold_seconds == 40  # the default scope's value stays
+    assert policy.triggers.e2e_latency.threshold_seconds == 45  # the default scope's value stays

@@ -21,6 +21,15 @@ def stack_raw(stack: str) -> dict[str, Any]:
     return {k.removeprefix(NS): v for k, v in config.items() if k.startswith(NS)}
 
 
+def default_scope_raw(stack: str) -> dict[str, Any]:
+    """`stack_raw` with `autoscaling` reduced to its `default` scope. The per-model blocks hold the
+    planner's values and override the default field by field, so a test of a rule on the default
+    scope, or of how it merges, starts from here."""
+    raw = stack_raw(stack)
+    raw["autoscaling"] = {"default": raw.get("autoscaling", {}).get("default", {})}
+    return raw
+
+
 def with_value(raw: dict[str, Any], path: list[Any], value: Any) -> dict[str, Any]:
     """A deep copy of `raw` with `path` set to `value` (missing mappings are created)."""
     result = copy.deepcopy(raw)
@@ -146,7 +155,7 @@ REJECTED = [
     ids=[f"{case[3]}={case[2]!r}"[:60] for case in REJECTED],
 )
 def test_invalid_value_is_rejected_naming_its_key(stack: str, path: list[Any], value: Any, named_key: str, rule: str) -> None:
-    message = rejection(with_value(stack_raw(stack), path, value))
+    message = rejection(with_value(default_scope_raw(stack), path, value))
     assert f"{NS}{named_key}" in message
     assert rule in message
 
@@ -164,7 +173,7 @@ def test_all_problems_are_reported_at_once() -> None:
 
 
 def test_message_shows_the_offending_value() -> None:
-    message = rejection(with_value(stack_raw("dev"), ["autoscaling", "default", "minReplicas"], 5))
+    message = rejection(with_value(default_scope_raw("dev"), ["autoscaling", "default", "minReplicas"], 5))
     assert "autoscaling.default.maxReplicas (3) must be >= minReplicas (5)" in message
 
 
@@ -180,19 +189,22 @@ def test_the_slo_needs_no_end_to_end_target() -> None:
 
 
 def test_an_slo_written_before_tpot_existed_still_validates_with_the_default_tpot() -> None:
-    raw = with_value(stack_raw("dev"), ["autoscaling", "default", "slo"], {"ttftP95Seconds": 2.0, "e2eP99Seconds": 20.0})
+    raw = with_value(default_scope_raw("dev"), ["autoscaling", "default", "slo"], {"ttftP95Seconds": 2.0, "e2eP99Seconds": 20.0})
     slo = parse(raw).autoscaling_for("qwen25-1p5b").slo
     assert (slo.ttft_p95_seconds, slo.tpot_p95_seconds, slo.e2e_p99_seconds) == (2.0, 0.1, 20.0)
 
 
 def test_without_an_end_to_end_slo_the_latency_guardrail_has_no_floor() -> None:
-    raw = with_value(stack_raw("dev"), ["autoscaling", "default", "triggers", "e2eLatency", "thresholdSeconds"], 5)
+    raw = with_value(default_scope_raw("dev"), ["autoscaling", "default", "triggers", "e2eLatency", "thresholdSeconds"], 5)
     assert parse(raw).autoscaling_for("qwen25-1p5b").triggers.e2e_latency.threshold_seconds == 5
 
 
 def test_model_override_is_merged_over_default_field_by_field() -> None:
-    settings = load_stack("prod", ROOT)
-    policy = settings.autoscaling_for("qwen25-14b-awq")
+    raw = with_value(default_scope_raw("prod"), ["autoscaling", "default"], {
+        "minReplicas": 2, "maxReplicas": 6, "triggers": {"queueDepth": {"targetPerReplica": 4, "windowSeconds": 60}},
+    })
+    raw = with_value(raw, ["autoscaling", "qwen25-14b-awq"], {"maxReplicas": 12, "triggers": {"queueDepth": {"targetPerReplica": 3}}})
+    policy = parse(raw).autoscaling_for("qwen25-14b-awq")
     assert policy.max_replicas == 12
     assert policy.triggers.queue_depth.target_per_replica == 3
     assert policy.triggers.queue_depth.window_seconds == 60  # from default
@@ -200,19 +212,23 @@ def test_model_override_is_merged_over_default_field_by_field() -> None:
 
 
 def test_gpu_budget_counts_every_model_confined_to_the_same_pools() -> None:
-    raw = with_value(stack_raw("prod"), ["autoscaling", "qwen25-7b-awq"], {"maxReplicas": 13})
+    raw = default_scope_raw("prod")
+    gpus = sum(pool["gpuLimit"] for pool in raw["gpuCapacity"]["pools"])
+    # Each model alone fits the pools they share; both at their maximum do not.
+    for name in ("qwen25-14b-awq", "qwen25-7b-awq"):
+        raw = with_value(raw, ["autoscaling", name], {"maxReplicas": gpus // 2 + 1})
     assert "must fit the gpuLimit" in rejection(raw)
 
 
 def test_batch_model_may_scale_to_zero_with_a_cron_window_to_wake_it() -> None:
-    raw = with_value(stack_raw("dev"), ["models", 0, "workload"], "batch")
+    raw = with_value(default_scope_raw("dev"), ["models", 0, "workload"], "batch")
     raw = with_value(raw, ["autoscaling", "default", "minReplicas"], 0)
     raw = with_value(raw, ["autoscaling", "default", "triggers", "cron", "enabled"], True)
     assert parse(raw).autoscaling_for("qwen25-1p5b").min_replicas == 0
 
 
 def test_scale_to_zero_without_a_cron_window_is_rejected() -> None:
-    raw = with_value(stack_raw("dev"), ["models", 0, "workload"], "batch")
+    raw = with_value(default_scope_raw("dev"), ["models", 0, "workload"], "batch")
     raw = with_value(raw, ["autoscaling", "default", "minReplicas"], 0)
     with pytest.raises(SettingsError, match=r"autoscaling\.default\.minReplicas \(0\) needs triggers\.cron\.enabled"):
         parse(raw)
@@ -230,24 +246,24 @@ def test_key_path_uses_pulumi_path_syntax() -> None:
 
 def test_a_fallback_works_without_the_queue_depth_trigger() -> None:
     # KEDA 2.20.2 doFallback serves AverageValue and Value triggers alike (pkg/fallback/fallback.go)
-    raw = with_value(stack_raw("dev"), ["autoscaling", "default", "triggers", "queueDepth", "enabled"], False)
+    raw = with_value(default_scope_raw("dev"), ["autoscaling", "default", "triggers", "queueDepth", "enabled"], False)
     assert parse(raw).autoscaling_for("qwen25-1p5b").fallback_replicas == 1
 
 
 def test_a_fractional_queue_target_with_a_fallback_is_accepted() -> None:
     # since 2.18 doFallback no longer truncates the target to an integer
-    raw = with_value(stack_raw("dev"), ["autoscaling", "default", "triggers", "queueDepth", "targetPerReplica"], 2.5)
+    raw = with_value(default_scope_raw("dev"), ["autoscaling", "default", "triggers", "queueDepth", "targetPerReplica"], 2.5)
     assert parse(raw).autoscaling_for("qwen25-1p5b").triggers.queue_depth.target_per_replica == 2.5
 
 
 def test_a_fallback_above_max_replicas_is_rejected() -> None:
-    raw = with_value(stack_raw("dev"), ["autoscaling", "default", "fallbackReplicas"], 99)
+    raw = with_value(default_scope_raw("dev"), ["autoscaling", "default", "fallbackReplicas"], 99)
     with pytest.raises(SettingsError, match=r"autoscaling\.default\.fallbackReplicas \(99\) must be <= maxReplicas"):
         parse(raw)
 
 
 def test_without_a_fallback_the_queue_depth_trigger_may_be_disabled() -> None:
-    raw = with_value(stack_raw("dev"), ["autoscaling", "default", "triggers", "queueDepth", "enabled"], False)
+    raw = with_value(default_scope_raw("dev"), ["autoscaling", "default", "triggers", "queueDepth", "enabled"], False)
     raw = with_value(raw, ["autoscaling", "default", "fallbackReplicas"], None)
     policy = parse(raw).autoscaling_for("qwen25-1p5b")
     assert policy.fallback_replicas is None and not policy.triggers.queue_depth.enabled

@@ -8,6 +8,7 @@ resource.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -109,13 +110,14 @@ def test_policy_passes_on_prod_as_captured(policy_name: str, prod: StackRun) -> 
     assert check(policy_name, prod.resources, None) == []
 
 
-# Dev runs single replicas and a force-destroy bucket on purpose; its config disables those two.
+# Dev runs single replicas and a force-destroy bucket on purpose; its config disables those two
+# (and holds its own properties, e.g. the planner's shorter scale-down window on a small fleet).
 DISABLED_IN_DEV = {name for name, level in load_config("dev").items() if level == "disabled"}
 
 
 @pytest.mark.parametrize("policy_name", [p.name for p in POLICIES if p.name not in DISABLED_IN_DEV])
 def test_policy_passes_on_dev_as_captured(policy_name: str, dev: StackRun) -> None:
-    assert check(policy_name, dev.resources, None) == []
+    assert check(policy_name, dev.resources, load_config("dev")) == []
 
 
 def test_every_policy_has_a_violating_case() -> None:
@@ -189,7 +191,18 @@ QUERIES = "keda-prometheus-queries-single-series-known-metrics"
 
 
 def with_query(scaled: Captured, trigger_name: str, query: str) -> Captured:
-    return with_inputs(scaled, lambda i: trigger(i, trigger_name)["metadata"].update(query=query))
+    """`scaled` with its trigger `trigger_name` reading `query`. A trigger the stack's policy left
+    out is added as a copy of its first Prometheus trigger, so a case does not depend on which
+    triggers the planner enabled."""
+
+    def mutate(inputs: dict[str, Any]) -> None:
+        triggers = inputs["spec"]["triggers"]
+        if not any(t["name"] == trigger_name for t in triggers):
+            added = copy.deepcopy(next(t for t in triggers if t["type"] == "prometheus"))
+            triggers.append({**added, "name": trigger_name})
+        trigger(inputs, trigger_name)["metadata"]["query"] = query
+
+    return with_inputs(scaled, mutate)
 
 
 @violates(QUERIES)
@@ -291,7 +304,8 @@ SLOW_DOWN = "scale-down-slower-than-scale-up"
 @violates(SLOW_DOWN)
 def test_scale_down_window_not_longer_than_scale_up_is_reported(prod: StackRun) -> None:
     scaled = first(prod, "ScaledObject")
-    mutated = with_inputs(scaled, lambda i: behavior(i)["scaleUp"].update(stabilizationWindowSeconds=600))
+    down = behavior(scaled.inputs)["scaleDown"]["stabilizationWindowSeconds"]
+    mutated = with_inputs(scaled, lambda i: behavior(i)["scaleUp"].update(stabilizationWindowSeconds=down))
     assert_reported(check(SLOW_DOWN, [mutated]), SLOW_DOWN, meta_name(scaled), "stabilization window")
 
 
@@ -312,8 +326,9 @@ def test_scaled_object_without_behavior_is_reported(prod: StackRun) -> None:
 
 def test_minimum_scale_down_window_comes_from_policy_config(prod: StackRun) -> None:
     scaled = first(prod, "ScaledObject")
-    assert_reported(check(SLOW_DOWN, [scaled], {SLOW_DOWN: {"minScaleDownStabilizationSeconds": 900}}),
-                    SLOW_DOWN, meta_name(scaled), "below 900s")
+    minimum = int(behavior(scaled.inputs)["scaleDown"]["stabilizationWindowSeconds"]) + 1
+    assert_reported(check(SLOW_DOWN, [scaled], {SLOW_DOWN: {"minScaleDownStabilizationSeconds": minimum}}),
+                    SLOW_DOWN, meta_name(scaled), f"below {minimum}s")
 
 
 # --- warm replica --------------------------------------------------------------------------
