@@ -5,8 +5,11 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from capacity.__main__ import main
+from capacity.sim import sensitivity
+from capacity.sim.from_stack import load_stack_model
 
 ROOT = Path(__file__).resolve().parents[3]
 TRACE = "synthetic:step:base=1,peak=3,at=150,length=150,duration=450,prompt=256,output=64"
@@ -28,8 +31,8 @@ def test_every_model_of_the_stack_is_explained(capsys, monkeypatch, stack, model
     assert [m["model"] for m in out["models"]] == models
     for model in out["models"]:
         assert set(model["committed"]) == {"slo_attainment", "cost_usd", "gpu_hours"}
-        assert {"minReplicas", "maxReplicas", "triggers.kvCache.targetPerReplica", "engine.maxNumSeqs"} <= {
-            t["name"] for t in model["thresholds"]}  # fmt: skip
+        committed = load_stack_model(stack, model["model"], root=ROOT)
+        assert [t["name"] for t in model["thresholds"]] == [t.name for t in sensitivity.thresholds(committed)]
 
 
 def test_each_variant_has_numbers_or_a_reason(capsys, monkeypatch):
@@ -46,9 +49,26 @@ def test_model_picks_one_model(capsys, monkeypatch):
     assert [m["model"] for m in out["models"]] == ["qwen25-7b-awq"]
 
 
-def test_the_table_names_each_threshold_and_the_committed_result(capsys, monkeypatch):
-    monkeypatch.chdir(ROOT)
-    assert main(["explain", "--stack", "dev", "--workers", "2", "--trace", TRACE]) == 0
+def measured_dev(tmp_path: Path, evidence: str = "") -> Path:
+    """Dev with its model unpinned on the measured 8gb-qwen2.5-1.5b (whose engine flags are not varied), one
+    autoscaling block, `default`, and no evidence comment but `evidence` above it (YAML drops the stack's)."""
+    stack = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    config = stack["config"]
+    (model,) = config["inference-platform:models"]
+    model.pop("instanceFamilies", None)
+    model["capacityProfile"] = "8gb-qwen2.5-1.5b"
+    default = config["inference-platform:autoscaling"]["default"]
+    config["inference-platform:autoscaling"] = {"default": {**default, "minReplicas": 1}}  # a threshold set under it
+    anchor = "  inference-platform:autoscaling:\n    default:\n"
+    text = yaml.safe_dump(stack, sort_keys=False)
+    assert anchor in text
+    path = tmp_path / "Pulumi.dev.yaml"
+    path.write_text(text.replace(anchor, anchor.replace("    default:\n", evidence + "    default:\n")))
+    return path
+
+
+def test_the_table_names_each_threshold_and_the_committed_result(capsys, tmp_path):
+    assert main(["explain", "--stack", str(measured_dev(tmp_path)), "--workers", "2", "--trace", TRACE]) == 0
     out = capsys.readouterr().out
     assert "explain dev/qwen25-1p5b (8gb-qwen2.5-1.5b): the last 30% of" in out
     assert "committed: SLO attained" in out
@@ -56,17 +76,8 @@ def test_the_table_names_each_threshold_and_the_committed_result(capsys, monkeyp
     assert "engine flags not varied: engine profile 8gb-qwen2.5-1.5b" in out
 
 
-def stack_with_evidence(tmp_path: Path) -> Path:
-    text = (ROOT / "Pulumi.dev.yaml").read_text()
-    anchor = "  inference-platform:autoscaling:\n    default:\n"
-    assert anchor in text
-    path = tmp_path / "Pulumi.dev.yaml"
-    path.write_text(text.replace(anchor, anchor.replace("    default:\n", EVIDENCE + "    default:\n")))
-    return path
-
-
 def test_the_traffic_comes_from_the_evidence_command(capsys, tmp_path):
-    (model,) = explain(capsys, "--stack", str(stack_with_evidence(tmp_path)))["models"]
+    (model,) = explain(capsys, "--stack", str(measured_dev(tmp_path, EVIDENCE)))["models"]
     assert model["traffic_from_evidence_of"] == "autoscaling.default"
     assert (model["trace"], model["search_fraction"], model["seed"]) == (TRACE, 0.6, 3)
     (minimum,) = [t for t in model["thresholds"] if t["name"] == "minReplicas"]
@@ -75,13 +86,12 @@ def test_the_traffic_comes_from_the_evidence_command(capsys, tmp_path):
 
 
 def test_a_flag_overrides_the_evidence_command(capsys, tmp_path):
-    (model,) = explain(capsys, "--stack", str(stack_with_evidence(tmp_path)), "--search-fraction", "0.5")["models"]
+    (model,) = explain(capsys, "--stack", str(measured_dev(tmp_path, EVIDENCE)), "--search-fraction", "0.5")["models"]
     assert (model["search_fraction"], model["seed"]) == (0.5, 3)
 
 
-def test_no_evidence_and_no_trace_is_one_line(capsys, monkeypatch):
-    monkeypatch.chdir(ROOT)
-    assert main(["explain", "--stack", "dev"]) == 2
+def test_no_evidence_and_no_trace_is_one_line(capsys, tmp_path):
+    assert main(["explain", "--stack", str(measured_dev(tmp_path))]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no evidence comment of dev/qwen25-1p5b names a --trace" in err
 

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from capacity.__main__ import main
+from capacity.sim.from_stack import load_stack_model
 from tests.capacity.conftest import CALIBRATION_CSV, REPO
 
 TRACE = "synthetic:step:duration=600"
@@ -227,13 +228,19 @@ def test_compare_static_negative_is_refused(fails):
     assert "--static must be >= 1 replica, got -2" in fails("compare", "--trace", TRACE, "--static", "-2")
 
 
+def prod_max_replicas() -> int:
+    """maxReplicas of the default stack's first model, which --initial-replicas is checked against."""
+    return load_stack_model("prod", root=REPO).policy.max_replicas
+
+
 def test_initial_replicas_below_zero_is_refused(fails):
-    assert "--initial-replicas must be within 0..maxReplicas (12)" in fails("simulate", "--trace", TRACE, "--initial-replicas", "-1")
+    line = fails("simulate", "--trace", TRACE, "--initial-replicas", "-1")
+    assert f"--initial-replicas must be within 0..maxReplicas ({prod_max_replicas()})" in line
 
 
 def test_initial_replicas_above_max_replicas_is_refused(fails):
     line = fails("tune", "--trace", TRACE, "--initial-replicas", "1000")
-    assert "--initial-replicas must be within 0..maxReplicas (12) of prod/qwen25-14b-awq, got 1000" in line
+    assert f"--initial-replicas must be within 0..maxReplicas ({prod_max_replicas()}) of prod/qwen25-14b-awq, got 1000" in line
 
 
 def test_a_png_in_a_directory_that_does_not_exist_is_refused_not_created(fails, tmp_path):

@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+from contract.settings.stack_file import load_stack
 from tests.capacity.conftest import REPO
 
 
@@ -29,5 +30,6 @@ def test_lab_runs_the_whole_loop_and_prints_commands_for_the_stacks_slo(tmp_path
 def test_lab_targets_the_stack_model_served_with_its_profile() -> None:
     from capacity.lab.loop import model_served_with
 
-    assert model_served_with("prod", "a10g-r1-14b-awq") == "qwen25-14b-awq"
-    assert model_served_with("dev", "a10g-r1-14b-awq") is None
+    models = load_stack("prod", REPO).models
+    assert [model_served_with("prod", m.capacity_profile) for m in models] == [m.name for m in models]
+    assert model_served_with("dev", models[0].capacity_profile) is None

@@ -1,5 +1,6 @@
 """Knee, planning capacity and threshold commands from an envelope."""
 
+import copy
 
 import pytest
 
@@ -102,15 +103,16 @@ def test_envelope_missing_a_column_names_it(tmp_path):
 def test_recommended_values_pass_the_stacks_own_validation():
     settings = load_stack("dev", REPO)
     rec = recommend(read_envelope(CALIBRATION_CSV), slo_p99=30, slo_ttft_p95=2, peak_rps=3)
-    section = {k: dict(v) for k, v in settings.autoscaling.items()}
-    block = section.setdefault("default", {})
+    model = settings.models[0].name
+    section = copy.deepcopy(dict(settings.autoscaling))
+    block = section.setdefault(model, {})  # the model's own block, over the default's
     for s in rec.settings:
         node = block
         *parents, leaf = s.path.split(".")
         for p in parents:
             node = node.setdefault(p, {})
         node[leaf] = s.value
-    applied = settings.with_autoscaling(section).autoscaling_for(settings.models[0].name)
+    applied = settings.with_autoscaling(section).autoscaling_for(model)
     assert applied.triggers.queue_depth.target_per_replica == 1.7  # waiting per replica, to a tenth
 
 

@@ -20,17 +20,32 @@ def dev(**kwargs):
     return load_stack_model("dev", profile=PROFILE, root=ROOT, **kwargs)
 
 
-def test_thresholds_come_from_the_stack_file_through_the_settings_models():
-    sm = dev()
-    raw = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]["inference-platform:autoscaling"]["default"]
-    assert sm.policy.max_replicas == raw["maxReplicas"]
-    assert sm.policy.triggers.queue_depth.target_per_replica == raw["triggers"]["queueDepth"]["targetPerReplica"]
+def dev_config() -> dict:
+    return yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
 
 
-def test_startup_prices_and_pools_come_from_the_stack(tmp_path):
+def stack_file(tmp_path: Path, config: dict) -> str:
+    path = tmp_path / "Pulumi.dev.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def test_thresholds_come_from_the_stack_file_through_the_settings_models(tmp_path):
+    stack = dev_config()
+    autoscaling = stack["config"]["inference-platform:autoscaling"]
+    autoscaling["default"] = {"maxReplicas": 2, "triggers": {"queueDepth": {"targetPerReplica": 6}}}
+    autoscaling["qwen25-1p5b"] = {"triggers": {"queueDepth": {"targetPerReplica": 5}}}
+    sm = load_stack_model(stack_file(tmp_path, stack), profile=PROFILE)
+    assert sm.policy.max_replicas == 2  # the default block's
+    assert sm.policy.triggers.queue_depth.target_per_replica == 5  # the model's block over the default's
+
+
+def test_startup_prices_and_pools_come_from_the_stack():
     sm = dev()
-    assert sm.startup.weight_load_s == pytest.approx(sm.model.size_gib / 0.5)
-    assert {p.name: p.price_per_gpu_hour for p in sm.pools} == {"gpu-spot": 0.45, "gpu-on-demand": 1.006}
+    planning = dev_config()["config"]["inference-platform:capacityPlanning"]
+    assert sm.startup.weight_load_s == pytest.approx(sm.model.size_gib / planning["startup"]["weightLoadGiBPerSecond"])
+    prices = planning["gpuHourlyPriceUsd"]
+    assert {p.name: p.price_per_gpu_hour for p in sm.pools} == {"gpu-spot": prices["spot"], "gpu-on-demand": prices["onDemand"]}
 
 
 def test_a_policy_file_replaces_the_stack_autoscaling_section(tmp_path):
@@ -39,7 +54,7 @@ def test_a_policy_file_replaces_the_stack_autoscaling_section(tmp_path):
     sm = dev(policy_file=policy)
     assert sm.policy.max_replicas == 2
     assert sm.policy.triggers.queue_depth.target_per_replica == 1
-    assert sm.policy.triggers.kv_cache.target_per_replica == 0.7  # the stack's 0.6 is replaced, not merged
+    assert sm.policy.triggers.kv_cache.target_per_replica == 0.7  # built in: the stack's own is replaced, not merged
 
 
 def test_a_policy_that_would_not_deploy_is_refused_with_its_key_path(tmp_path):
@@ -55,12 +70,12 @@ def test_unknown_model_lists_the_stack_models():
 
 
 def test_an_unknown_capacity_profile_in_the_stack_names_its_key(tmp_path):
-    stack = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
-    stack["config"]["inference-platform:models"][0]["capacityProfile"] = "no-such-profile"
-    path = tmp_path / "Pulumi.x.yaml"
-    path.write_text(yaml.safe_dump(stack))
+    stack = dev_config()
+    model = stack["config"]["inference-platform:models"][0]
+    model.pop("instanceFamilies", None)  # unpinned: no GPU for the profile's name to match
+    model["capacityProfile"] = "no-such-profile"
     with pytest.raises(ValueError, match=r"models\[0\].capacityProfile \('no-such-profile'\): unknown engine profile"):
-        load_stack_model(str(path))
+        load_stack_model(stack_file(tmp_path, stack))
 
 
 def test_consolidate_after_comes_from_each_nodepool():
@@ -122,13 +137,14 @@ def test_config_rm_of_a_missing_path_changes_nothing():
 def test_a_pool_that_launches_none_of_the_pinned_families_never_hosts_the_model():
     # On-demand launches only g5: a g6-pinned model runs on spot alone (2 GPUs, so maxReplicas 2).
     sm = apply_config_set(dev(), [ConfigRemove("gpuCapacity.pools[1].instanceFamilies[1]"),
-                                  ("autoscaling.default.maxReplicas", 2),
+                                  ("autoscaling.qwen25-1p5b.maxReplicas", 2),
                                   *gpu_type_edits(dev(), "g6", "l4-qwen2.5-1.5b")])  # fmt: skip
     assert [p.name for p in sm.pools] == ["gpu-spot"]
 
 
 def test_pool_families_offer_every_family_the_pools_allow_whatever_the_pin():
     prod = load_stack_model("prod", profile=PROFILE, root=ROOT)
+    prod = apply_config_set(prod, gpu_type_edits(prod, "g5", "a10g-r1-14b-awq"))
     assert prod.model.instance_families == ["g5"]
     assert pool_families(prod) == {"gpu-spot": ("g5", "g6"), "gpu-on-demand": ("g5", "g6")}
     assert [p.name for p in prod.pools] == ["gpu-spot", "gpu-on-demand"]

@@ -33,7 +33,11 @@ OFFICE_HOURS = np.array([2] * 9 + [5] * 8 + [2] * 7)
 
 @pytest.fixture(scope="module")
 def prod():
-    return load_stack_model("prod", root=ROOT)
+    """Prod's first model scaling between 2 and 12 replicas, the range the office-hours needs move in."""
+    stack = load_stack_model("prod", root=ROOT)
+    block = f"autoscaling.{stack.model.name}"
+    edits = [(f"{block}.minReplicas", 2), (f"{block}.fallbackReplicas", 2), (f"{block}.maxReplicas", 12)]
+    return apply_config_set(stack, edits)
 
 
 def test_lead_is_the_slowest_replica_startup_plus_one_polling_interval(prod):

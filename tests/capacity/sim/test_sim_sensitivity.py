@@ -6,18 +6,19 @@ from pathlib import Path
 import pytest
 
 from capacity.sim import sensitivity
-from capacity.sim.from_stack import apply_config_set, load_stack_model
+from capacity.sim.from_stack import ConfigRemove, apply_config_set, load_stack_model
 from capacity.sim.plan import held_out
 from capacity.sim.run import RunOptions
 from capacity.workload import traces
 
 ROOT = Path(__file__).resolve().parents[3]
 TRACE = "synthetic:step:base=1,peak=4,at=200,length=200,duration=600,prompt=256,output=64"
+MEASURED = "8gb-qwen2.5-1.5b"  # a measured profile of dev's model: its engine flags are not varied
 
 
 @pytest.fixture(scope="module")
 def dev():
-    return load_stack_model("dev", root=ROOT)
+    return load_stack_model("dev", profile=MEASURED, root=ROOT)
 
 
 @pytest.fixture(scope="module")
@@ -36,15 +37,22 @@ def test_the_slo_and_a_disabled_triggers_settings_are_not_thresholds(dev):
 
 
 def test_engine_flags_are_thresholds_at_the_models_config_path(prod):
-    seqs = threshold(load_stack_model("prod", "qwen25-7b-awq", root=ROOT), "engine.maxNumSeqs")
-    assert (seqs.path, seqs.value, seqs.set_in) == ("models[1].engine.maxNumSeqs", 64, "models[1].engine.maxNumSeqs")
+    seven = load_stack_model("prod", "qwen25-7b-awq", root=ROOT)
+    seqs = threshold(seven, "engine.maxNumSeqs")
+    assert (seqs.path, seqs.value, seqs.set_in) == (
+        "models[1].engine.maxNumSeqs", seven.model.engine.max_num_seqs, "models[1].engine.maxNumSeqs")  # fmt: skip
     assert threshold(prod, "engine.maxNumSeqs").path == "models[0].engine.maxNumSeqs"
 
 
 def test_a_value_is_set_in_the_models_block_the_default_block_or_built_in(prod):
-    assert threshold(prod, "maxReplicas").set_in == "autoscaling.qwen25-14b-awq.maxReplicas"
-    assert threshold(prod, "minReplicas").set_in == "autoscaling.default.minReplicas"
-    assert threshold(prod, "pollingIntervalSeconds").set_in is None
+    blocks = apply_config_set(prod, [("autoscaling.default.minReplicas", 2), ("autoscaling.qwen25-14b-awq.maxReplicas", 10),
+                                     ConfigRemove("autoscaling.qwen25-14b-awq.minReplicas"),
+                                     ConfigRemove("autoscaling.qwen25-14b-awq.fallbackReplicas"),
+                                     ConfigRemove("autoscaling.default.pollingIntervalSeconds"),
+                                     ConfigRemove("autoscaling.qwen25-14b-awq.pollingIntervalSeconds")])  # fmt: skip
+    assert threshold(blocks, "maxReplicas").set_in == "autoscaling.qwen25-14b-awq.maxReplicas"
+    assert threshold(blocks, "minReplicas").set_in == "autoscaling.default.minReplicas"
+    assert threshold(blocks, "pollingIntervalSeconds").set_in is None
 
 
 def test_a_triggers_target_says_what_it_is_for_and_why_its_metric_type(prod):
@@ -67,13 +75,16 @@ def test_an_integer_is_rounded_and_never_below_its_fields_floor(dev):
 def test_a_leaf_inside_a_list_sets_the_whole_merged_list_and_deploys(dev):
     _, double = sensitivity.variants(dev, threshold(dev, "behavior.scaleUp.policies[0].value"))
     ((path, value),) = double.edits
+    merged = [{"type": p.type, "value": p.value, "periodSeconds": p.period_seconds}
+              for p in dev.policy.behavior.scale_up.policies]  # fmt: skip
+    merged[0]["value"] *= 2
     assert path == "autoscaling.qwen25-1p5b.behavior.scaleUp.policies"
-    assert value == [{"type": "Pods", "value": 4, "periodSeconds": 60}]
-    assert apply_config_set(dev, double.edits).policy.behavior.scale_up.policies[0].value == 4
+    assert value == merged
+    assert apply_config_set(dev, double.edits).policy.behavior.scale_up.policies[0].value == merged[0]["value"]
 
 
 def test_a_measured_engine_profile_keeps_its_flags(dev):
-    assert "8gb-qwen2.5-1.5b is measured" in sensitivity.engine_refusal(dev)
+    assert f"{MEASURED} is measured" in sensitivity.engine_refusal(dev)
 
 
 def test_a_physics_profile_varies_its_flags():
@@ -118,8 +129,8 @@ def test_an_engine_flag_variant_carries_the_refusal_when_the_profile_cannot_be_v
 def test_an_engine_flag_variant_runs_on_the_profile_rederived_with_it():
     seven = load_stack_model("prod", "qwen25-7b-awq", root=ROOT)  # a physics profile
     busy = traces.load("synthetic:step:base=4,peak=16,at=200,length=300,duration=700,prompt=1024,output=256")
-    half, _ = sensitivity.variants(seven, threshold(seven, "engine.maxNumSeqs"))  # 64 -> 32 sequences per replica
+    half, _ = sensitivity.variants(seven, threshold(seven, "engine.maxNumSeqs"))  # half the sequences per replica
     run = sensitivity.outcome(seven, half, busy, 0.3, RunOptions())
     assert run.reason is None
-    assert apply_config_set(seven, half.edits).profile.max_num_seqs == 32
+    assert apply_config_set(seven, half.edits).profile.max_num_seqs == seven.model.engine.max_num_seqs // 2
     assert run.summary != held_out(seven, busy, 0.3, RunOptions(), oracle=False)
