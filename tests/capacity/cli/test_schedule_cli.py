@@ -1,12 +1,14 @@
 """`python -m capacity schedule` end to end on light synthetic diurnal traces."""
 
 import json
+import tempfile
 import shlex
 from pathlib import Path
 
 import pytest
 
 from capacity.__main__ import main
+from tests.stacks import unplanned
 from capacity.cli.schedule import config_set_lines
 from capacity.sim.from_stack import apply_config_set, load_stack_model
 from capacity.sim.schedule import Schedule
@@ -18,7 +20,8 @@ BUSY_DAY = "synthetic:diurnal:mean=0.1,amplitude=1,duration=86400,prompt=500,out
 
 
 def _schedule(capsys, trace: str, *extra: str) -> dict:
-    code = main(["schedule", "--stack", "dev", "--profile", PROFILE, "--trace", trace,
+    stack = unplanned("dev", Path(tempfile.mkdtemp()))  # dev's default scope: minReplicas 1, maxReplicas 3
+    code = main(["schedule", "--stack", str(stack), "--profile", PROFILE, "--trace", trace,
                  "--oracle-interval", "7200", "--json", *extra])  # fmt: skip
     assert code == 0
     return json.loads(capsys.readouterr().out)

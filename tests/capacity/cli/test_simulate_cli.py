@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 from capacity.__main__ import main
+from tests.stacks import unplanned
 from tests.html_page import Report, embeds
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -43,7 +44,7 @@ OVERLOAD = "synthetic:step:base=10,peak=80,at=30,length=120,duration=180,prompt=
 
 def test_the_table_says_how_many_warm_replicas_the_run_starts_from_and_why(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
-    assert main(["simulate", "--stack", "dev", "--profile", PROFILE, "--trace", SHORT, "--png", str(tmp_path / "t.png")]) == 0
+    assert main(["simulate", "--stack", str(unplanned("dev", tmp_path)), "--profile", PROFILE, "--trace", SHORT, "--png", str(tmp_path / "t.png")]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "warm replicas: the oracle's fleet for the first 300 s within minReplicas 1..maxReplicas 3" in out
 
@@ -57,7 +58,7 @@ def test_initial_replicas_given_is_the_start_the_table_names(capsys, monkeypatch
 
 def test_a_fleet_pinned_at_max_replicas_is_named_in_the_table(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
-    assert main(["simulate", "--stack", "dev", "--profile", PROFILE, "--trace", OVERLOAD, "--png", str(tmp_path / "t.png")]) == 0
+    assert main(["simulate", "--stack", str(unplanned("dev", tmp_path)), "--profile", PROFILE, "--trace", OVERLOAD, "--png", str(tmp_path / "t.png")]) == 0
     assert "stack dev (pinned at maxReplicas 3)" in capsys.readouterr().out
 
 

@@ -10,6 +10,7 @@ from capacity.sim.from_stack import ConfigRemove, apply_config_set, load_stack_m
 from capacity.sim.plan import held_out
 from capacity.sim.run import RunOptions
 from capacity.workload import traces
+from tests.stacks import unplanned
 
 ROOT = Path(__file__).resolve().parents[3]
 TRACE = "synthetic:step:base=1,peak=4,at=200,length=200,duration=600,prompt=256,output=64"
@@ -17,8 +18,9 @@ MEASURED = "8gb-qwen2.5-1.5b"  # a measured profile of dev's model: its engine f
 
 
 @pytest.fixture(scope="module")
-def dev():
-    return load_stack_model("dev", profile=MEASURED, root=ROOT)
+def dev(tmp_path_factory):
+    # dev's default scope only (minReplicas 1, maxReplicas 3, TTFT off), on the measured profile
+    return load_stack_model(str(unplanned("dev", tmp_path_factory.mktemp("dev"))), profile=MEASURED, root=ROOT)
 
 
 @pytest.fixture(scope="module")
