@@ -53,6 +53,16 @@ class DisruptionBudget(Section):
         return value
 
 
+def gpu_families(families: list[str], unset: str) -> list[str]:
+    """A non-empty list of known GPU instance families (`unset`: what leaving the key out means)."""
+    if not families:
+        raise ValueError(f"must list at least one GPU instance family{unset}")
+    unknown = [f for f in families if f not in GPU_FAMILIES]
+    if unknown:
+        raise ValueError(f"has non-GPU or unknown families {unknown}; known: {list(GPU_FAMILIES)}")
+    return families
+
+
 class NodePoolSettings(Section):
     name: str
     capacity_type: Literal["spot", "on-demand"]
@@ -77,12 +87,7 @@ class NodePoolSettings(Section):
     @field_validator("instance_families")
     @classmethod
     def _families(cls, families: list[str]) -> list[str]:
-        if not families:
-            raise ValueError("must list at least one GPU instance family")
-        unknown = [f for f in families if f not in GPU_FAMILIES]
-        if unknown:
-            raise ValueError(f"has non-GPU or unknown families {unknown}; known: {list(GPU_FAMILIES)}")
-        return families
+        return gpu_families(families, "")
 
     @field_validator("consolidate_after", "expire_after")
     @classmethod

@@ -7,11 +7,11 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ..gpu import GPU_FAMILIES, GPU_OF_FAMILY
+from ..gpu import GPU_OF_FAMILY
 from ..signals import VLLM_IMAGE_REPOSITORY, VLLM_IMAGE_TAG
 from .base import RuleViolation, Section
 from .errors import NAMESPACE
-from .gpu_capacity import NodePoolSettings
+from .gpu_capacity import NodePoolSettings, gpu_families
 
 _SERVED_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 _HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
@@ -151,14 +151,7 @@ class ModelSettings(Section):
     @field_validator("instance_families")
     @classmethod
     def _families(cls, families: list[str] | None) -> list[str] | None:
-        if families is None:
-            return None
-        if not families:
-            raise ValueError("must list at least one GPU instance family (or be unset: any the pools allow)")
-        unknown = [f for f in families if f not in GPU_FAMILIES]
-        if unknown:
-            raise ValueError(f"has non-GPU or unknown families {unknown}; known: {list(GPU_FAMILIES)}")
-        return families
+        return None if families is None else gpu_families(families, " (or be unset: any the pools allow)")
 
     @field_validator("s3_prefix")
     @classmethod
