@@ -23,7 +23,7 @@ from capacity.sim import plan
 from capacity.sim.cluster.router import ROUTERS
 from capacity.sim.from_stack import ConfigEdit, apply_config_set, config_command, load_stack_model
 from capacity.sim.html_report import HtmlFigure, HtmlTable, write_html
-from capacity.sim.run import RunOptions
+from capacity.sim.run import RunOptions, split
 from capacity.tables import cell
 from capacity.workload import traces
 
@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     if args.slo_attainment is None:
         args.slo_attainment = sm.attainment_target
     loaded = [_scaled(traces.load(t), args) for t in args.trace]
-    parts = [plan.split(t, args.search_fraction) for t in loaded]
+    parts = [split(t, args.search_fraction) for t in loaded]
     searched = plan.margin_traces([s for s, _ in parts], args.margin, args.seed)
     # Each searched trace is scored after its search part; an extra validation trace whole.
     held = [(t, args.search_fraction) for t in loaded] + [(_scaled(traces.load(t), args), 0.0) for t in args.validate_trace]

@@ -16,7 +16,7 @@ from typing import Any
 
 from capacity.sim import plan
 from capacity.sim.from_stack import StackModel
-from capacity.sim.run import RunOptions
+from capacity.sim.run import RunOptions, held_out, split
 from capacity.sim.sensitivity import thresholds
 from capacity.workload.traces import Trace
 
@@ -57,7 +57,7 @@ class Replan:
 def replan(sm: StackModel, trace: Trace, fraction: float, trials: int, seed: int, workers: int) -> Replan:
     """The planner on the search part of `trace`, on the model's current GPU type, with the stack's target."""
     options = _options(sm, seed)
-    search_part, _ = plan.split(trace, fraction)
+    search_part, _ = split(trace, fraction)
     result = plan.search(sm, [search_part], sm.attainment_target, trials, seed, workers, options,
                          only=(plan.current_gpu(sm),))  # fmt: skip
     if result.best is None:
@@ -69,7 +69,7 @@ def replan(sm: StackModel, trace: Trace, fraction: float, trials: int, seed: int
 def audit(sm: StackModel, trace: Trace, fraction: float, now: Replan, seed: int, command: str | None = None) -> Audit:
     """The committed policy of `sm` against the stack's target and the planner's answer `now`."""
     target = sm.attainment_target
-    committed = plan.held_out(sm, trace, fraction, _options(sm, seed))
+    committed = held_out(sm, trace, fraction, _options(sm, seed))
     replanned = now.summary
     problems = []
     if committed["slo_attainment"] < target:

@@ -27,7 +27,7 @@ from capacity.engine.hardware import checkpoint, gpu, gpus
 from capacity.engine.profiles import derive
 from capacity.sim.from_stack import ConfigEdit, StackModel, apply_config_set, gpu_type_edits, model_index, pool_families
 from capacity.sim.run import (
-    RunOptions, feasible_requests, run_oracle, run_policy, run_static, since, slo_targets, summarize, warm_start, with_oracle,
+    RunOptions, feasible_requests, held_out, run_policy, run_static, slo_targets, summarize, warmed,
 )  # fmt: skip
 from capacity.sim.simulator import SimResult
 from capacity.workload.traces import Trace, rate_scale
@@ -156,12 +156,6 @@ def budget_replicas(sm: StackModel) -> int:
     return sum(p.gpu_limit for p in sm.pools) // sm.model.gpus_per_replica
 
 
-def split(trace: Trace, fraction: float) -> tuple[Trace, Trace]:
-    """The first `fraction` of the trace's time to search, the rest to validate (re-based to 0)."""
-    cut = trace.duration * fraction
-    return trace.window(0.0, cut), trace.window(cut, math.inf)
-
-
 # --- one candidate -------------------------------------------------------------------------
 
 
@@ -245,35 +239,8 @@ def _summary(result: SimResult, sm: StackModel, trace: Trace) -> dict[str, Any]:
     return summarize(result, sm, cached[1])
 
 
-# (id of the trace, profile, oracle objective) -> (the trace, its warm start), as for _FEASIBLE.
-_WARM: dict[tuple[int, EngineProfile, Any], tuple[Trace, int]] = {}
-
-
-def warmed(sm: StackModel, trace: Trace, options: RunOptions) -> RunOptions:
-    """`options` starting the run with the fleet the oracle needs for the trace's first interval
-    (remembered per trace and profile), as if the policy had been running before the trace."""
-    key = (id(trace), sm.profile, options.oracle_objective)
-    cached = _WARM.get(key)
-    if cached is None or cached[0] is not trace:
-        cached = _WARM[key] = (trace, warm_start(sm, trace, options))
-    return replace(options, warm_start=cached[1])
-
-
 def _summaries(sm: StackModel, traces: Sequence[Trace], options: RunOptions) -> list[dict[str, Any]]:
     return [_summary(run_policy(sm, trace, warmed(sm, trace, options)), sm, trace) for trace in traces]
-
-
-def held_out(sm: StackModel, trace: Trace, fraction: float, options: RunOptions, oracle: bool = True) -> dict[str, Any]:
-    """The policy's summary on the part of `trace` after its first `fraction` of time, with the
-    oracle's GPU-hours on that part. The policy runs the whole trace, as a deployed policy would,
-    and only the held-out part is scored and billed: its fleet at the cut is the one the policy
-    built on the traffic before (a replay of the part alone would start it cold or guessed).
-    `oracle=False` leaves the oracle's keys None (it costs more than the run)."""
-    cut = trace.duration * fraction
-    run = run_policy(sm, trace, warmed(sm, trace, options))
-    tail, keep = since(run, cut)
-    summary = summarize(tail, sm, feasible_requests(sm, trace)[keep])
-    return with_oracle(summary, run_oracle(sm, trace.window(cut, math.inf), options).gpu_hours) if oracle else summary
 
 
 def _combined(summaries: Sequence[dict[str, Any]], output_tokens: float) -> dict[str, Any]:

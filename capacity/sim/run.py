@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from capacity.engine import EngineProfile
 from capacity.sim.cluster.router import RouterName
 from capacity.sim.from_stack import StackModel, scaled_object
 from capacity.sim.oracle import OracleResult, oracle
@@ -176,3 +178,37 @@ def with_oracle(summary: dict[str, Any], oracle_gpu_hours: float) -> dict[str, A
     summary["oracle_gpu_hours"] = round(oracle_gpu_hours, 3)
     summary["oracle_ratio"] = round(summary["gpu_hours"] / oracle_gpu_hours, 3) if oracle_gpu_hours else None
     return summary
+
+
+def split(trace: Trace, fraction: float) -> tuple[Trace, Trace]:
+    """The first `fraction` of the trace's time to search, the rest to validate (re-based to 0)."""
+    cut = trace.duration * fraction
+    return trace.window(0.0, cut), trace.window(cut, math.inf)
+
+
+# (id of the trace, profile, oracle objective) -> (the trace, its warm start). The trace is kept beside
+# its id so that a freed trace whose id is reused never hands its warm start to another.
+_WARM: dict[tuple[int, EngineProfile, Any], tuple[Trace, int]] = {}
+
+
+def warmed(sm: StackModel, trace: Trace, options: RunOptions) -> RunOptions:
+    """`options` starting the run with the fleet the oracle needs for the trace's first interval
+    (remembered per trace and profile), as if the policy had been running before the trace."""
+    key = (id(trace), sm.profile, options.oracle_objective)
+    cached = _WARM.get(key)
+    if cached is None or cached[0] is not trace:
+        cached = _WARM[key] = (trace, warm_start(sm, trace, options))
+    return replace(options, warm_start=cached[1])
+
+
+def held_out(sm: StackModel, trace: Trace, fraction: float, options: RunOptions, oracle: bool = True) -> dict[str, Any]:
+    """The policy's summary on the part of `trace` after its first `fraction` of time, with the
+    oracle's GPU-hours on that part. The policy runs the whole trace, as a deployed policy would,
+    and only the held-out part is scored and billed: its fleet at the cut is the one the policy
+    built on the traffic before (a replay of the part alone would start it cold or guessed).
+    `oracle=False` leaves the oracle's keys None (it costs more than the run)."""
+    cut = trace.duration * fraction
+    run = run_policy(sm, trace, warmed(sm, trace, options))
+    tail, keep = since(run, cut)
+    summary = summarize(tail, sm, feasible_requests(sm, trace)[keep])
+    return with_oracle(summary, run_oracle(sm, trace.window(cut, math.inf), options).gpu_hours) if oracle else summary

@@ -22,8 +22,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from capacity.sim.from_stack import StackModel, apply_config_set, model_index, with_engine_flags
-from capacity.sim.plan import held_out
-from capacity.sim.run import RunOptions
+from capacity.sim.run import RunOptions, held_out
 from capacity.workload.traces import Trace
 from contract.triggers import TRIGGERS, enabled_triggers
 

@@ -1,4 +1,4 @@
-"""A held-out window of one continuous run (`run.since`, `plan.held_out`): scored and billed
+"""A held-out window of one continuous run (`run.since`, `run.held_out`): scored and billed
 from the cut, with the fleet the policy built before it."""
 
 import math
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from capacity.sim import plan
 from capacity.sim.from_stack import load_stack_model
-from capacity.sim.run import RunOptions, since
+from capacity.sim.run import RunOptions, held_out, since
 from capacity.workload.traces import load
 from tests.capacity.sim.test_sim_simulator import run
 
@@ -64,7 +64,7 @@ def test_held_out_scores_the_tail_of_one_continuous_run():
     dev = load_stack_model("dev", root=ROOT)
     trace = load("synthetic:step:base=0.3,peak=2,at=120,length=300,duration=900,prompt=256,output=32")
     options = RunOptions()
-    summary = plan.held_out(dev, trace, 0.5, options)
+    summary = held_out(dev, trace, 0.5, options)
     tail = trace.window(trace.duration * 0.5, math.inf)
     assert summary["requests"] == len(tail)
     assert summary["oracle_gpu_hours"] is not None and summary["oracle_gpu_hours"] > 0

@@ -7,7 +7,7 @@ import pytest
 
 from capacity.sim import sensitivity
 from capacity.sim.from_stack import ConfigRemove, apply_config_set, load_stack_model
-from capacity.sim.plan import held_out
+from capacity.sim.run import held_out
 from capacity.sim.run import RunOptions
 from capacity.workload import traces
 from tests.stacks import unplanned
