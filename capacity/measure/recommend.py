@@ -229,12 +229,36 @@ def commands(rec: Recommendation, stack: str, model: str | None, current: ModelA
     # Pulumi's --path syntax: a key with a dot must be quoted, e.g. autoscaling["qwen2.5-7b"]
     prefix = f'autoscaling["{key}"]' if "." in key else f"autoscaling.{key}"
     lines = []
+    shadowed = overriding_models(stack) if model is None else {}
     for s in rec.settings if settings is None else settings:
         comment = s.rationale
         if current is not None and s.current is not None:
             comment += f" (current: {_render(s.current(current))})"
+        models = [m for m, block in shadowed.items() if _holds(block, s.path)]
+        if models:  # a default a model's own block overrides changes nothing for that model
+            comment += f"; autoscaling.{{{','.join(models)}}} set it themselves: pass --model to retune them"
         lines.append(f"pulumi config set --path '{prefix}.{s.path}' {_render(s.value)} -s {stack}   # {comment}")
     return lines
+
+
+def overriding_models(stack: str, stack_file: Path | None = None) -> dict[str, dict]:
+    """Each model's own `autoscaling.<model>` block in the stack file as written (empty if unreadable)."""
+    path = stack_path(stack, stack_file)
+    try:
+        raw = (yaml.safe_load(path.read_text()) or {}).get("config", {}).get("inference-platform:autoscaling") or {}
+    except (OSError, yaml.YAMLError):
+        return {}
+    return {name: block for name, block in raw.items() if name != "default" and isinstance(block, dict)}
+
+
+def _holds(block: dict, path: str) -> bool:
+    """Does the (camelCase, dotted) `path` exist in `block`?"""
+    node: object = block
+    for key in path.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    return True
 
 
 def report_lines(rec: Recommendation, slo_p99: float | None, slo_ttft_p95: float | None = None) -> list[str]:

@@ -119,3 +119,10 @@ def test_recommended_values_pass_the_stacks_own_validation():
 def test_current_values_are_optional_and_never_fail(tmp_path):
     current, why = current_values("no-such-stack", "default", tmp_path / "Pulumi.no-such-stack.yaml")
     assert current is None and "Pulumi.no-such-stack.yaml" in why
+
+
+
+def test_a_default_command_names_the_models_whose_own_block_sets_that_key():
+    rec = recommend(read_envelope(CALIBRATION_CSV), slo_p99=30)
+    queue = next(line for line in commands(rec, "prod", None) if ".triggers.queueDepth.targetPerReplica'" in line)
+    assert "autoscaling.{qwen25-14b-awq,qwen25-7b-awq} set it themselves: pass --model" in queue  # both planned blocks do
