@@ -51,7 +51,8 @@ def _job(job: Job) -> dict[str, Any]:
         result = run_scaled_object(sm, how, trace, options)
     else:
         result = run_static(sm, trace, how, options) if how else run_policy(sm, trace, options)
-    scored, keep = since(result, cut)
+    # A held-out part is billed to the last arrival, like the oracle; a whole run as it ran.
+    scored, keep = since(result, cut, trace.duration if cut else math.inf)
     return summarize(scored, sm, feasible[keep])
 
 

@@ -103,7 +103,9 @@ def oracle(
 ) -> OracleResult:
     servable = feasible(trace, profile, slo)
     sized = _only(trace, servable)
-    end = max(trace.duration, interval_s)
+    # Billed up to the last arrival, as the policy runs it is scored (a short trace is not padded
+    # to a whole interval); an empty or one-instant trace still has one interval.
+    end = trace.duration if trace.duration > 0 else interval_s
     n = math.ceil(end / interval_s)
     replicas = np.zeros(n, dtype=np.int64)
     infeasible = 0

@@ -99,27 +99,29 @@ def warm_start(sm: StackModel, trace: Trace, options: RunOptions = RunOptions())
     return int(first.replicas[0]) if len(first.replicas) else 0
 
 
-def since(result: SimResult, start: float) -> tuple[SimResult, np.ndarray]:
-    """One continuous run seen from `start` on, and which requests that keeps: those arriving at
-    or after `start`, and the GPU time billed from `start`. A held-out window scored this way
-    starts with the fleet the policy built on the traffic before it, as a deployed policy would."""
+def since(result: SimResult, start: float, end: float = math.inf) -> tuple[SimResult, np.ndarray]:
+    """One continuous run seen in [start, end), and which requests that keeps: those arriving at
+    or after `start` (served to completion), and the GPU time billed inside the window. A
+    held-out window scored this way starts with the fleet the policy built on the traffic before
+    it, as a deployed policy would; billed to the last arrival (`end`), like the oracle, the time
+    after it belongs to whatever traffic comes next."""
     keep = result.arrival >= start
     gpu_seconds: dict[str, float] = {}
     cost = 0.0
     for node in result.nodes:
-        seconds = node.gpu_seconds(start)
+        seconds = node.gpu_seconds(start, end)
         gpu_seconds[node.capacity_type] = gpu_seconds.get(node.capacity_type, 0.0) + seconds
         cost += seconds / 3600 * node.usd_per_gpu_hour
     # Replicas: the ready pods at each HPA sync from `start` on (nodes would also count the
     # emptied ones awaiting consolidation).
     timeline = result.timeline
-    peak = max((r for t, r in zip(timeline.t, timeline.ready) if t >= start), default=0)
+    peak = max((r for t, r in zip(timeline.t, timeline.ready) if start <= t < end), default=0)
     view = replace(
         result,
         arrival=result.arrival[keep], ttft=result.ttft[keep], tpot=result.tpot[keep], e2e=result.e2e[keep],
         outcome=result.outcome[keep], gpu_seconds=gpu_seconds, cost_usd=cost,
-        scale_events=sum(1 for t in result.scale_times if t >= start),
-        scale_times=tuple(t for t in result.scale_times if t >= start),
+        scale_events=sum(1 for t in result.scale_times if start <= t < end),
+        scale_times=tuple(t for t in result.scale_times if start <= t < end),
         max_replicas_used=peak,
         initial_replicas=sum(1 for n in result.nodes if n.start <= start < n.end),
     )  # fmt: skip
@@ -209,6 +211,6 @@ def held_out(sm: StackModel, trace: Trace, fraction: float, options: RunOptions,
     `oracle=False` leaves the oracle's keys None (it costs more than the run)."""
     cut = trace.duration * fraction
     run = run_policy(sm, trace, warmed(sm, trace, options))
-    tail, keep = since(run, cut)
+    tail, keep = since(run, cut, trace.duration)
     summary = summarize(tail, sm, feasible_requests(sm, trace)[keep])
     return with_oracle(summary, run_oracle(sm, trace.window(cut, math.inf), options).gpu_hours) if oracle else summary

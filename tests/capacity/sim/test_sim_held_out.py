@@ -80,3 +80,11 @@ def test_the_planner_refuses_a_behaviour_the_policy_pack_would_refuse():
 def test_the_policy_minimum_comes_from_the_stacks_policy_config():
     prod = load_stack_model("prod", root=ROOT)
     assert plan.policy_min_scale_down_window(prod) == 300  # policies/config/prod.json
+
+
+def test_a_window_with_an_end_bills_nothing_after_it():
+    result = run()
+    view, _ = since(result, 700.0, 1000.0)
+    expected = sum(max(0.0, min(n.end, 1000.0) - max(n.start, 700.0)) * n.gpus for n in result.nodes)
+    assert sum(view.gpu_seconds.values()) == pytest.approx(expected)
+    assert sum(view.gpu_seconds.values()) < sum(since(result, 700.0)[0].gpu_seconds.values())
