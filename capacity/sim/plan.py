@@ -389,10 +389,22 @@ def search(
     ran = [t for t in done if t.search is not None]
     meeting = [t for t in ran if t.search["slo_attainment"] >= target]  # type: ignore[index]
     if meeting:
-        best = min(meeting, key=lambda t: (t.search["cost_usd"], t.number))  # type: ignore[index]
+        best = robust_cheapest(meeting)
     else:
         best = max(ran, key=lambda t: (t.search["slo_attainment"], -t.search["cost_usd"]), default=None)  # type: ignore[index]
     return PlanResult(done, best, target, types)
+
+
+COST_TIE = 0.01  # candidates within 1% of the cheapest cost the same, for the winner's choice
+
+
+def robust_cheapest(meeting: Sequence[Trial]) -> Trial:
+    """The winner among the candidates meeting the target: of those within COST_TIE of the
+    cheapest, the one with the most maxReplicas (headroom for traffic the search never saw costs
+    nothing while the triggers stay quiet), then the cheapest, then the first found."""
+    cheapest = min(t.search["cost_usd"] for t in meeting)  # type: ignore[index]
+    tied = [t for t in meeting if t.search["cost_usd"] <= cheapest * (1 + COST_TIE)]  # type: ignore[index]
+    return min(tied, key=lambda t: (-t.params["maxReplicas"], t.search["cost_usd"], t.number))  # type: ignore[index]
 
 
 def frontier(trials: Sequence[Trial]) -> list[Trial]:

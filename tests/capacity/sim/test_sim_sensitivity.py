@@ -57,8 +57,8 @@ def test_a_value_is_set_in_the_models_block_the_default_block_or_built_in(prod):
     assert threshold(blocks, "pollingIntervalSeconds").set_in is None
 
 
-def test_a_triggers_target_says_what_it_is_for_and_why_its_metric_type(prod):
-    purpose = threshold(prod, "triggers.e2eLatency.thresholdSeconds").purpose
+def test_a_triggers_target_says_what_it_is_for_and_why_its_metric_type(dev):
+    purpose = threshold(dev, "triggers.e2eLatency.thresholdSeconds").purpose
     assert purpose.startswith("end-to-end latency at that quantile") and "Value: a quantile is not additive" in purpose
 
 
