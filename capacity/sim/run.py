@@ -106,12 +106,7 @@ def since(result: SimResult, start: float, end: float = math.inf) -> tuple[SimRe
     it, as a deployed policy would; billed to the last arrival (`end`), like the oracle, the time
     after it belongs to whatever traffic comes next."""
     keep = result.arrival >= start
-    gpu_seconds: dict[str, float] = {}
-    cost = 0.0
-    for node in result.nodes:
-        seconds = node.gpu_seconds(start, end)
-        gpu_seconds[node.capacity_type] = gpu_seconds.get(node.capacity_type, 0.0) + seconds
-        cost += seconds / 3600 * node.usd_per_gpu_hour
+    nodes = tuple(clipped for node in result.nodes if (clipped := node.within(start, end)) is not None)
     # Replicas: the ready pods at each HPA sync from `start` on (nodes would also count the
     # emptied ones awaiting consolidation).
     timeline = result.timeline
@@ -119,8 +114,7 @@ def since(result: SimResult, start: float, end: float = math.inf) -> tuple[SimRe
     view = replace(
         result,
         arrival=result.arrival[keep], ttft=result.ttft[keep], tpot=result.tpot[keep], e2e=result.e2e[keep],
-        outcome=result.outcome[keep], gpu_seconds=gpu_seconds, cost_usd=cost,
-        scale_events=sum(1 for t in result.scale_times if start <= t < end),
+        outcome=result.outcome[keep], nodes=nodes,
         scale_times=tuple(t for t in result.scale_times if start <= t < end),
         max_replicas_used=peak,
         initial_replicas=sum(1 for n in result.nodes if n.start <= start < n.end),

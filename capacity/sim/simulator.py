@@ -21,7 +21,7 @@ import heapq
 import math
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 import numpy as np
@@ -108,9 +108,14 @@ class NodeSpan:
     gpus: int
     usd_per_gpu_hour: float
 
-    def gpu_seconds(self, start: float = 0.0, end: float = math.inf) -> float:
-        """GPU-seconds of this node inside [start, end)."""
-        return max(0.0, min(self.end, end) - max(self.start, start)) * self.gpus
+    def within(self, start: float, end: float) -> "NodeSpan | None":
+        """The part of this node's life inside [start, end), or None if none is."""
+        lo, hi = max(self.start, start), min(self.end, end)
+        return replace(self, start=lo, end=hi) if hi > lo else None
+
+    @property
+    def gpu_seconds(self) -> float:
+        return (self.end - self.start) * self.gpus
 
 
 @dataclass
@@ -123,16 +128,29 @@ class SimResult:
     tpot: np.ndarray
     e2e: np.ndarray
     outcome: np.ndarray
-    gpu_seconds: dict[str, float]  # by capacity type
-    cost_usd: float
-    scale_events: int
     max_replicas_used: int
     end_time: float
     initial_replicas: int
     timeline: Timeline
     triggers: tuple[KedaTrigger, ...]  # what the timeline's signals were compared with
-    nodes: tuple[NodeSpan, ...] = ()  # every GPU node, launch to termination (what was billed)
-    scale_times: tuple[float, ...] = ()  # when spec.replicas changed (one per scale event)
+    nodes: tuple[NodeSpan, ...]  # every GPU node, launch to termination: what is billed
+    scale_times: tuple[float, ...]  # when spec.replicas changed (one per scale event)
+
+    @property
+    def gpu_seconds(self) -> dict[str, float]:
+        """GPU-seconds billed, by capacity type."""
+        billed: dict[str, float] = {}
+        for node in self.nodes:
+            billed[node.capacity_type] = billed.get(node.capacity_type, 0.0) + node.gpu_seconds
+        return billed
+
+    @property
+    def scale_events(self) -> int:
+        return len(self.scale_times)
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(node.gpu_seconds / 3600 * node.usd_per_gpu_hour for node in self.nodes)
 
 
 class _Pod:
@@ -212,9 +230,6 @@ class Simulation:
         self.tpot = np.full(n, np.nan)
         self.e2e = np.full(n, np.nan)
         self.outcome = np.full(n, UNFINISHED, dtype=np.int8)
-        self.gpu_seconds: dict[str, float] = {}
-        self.cost = 0.0
-        self.scale_events = 0
         self.scale_times: list[float] = []
         self.node_spans: list[NodeSpan] = []
         self.spec_replicas = config.initial_replicas  # the Deployment's spec.replicas
@@ -277,11 +292,8 @@ class Simulation:
         """The instance is gone: bill it from launch, free its slot under the pool's limit."""
         node.terminated = True
         self.nodes.remove(node)
-        gpu_s = (t - node.created) * self.c.gpus_per_replica
-        kind = node.pool.capacity_type
-        self.gpu_seconds[kind] = self.gpu_seconds.get(kind, 0.0) + gpu_s
-        self.node_spans.append(NodeSpan(node.created, t, kind, self.c.gpus_per_replica, node.pool.price_per_gpu_hour))
-        self.cost += gpu_s / 3600 * node.pool.price_per_gpu_hour
+        self.node_spans.append(NodeSpan(node.created, t, node.pool.capacity_type, self.c.gpus_per_replica,
+                                        node.pool.price_per_gpu_hour))  # fmt: skip
         self.used_gpus[node.pool.name] -= self.c.gpus_per_replica
         self._schedule_pending(t)
 
@@ -367,7 +379,6 @@ class Simulation:
     def set_replicas(self, desired: int, t: float) -> None:
         """Write the Deployment's spec replicas; the ReplicaSet creates or deletes pods at once."""
         if desired != self.spec_replicas:
-            self.scale_events += 1
             self.scale_times.append(t)
         self.spec_replicas = desired
         alive = self._alive()
@@ -624,9 +635,6 @@ class Simulation:
             tpot=self.tpot,
             e2e=self.e2e,
             outcome=self.outcome,
-            gpu_seconds=self.gpu_seconds,
-            cost_usd=self.cost,
-            scale_events=self.scale_events,
             max_replicas_used=self.max_used,
             end_time=end,
             initial_replicas=c.initial_replicas,

@@ -27,7 +27,7 @@ def test_billing_from_the_start_adds_up_to_the_whole_run():
 
 def test_node_spans_bill_exactly_what_the_run_billed():
     result = run(spot_interruptions_per_hour=2.0, seed=3)
-    assert sum(n.gpu_seconds() for n in result.nodes) == pytest.approx(sum(result.gpu_seconds.values()))
+    assert sum(n.gpu_seconds for n in result.nodes) == pytest.approx(sum(result.gpu_seconds.values()))
 
 
 def test_a_window_keeps_only_the_requests_arriving_in_it():
