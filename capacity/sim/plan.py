@@ -12,6 +12,7 @@ is then replayed on the rest, and on any extra validation trace, and reported si
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -27,7 +28,7 @@ from capacity.engine.hardware import checkpoint, gpu, gpus
 from capacity.engine.profiles import derive
 from capacity.sim.from_stack import ConfigEdit, StackModel, apply_config_set, gpu_type_edits, model_index, pool_families
 from capacity.sim.run import (
-    RunOptions, feasible_requests, held_out, run_policy, run_static, slo_targets, summarize, warmed,
+    RunOptions, feasible_requests, held_out, per_trace, run_policy, run_static, slo_targets, summarize, warmed,
 )  # fmt: skip
 from capacity.sim.simulator import SimResult
 from capacity.workload.traces import Trace, rate_scale
@@ -113,11 +114,16 @@ def policy_min_scale_down_window(sm: StackModel) -> float:
     """The shortest scale-down stabilization window the stack's policy config allows: its
     `scale-down-slower-than-scale-up.minScaleDownStabilizationSeconds` in
     `policies/config/<stack>.json` beside the stack file, else the policy's default."""
-    path = sm.source.path.parent / "policies" / "config" / f"{sm.stack}.json"
-    config = json.loads(path.read_text()) if path.is_file() else {}
-    rule = config.get("scale-down-slower-than-scale-up")
+    rule = _policy_config(sm.source.path.parent / "policies" / "config" / f"{sm.stack}.json").get(
+        "scale-down-slower-than-scale-up")
     return float(rule.get("minScaleDownStabilizationSeconds", POLICY_MIN_SCALE_DOWN_WINDOW_S)
                  if isinstance(rule, dict) else POLICY_MIN_SCALE_DOWN_WINDOW_S)  # fmt: skip
+
+
+@functools.cache
+def _policy_config(path: Path) -> dict[str, Any]:
+    """A policy pack config file, read once per process (every candidate consults it)."""
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def policy_problem(p: dict[str, Any], min_down_window: float) -> str | None:
@@ -224,19 +230,11 @@ def candidate(sm: StackModel, p: dict[str, Any], types: dict[str, GpuType]) -> S
     return replace(deployed, profile=profile_for(deployed, kind.gpu, p), pools=pools)
 
 
-# (id of the trace, profile, SLO) -> (the trace itself, its feasibility mask). The trace is kept
-# beside its id so that a freed trace whose id is reused can never hand its mask to another.
-_FEASIBLE: dict[tuple[int, EngineProfile, Any], tuple[Trace, Any]] = {}
-
-
 def _summary(result: SimResult, sm: StackModel, trace: Trace) -> dict[str, Any]:
     """The run's summary, its attainment over the requests some fleet of `sm` can serve (an idle
     replay per request shape: remembered per trace, profile and SLO, as trials repeat them)."""
-    key = (id(trace), sm.profile, slo_targets(sm))
-    cached = _FEASIBLE.get(key)
-    if cached is None or cached[0] is not trace:
-        cached = _FEASIBLE[key] = (trace, feasible_requests(sm, trace))
-    return summarize(result, sm, cached[1])
+    mask = per_trace(trace, ("feasible", sm.profile, slo_targets(sm)), lambda: feasible_requests(sm, trace))
+    return summarize(result, sm, mask)
 
 
 def _summaries(sm: StackModel, traces: Sequence[Trace], options: RunOptions) -> list[dict[str, Any]]:

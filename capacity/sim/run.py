@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from capacity.engine import EngineProfile
 from capacity.sim.cluster.router import RouterName
 from capacity.sim.from_stack import StackModel, scaled_object
 from capacity.sim.oracle import OracleResult, oracle
@@ -182,19 +182,25 @@ def split(trace: Trace, fraction: float) -> tuple[Trace, Trace]:
     return trace.window(0.0, cut), trace.window(cut, math.inf)
 
 
-# (id of the trace, profile, oracle objective) -> (the trace, its warm start). The trace is kept beside
-# its id so that a freed trace whose id is reused never hands its warm start to another.
-_WARM: dict[tuple[int, EngineProfile, Any], tuple[Trace, int]] = {}
+# (id of the trace, what else the value depends on) -> (the trace, the value). The trace is kept
+# beside its id so that a freed trace whose id is reused never hands its value to another.
+_PER_TRACE: dict[tuple[int, Any], tuple[Trace, Any]] = {}
+
+
+def per_trace(trace: Trace, key: Any, compute: Callable[[], Any]) -> Any:
+    """`compute()`, remembered per trace (by identity) and `key`: planner trials repeat the same
+    trace with the same profile many times."""
+    cached = _PER_TRACE.get((id(trace), key))
+    if cached is None or cached[0] is not trace:
+        cached = _PER_TRACE[id(trace), key] = (trace, compute())
+    return cached[1]
 
 
 def warmed(sm: StackModel, trace: Trace, options: RunOptions) -> RunOptions:
     """`options` starting the run with the fleet the oracle needs for the trace's first interval
     (remembered per trace and profile), as if the policy had been running before the trace."""
-    key = (id(trace), sm.profile, options.oracle_objective)
-    cached = _WARM.get(key)
-    if cached is None or cached[0] is not trace:
-        cached = _WARM[key] = (trace, warm_start(sm, trace, options))
-    return replace(options, warm_start=cached[1])
+    warm = per_trace(trace, ("warm", sm.profile, options.oracle_objective), lambda: warm_start(sm, trace, options))
+    return replace(options, warm_start=warm)
 
 
 def held_out(sm: StackModel, trace: Trace, fraction: float, options: RunOptions, oracle: bool = True) -> dict[str, Any]:
