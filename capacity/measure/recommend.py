@@ -17,7 +17,7 @@ import yaml
 
 from capacity.measure.envelope import EnvelopeRow, Knee, find_knee, validate
 from contract.settings.autoscaling import ModelAutoscaling
-from contract.settings.stack_file import load_stack
+from contract.settings.stack_file import holds, load_stack
 from contract.signals import Vllm
 from contract.triggers import TRIGGERS, Trigger
 
@@ -234,7 +234,7 @@ def commands(rec: Recommendation, stack: str, model: str | None, current: ModelA
         comment = s.rationale
         if current is not None and s.current is not None:
             comment += f" (current: {_render(s.current(current))})"
-        models = [m for m, block in shadowed.items() if _holds(block, s.path)]
+        models = [m for m, block in shadowed.items() if holds(block, s.path)]
         if models:  # a default a model's own block overrides changes nothing for that model
             comment += f"; autoscaling.{{{','.join(models)}}} set it themselves: pass --model to retune them"
         lines.append(f"pulumi config set --path '{prefix}.{s.path}' {_render(s.value)} -s {stack}   # {comment}")
@@ -249,16 +249,6 @@ def overriding_models(stack: str, stack_file: Path | None = None) -> dict[str, d
     except (OSError, yaml.YAMLError):
         return {}
     return {name: block for name, block in raw.items() if name != "default" and isinstance(block, dict)}
-
-
-def _holds(block: dict, path: str) -> bool:
-    """Does the (camelCase, dotted) `path` exist in `block`?"""
-    node: object = block
-    for key in path.split("."):
-        if not isinstance(node, dict) or key not in node:
-            return False
-        node = node[key]
-    return True
 
 
 def report_lines(rec: Recommendation, slo_p99: float | None, slo_ttft_p95: float | None = None) -> list[str]:

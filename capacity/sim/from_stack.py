@@ -32,7 +32,7 @@ from contract.settings.autoscaling import CronTrigger, ModelAutoscaling, Scaling
 from contract.settings.errors import SettingsError
 from contract.settings.gpu_capacity import duration_seconds
 from contract.settings.models import ModelSettings
-from contract.settings.stack_file import StackFile, read_stack
+from contract.settings.stack_file import StackFile, holds, path_keys, read_stack
 from contract.signals import Query
 from contract.triggers import TRIGGERS, Trigger, enabled_triggers
 
@@ -236,6 +236,11 @@ def pool_families(sm: StackModel) -> dict[str, tuple[str, ...]]:
     return {p.name: tuple(p.instance_families) for p in pools if p.name in sm.model.pools}
 
 
+def scope_sets(sm: StackModel, scope: str, path: str) -> bool:
+    """Does the stack's `autoscaling.<scope>` block, as written, set the leaf at `path`?"""
+    return holds(sm.raw_autoscaling.get(scope), path)
+
+
 def model_index(sm: StackModel) -> int:
     """The model's position in `models` (its `pulumi config set --path 'models[i]...'` index)."""
     return [m.name for m in sm.source.settings(sm.raw_autoscaling).models].index(sm.model.name)
@@ -322,17 +327,10 @@ def stored_value(text: str) -> bool | int | str:
     return text
 
 
-_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
-
-
-def _keys(path: str) -> list[str | int]:
-    return [name if name else int(index) for name, index in _PATH_PART.findall(path)]
-
-
 def _set_path(config: dict[str, Any], path: str, value: Any) -> None:
     """Pulumi's `--path` semantics on the stack's config: the first key holds the namespace
     (`inference-platform:models`), `.key` and `[i]` walk into it, missing maps are created."""
-    keys = _keys(path)
+    keys = path_keys(path)
     node: Any = config
     for key, following in zip(keys, keys[1:]):
         if isinstance(key, int):
@@ -353,7 +351,7 @@ def _set_path(config: dict[str, Any], path: str, value: Any) -> None:
 def _remove_path(config: dict[str, Any], path: str) -> None:
     """`pulumi config rm --path` on the stack's config (pulumi/pulumi sdk/go/common/resource/config
     map.go `Remove`, object.go `Delete`): the element or key goes, a missing one is no error."""
-    *parents, last = _keys(path)
+    *parents, last = path_keys(path)
     node: Any = config
     for key in parents:
         if not _holds(node, key):

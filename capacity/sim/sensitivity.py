@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from capacity.sim.from_stack import StackModel, apply_config_set, model_index, with_engine_flags
+from capacity.sim.from_stack import StackModel, apply_config_set, model_index, scope_sets, with_engine_flags
 from capacity.sim.run import RunOptions, held_out
 from capacity.workload.traces import Trace
 from contract.triggers import TRIGGERS, enabled_triggers
@@ -131,20 +131,9 @@ def _floor(field: FieldInfo) -> int | None:
 def _set_in(sm: StackModel, name: str) -> str | None:
     """Where the merged value comes from: the model's block, `default`, or neither (built in)."""
     for scope in (sm.model.name, DEFAULT_KEY):
-        if _holds(sm.raw_autoscaling.get(scope), name):
+        if scope_sets(sm, scope, name):
             return f"autoscaling.{scope}.{name}"
     return None
-
-
-def _holds(node: Any, name: str) -> bool:
-    for key, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", name):
-        if key and isinstance(node, dict) and key in node:
-            node = node[key]
-        elif index and isinstance(node, list) and int(index) < len(node):
-            node = node[int(index)]
-        else:
-            return False
-    return True
 
 
 # --- half, double, flipped -------------------------------------------------------------------
