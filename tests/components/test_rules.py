@@ -17,6 +17,7 @@ from components.monitored import monitored_models
 from components.observability.rules import rule_groups
 from contract.settings.stack_file import load_stack, read_stack
 from tests.harness import ROOT
+from tests.stacks import unplanned_file
 from tests.rules.promtool import check_rules, run_rule_tests
 
 MODEL, NAMESPACE = "qwen25-1p5b", "inference"
@@ -27,7 +28,7 @@ EVAL_TIME = "30m"
 
 
 # dev's default scope with the bounds the cases below assume (the model's planned block dropped).
-AUTOSCALING = {"default": {**read_stack("dev", ROOT).config["inference-platform:autoscaling"]["default"],
+AUTOSCALING = {"default": {**unplanned_file("dev").config["inference-platform:autoscaling"]["default"],
                            "maxReplicas": 3, "triggers": {"queueDepth": {"targetPerReplica": 8}}}}  # fmt: skip
 
 

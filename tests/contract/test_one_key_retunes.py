@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from contract.settings import ModelAutoscaling
+from tests.stacks import unplanned_file
 from contract.settings.stack_file import StackFile, read_stack
 from tests.harness import ROOT
 
@@ -35,15 +36,6 @@ def effective(policy: ModelAutoscaling, path: tuple[str, ...]) -> Any:
     for key in path:
         node = node[key]
     return node
-
-
-def default_scope_only(name: str) -> StackFile:
-    """The stack file with `autoscaling` reduced to its `default` scope: the per-model blocks hold
-    the planner's values, so each leaf below lands alone in a scope that lacks it."""
-    stack = read_stack(name, ROOT)
-    config = copy.deepcopy(stack.config)
-    config[AUTOSCALING] = {"default": config.get(AUTOSCALING, {}).get("default", {})}
-    return StackFile(stack.path, config)
 
 
 def with_leaf(stack: StackFile, scope: str, path: tuple[str, ...], value: Any) -> StackFile:
@@ -72,7 +64,7 @@ def test_the_defaults_have_leaves_in_every_part_of_the_section() -> None:
 
 @pytest.mark.parametrize(("stack_name", "scope", "path"), list(cases()))
 def test_one_leaf_set_alone_deploys(stack_name: str, scope: str, path: tuple[str, ...]) -> None:
-    stack = default_scope_only(stack_name)
+    stack = unplanned_file(stack_name)
     model = stack.settings().models[0].name
     value = effective(stack.settings().autoscaling_for(model), path)
     retuned = with_leaf(stack, scope, path, value).settings()
@@ -80,7 +72,7 @@ def test_one_leaf_set_alone_deploys(stack_name: str, scope: str, path: tuple[str
 
 
 def test_a_lone_scale_down_window_keeps_the_default_policies() -> None:
-    stack = default_scope_only("prod")
+    stack = unplanned_file("prod")
     retuned = with_leaf(stack, "default", ("behavior", "scaleDown", "stabilizationWindowSeconds"), 900).settings()
     policy = retuned.autoscaling_for("qwen25-14b-awq")
     default_down = ModelAutoscaling().behavior.scale_down
@@ -90,7 +82,7 @@ def test_a_lone_scale_down_window_keeps_the_default_policies() -> None:
 
 
 def test_a_model_scope_merges_onto_the_default_scope() -> None:
-    stack = with_leaf(default_scope_only("prod"), "default", ("triggers", "e2eLatency", "thresholdSeconds"), 45)
+    stack = with_leaf(unplanned_file("prod"), "default", ("triggers", "e2eLatency", "thresholdSeconds"), 45)
     stack = with_leaf(stack, "qwen25-14b-awq", ("triggers", "queueDepth", "targetPerReplica"), 3)
     retuned = with_leaf(stack, "qwen25-14b-awq", ("triggers", "kvCache", "targetPerReplica"), 0.8).settings()
     policy = retuned.autoscaling_for("qwen25-14b-awq")
