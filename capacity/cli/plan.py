@@ -126,7 +126,7 @@ def plot_frontier(result: plan.PlanResult, front: list[plan.Trial], path: Path, 
 
 
 def _scaled(trace: traces.Trace, args: argparse.Namespace) -> traces.Trace:
-    return traces.rate_scale(trace, args.rate_scale, seed=args.seed) if args.rate_scale != 1.0 else trace
+    return traces.rate_scale(trace, args.rate_scale, seed=args.seed)
 
 
 def run(args: argparse.Namespace) -> int:

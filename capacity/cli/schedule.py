@@ -62,8 +62,7 @@ def judged_day(args: argparse.Namespace, sm: StackModel, trace: traces.Trace, or
     judge = traces.load(args.trace + ("," if args.trace.count(":") == 2 else ":") + f"seed={seed}")
     if args.time_scale != 1.0:
         judge = traces.time_scale(judge, args.time_scale)
-    if args.rate_scale != 1.0:
-        judge = traces.rate_scale(judge, args.rate_scale, seed=args.seed)
+    judge = traces.rate_scale(judge, args.rate_scale, seed=args.seed)
     judged = run_oracle(sm, judge, options)
     how = f"one-day synthetic trace: derived on seed {seed - 1}, judged on seed {seed}"
     return Judged(judge, DAY_S, how, judged.feasible, judged.gpu_hours)

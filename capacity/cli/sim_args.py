@@ -121,8 +121,7 @@ def load_inputs(
         raise ValueError(f"--trace {args.trace}: no requests to simulate")
     if args.time_scale != 1.0:
         trace = traces.time_scale(trace, args.time_scale)
-    if args.rate_scale != 1.0:
-        trace = traces.rate_scale(trace, args.rate_scale, seed=args.seed)
+    trace = traces.rate_scale(trace, args.rate_scale, seed=args.seed)  # the same trace at 1
     options = RunOptions(
         router=args.router,
         seed=args.seed,

@@ -211,7 +211,5 @@ def evidence_traffic(
     if not 0 < fraction < 1:
         raise ValueError(f"--search-fraction must be in (0, 1), got {fraction}")
     given = trace is not None
-    loaded = traces.load(spec)
-    if rate != 1.0:
-        loaded = traces.rate_scale(loaded, rate, seed=seed)
+    loaded = traces.rate_scale(traces.load(spec), rate, seed=seed)
     return Traffic(loaded, spec, rate, fraction, seed, None if given else source)

@@ -474,4 +474,4 @@ def binding_limit(sm: StackModel, result: PlanResult, traces: Sequence[Trace], o
 
 
 def margin_traces(traces: Sequence[Trace], margin: float, seed: int) -> list[Trace]:
-    return [rate_scale(t, margin, seed=seed) if margin != 1.0 else t for t in traces]
+    return [rate_scale(t, margin, seed=seed) for t in traces]
