@@ -23,9 +23,7 @@ from typing import Any
 
 import yaml
 
-from capacity.engine import EngineProfile
-from capacity.engine.hardware import checkpoint, gpu, gpus
-from capacity.engine.profiles import derive
+from capacity.engine.hardware import checkpoint, gpus
 from capacity.sim.from_stack import ConfigEdit, StackModel, apply_config_set, gpu_type_edits, model_index, pool_families
 from capacity.sim.run import (
     RunOptions, feasible_requests, held_out, per_trace, run_policy, run_static, slo_targets, summarize, warmed,
@@ -89,16 +87,6 @@ def pool_indices(sm: StackModel) -> list[int]:
     """Positions in `gpuCapacity.pools` of the pools the model runs on."""
     pools = sm.source.settings(sm.raw_autoscaling).gpu_capacity.pools
     return [i for i, pool in enumerate(pools) if pool.name in sm.model.pools]
-
-
-def profile_for(sm: StackModel, gpu_name: str, flags: dict[str, Any]) -> EngineProfile:
-    """The model on `gpu_name` with these vLLM flags (ValueError: vLLM would not start)."""
-    model = checkpoint(sm.model.hugging_face_id)
-    return derive(
-        f"{gpu_name}-{model.short}", model, gpu(gpu_name), max_model_len=sm.model.engine.max_model_len,
-        max_num_seqs=flags["maxNumSeqs"], max_num_batched_tokens=flags["maxNumBatchedTokens"],
-        gpu_memory_utilization=flags["gpuMemoryUtilization"],
-    )  # fmt: skip
 
 
 def _families(sm: StackModel) -> set[str]:
@@ -216,7 +204,7 @@ def edits_of(sm: StackModel, p: dict[str, Any]) -> list[ConfigEdit]:
 
 
 def candidate(sm: StackModel, p: dict[str, Any], types: dict[str, GpuType]) -> StackModel:
-    """The stack model deploying `p`: validated settings and policies, derived profile, priced pools."""
+    """The stack model deploying `p`: validated settings and policies, its profile, priced pools."""
     refused = policy_problem(p, policy_min_scale_down_window(sm))
     if refused:
         raise ValueError(refused)
@@ -227,7 +215,8 @@ def candidate(sm: StackModel, p: dict[str, Any], types: dict[str, GpuType]) -> S
         replace(pool, price_per_gpu_hour=kind.spot_usd if pool.capacity_type == "spot" else kind.on_demand_usd)
         for pool in deployed.pools
     )
-    return replace(deployed, profile=profile_for(deployed, kind.gpu, p), pools=pools)
+    # The stack re-derives the physics profile of `p`'s GPU with `p`'s flags as it loads.
+    return replace(deployed, pools=pools)
 
 
 def _summary(result: SimResult, sm: StackModel, trace: Trace) -> dict[str, Any]:
