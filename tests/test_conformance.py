@@ -5,8 +5,6 @@ from __future__ import annotations
 import copy
 import os
 
-import pytest
-
 from tests.harness import StackRun
 from tests.k8s_schemas import crd_dir, validate
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
+import functools
 import json
 
 from capacity.cli.load_args import add_load_arguments, check_urls, config_from_args
 from capacity.cli.progress import progress_bar
 from capacity.measure.generator import run_load
 from capacity.measure.results import write_outputs
+from capacity.runtime import run_main
 from capacity.workload import traces
 
 
@@ -26,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
         traces.load(config.trace)  # a bad row fails here, naming its line, before any request
     check_urls(args.url)
     with progress_bar(not args.no_progress, f"load {config.mode}") as update:
-        result = asyncio.run(run_load(config, update))
+        result = run_main(functools.partial(run_load, config, update))
     write_outputs(result, args.out / "requests.jsonl", args.out / "summary.json")
     s = result.summary
     print(json.dumps({k: s[k] for k in ("successful", "successful_rps", "total_tokens_per_s", "latency_s", "ttft_s", "errors",

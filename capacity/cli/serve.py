@@ -10,7 +10,7 @@ import socket
 from capacity.engine import DEFAULT_PROFILE, PROFILES, get_profile
 from capacity.mock.faults import GRAMMAR, Faults
 from capacity.mock.server import serve_replicas
-from capacity.runtime import quiet_gc
+from capacity.runtime import quiet_gc, run_main
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -98,5 +98,5 @@ def run(args: argparse.Namespace) -> int:
                 await asyncio.Event().wait()
 
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a user stops the replicas
-        asyncio.run(main())
+        run_main(main)
     return 0

@@ -7,7 +7,7 @@ Recommends thresholds against the stack's SLO (`autoscaling.<model>.slo`; --slo-
 from __future__ import annotations
 
 import argparse
-import asyncio
+import functools
 from pathlib import Path
 
 from capacity.cli import DEFAULT_STACK
@@ -16,6 +16,7 @@ from capacity.cli.progress import progress_bar
 from capacity.measure.recommend import commands, current_values, recommend, report_lines, slo_to_defend
 from capacity.measure.report import write_report
 from capacity.measure.sweep import PointResult, SweepOptions, run_sweep
+from capacity.runtime import run_main
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
 
     options = SweepOptions(levels, args.sample_interval, args.prometheus, policy=current)
     with progress_bar(not args.no_progress, "sweep") as update:
-        points = asyncio.run(run_sweep(base, options, show, update))
+        points = run_main(functools.partial(run_sweep, base, options, show, update))
     title = f"Capacity envelope of {', '.join(args.url)}"
     try:
         rec = recommend([p.row for p in points], slo_p99, slo_ttft)

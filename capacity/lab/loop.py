@@ -7,7 +7,6 @@ envelope and the `pulumi config set` commands, and stops everything. No GPU, no 
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from capacity.measure.envelope import find_knee
 from capacity.measure.recommend import commands, current_values, recommend, report_lines, slo_to_defend
 from capacity.measure.report import envelope_table, write_report
 from capacity.measure.sweep import PointResult, SweepOptions, run_sweep
+from capacity.runtime import run_main
 from contract.settings.autoscaling import ModelAutoscaling
 from contract.settings.stack_file import load_stack
 
@@ -101,7 +101,7 @@ def _measure(options: LabOptions, profile: EngineProfile, policy: ModelAutoscali
 
         wall = len(options.levels) * (options.warmup_s + options.duration_s) / options.speedup
         say(f"lab: sweeping {options.levels} (about {wall:.0f}s)")
-        return asyncio.run(run_sweep(base, sweep, show, progress))
+        return run_main(functools.partial(run_sweep, base, sweep, show, progress))
 
 
 def run_lab(options: LabOptions, say: Callable[[str], None] = functools.partial(print, flush=True),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import multiprocessing
 import time
 from collections.abc import Sequence
@@ -13,13 +12,12 @@ import numpy as np
 from capacity.measure.config import LoadConfig
 from capacity.measure.generator import LoadGenerator, LoadStopped
 from capacity.measure.results import LoadResult, summarize
-from capacity.runtime import loop_factory
+from capacity.runtime import loop_factory, run_main
 
 
 def run_load_sync(config: LoadConfig, *, use_uvloop: bool = False, start_at: float | None = None) -> LoadResult:
     """Run the load in this process on a fresh event loop (uvloop's if asked for and installed)."""
-    with asyncio.Runner(loop_factory=loop_factory(use_uvloop)) as runner:
-        return runner.run(LoadGenerator(config, start_at=start_at).run())
+    return run_main(LoadGenerator(config, start_at=start_at).run, loop_factory(use_uvloop))
 
 
 def split_config(config: LoadConfig, workers: int) -> list[LoadConfig]:

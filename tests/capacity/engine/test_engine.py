@@ -10,10 +10,9 @@ A10G = get_profile("a10g-r1-14b-awq")
 
 
 def _run(engine: ReplicaEngine, until: float) -> list:
-    done, t = [], 0.0
+    done = []
     while (nxt := engine.next_event_time()) is not None and nxt <= until:
         done += engine.advance(nxt)
-        t = nxt
     return done + engine.advance(until)
 
 
