@@ -1,6 +1,6 @@
-"""Event-loop process tuning shared by the load generator and the mock replicas: fewer garbage
-collection pauses while measuring, uvloop when it is installed, and a Ctrl-C that never lands
-inside the loop's own construction."""
+"""Process plumbing shared by the tools: fewer garbage collection pauses while measuring, uvloop
+when it is installed, an event loop that a Ctrl-C never catches half-built, and worker pools that
+leave Ctrl-C to the command that started them."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import gc
 import signal
 import threading
 from collections.abc import Callable, Coroutine, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -43,31 +44,43 @@ def loop_factory(use_uvloop: bool = True) -> Callable[[], asyncio.AbstractEventL
     return uvloop.new_event_loop
 
 
+@contextmanager
+def ctrl_c_held() -> Iterator[None]:
+    """A Ctrl-C inside the block is held until the block ends, then raised as KeyboardInterrupt:
+    for steps that must not stop half-done. Only the Python-level handler can do this: blocking
+    SIGINT with pthread_sigmask in this thread lets the kernel hand it to another thread (a
+    progress bar's), and CPython still runs the handler here, wherever this thread is."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield  # not ours to hold: another handler (or none) is in charge
+        return
+    held: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if held:
+        raise KeyboardInterrupt
+
+
 def run_main(main: Callable[[], Coroutine[Any, Any, T]],
              loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None) -> T:
     """`asyncio.run(main())`, with a Ctrl-C that lands while the event loop is being built held
-    back until it is built.
+    until it is built.
 
-    A KeyboardInterrupt raised inside the loop's constructor leaves a half-built loop that prints
+    A KeyboardInterrupt inside the loop's constructor leaves a half-built loop that prints
     "Exception ignored in BaseEventLoop.__del__ ... AttributeError" when collected, and a
-    coroutine "never awaited". Blocking SIGINT with pthread_sigmask is not enough: the kernel then
-    hands the signal to another thread (a progress bar's), and CPython still runs the handler in
-    the main thread. So the Python-level handler only records the Ctrl-C while the loop is
-    built; then the default handler is back and asyncio.Runner installs its own (CPython 3.11
-    asyncio/runners.py `Runner.run`, `_on_sigint`: cancel the main task, let it clean up, raise
-    KeyboardInterrupt)."""
-    held = []
-    holding = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    if holding:
-        signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
-    with asyncio.Runner(loop_factory=loop_factory) as runner:
-        try:
-            runner.get_loop()  # builds the loop now, not inside run()
-        finally:
-            if holding:
-                signal.signal(signal.SIGINT, signal.default_int_handler)
-        if held:
-            raise KeyboardInterrupt
+    coroutine "never awaited". Once the loop is built, asyncio.Runner installs its own handler
+    (CPython 3.11 asyncio/runners.py `Runner.run`, `_on_sigint`: cancel the main task, let it
+    clean up, raise KeyboardInterrupt)."""
+    runner = asyncio.Runner(loop_factory=loop_factory)
+    try:
+        with ctrl_c_held():
+            runner.get_loop()  # builds the loop now (entering the Runner would build it unheld)
+    except KeyboardInterrupt:
+        runner.close()
+        raise
+    with runner:
         coro = None
         try:
             coro = main()
@@ -75,3 +88,25 @@ def run_main(main: Callable[[], Coroutine[Any, Any, T]],
         finally:
             if coro is not None:
                 coro.close()  # no-op once it ran; a Ctrl-C before it started leaves no warning
+
+
+def _worker_start(initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
+    # A terminal's Ctrl-C reaches the whole process group; the command stops the pool, so a
+    # worker that also raised KeyboardInterrupt would only print its own traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if initializer is not None:
+        initializer(*initargs)
+
+
+@contextmanager
+def worker_pool(workers: int, initializer: Callable[..., None] | None = None,
+                initargs: tuple[Any, ...] = ()) -> Iterator[ProcessPoolExecutor]:  # fmt: skip
+    """A process pool whose workers ignore Ctrl-C; when the command is interrupted (or fails), the
+    calls not yet started are cancelled and the running ones finish before it returns."""
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_start, initargs=(initializer, initargs))
+    try:
+        yield pool
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from concurrent.futures import ProcessPoolExecutor
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from capacity.cli.sim_args import add_common_arguments, add_scaledobject_argument, emit, load_inputs, pool_replicas, row_name, start_note
+from capacity.runtime import worker_pool
 from capacity.sim.from_stack import StackModel, read_policy_file
 from capacity.sim.html_report import HtmlFigure, write_html
 from capacity.sim.report import COMPARISON_CAPTION, plot_comparison, summary_html_table
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
             jobs.append((f"{label} at the pools' limit ({held})", sm, trace, options,
                          replace(manifest, max_replicas=held), feasible, cut))  # fmt: skip
     jobs.append((f"static {static}", sm, trace, options, static, feasible, cut))
-    with ProcessPoolExecutor(max_workers=2) as pool:
+    with worker_pool(2) as pool:
         summaries = list(pool.map(_job, jobs))
     rows = [(name, with_oracle(summary, orc.gpu_hours)) for (name, *_), summary in zip(jobs, summaries)]
     oracle_row = {

@@ -60,6 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--search-pools", action="store_true", default=None,
                         help="also search the model's pools' consolidateAfter when other models share them "
                              "(default: searched only for pools the model has alone)")  # fmt: skip
+    parser.add_argument("--journal", type=Path,
+                        help="keep every evaluated candidate in this file (an Optuna journal); the same command run "
+                             "again with it skips what is already evaluated, e.g. after Ctrl-C (default: none)")  # fmt: skip
     parser.add_argument("--router", choices=ROUTERS, default="least-request", help="how the gateway spreads requests")
     parser.add_argument("--oracle-interval", type=float, default=300.0, help="seconds per oracle interval")
     parser.add_argument("--png", type=Path, help="frontier PNG path (default: out/plan-<stack>-<model>.png)")
@@ -150,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         bar.start()
     try:
         result = plan.search(sm, searched, args.slo_attainment, args.trials, args.seed, args.workers, options,
-                             dict(args.price), progress, args.gpu, args.search_pools)  # fmt: skip
+                             dict(args.price), progress, args.gpu, args.search_pools, args.journal)  # fmt: skip
     finally:
         if bar:
             bar.stop()
@@ -167,8 +170,12 @@ def run(args: argparse.Namespace) -> int:
         "target": args.slo_attainment,
         "trials": len(result.trials),
         "refused_trials": sum(1 for t in result.trials if t.refused),
+        "resumed_trials": result.resumed,
         "notes": [],
     }
+    if result.resumed:
+        payload["notes"].append(f"resumed {result.resumed} of {len(result.trials)} candidates from {args.journal} "
+                                "(evaluated earlier on the same inputs)")  # fmt: skip
     if meets:
         payload["config_set"] = config_set_lines(sm, plan.edits_of(sm, best.params))  # type: ignore[union-attr]
         payload["notes"] += plan.deployment_notes(sm, best.params)  # type: ignore[union-attr]

@@ -16,7 +16,6 @@ import functools
 import json
 import math
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,8 @@ from typing import Any
 import yaml
 
 from capacity.engine.hardware import checkpoint, gpus
+from capacity.runtime import ctrl_c_held, worker_pool
+from capacity.sim import journal
 from capacity.sim.from_stack import ConfigEdit, StackModel, apply_config_set, gpu_type_edits, model_index, pool_families
 from capacity.sim.run import (
     RunOptions, feasible_requests, held_out, per_trace, run_policy, run_static, slo_targets, summarize, warmed,
@@ -324,6 +325,7 @@ class PlanResult:
     best: Trial | None  # cheapest meeting the target in search, else the closest
     target: float
     types: dict[str, GpuType]
+    resumed: int = 0  # candidates taken from the journal, not evaluated again
 
 
 def search(
@@ -338,10 +340,13 @@ def search(
     progress: Callable[[int], None] | None = None,
     only: Sequence[str] = (),
     search_pools: bool | None = None,
+    journal_path: Path | None = None,
 ) -> PlanResult:
     """`only`: search just these GPU types (names as `gpu_types` gives them); empty: all.
     `search_pools`: search the pools' consolidateAfter too; None: only when no other model of
-    the stack runs on them (a shared pool's value is planned once, with one of its models)."""
+    the stack runs on them (a shared pool's value is planned once, with one of its models).
+    `journal_path`: keep every evaluated candidate there and skip the ones it already holds for
+    the same inputs (`capacity.sim.journal`); `PlanResult.resumed` counts those."""
     if search_pools is None:
         search_pools = not sharing_models(sm)
     import optuna
@@ -359,27 +364,46 @@ def search(
     down_windows = [w for w in SCALE_DOWN_WINDOWS if w >= policy_min_scale_down_window(sm)] or [max(SCALE_DOWN_WINDOWS)]
     shares = [trials // len(types) + (i < trials % len(types)) for i in range(len(types))]
     done: list[Trial] = []
+    resumed = 0
+
+    def keep(p: dict[str, Any], result: dict[str, Any] | str) -> None:
+        done.append(Trial(len(done), p, None if isinstance(result, str) else result, result if isinstance(result, str) else None))
+        if progress:
+            progress(len(done))
+
+    storage = journal.storage(journal_path) if journal_path else None
+    key = journal.run_key(sm, traces, target, seed, options, types, search_pools, down_windows) if storage else ""
     args = (sm, tuple(traces), options, types)
-    with ProcessPoolExecutor(max_workers=workers, initializer=_init, initargs=args) as pool:
+    with worker_pool(workers, _init, args) as pool:
         for i, (name, share) in enumerate(zip(types, shares)):
-            sampler = optuna.samplers.TPESampler(seed=seed + i, multivariate=True)
-            study = optuna.create_study(direction="minimize", sampler=sampler)
-            for start in range(0, share, workers):
-                batch = [study.ask() for _ in range(min(workers, share - start))]
-                params = [_suggest(t, sm, name, search_pools, down_windows) for t in batch]
-                for trial, p, result in zip(batch, params, pool.map(_evaluate, params)):
-                    study.tell(trial, _objective(result, target))
-                    done.append(Trial(len(done), p, None if isinstance(result, str) else result,
-                                      result if isinstance(result, str) else None))  # fmt: skip
-                    if progress:
-                        progress(len(done))
+            # Ctrl-C lands while candidates run, never while a journal entry is written (Optuna's
+            # file lock is not interrupt-safe: a cut-off release leaves the next write failing).
+            with ctrl_c_held():
+                sampler = optuna.samplers.TPESampler(seed=seed + i, multivariate=True)
+                study = optuna.create_study(direction="minimize", sampler=sampler, storage=storage,
+                                            study_name=f"plan-{key}-{name}" if storage else None, load_if_exists=True)  # fmt: skip
+                earlier = journal.evaluated(study)[:share] if storage else []
+            for p, result in earlier:
+                keep(p, result)
+            resumed += len(earlier)
+            for start in range(len(earlier), share, workers):
+                with ctrl_c_held():
+                    batch = [study.ask() for _ in range(min(workers, share - start))]
+                    params = [journal.plain(_suggest(t, sm, name, search_pools, down_windows)) for t in batch]
+                results = [journal.plain(r) for r in pool.map(_evaluate, params)]
+                with ctrl_c_held():
+                    for trial, p, result in zip(batch, params, results):
+                        if storage:
+                            journal.record(trial, p, result)
+                        study.tell(trial, _objective(result, target))
+                        keep(p, result)
     ran = [t for t in done if t.search is not None]
     meeting = [t for t in ran if t.search["slo_attainment"] >= target]  # type: ignore[index]
     if meeting:
         best = robust_cheapest(meeting)
     else:
         best = max(ran, key=lambda t: (t.search["slo_attainment"], -t.search["cost_usd"]), default=None)  # type: ignore[index]
-    return PlanResult(done, best, target, types)
+    return PlanResult(done, best, target, types, resumed)
 
 
 COST_TIE = 0.01  # candidates within 1% of the cheapest cost the same, for the winner's choice

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from capacity.runtime import worker_pool
 from capacity.sim.from_stack import StackModel, apply_config_set, model_index, scope_sets, with_engine_flags
 from capacity.sim.run import RunOptions, held_out
 from capacity.workload.traces import Trace
@@ -228,7 +228,7 @@ def explain(
     refusal = engine_refusal(sm)
     args = (sm, trace, fraction, options, refusal)
     results: list[Any] = []
-    with ProcessPoolExecutor(max_workers=max(1, min(workers, len(jobs))), initializer=_init, initargs=args) as pool:
+    with worker_pool(max(1, min(workers, len(jobs))), _init, args) as pool:
         for result in pool.map(_run, jobs):
             results.append(result)
             if progress:

@@ -15,13 +15,13 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
 
+from capacity.runtime import worker_pool
 from capacity.sim.from_stack import Policy, StackModel, config_command
 from capacity.sim.run import RunOptions, feasible_requests, run_policy, slo_targets, summarize
 from capacity.workload.traces import Trace
@@ -128,7 +128,7 @@ def tune(
     cache: dict[str, dict[str, Any] | None] = {}
     key = lambda raw: json.dumps(raw, sort_keys=True)  # noqa: E731
 
-    with ProcessPoolExecutor(max_workers=workers, initializer=_init, initargs=job) as pool:
+    with worker_pool(workers, _init, job) as pool:
 
         def evaluate_all(raws: Iterable[dict[str, Any]]) -> None:
             todo = [r for r in raws if key(r) not in cache]

@@ -1,4 +1,4 @@
-"""run_main: asyncio.run whose Ctrl-C never lands inside the event loop's constructor."""
+"""Ctrl-C that never cuts a step off half-done: the event loop's construction (run_main), a journal write (ctrl_c_held)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 
-from capacity.runtime import run_main
+from capacity.runtime import ctrl_c_held, run_main
 
 
 @pytest.fixture
@@ -67,3 +67,20 @@ def test_ctrl_c_while_main_runs_cancels_it_and_lets_it_clean_up(default_sigint):
     with pytest.raises(KeyboardInterrupt):
         run_main(main)
     assert cleaned and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_ctrl_c_inside_a_held_block_is_raised_when_the_block_has_finished(default_sigint):
+    steps = []
+    with pytest.raises(KeyboardInterrupt):
+        with ctrl_c_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            steps.append("after the signal")  # still runs: the step is not cut off
+    assert steps == ["after the signal"] and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_held_block_leaves_another_sigint_handler_in_charge(default_sigint):
+    seen = []
+    signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
+    with ctrl_c_held():
+        os.kill(os.getpid(), signal.SIGINT)
+    assert seen == [signal.SIGINT]

@@ -2,11 +2,18 @@
 fixes the plan, commands the stack accepts, and the binding limit when nothing meets the target."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import optuna
 import pytest
 
 from capacity.__main__ import main
+from capacity.sim import journal
 from tests.html_page import Report, embeds
 from capacity.sim.from_stack import ConfigRemove, apply_config_set, load_stack_model
 
@@ -105,3 +112,104 @@ def test_the_target_defaults_to_the_stacks_attainment_target(capsys, monkeypatch
     monkeypatch.chdir(ROOT)
     out = plan(capsys, tmp_path, "--trace", STEP)
     assert out["target"] == load_stack_model("dev", root=ROOT).attainment_target
+
+
+# --- --journal: an interrupted plan resumes ---------------------------------------------------
+
+SAME_PLAN = ("frontier", "gpu_types", "config_set", "search", "validation")
+
+
+def test_a_journal_does_not_change_the_plan(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    without = plan(capsys, tmp_path, "--trace", STEP)
+    kept = plan(capsys, tmp_path, "--trace", STEP, "--journal", str(tmp_path / "plan.journal"))
+    assert {k: kept[k] for k in SAME_PLAN} == {k: without[k] for k in SAME_PLAN}
+
+
+def test_a_rerun_with_its_journal_evaluates_nothing_again_and_gives_the_same_plan(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    first = plan(capsys, tmp_path, "--trace", STEP, "--journal", str(tmp_path / "plan.journal"))
+    again = plan(capsys, tmp_path, "--trace", STEP, "--journal", str(tmp_path / "plan.journal"))
+    assert (first["resumed_trials"], again["resumed_trials"]) == (0, 4)
+    assert {k: again[k] for k in SAME_PLAN} == {k: first[k] for k in SAME_PLAN}
+    assert any(note.startswith("resumed 4 of 4 candidates") for note in again["notes"])
+
+
+def test_a_bigger_budget_keeps_the_evaluated_candidates_and_adds_the_rest(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    path = tmp_path / "plan.journal"
+    plan(capsys, tmp_path, "--trace", STEP, "--journal", str(path))
+    more = plan(capsys, tmp_path, "--trace", STEP, "--journal", str(path), "--trials", "6")
+    assert (more["trials"], more["resumed_trials"]) == (6, 4)
+    assert _journal_states(path).count(optuna.trial.TrialState.COMPLETE) == 6  # 4 kept + 2 new, none twice
+
+
+def test_other_inputs_start_afresh_in_the_same_journal(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    plan(capsys, tmp_path, "--trace", STEP, "--journal", str(tmp_path / "plan.journal"))
+    other_seed = plan(capsys, tmp_path, "--trace", STEP, "--journal", str(tmp_path / "plan.journal"), "--seed", "3")
+    other_target = plan(capsys, tmp_path, "--trace", STEP, "--journal", str(tmp_path / "plan.journal"), "--slo-attainment", "0.5")
+    assert other_seed["resumed_trials"] == other_target["resumed_trials"] == 0
+
+
+def _journal_states(path: Path) -> list:
+    storage = journal.storage(path)
+    return [t.state for s in optuna.get_all_study_summaries(storage)
+            for t in optuna.load_study(study_name=s.study_name, storage=storage).trials]  # fmt: skip
+
+
+def test_a_candidate_cut_off_mid_evaluation_is_evaluated_again(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    path = tmp_path / "plan.journal"
+    plan(capsys, tmp_path, "--trace", STEP, "--journal", str(path), "--trials", "2")
+    storage = journal.storage(path)
+    for summary in optuna.get_all_study_summaries(storage):  # a Ctrl-C between ask and tell
+        optuna.load_study(study_name=summary.study_name, storage=storage).ask()
+    resumed = plan(capsys, tmp_path, "--trace", STEP, "--journal", str(path))
+    assert (resumed["trials"], resumed["resumed_trials"]) == (4, 2)
+    states = _journal_states(path)
+    assert states.count(optuna.trial.TrialState.FAIL) == 2 and states.count(optuna.trial.TrialState.COMPLETE) == 4
+
+
+def test_a_journal_in_a_missing_folder_is_one_line(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    assert main(["plan", "--stack", "dev", "--trace", STEP, "--journal", str(tmp_path / "nowhere" / "plan.journal")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--journal" in err and "does not exist" in err
+
+
+def test_a_file_that_is_not_a_journal_is_one_line_naming_the_line(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    path = tmp_path / "plan.journal"
+    path.write_text('{"op_code": 0, "worker_id": "w", "study_name": "s", "directions": [1]}\nnot json\n')
+    assert main(["plan", "--stack", "dev", "--trace", STEP, "--journal", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"--journal {path}: line 2 is not an Optuna journal entry" in err
+
+
+def test_ctrl_c_stops_the_plan_in_one_line_and_the_rerun_resumes_it(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    path = tmp_path / "plan.journal"
+    command = ["plan", "--stack", "dev", "--trace", STEP, "--trials", "24", "--workers", "2", "--json",
+               "--png", str(tmp_path / "f.png"), "--journal", str(path)]  # fmt: skip
+    first = subprocess.Popen([sys.executable, "-m", "capacity", *command], cwd=ROOT, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60  # until one candidate is kept, then Ctrl-C as a terminal sends it
+        while first.poll() is None and time.monotonic() < deadline and b'"candidate"' not in _bytes(path):
+            time.sleep(0.05)
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGINT)
+        _, err = first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait()
+    assert (first.returncode, err.strip()) == (130, "python -m capacity plan: interrupted")
+    assert main(command) == 0
+    resumed = json.loads(capsys.readouterr().out)
+    assert resumed["trials"] == 24 and 1 <= resumed["resumed_trials"] < 24
+
+
+def _bytes(path: Path) -> bytes:
+    return path.read_bytes() if path.exists() else b""
