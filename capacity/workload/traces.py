@@ -89,14 +89,14 @@ def _token_count(path: Path, line: int, column: str, value: object) -> int:
     return count
 
 
-def _seconds(path: Path, line: int, column: str, value: object) -> float:
-    """An arrival offset in seconds: a finite number."""
+def _seconds(path: Path, line: int, column: str, value: object, unit: str = "seconds") -> float:
+    """An arrival offset: a finite number (of `unit`, as the error says; the caller converts)."""
     seconds = math.nan
     if isinstance(value, (int, float, str)) and not isinstance(value, bool):
         with contextlib.suppress(ValueError):  # not a number: reported below with the line
             seconds = float(value)
     if not math.isfinite(seconds):
-        raise ValueError(f"{path}: line {line}: {column} must be a number of seconds, got {value!r}")
+        raise ValueError(f"{path}: line {line}: {column} must be a number of {unit}, got {value!r}")
     return seconds
 
 
@@ -155,14 +155,19 @@ def _timestamps(path: Path, column: str, rows: list[tuple[int, dict[str, str]]])
         raise
 
 
-# JSONL keys per column, the first one named when all are missing: the simulator's layout, then
-# the load generator's (arrival offsets in seconds).
+# JSONL keys per column, the first one named when all are missing: the Mooncake trace format
+# (kvcache-ai/Mooncake, its FAST25-release traces), then the load generator's (offsets in seconds).
 _JSONL_KEYS = (("timestamp", "offset_s"), ("input_length", "prompt_tokens"), ("output_length", "output_tokens"))
+# Mooncake's numeric `timestamp` is milliseconds since the first request (NVIDIA Dynamo
+# benchmarks/data_generator/README.md "Timestamp: The arrival time (in milliseconds)"; AIPerf and
+# genai-perf replay it so): read as seconds, a one-hour trace would replay over six weeks.
+_SECONDS_PER = {"timestamp": 1e-3, "offset_s": 1.0}
 
 
 def load_jsonl(path: Path) -> Trace:
-    """One JSON object per line: timestamp (seconds or ISO-8601) or offset_s, input_length or
-    prompt_tokens, output_length or output_tokens. Errors name the file and line."""
+    """One JSON object per line: timestamp (milliseconds, as in the Mooncake traces, or an ISO-8601
+    date-time) or offset_s (seconds), input_length or prompt_tokens, output_length or
+    output_tokens; other keys (Mooncake's hash_ids) are ignored. Errors name the file and line."""
     times, prompt, output = [], [], []
     for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
         if not line.strip():
@@ -173,7 +178,7 @@ def load_jsonl(path: Path) -> Trace:
             raise ValueError(f"{path}: line {number}: not JSON ({error.msg} at column {error.colno})") from None
         if not isinstance(record, dict):
             raise ValueError(f"{path}: line {number}: expected a JSON object like "
-                             f'{{"timestamp": 0.5, "input_length": 1024, "output_length": 128}}, '
+                             f'{{"timestamp": 500, "input_length": 1024, "output_length": 128}} (timestamp in ms), '
                              f"got {type(record).__name__}")  # fmt: skip
         try:
             (time_key, stamp), (input_key, inputs), (output_key, outputs) = (
@@ -191,12 +196,13 @@ def load_jsonl(path: Path) -> Trace:
 
 
 def _stamp_seconds(path: Path, line: int, key: str, value: object) -> float:
+    unit = "milliseconds" if _SECONDS_PER[key] == 1e-3 else "seconds"
     if not isinstance(value, str):
-        return _seconds(path, line, key, value)
+        return _seconds(path, line, key, value, unit) * _SECONDS_PER[key]
     try:
         return datetime.fromisoformat(value).timestamp()
     except ValueError:
-        raise ValueError(f"{path}: line {line}: {key} {value!r} is neither seconds nor an ISO-8601 date-time") from None
+        raise ValueError(f"{path}: line {line}: {key} {value!r} is neither {unit} nor an ISO-8601 date-time") from None
 
 
 def _first(record: dict, keys: tuple[str, ...]) -> tuple[str, object]:

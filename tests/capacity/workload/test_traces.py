@@ -44,6 +44,30 @@ def test_jsonl_accepts_seconds_and_iso_timestamps(tmp_path):
     assert trace.prompt_tokens.tolist() == [7, 5]
 
 
+def test_a_mooncake_trace_timestamp_is_milliseconds_since_the_first_request(tmp_path):
+    # The two samples of kvcache-ai/Mooncake's README "Open Source Trace"; NVIDIA Dynamo's
+    # benchmarks/data_generator/README.md: "The arrival time (in milliseconds) of the request".
+    path = tmp_path / "mooncake_trace.jsonl"
+    path.write_text('{"timestamp": 27482, "input_length": 6955, "output_length": 52, "hash_ids": [46, 47, 2353]}\n'
+                    '{"timestamp": 30535, "input_length": 6472, "output_length": 26, "hash_ids": [46, 47, 2366]}\n')  # fmt: skip
+    trace = traces.load(path)
+    assert trace.arrivals.tolist() == pytest.approx([0.0, 3.053])
+    assert trace.prompt_tokens.tolist() == [6955, 6472] and trace.output_tokens.tolist() == [52, 26]
+
+
+def test_jsonl_offset_s_is_seconds(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"offset_s": 0.5, "prompt_tokens": 5, "output_tokens": 6}\n{"offset_s": 2, "prompt_tokens": 7, "output_tokens": 8}\n')
+    assert traces.load(path).arrivals.tolist() == [0.0, 1.5]
+
+
+def test_a_timestamp_that_is_not_a_number_says_milliseconds(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"timestamp": NaN, "input_length": 5, "output_length": 6}\n')
+    with pytest.raises(ValueError, match="line 1: timestamp must be a number of milliseconds, got nan"):
+        traces.load(path)
+
+
 def test_jsonl_missing_key_names_line_and_key(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text('{"timestamp": 1, "input_length": 5}\n')
@@ -165,5 +189,5 @@ def test_jsonl_with_only_blank_lines_has_no_requests(tmp_path):
 def test_a_jsonl_timestamp_that_is_neither_seconds_nor_iso_is_named(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text('{"timestamp": "noon", "input_length": 5, "output_length": 6}\n')
-    with pytest.raises(ValueError, match="line 1: timestamp 'noon' is neither seconds nor an ISO-8601 date-time"):
+    with pytest.raises(ValueError, match="line 1: timestamp 'noon' is neither milliseconds nor an ISO-8601 date-time"):
         traces.load(path)
