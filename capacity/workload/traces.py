@@ -1,4 +1,4 @@
-"""Request traces: load real ones (Azure CSV, JSONL, arrival offsets), generate synthetic ones, rescale them.
+"""Request traces: load real ones (Azure and BurstGPT CSV, Mooncake JSONL, arrival offsets), generate synthetic ones, rescale them.
 
 A trace is three aligned numpy arrays (arrival seconds from the start, prompt tokens,
 output tokens), sorted by arrival: the simulator replays it, and so does the load generator. Every generator is seeded, so a run is reproducible.
@@ -73,9 +73,9 @@ def _sorted_trace(name: str, times: np.ndarray, prompt: np.ndarray, output: np.n
     )
 
 
-def _token_count(path: Path, line: int, column: str, value: object) -> int:
+def _token_count(path: Path, line: int, column: str, value: object, zero_means: str = "") -> int:
     """A whole number of tokens >= 1: vLLM rejects an empty prompt and max_tokens < 1, so a
-    zero-token request would only ever be rejected."""
+    zero-token request would only ever be rejected. `zero_means`: what a 0 is in this format."""
     if isinstance(value, int) and not isinstance(value, bool):
         count = value
     elif isinstance(value, float) and value.is_integer():
@@ -85,7 +85,8 @@ def _token_count(path: Path, line: int, column: str, value: object) -> int:
     else:
         raise ValueError(f"{path}: line {line}: {column} must be a whole number of tokens, got {value!r}")
     if count < 1:
-        raise ValueError(f"{path}: line {line}: {column} must be >= 1 token (vLLM rejects empty requests), got {count}")
+        why = f" ({zero_means})" if zero_means and count == 0 else ""
+        raise ValueError(f"{path}: line {line}: {column} must be >= 1 token (vLLM rejects empty requests), got {count}{why}")
     return count
 
 
@@ -104,36 +105,56 @@ def _no_requests(path: Path) -> ValueError:
     return ValueError(f"{path}: no requests in the trace (nothing after the header)")
 
 
-# The CSV layouts: the Azure LLM inference trace, and arrival offsets in seconds (the load
-# generator's own). Columns: arrival, prompt tokens, output tokens.
-_AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
-_OFFSETS = ("offset_s", "prompt_tokens", "output_tokens")
+@dataclass(frozen=True)
+class CsvLayout:
+    """One CSV trace format: its arrival, prompt and output columns, and how arrivals are written."""
+
+    name: str
+    columns: tuple[str, str, str]
+    offsets: bool  # seconds since the first request; else date-times
+    zero_output: str = ""  # what a zero-token output means in this format, for the error
+
+
+# The Azure LLM inference traces (2023 and 2024), BurstGPT (HPMLL/BurstGPT README: `Timestamp` in
+# seconds; `Response tokens` 0 is a failed request, left out of its *_without_fails_* files), and
+# arrival offsets in seconds (the load generator's own). The first whose arrival column is present.
+CSV_LAYOUTS = (
+    CsvLayout("offset", ("offset_s", "prompt_tokens", "output_tokens"), offsets=True),
+    CsvLayout("BurstGPT", ("Timestamp", "Request tokens", "Response tokens"), offsets=True,
+              zero_output="a failed request in BurstGPT: use its BurstGPT_without_fails_*.csv"),  # fmt: skip
+    CsvLayout("Azure", ("TIMESTAMP", "ContextTokens", "GeneratedTokens"), offsets=False),
+)
+
+
+def _layout(names: set[str]) -> CsvLayout:
+    return next((layout for layout in CSV_LAYOUTS if layout.columns[0] in names), CSV_LAYOUTS[-1])
 
 
 def load_csv(path: Path) -> Trace:
-    """Azure LLM inference trace (TIMESTAMP, ContextTokens, GeneratedTokens), or arrival offsets
-    (offset_s, prompt_tokens, output_tokens). Errors name the file and line."""
+    """An Azure LLM inference trace (TIMESTAMP, ContextTokens, GeneratedTokens), a BurstGPT trace
+    (Timestamp, Request tokens, Response tokens), or arrival offsets (offset_s, prompt_tokens,
+    output_tokens). Errors name the file and line."""
     with open(path, newline="") as handle:
         reader = csv.DictReader(handle)
         names = set(reader.fieldnames or ())
-        layout = _OFFSETS if _OFFSETS[0] in names else _AZURE
-        missing = set(layout) - names
+        layout = _layout(names)
+        missing = set(layout.columns) - names
         if missing:
-            raise ValueError(f"{path}: missing columns {sorted(missing)} "
-                             f"({'offset' if layout is _OFFSETS else 'Azure'} trace format)")  # fmt: skip
+            raise ValueError(f"{path}: missing columns {sorted(missing)} ({layout.name} trace format)")
         rows: list[tuple[int, dict[str, str]]] = []
         for record in reader:
-            short = [c for c in layout if record.get(c) is None]
+            short = [c for c in layout.columns if record.get(c) is None]
             if short:
-                raise ValueError(f"{path}: line {reader.line_num}: {len(layout)} columns expected "
-                                 f"({', '.join(layout)}), {short[0]} is missing")  # fmt: skip
+                raise ValueError(f"{path}: line {reader.line_num}: {len(layout.columns)} columns expected "
+                                 f"({', '.join(layout.columns)}), {short[0]} is missing")  # fmt: skip
             rows.append((reader.line_num, record))
     if not rows:
         raise _no_requests(path)
-    arrival, prompt_column, output_column = layout
+    arrival, prompt_column, output_column = layout.columns
     prompt = np.array([_token_count(path, n, prompt_column, r[prompt_column]) for n, r in rows], dtype=np.int64)
-    output = np.array([_token_count(path, n, output_column, r[output_column]) for n, r in rows], dtype=np.int64)
-    if layout is _OFFSETS:
+    output = np.array([_token_count(path, n, output_column, r[output_column], layout.zero_output) for n, r in rows],
+                      dtype=np.int64)  # fmt: skip
+    if layout.offsets:
         seconds = np.array([_seconds(path, n, arrival, r[arrival]) for n, r in rows], dtype=np.float64)
         return _sorted_trace(path.stem, seconds, prompt, output)
     stamps = _timestamps(path, arrival, rows)

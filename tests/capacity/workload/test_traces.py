@@ -44,6 +44,25 @@ def test_jsonl_accepts_seconds_and_iso_timestamps(tmp_path):
     assert trace.prompt_tokens.tolist() == [7, 5]
 
 
+BURSTGPT_HEADER = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"  # HPMLL/BurstGPT data/*.csv
+
+
+def test_a_burstgpt_trace_loads_with_its_timestamps_as_seconds(tmp_path):
+    path = tmp_path / "BurstGPT_without_fails_1.csv"
+    path.write_text(BURSTGPT_HEADER + "5,ChatGPT,472,18,490,Conversation log\n45,GPT-4,1087,230,1317,API log\n")
+    trace = traces.load(path)
+    assert trace.arrivals.tolist() == [0.0, 40.0]
+    assert trace.prompt_tokens.tolist() == [472, 1087] and trace.output_tokens.tolist() == [18, 230]
+
+
+def test_a_failed_burstgpt_request_is_named_with_the_file_that_leaves_failures_out(tmp_path):
+    path = tmp_path / "BurstGPT_1.csv"
+    path.write_text(BURSTGPT_HEADER + "5,ChatGPT,472,18,490,Conversation log\n9,ChatGPT,300,0,300,Conversation log\n")
+    with pytest.raises(ValueError, match=r"line 3: Response tokens must be >= 1 token .*got 0 \(a failed request in "
+                                         r"BurstGPT: use its BurstGPT_without_fails_\*\.csv\)"):  # fmt: skip
+        traces.load(path)
+
+
 def test_a_mooncake_trace_timestamp_is_milliseconds_since_the_first_request(tmp_path):
     # The two samples of kvcache-ai/Mooncake's README "Open Source Trace"; NVIDIA Dynamo's
     # benchmarks/data_generator/README.md: "The arrival time (in milliseconds) of the request".
