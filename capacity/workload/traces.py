@@ -18,6 +18,7 @@ import contextlib
 import csv
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -162,18 +163,35 @@ def load_csv(path: Path) -> Trace:
     return _sorted_trace(path.stem, seconds, prompt, output, stamps.min().astype("datetime64[us]").item())
 
 
+# A UTC offset at the end of a date-time: the 2024 Azure traces write `2024-05-10 00:00:00.009930+00:00`.
+_UTC_OFFSET = re.compile(r"(?:Z|([+-])(\d\d):?(\d\d))$")
+
+
+def _naive_utc(text: str) -> tuple[str, int]:
+    """`text` without its UTC offset, and the offset in seconds (0 if it has none): numpy's
+    datetime64 has no time zones and only warns when it meets one."""
+    match = _UTC_OFFSET.search(text)
+    if not match:
+        return text, 0
+    sign, hours, minutes = match.groups()
+    offset = 0 if sign is None else (1 if sign == "+" else -1) * (int(hours) * 3600 + int(minutes) * 60)
+    return text[: match.start()], offset
+
+
 def _timestamps(path: Path, column: str, rows: list[tuple[int, dict[str, str]]]) -> np.ndarray:
-    """The column as datetime64[ns], parsed at once; the first unreadable one named by its line."""
+    """The column as UTC datetime64[ns], parsed at once; the first unreadable one named by its line."""
+    naive, offsets = zip(*(_naive_utc(r[column].strip()) for _, r in rows))
     try:
-        return np.array([r[column] for _, r in rows], dtype="datetime64[ns]")
+        stamps = np.array(naive, dtype="datetime64[ns]")
     except ValueError:
-        for line, r in rows:
+        for (line, r), text in zip(rows, naive):
             try:
-                np.datetime64(r[column], "ns")
+                np.datetime64(text, "ns")
             except ValueError:
                 raise ValueError(f"{path}: line {line}: {column} {r[column]!r} is not a date-time "
                                  "(ISO 8601, e.g. 2023-11-16 18:15:46.6805900)") from None  # fmt: skip
         raise
+    return stamps - np.array(offsets, dtype="timedelta64[s]")
 
 
 # JSONL keys per column, the first one named when all are missing: the Mooncake trace format

@@ -1,6 +1,8 @@
 """Trace loading, synthetic generation and rescaling."""
 
 import json
+import warnings
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +44,20 @@ def test_jsonl_accepts_seconds_and_iso_timestamps(tmp_path):
     trace = traces.load(path)
     assert trace.arrivals.tolist() == [0.0, 2.0]
     assert trace.prompt_tokens.tolist() == [7, 5]
+
+
+def test_a_2024_azure_trace_with_utc_offsets_loads_in_utc_without_warnings(tmp_path):
+    # AzureLLMInferenceTrace_*_1week.csv (2024) writes `2024-05-10 00:00:00.009930+00:00`.
+    path = tmp_path / "AzureLLMInferenceTrace_code_1week.csv"
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                    "2024-05-10 00:00:00.009930+00:00,100,10\n"
+                    "2024-05-10 02:00:01.509930+02:00,200,20\n"  # 1.5 s later, written in another zone
+                    "2024-05-10 00:00:03+00:00,300,30\n")  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        trace = traces.load(path)
+    assert trace.arrivals.tolist() == pytest.approx([0.0, 1.5, 2.99007])
+    assert trace.start == datetime(2024, 5, 10, 0, 0, 0, 9930)
 
 
 BURSTGPT_HEADER = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"  # HPMLL/BurstGPT data/*.csv
