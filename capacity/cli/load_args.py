@@ -9,6 +9,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from capacity.measure.config import LoadConfig
+from capacity.workload import traces
 
 
 def add_load_arguments(parser: argparse.ArgumentParser, *, sweep: bool = False) -> None:
@@ -40,7 +41,7 @@ def add_load_arguments(parser: argparse.ArgumentParser, *, sweep: bool = False) 
         mode.add_argument("--concurrency", type=int, help="closed loop with this many requests in flight")
         mode.add_argument("--rate", type=float, help="open loop, Poisson arrivals at this many requests/s")
         mode.add_argument("--trace", type=Path,
-                          help="replay a trace (arrival offsets and lengths): Azure CSV, offset CSV or JSONL")  # fmt: skip
+                          help=f"replay a trace (arrival offsets and lengths): {traces.SOURCES}")  # fmt: skip
         parser.add_argument("--trace-speed", type=float, default=1.0, help="replay this many times faster")
         parser.add_argument("--max-requests", type=int, default=None, help="stop after sending this many (default: no cap)")
         parser.add_argument("--out", type=Path, default=Path("out/load"), help="folder for requests.jsonl and summary.json")

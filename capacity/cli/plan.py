@@ -42,7 +42,7 @@ def _price(text: str) -> tuple[str, float]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stack", "-s", default=DEFAULT_STACK, help="stack name (reads Pulumi.<stack>.yaml) or a stack file path")
     parser.add_argument("--model", help="served model name (default: the stack's first model)")
-    parser.add_argument("--trace", action="append", required=True, help="trace to plan for (repeatable: meet the target on every one)")
+    parser.add_argument("--trace", action="append", required=True, help=f"trace to plan for (repeatable: meet the target on every one): {traces.SOURCES}")
     parser.add_argument("--validate-trace", action="append", default=[], help="extra traffic the winner is replayed on, never searched; repeatable (default: none)")
     parser.add_argument("--slo-attainment", type=float,
                         help="target share of requests within the SLO (default: the stack's capacityPlanning.attainmentTarget)")

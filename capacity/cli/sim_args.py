@@ -23,9 +23,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
                    help="stack name (reads Pulumi.<stack>.yaml) or a stack file path")  # fmt: skip
     p.add_argument("--model", help="served model name (default: the stack's first model)")
     p.add_argument("--profile", help="engine profile (default: the model's capacityProfile)")
-    p.add_argument("--trace", required=True,
-                   help="Azure CSV (TIMESTAMP, ContextTokens, GeneratedTokens), offset CSV, JSONL, "
-                        "or synthetic:KIND[:k=v,...] (KIND: step, ramp, diurnal, bursty)")  # fmt: skip
+    p.add_argument("--trace", required=True, help=traces.SOURCES)
     p.add_argument("--rate-scale", type=float, default=1.0, help="x times the requests over the same duration")
     p.add_argument("--time-scale", type=float, default=1.0, help="stretch the trace's time by this factor")
     p.add_argument("--router", choices=ROUTERS, default="least-request", help="least-request = Envoy P2C (the gateway default)")

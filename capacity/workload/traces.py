@@ -21,7 +21,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -331,19 +331,60 @@ def synthetic(spec: str) -> Trace:
     )
 
 
+# What a trace argument may be, for the commands' --help.
+SOURCES = ("Azure or BurstGPT CSV, Mooncake JSONL (timestamp in ms), offset CSV/JSONL (offset_s), FILE@FROM:TO "
+           "for part of one (e.g. @1d:2d, @90m:), or synthetic:KIND[:k=v,...] (KIND: step, ramp, diurnal, bursty)")
+
+
+# `FILE@FROM:TO`: the part of a trace from FROM to TO after its first request (each a number of
+# seconds, or with a unit: 90m, 2h, 1d; either may be left out), so one day of a week-long trace
+# can be planned on. Re-based to start at FROM.
+_WINDOW = re.compile(r"^(?P<path>.+)@(?P<start>[^:@]*):(?P<end>[^:@]*)$")
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def _duration(text: str, spec: str) -> float:
+    match = re.fullmatch(r"(\d+(?:\.\d*)?)([smhd]?)", text.strip())
+    if not match:
+        raise ValueError(f"trace {spec!r}: window bound {text!r} is not a duration (e.g. 3600, 90m, 2h, 1d)")
+    return float(match[1]) * _UNITS[match[2]]
+
+
+def _windowed(text: str) -> tuple[str, float, float]:
+    """(path, from, to) of a `FILE@FROM:TO` source; (text, 0, inf) for a plain path."""
+    match = _WINDOW.match(text)
+    if not match or Path(text).exists():  # a file whose name has an @ is that file
+        return text, 0.0, math.inf
+    start = _duration(match["start"], text) if match["start"].strip() else 0.0
+    end = _duration(match["end"], text) if match["end"].strip() else math.inf
+    if end <= start:
+        raise ValueError(f"trace {text!r}: the window must end after it starts")
+    return match["path"], start, end
+
+
 def load(source: str | Path) -> Trace:
-    """A trace from a file (.csv Azure format, .jsonl) or a `synthetic:...` spec."""
+    """A trace from a file (.csv: Azure, BurstGPT or offsets; .jsonl: Mooncake or offsets),
+    optionally one window of it (`FILE@FROM:TO`), or a `synthetic:...` spec."""
     text = str(source)
     if text.startswith("synthetic:"):
         return synthetic(text)
-    path = Path(text)
+    name, start, end = _windowed(text)
+    path = Path(name)
     if not path.is_file():
         raise ValueError(f"trace file {path} does not exist" if not path.exists() else f"trace {path} is not a file")
     if path.suffix == ".csv":
-        return load_csv(path)
-    if path.suffix in (".jsonl", ".ndjson", ".json"):
-        return load_jsonl(path)
-    raise ValueError(f"trace file {path}: unknown format {path.suffix!r}; use .csv (Azure) or .jsonl")
+        whole = load_csv(path)
+    elif path.suffix in (".jsonl", ".ndjson", ".json"):
+        whole = load_jsonl(path)
+    else:
+        raise ValueError(f"trace file {path}: unknown format {path.suffix!r}; use .csv (Azure, BurstGPT) or .jsonl")
+    if (start, end) == (0.0, math.inf):
+        return whole
+    part = whole.window(start, end)
+    if not len(part):
+        raise ValueError(f"trace {text!r}: no requests in that window (the trace spans {whole.duration:.0f} s)")
+    moved = whole.start + timedelta(seconds=start) if whole.start else None
+    return Trace(path.stem + text[len(name):], part.arrivals, part.prompt_tokens, part.output_tokens, moved)
 
 
 # --- rescaling ------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Trace loading, synthetic generation and rescaling."""
 
 import json
+import re
 import warnings
 from datetime import datetime
 from pathlib import Path
@@ -226,3 +227,43 @@ def test_a_jsonl_timestamp_that_is_neither_seconds_nor_iso_is_named(tmp_path):
     path.write_text('{"timestamp": "noon", "input_length": 5, "output_length": 6}\n')
     with pytest.raises(ValueError, match="line 1: timestamp 'noon' is neither milliseconds nor an ISO-8601 date-time"):
         traces.load(path)
+
+
+# --- FILE@FROM:TO: one window of a long trace ---------------------------------------------
+
+
+def _hourly(tmp_path) -> Path:
+    """One request at the start of each of 4 hours, from 2024-05-10 00:00 UTC."""
+    path = tmp_path / "week.csv"
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                    + "".join(f"2024-05-10 {h:02d}:00:00+00:00,{100 + h},10\n" for h in range(4)))  # fmt: skip
+    return path
+
+
+def test_a_window_keeps_its_requests_rebased_to_its_start_and_moves_the_wall_clock(tmp_path):
+    trace = traces.load(f"{_hourly(tmp_path)}@1h:3h")
+    assert trace.arrivals.tolist() == [0.0, 3600.0] and trace.prompt_tokens.tolist() == [101, 102]
+    assert trace.start == datetime(2024, 5, 10, 1, 0) and trace.name == "week@1h:3h"
+
+
+def test_a_window_may_leave_out_either_end(tmp_path):
+    path = _hourly(tmp_path)
+    assert traces.load(f"{path}@150m:").prompt_tokens.tolist() == [103]
+    assert traces.load(f"{path}@:7200").prompt_tokens.tolist() == [100, 101]
+
+
+def test_a_file_whose_name_has_an_at_sign_is_that_file(tmp_path):
+    path = tmp_path / "t@1:2.csv"
+    path.write_text(_hourly(tmp_path).read_text())
+    assert len(traces.load(path)) == 4
+
+
+@pytest.mark.parametrize(("window", "message"), [
+    ("@1x:2h", "window bound '1x' is not a duration (e.g. 3600, 90m, 2h, 1d)"),
+    ("@2h:1h", "the window must end after it starts"),
+    ("@5h:6h", "no requests in that window (the trace spans 10800 s)"),
+])  # fmt: skip
+def test_a_bad_window_is_one_line_naming_it(tmp_path, window, message):
+    source = f"{_hourly(tmp_path)}{window}"
+    with pytest.raises(ValueError, match=re.escape(f"trace {source!r}: {message}")):
+        traces.load(source)
