@@ -173,6 +173,9 @@ def run(args: argparse.Namespace) -> int:
         "resumed_trials": result.resumed,
         "notes": [],
     }
+    unservable = plan.unservable_note(sm, best, args.slo_attainment) if best else None
+    if unservable:
+        payload["notes"].append(unservable)
     if result.resumed:
         payload["notes"].append(f"resumed {result.resumed} of {len(result.trials)} candidates from {args.journal} "
                                 "(evaluated earlier on the same inputs)")  # fmt: skip

@@ -213,3 +213,32 @@ def test_ctrl_c_stops_the_plan_in_one_line_and_the_rerun_resumes_it(capsys, monk
 
 def _bytes(path: Path) -> bytes:
     return path.read_bytes() if path.exists() else b""
+
+
+# --- traffic no fleet serves within the SLO is said, not silently left out ---------------------
+
+TOO_LONG = "synthetic:step:base=2,peak=2,at=0,length=60,duration=600,prompt=9000,output=64"  # dev: maxModelLen 8192
+
+
+def test_traffic_beyond_the_context_length_is_a_warning_not_a_binding_limit(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    out = plan(capsys, tmp_path, "--trace", TOO_LONG)
+    assert out["search"]["infeasible_share"] == out["search"]["rejected_share"] == 1.0
+    assert any(note.startswith("warning: 100.0% of the searched requests no fleet of the winner serves within the SLO "
+                               "(100.0% exceed maxModelLen 8192") for note in out["notes"])  # fmt: skip
+
+
+def test_a_servable_trace_has_no_such_note(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    out = plan(capsys, tmp_path, "--trace", STEP)
+    assert out["search"]["infeasible_share"] == 0 and not any("no fleet of the winner" in n for n in out["notes"])
+
+
+def test_a_small_unservable_share_is_a_note_and_a_large_one_a_warning():
+    from capacity.sim import plan as planner
+
+    dev = load_stack_model("dev", root=ROOT)
+    trial = lambda share: planner.Trial(0, {}, {"infeasible_share": share, "rejected_share": 0.0}, None)  # noqa: E731
+    assert planner.unservable_note(dev, trial(0.0), 0.95) is None
+    assert planner.unservable_note(dev, trial(0.01), 0.95).startswith("1.0% of the searched requests")
+    assert planner.unservable_note(dev, trial(0.08), 0.95).startswith("warning: 8.0% of the searched requests")
