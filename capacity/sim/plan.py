@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from capacity.engine.hardware import checkpoint, gpus
@@ -29,7 +30,6 @@ from capacity.sim.from_stack import ConfigEdit, StackModel, apply_config_set, gp
 from capacity.sim.run import (
     RunOptions, feasible_requests, held_out, per_trace, run_policy, run_static, slo_targets, summarize, warmed,
 )  # fmt: skip
-from capacity.sim.simulator import SimResult
 from capacity.workload.traces import Trace, rate_scale
 from contract.gpu import GPU_OF_FAMILY
 
@@ -220,15 +220,30 @@ def candidate(sm: StackModel, p: dict[str, Any], types: dict[str, GpuType]) -> S
     return replace(deployed, pools=pools)
 
 
-def _summary(result: SimResult, sm: StackModel, trace: Trace) -> dict[str, Any]:
-    """The run's summary, its attainment over the requests some fleet of `sm` can serve (an idle
-    replay per request shape: remembered per trace, profile and SLO, as trials repeat them)."""
-    mask = per_trace(trace, ("feasible", sm.profile, slo_targets(sm)), lambda: feasible_requests(sm, trace))
-    return summarize(result, sm, mask)
+def on_gpu(sm: StackModel, kind: GpuType) -> StackModel:
+    """The stack model with its engine flags on GPU type `kind` (its physics profile)."""
+    if current_gpu(sm) == kind.gpu:
+        return sm
+    return apply_config_set(sm, gpu_type_edits(sm, kind.family, f"{kind.gpu}-{checkpoint(sm.model.hugging_face_id).short}"))
 
 
-def _summaries(sm: StackModel, traces: Sequence[Trace], options: RunOptions) -> list[dict[str, Any]]:
-    return [_summary(run_policy(sm, trace, warmed(sm, trace, options)), sm, trace) for trace in traces]
+def servable(sm: StackModel, trace: Trace, types: dict[str, GpuType]) -> np.ndarray:
+    """Per request: some GPU type of the search, with the stack's engine flags, serves it within
+    the SLO alone on a warm replica. Every candidate's attainment is over these same requests, so
+    none scores better by making hard requests unservable (a slower GPU, a smaller KV cache): it
+    misses them instead. Remembered per trace."""
+
+    def union() -> np.ndarray:
+        mask = np.zeros(len(trace), dtype=bool)
+        for kind in types.values():
+            mask |= feasible_requests(on_gpu(sm, kind), trace)
+        return mask
+
+    return per_trace(trace, ("servable", sm.profile, tuple(types), slo_targets(sm)), union)
+
+
+def _summaries(sm: StackModel, traces: Sequence[Trace], options: RunOptions, masks: Sequence[np.ndarray]) -> list[dict[str, Any]]:
+    return [summarize(run_policy(sm, trace, warmed(sm, trace, options)), sm, mask) for trace, mask in zip(traces, masks)]
 
 
 def _combined(summaries: Sequence[dict[str, Any]], output_tokens: float) -> dict[str, Any]:
@@ -236,7 +251,7 @@ def _combined(summaries: Sequence[dict[str, Any]], output_tokens: float) -> dict
     requests = max(sum(s["requests"] for s in summaries), 1)
     return {
         "slo_attainment": min(s["slo_attainment"] for s in summaries),
-        # Left out of slo_attainment: no fleet of this candidate serves them within the SLO.
+        # Left out of slo_attainment: no GPU type of the search serves them within the SLO.
         "infeasible_share": round(sum(s["infeasible_requests"] for s in summaries) / requests, 4),
         "rejected_share": round(sum(s["rejected_requests"] for s in summaries) / requests, 4),
         "gpu_hours": round(sum(s["gpu_hours"] for s in summaries), 3),
@@ -263,7 +278,7 @@ def _evaluate(p: dict[str, Any]) -> dict[str, Any] | str:
     except ValueError as exc:
         return str(exc)
     tokens = float(sum(t.output_tokens.sum() for t in traces))
-    return _combined(_summaries(chosen, traces, options), tokens)
+    return _combined(_summaries(chosen, traces, options, [servable(sm, t, types) for t in traces]), tokens)
 
 
 # --- the search ----------------------------------------------------------------------------
@@ -456,7 +471,7 @@ def validate(
     """The winner on traffic it never saw: each (trace, fraction) scored after its first
     `fraction` of time (0 for a trace never searched), with the oracle's GPU-hours there."""
     chosen = candidate(sm, best.params, types)
-    summaries = [held_out(chosen, t, fraction, options) for t, fraction in held]
+    summaries = [held_out(chosen, t, fraction, options, feasible=servable(sm, t, types)) for t, fraction in held]
     tokens = sum(float(t.window(t.duration * f, math.inf).output_tokens.sum()) for t, f in held)
     out = _combined(summaries, tokens)
     out["oracle_gpu_hours"] = round(sum(s["oracle_gpu_hours"] for s in summaries), 3)
@@ -473,13 +488,14 @@ def binding_limit(sm: StackModel, result: PlanResult, traces: Sequence[Trace], o
         return "no candidate could deploy or start: " + "; ".join(reasons[:3])
     chosen = candidate(sm, best.params, result.types)
     budget = budget_replicas(sm)
-    summaries = [_summary(run_static(chosen, t, budget, options), chosen, t) for t in traces]
+    masks = [servable(sm, t, result.types) for t in traces]
+    summaries = [summarize(run_static(chosen, t, budget, options), chosen, m) for t, m in zip(traces, masks)]
     at_budget = min(s["slo_attainment"] for s in summaries)
     short = f"best searched policy attains {best.search['slo_attainment']:.1%} vs {result.target:.1%}"  # type: ignore[index]
     # Requests vLLM refuses (context length) are left out of the attainment, so they never bind it;
     # `unservable_note` reports them.
     if at_budget < result.target:
-        huge = min(_summary(run_static(chosen, t, 4 * budget, options), chosen, t)["slo_attainment"] for t in traces)
+        huge = min(summarize(run_static(chosen, t, 4 * budget, options), chosen, m)["slo_attainment"] for t, m in zip(traces, masks))
         if huge < result.target:
             return (f"SLO below the idle-replica latency: even {4 * budget} warm replicas attain {huge:.1%} "
                     f"(TTFT {sm.policy.slo.ttft_p95_seconds}s, TPOT {sm.policy.slo.tpot_p95_seconds}s per request); {short}")  # fmt: skip
@@ -490,17 +506,17 @@ def binding_limit(sm: StackModel, result: PlanResult, traces: Sequence[Trace], o
 
 
 def unservable_note(sm: StackModel, trial: Trial, target: float) -> str | None:
-    """What share of the searched requests the candidate's attainment leaves out (too long for
-    maxModelLen or the KV cache, or slower than the SLO even alone on a warm replica), as a
-    warning when it is more than the target lets miss: a plan "meeting 99%" of 80% of the
-    traffic is not what the operator asked for."""
-    search = trial.search or {}
-    share, rejected = search.get("infeasible_share", 0.0), search.get("rejected_share", 0.0)
+    """What share of the searched requests every candidate's attainment leaves out (`servable`:
+    too long for maxModelLen or the KV cache, or slower than the SLO even alone on a warm replica,
+    on every GPU type searched), as a warning when it is more than the target lets miss: a plan
+    "meeting 99%" of 80% of the traffic is not what the operator asked for."""
+    share = (trial.search or {}).get("infeasible_share", 0.0)
     if not share:
         return None
     slo = sm.policy.slo
-    text = (f"{share:.1%} of the searched requests no fleet of the winner serves within the SLO ({rejected:.1%} exceed "
-            f"maxModelLen {sm.model.engine.max_model_len} or the KV cache; {share - rejected:.1%} miss TTFT {slo.ttft_p95_seconds}s or TPOT "
+    percent = f"{share:.1%}" if share >= 0.001 else f"{share:.2%}"  # 1 request in 10,000 is not "0.0%"
+    text = (f"{percent} of the searched requests no GPU type searched serves within the SLO (longer than maxModelLen "
+            f"{sm.model.engine.max_model_len} or the KV cache, or over TTFT {slo.ttft_p95_seconds}s or TPOT "
             f"{slo.tpot_p95_seconds}s even alone on a warm replica): the attainment is over the others")  # fmt: skip
     return f"warning: {text}" if share > 1 - target else text
 

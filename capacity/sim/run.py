@@ -203,14 +203,16 @@ def warmed(sm: StackModel, trace: Trace, options: RunOptions) -> RunOptions:
     return replace(options, warm_start=warm)
 
 
-def held_out(sm: StackModel, trace: Trace, fraction: float, options: RunOptions, oracle: bool = True) -> dict[str, Any]:
+def held_out(sm: StackModel, trace: Trace, fraction: float, options: RunOptions, oracle: bool = True,
+             feasible: np.ndarray | None = None) -> dict[str, Any]:  # fmt: skip
     """The policy's summary on the part of `trace` after its first `fraction` of time, with the
     oracle's GPU-hours on that part. The policy runs the whole trace, as a deployed policy would,
     and only the held-out part is scored and billed: its fleet at the cut is the one the policy
     built on the traffic before (a replay of the part alone would start it cold or guessed).
-    `oracle=False` leaves the oracle's keys None (it costs more than the run)."""
+    `oracle=False` leaves the oracle's keys None (it costs more than the run). `feasible`: the
+    requests of `trace` the attainment is over (default: those some fleet of `sm` serves)."""
     cut = trace.duration * fraction
     run = run_policy(sm, trace, warmed(sm, trace, options))
     tail, keep = since(run, cut, trace.duration)
-    summary = summarize(tail, sm, feasible_requests(sm, trace)[keep])
+    summary = summarize(tail, sm, (feasible_requests(sm, trace) if feasible is None else feasible)[keep])
     return with_oracle(summary, run_oracle(sm, trace.window(cut, math.inf), options).gpu_hours) if oracle else summary

@@ -224,14 +224,14 @@ def test_traffic_beyond_the_context_length_is_a_warning_not_a_binding_limit(caps
     monkeypatch.chdir(ROOT)
     out = plan(capsys, tmp_path, "--trace", TOO_LONG)
     assert out["search"]["infeasible_share"] == out["search"]["rejected_share"] == 1.0
-    assert any(note.startswith("warning: 100.0% of the searched requests no fleet of the winner serves within the SLO "
-                               "(100.0% exceed maxModelLen 8192") for note in out["notes"])  # fmt: skip
+    assert any(note.startswith("warning: 100.0% of the searched requests no GPU type searched serves within the SLO "
+                               "(longer than maxModelLen 8192") for note in out["notes"])  # fmt: skip
 
 
 def test_a_servable_trace_has_no_such_note(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
     out = plan(capsys, tmp_path, "--trace", STEP)
-    assert out["search"]["infeasible_share"] == 0 and not any("no fleet of the winner" in n for n in out["notes"])
+    assert out["search"]["infeasible_share"] == 0 and not any("no GPU type searched" in n for n in out["notes"])
 
 
 def test_a_small_unservable_share_is_a_note_and_a_large_one_a_warning():
@@ -242,3 +242,4 @@ def test_a_small_unservable_share_is_a_note_and_a_large_one_a_warning():
     assert planner.unservable_note(dev, trial(0.0), 0.95) is None
     assert planner.unservable_note(dev, trial(0.01), 0.95).startswith("1.0% of the searched requests")
     assert planner.unservable_note(dev, trial(0.08), 0.95).startswith("warning: 8.0% of the searched requests")
+    assert planner.unservable_note(dev, trial(0.0001), 0.95).startswith("0.01% of the searched requests")

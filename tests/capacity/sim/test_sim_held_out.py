@@ -10,7 +10,7 @@ from pathlib import Path
 
 from capacity.sim import plan
 from capacity.sim.from_stack import load_stack_model
-from capacity.sim.run import RunOptions, held_out, since
+from capacity.sim.run import RunOptions, feasible_requests, held_out, since
 from capacity.workload.traces import load
 from tests.capacity.sim.test_sim_simulator import run
 
@@ -58,6 +58,7 @@ def test_a_window_starts_with_the_fleet_built_before_it():
 
 
 ROOT = Path(__file__).resolve().parents[3]
+SHARED_TRACE = ROOT.parent / "shared" / "traces" / "azure-llm-2023-conv.csv"
 
 
 def test_held_out_scores_the_tail_of_one_continuous_run():
@@ -96,3 +97,15 @@ def test_of_candidates_costing_the_same_the_winner_keeps_the_most_headroom():
 
     cheap, tied_roomier, dearer_roomiest = trial(0, 2.00, 10), trial(1, 2.01, 14), trial(2, 2.50, 24)
     assert plan.robust_cheapest([cheap, tied_roomier, dearer_roomiest]) is tied_roomier
+
+
+def test_every_gpu_type_is_scored_over_the_same_requests_those_some_type_serves():
+    # On the shared trace's first 15 minutes the A10G (slower prefill) cannot serve 10 requests
+    # within the prod 14B's TTFT SLO that the L4 can: an A10G candidate misses them, not drops them.
+    prod = load_stack_model("prod", "qwen25-14b-awq", root=ROOT)
+    types = {t.gpu: t for t in plan.gpu_types(prod)}
+    trace = load(f"{SHARED_TRACE}@0:15m")
+    own = {gpu: feasible_requests(plan.on_gpu(prod, kind), trace) for gpu, kind in types.items()}
+    servable = plan.servable(prod, trace, types)
+    assert (servable == (own["a10g"] | own["l4"])).all()
+    assert int(servable.sum() - own["a10g"].sum()) == 10 and (servable == own["l4"]).all()
