@@ -236,7 +236,10 @@ def servable(sm: StackModel, trace: Trace, types: dict[str, GpuType]) -> np.ndar
     def union() -> np.ndarray:
         mask = np.zeros(len(trace), dtype=bool)
         for kind in types.values():
-            mask |= feasible_requests(on_gpu(sm, kind), trace)
+            try:
+                mask |= feasible_requests(on_gpu(sm, kind), trace)
+            except ValueError:  # the stack's flags do not deploy on that GPU: its candidates are refused too
+                continue
         return mask
 
     return per_trace(trace, ("servable", sm.profile, tuple(types), slo_targets(sm)), union)

@@ -109,3 +109,18 @@ def test_every_gpu_type_is_scored_over_the_same_requests_those_some_type_serves(
     servable = plan.servable(prod, trace, types)
     assert (servable == (own["a10g"] | own["l4"])).all()
     assert int(servable.sum() - own["a10g"].sum()) == 10 and (servable == own["l4"]).all()
+
+
+def test_a_gpu_type_the_stack_cannot_deploy_on_adds_no_servable_requests(monkeypatch):
+    prod = load_stack_model("prod", "qwen25-14b-awq", root=ROOT)
+    types = {t.gpu: t for t in plan.gpu_types(prod)}
+    trace = load("synthetic:step:base=1,peak=1,at=0,length=60,duration=120,prompt=512,output=64")
+    real = plan.on_gpu
+
+    def a10g_refused(sm, kind):
+        if kind.gpu == "a10g":
+            raise ValueError("would not deploy: (test) the flags do not fit")
+        return real(sm, kind)
+
+    monkeypatch.setattr(plan, "on_gpu", a10g_refused)
+    assert (plan.servable(prod, trace, types) == feasible_requests(real(prod, types["l4"]), trace)).all()
