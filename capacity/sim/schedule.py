@@ -19,7 +19,7 @@ trace wants is reported.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -194,10 +194,8 @@ def derive(sm: StackModel, replicas: np.ndarray, interval_s: float, origin: date
 
 def later_part(trace: Trace, offset_s: float, length_s: float) -> Trace:
     """The requests of [offset, offset + length), re-based to 0 with the wall clock moved along
-    (`Trace.window` keeps the original start, which would misplace a cron window)."""
-    part = trace.window(offset_s, offset_s + length_s)
-    return Trace(part.name, part.arrivals, part.prompt_tokens, part.output_tokens,
-                 origin_utc(trace) + timedelta(seconds=offset_s))  # fmt: skip
+    from the trace's UTC origin (the default start for a trace without one)."""
+    return replace(trace, start=origin_utc(trace)).window(offset_s, offset_s + length_s)
 
 
 def whole_days(span_s: float) -> int:

@@ -20,7 +20,7 @@ import json
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -50,14 +50,15 @@ class Trace:
         return float(self.arrivals[-1]) if len(self) else 0.0
 
     def window(self, start: float, end: float) -> "Trace":
-        """The requests arriving in [start, end), re-based to start at 0."""
+        """The requests arriving in [start, end), re-based to start at 0, the wall clock moved
+        along (a cron window replayed on the part stays where it was)."""
         lo, hi = np.searchsorted(self.arrivals, [start, end])
         return Trace(
             self.name,
             self.arrivals[lo:hi] - start,
             self.prompt_tokens[lo:hi],
             self.output_tokens[lo:hi],
-            self.start,
+            self.start + timedelta(seconds=start) if self.start else None,
         )
 
 
@@ -200,7 +201,7 @@ _JSONL_KEYS = (("timestamp", "offset_s"), ("input_length", "prompt_tokens"), ("o
 # Mooncake's numeric `timestamp` is milliseconds since the first request (NVIDIA Dynamo
 # benchmarks/data_generator/README.md "Timestamp: The arrival time (in milliseconds)"; AIPerf and
 # genai-perf replay it so): read as seconds, a one-hour trace would replay over six weeks.
-_SECONDS_PER = {"timestamp": 1e-3, "offset_s": 1.0}
+_UNIT_OF = {"timestamp": ("milliseconds", 1e-3), "offset_s": ("seconds", 1.0)}
 
 
 def load_jsonl(path: Path) -> Trace:
@@ -235,9 +236,9 @@ def load_jsonl(path: Path) -> Trace:
 
 
 def _stamp_seconds(path: Path, line: int, key: str, value: object) -> float:
-    unit = "milliseconds" if _SECONDS_PER[key] == 1e-3 else "seconds"
+    unit, seconds_per = _UNIT_OF[key]
     if not isinstance(value, str):
-        return _seconds(path, line, key, value, unit) * _SECONDS_PER[key]
+        return _seconds(path, line, key, value, unit) * seconds_per
     try:
         return datetime.fromisoformat(value).timestamp()
     except ValueError:
@@ -383,8 +384,7 @@ def load(source: str | Path) -> Trace:
     part = whole.window(start, end)
     if not len(part):
         raise ValueError(f"trace {text!r}: no requests in that window (the trace spans {whole.duration:.0f} s)")
-    moved = whole.start + timedelta(seconds=start) if whole.start else None
-    return Trace(path.stem + text[len(name):], part.arrivals, part.prompt_tokens, part.output_tokens, moved)
+    return replace(part, name=path.stem + text[len(name):])
 
 
 # --- rescaling ------------------------------------------------------------------------
