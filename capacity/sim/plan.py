@@ -154,20 +154,25 @@ def budget_replicas(sm: StackModel) -> int:
 # --- one candidate -------------------------------------------------------------------------
 
 
+def gpu_edits(sm: StackModel, gpu: str) -> list[ConfigEdit]:
+    """The edits that run the model on `gpu` with that GPU's physics profile (a pin to one of its
+    families when it moves; the stack then derives the profile with the model's own engine
+    flags, from_stack.with_engine_flags); none when it already runs so."""
+    profile = f"{gpu}-{checkpoint(sm.model.hugging_face_id).short}"
+    if gpu != current_gpu(sm):
+        family = next(f for f, g in GPU_OF_FAMILY.items() if g == gpu and f in _families(sm))
+        return gpu_type_edits(sm, family, profile)
+    if sm.model.capacity_profile != profile:
+        return [(f"models[{model_index(sm)}].capacityProfile", profile)]
+    return []
+
+
 def edits_of(sm: StackModel, p: dict[str, Any]) -> list[ConfigEdit]:
     """The `pulumi config set --path` edits (key, value) that deploy candidate `p` (and the
     `pulumi config rm --path` a GPU-type change may need), in the order they must run."""
     scope = f"autoscaling.{sm.model.name}"
     index = model_index(sm)
-    edits: list[ConfigEdit] = []
-    # The candidate runs the physics profile of its GPU with its own flags; the stack then
-    # derives the same profile from the same flags (from_stack.with_engine_flags).
-    profile = f"{p['gpu']}-{checkpoint(sm.model.hugging_face_id).short}"
-    if p["gpu"] != current_gpu(sm):
-        kind = next(f for f, g in GPU_OF_FAMILY.items() if g == p["gpu"] and f in _families(sm))
-        edits += gpu_type_edits(sm, kind, profile)
-    elif sm.model.capacity_profile != profile:
-        edits.append((f"models[{index}].capacityProfile", profile))
+    edits = gpu_edits(sm, p["gpu"])
     edits += [(f"models[{index}].engine.{k}", p[k]) for k in ("maxNumSeqs", "maxNumBatchedTokens", "gpuMemoryUtilization")]
     # Karpenter's consolidateAfter: how long an emptied node stays billed (and reusable, image cached).
     if p["consolidateAfter"] is not None:
@@ -221,10 +226,10 @@ def candidate(sm: StackModel, p: dict[str, Any], types: dict[str, GpuType]) -> S
 
 
 def on_gpu(sm: StackModel, kind: GpuType) -> StackModel:
-    """The stack model with its engine flags on GPU type `kind` (its physics profile)."""
-    if current_gpu(sm) == kind.gpu:
-        return sm
-    return apply_config_set(sm, gpu_type_edits(sm, kind.family, f"{kind.gpu}-{checkpoint(sm.model.hugging_face_id).short}"))
+    """The stack model with its own engine flags on GPU type `kind`, as a candidate of that type
+    runs it (its physics profile)."""
+    edits = gpu_edits(sm, kind.gpu)
+    return apply_config_set(sm, edits) if edits else sm
 
 
 def servable(sm: StackModel, trace: Trace, types: dict[str, GpuType]) -> np.ndarray:
