@@ -23,8 +23,9 @@ from rich.text import Text
 
 from capacity.cli import DEFAULT_STACK
 from capacity.sim import sensitivity
-from capacity.sim.evidence import SEARCH_FRACTION, Evidence, Traffic, evidence, evidence_traffic, for_key, key_of
+from capacity.sim.evidence import Evidence, Traffic, evidence, evidence_traffic, for_key, key_of
 from capacity.sim.from_stack import StackModel, load_stack_model
+from capacity.sim.plan import SEARCH_FRACTION
 from capacity.sim.run import RunOptions
 from capacity.tables import cell
 

@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--validate-trace", action="append", default=[], help="extra traffic the winner is replayed on, never searched; repeatable (default: none)")
     parser.add_argument("--slo-attainment", type=float,
                         help="target share of requests within the SLO (default: the stack's capacityPlanning.attainmentTarget)")
-    parser.add_argument("--search-fraction", type=float, default=0.7, help="first fraction of each trace's time to search on")
+    parser.add_argument("--search-fraction", type=float, default=plan.SEARCH_FRACTION, help="first fraction of each trace's time to search on")
     parser.add_argument("--rate-scale", type=float, default=1.0,
                         help="replay every trace at this many times its requests, same duration (e.g. to size a smaller stack)")
     parser.add_argument("--margin", type=float, default=1.0, help="search against this many times the request rate (robustness)")

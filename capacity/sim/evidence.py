@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from capacity.sim.from_stack import NAMESPACE, StackModel, model_index
+from capacity.sim.plan import SEARCH_FRACTION  # what `plan` splits at when its command does not say
 from capacity.workload import traces
 
 _EVIDENCE_LINE = re.compile(r"^\s*#\s?Evidence\b")
@@ -153,10 +154,6 @@ def _parse(block: list[str]) -> Evidence:
 
 
 # --- the traffic an evidence command names ---------------------------------------------------
-
-# What `plan` splits at when its evidence command does not say (its --search-fraction default).
-SEARCH_FRACTION = 0.7
-
 
 @dataclass(frozen=True)
 class Traffic:

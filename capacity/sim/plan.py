@@ -34,6 +34,7 @@ from capacity.workload.traces import Trace, rate_scale
 from contract.gpu import GPU_OF_FAMILY
 
 PRICES = Path(__file__).parent / "data" / "aws_gpu_prices.yaml"
+SEARCH_FRACTION = 0.7  # the first 70% of each trace's time is searched, the rest held out
 PENALTY_USD = 1000.0  # per unit of attainment short of the target: any feasible candidate wins
 MAX_NUM_SEQS = (16, 24, 32, 48, 64, 96, 128)
 MAX_NUM_BATCHED_TOKENS = (1024, 2048, 4096, 8192)
