@@ -20,9 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from capacity.sim.from_stack import load_stack_model  # noqa: E402
-from capacity.sim.run import RunOptions, feasible_requests, run_policy, summarize  # noqa: E402
-from capacity.sim.tune import set_path  # noqa: E402
+from capacity.planning.stack import load_stack_model  # noqa: E402
+from capacity.planning.run import RunOptions, feasible_requests, run_policy, summarize  # noqa: E402
+from capacity.planning.tune import set_path  # noqa: E402
 from capacity.workload import traces  # noqa: E402
 
 AZURE = ROOT.parent / "shared" / "traces" / "azure-llm-2023-conv.csv"

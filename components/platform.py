@@ -16,7 +16,7 @@ from .gateway.objects import envoy_peer
 from .gpu_capacity import GpuCapacity, GpuCapacityArgs
 from .model_store import ModelStore, ModelStoreArgs
 from .model_sync import ModelSync, ModelSyncArgs
-from .monitored import monitored_models
+from contract.manifests.monitored import monitored_models
 from .naming import base_tags, type_token
 from .isolation import namespace_peer
 from .network import Network, NetworkArgs

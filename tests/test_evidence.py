@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from capacity.sim.audit import audit, replan
-from capacity.sim.evidence import evidence, evidence_traffic, for_key
-from capacity.sim.from_stack import apply_config_set, load_stack_model
+from capacity.planning.audit import audit, replan
+from capacity.planning.evidence import evidence, evidence_traffic, for_key
+from capacity.planning.stack import apply_config_set, load_stack_model
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_TRACE = ROOT.parent / "shared" / "traces" / "azure-llm-2023-conv.csv"

@@ -12,11 +12,11 @@ import numpy as np
 
 from capacity.cli.sim_args import add_common_arguments, add_scaledobject_argument, emit, load_inputs, pool_replicas, row_name, start_note
 from capacity.runtime import worker_pool
-from capacity.sim.from_stack import StackModel, read_policy_file
-from capacity.sim.html_report import HtmlFigure, write_html
-from capacity.sim.report import COMPARISON_CAPTION, plot_comparison, summary_html_table
-from capacity.sim.run import RunOptions, run_oracle, run_policy, run_static, since, summarize, with_oracle
-from capacity.sim.scaledobject import Manifest, read_scaled_object, run_scaled_object
+from capacity.planning.stack import StackModel, read_policy_file
+from capacity.planning.html_report import HtmlFigure, write_html
+from capacity.planning.report import COMPARISON_CAPTION, plot_comparison, summary_html_table
+from capacity.planning.run import RunOptions, run_oracle, run_policy, run_scaled_object, run_static, since, summarize, with_oracle
+from capacity.sim.scaledobject import Manifest, read_scaled_object
 from capacity.workload import traces
 
 # The designs this project grew from, as raw ScaledObjects (issue 13).
@@ -114,10 +114,10 @@ def run(args: argparse.Namespace) -> int:
     table = [(row_name(name, summary, model) if how is None else name, summary)
              for (name, model, _, _, how, _, _), (_, summary) in zip(jobs, rows)]  # fmt: skip
     table.append(rows[-1])
-    emit(args, {name: s for name, s in rows}, table, f"{title}\n{start_note(sm, options)}")
+    emit(args, {name: s for name, s in rows}, table, f"{title}\n{start_note(sm.manifest, options)}")
     html = args.html or Path("out") / f"compare-{sm.stack}-{sm.model.name}.html"
     png = plot_comparison(table, html.with_suffix(".png"), title, rows[0][1]["slo"]["objective"])
-    write_html(html, title, [start_note(sm, options)], [summary_html_table(table, "policies")],
+    write_html(html, title, [start_note(sm.manifest, options)], [summary_html_table(table, "policies")],
                [HtmlFigure(png, COMPARISON_CAPTION)])  # fmt: skip
     if not args.json:
         print(f"report: {html}")

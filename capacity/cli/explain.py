@@ -22,11 +22,11 @@ from rich.table import Table
 from rich.text import Text
 
 from capacity.cli import DEFAULT_STACK
-from capacity.sim import sensitivity
-from capacity.sim.evidence import Evidence, Traffic, evidence, evidence_traffic, for_key, key_of
-from capacity.sim.from_stack import StackModel, load_stack_model
-from capacity.sim.plan import SEARCH_FRACTION
-from capacity.sim.run import RunOptions
+from capacity.planning import sensitivity
+from capacity.planning.evidence import Evidence, Traffic, evidence, evidence_traffic, for_key, key_of
+from capacity.planning.stack import StackModel, load_stack_model
+from capacity.planning.plan import SEARCH_FRACTION
+from capacity.planning.run import RunOptions
 from capacity.tables import cell
 
 METRICS = ("slo_attainment", "cost_usd", "gpu_hours")

@@ -19,11 +19,11 @@ from rich.console import Console
 from rich.table import Table
 
 from capacity.cli import DEFAULT_STACK
-from capacity.sim import plan
+from capacity.planning import plan
 from capacity.sim.cluster.router import ROUTERS
-from capacity.sim.from_stack import ConfigEdit, apply_config_set, config_command, load_stack_model
-from capacity.sim.html_report import HtmlFigure, HtmlTable, write_html
-from capacity.sim.run import RunOptions, split
+from capacity.planning.stack import ConfigEdit, apply_config_set, config_command, load_stack_model
+from capacity.planning.html_report import HtmlFigure, HtmlTable, write_html
+from capacity.planning.run import RunOptions, split
 from capacity.tables import cell
 from capacity.workload import traces
 

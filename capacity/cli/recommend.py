@@ -14,8 +14,8 @@ from pathlib import Path
 from capacity.cli import DEFAULT_STACK
 from capacity.measure.envelope import read_envelope
 from capacity.measure.recommend import Setting, commands, recommend, report_lines, slo_to_defend, stack_path
-from capacity.sim.from_stack import apply_config_set, load_stack_model
-from capacity.sim.plan import budget_replicas
+from capacity.planning.stack import apply_config_set, load_stack_model
+from capacity.planning.plan import budget_replicas
 from contract.settings.autoscaling import DEFAULT_KEY, merged_policy
 
 

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 from capacity.cli.sim_args import add_common_arguments, emit, load_inputs
-from capacity.sim.from_stack import StackModel, apply_config_set, config_command
+from capacity.planning.stack import StackModel, apply_config_set, config_command
 from capacity.sim.oracle import OracleResult
-from capacity.sim.run import RunOptions, run_oracle, run_policy, summarize, with_oracle
-from capacity.sim.schedule import DAY_S, EVERY_DAY, Schedule, daily_needs, derive, later_part, origin_utc, whole_days
+from capacity.planning.run import RunOptions, run_oracle, run_policy, summarize, with_oracle
+from capacity.planning.schedule import DAY_S, EVERY_DAY, Schedule, daily_needs, derive, later_part, origin_utc, whole_days
 from capacity.workload import traces
 
 

@@ -11,10 +11,11 @@ from typing import Any
 
 from capacity.cli import DEFAULT_STACK
 from capacity.sim.cluster.router import ROUTERS
-from capacity.sim.from_stack import StackModel, load_stack_model
+from capacity.planning.stack import StackModel, load_stack_model
 from capacity.sim.oracle import OracleResult
-from capacity.sim.report import print_table
-from capacity.sim.run import RunOptions, initial_replicas, run_oracle
+from capacity.sim.scaledobject import Manifest
+from capacity.planning.report import print_table
+from capacity.planning.run import RunOptions, initial_replicas, run_oracle
 from capacity.workload import traces
 
 
@@ -72,13 +73,15 @@ def row_name(name: str, summary: dict[str, Any], sm: StackModel) -> str:
     return f"{name} (pinned at {what})" if used is not None and used >= ceiling else name
 
 
-def start_note(sm: StackModel, options: RunOptions) -> str:
-    """How many warm replicas the policy runs start from, and why (the --initial-replicas default)."""
-    n = initial_replicas(sm, options)
+def start_note(manifest: Manifest, options: RunOptions) -> str:
+    """How many warm replicas a ScaledObject's runs start from, and why (the --initial-replicas default)."""
+    n = initial_replicas(manifest, options)
     if options.initial_replicas is not None:
         return f"starts from {n} warm replicas (--initial-replicas)"
-    return (f"starts from {n} warm replicas: the oracle's fleet for the first {options.oracle_interval_s:g} s "
-            f"within minReplicas {sm.policy.min_replicas}..maxReplicas {sm.policy.max_replicas}")  # fmt: skip
+    return (
+        f"starts from {n} warm replicas: the oracle's fleet for the first {options.oracle_interval_s:g} s "
+        f"within minReplicas {manifest.min_replicas}..maxReplicas {manifest.max_replicas}"
+    )
 
 
 def add_scaledobject_argument(p: argparse.ArgumentParser, repeatable: bool) -> None:

@@ -12,10 +12,10 @@ from pathlib import Path
 from rich.console import Console
 
 from capacity.cli.sim_args import add_common_arguments, add_scaledobject_argument, emit, load_inputs, row_name, start_note
-from capacity.sim.html_report import HtmlFigure, write_html
-from capacity.sim.report import plot_timeline, summary_html_table, timeline_caption
-from capacity.sim.run import run_policy, summarize, with_oracle
-from capacity.sim.scaledobject import read_scaled_object, run_scaled_object
+from capacity.planning.html_report import HtmlFigure, write_html
+from capacity.planning.report import plot_timeline, summary_html_table, timeline_caption
+from capacity.planning.run import run_policy, run_scaled_object, summarize, with_oracle
+from capacity.sim.scaledobject import read_scaled_object
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,20 +36,21 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--png {args.png}: directory {args.png.parent} does not exist")
     if args.html is not None and not args.html.parent.is_dir():
         raise ValueError(f"--html {args.html}: directory {args.html.parent} does not exist")
-    manifest = read_scaled_object(args.scaledobject) if args.scaledobject else None
+    given = read_scaled_object(args.scaledobject) if args.scaledobject else None
     sm, trace, options, orc = load_inputs(args, args.policy)
-    result = run_scaled_object(sm, manifest, trace, options) if manifest else run_policy(sm, trace, options)
+    manifest = given or sm.manifest
+    result = run_scaled_object(sm, manifest, trace, options)
     summary = with_oracle(summarize(result, sm, orc.feasible), orc.gpu_hours)
     summary["oracle_infeasible_intervals"] = orc.infeasible_intervals
     png = args.png or Path("out") / f"simulate-{sm.stack}-{sm.model.name}.png"
     title = f"{sm.stack}/{sm.model.name} ({sm.profile.name}) on {trace.name}"
     summary["timeline_png"] = str(plot_timeline(result, png, title, summary["slo"]))
     summary["policy"] = str(args.policy or args.scaledobject or f"stack {sm.stack}")
-    name = summary["policy"] if manifest else row_name(summary["policy"], summary, sm)
+    name = summary["policy"] if given else row_name(summary["policy"], summary, sm)
     html = args.html or png.with_suffix(".html")
     summary["html_report"] = str(html)
-    emit(args, summary, [(name, summary)], f"{title}\n{start_note(sm, options)}")
-    write_html(html, title, [start_note(sm, options)], [summary_html_table([(name, summary)], "summary")],
+    emit(args, summary, [(name, summary)], f"{title}\n{start_note(manifest, options)}")
+    write_html(html, title, [start_note(manifest, options)], [summary_html_table([(name, summary)], "summary")],
                [HtmlFigure(png, timeline_caption(result))])  # fmt: skip
     if not args.json:
         Console().print(f"timeline: {png}\nreport: {html}")

@@ -10,9 +10,9 @@ import argparse
 from rich.console import Console
 
 from capacity.cli.sim_args import add_common_arguments, emit, load_inputs, row_name, start_note
-from capacity.sim.from_stack import apply_config_set
-from capacity.sim.run import with_oracle
-from capacity.sim.tune import config_set_lines, tune
+from capacity.planning.stack import apply_config_set
+from capacity.planning.run import with_oracle
+from capacity.planning.tune import config_set_lines, tune
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     title = f"tune {sm.stack}/{sm.model.name}: cheapest policy with SLO attainment >= {result.target:.1%}"
     rows = [(row_name("before (stack)", result.baseline.summary, sm), result.baseline.summary),
             (row_name("after (tuned)", result.best.summary, sm.with_policy(result.best.raw)), result.best.summary)]
-    emit(args, payload, rows, f"{title}\n{start_note(sm, options)}")
+    emit(args, payload, rows, f"{title}\n{start_note(sm.manifest, options)}")
     if not args.json:
         console = Console()
         if not payload["meets_target"]:

@@ -33,10 +33,6 @@ from capacity.sim.control.hpa import (
 )
 from capacity.sim.control.keda import Fallback, KedaTrigger, ScaledObject
 from capacity.sim.control.promql_parse import parse
-from capacity.sim.from_stack import StackModel
-from capacity.sim.run import RunOptions, sim_config
-from capacity.sim.simulator import SimResult, simulate
-from capacity.workload.traces import Trace
 
 DEFAULT_MIN_REPLICAS, DEFAULT_MAX_REPLICAS = 0, 100
 DEFAULT_POLLING_INTERVAL_S, DEFAULT_COOLDOWN_PERIOD_S = 30, 300
@@ -75,13 +71,13 @@ class Manifest:
 
 
 class _Reader:
-    """Typed access to the manifest, every error naming the file and the key path."""
+    """Typed access to the manifest, every error naming where it came from and the key path."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, where: str) -> None:
+        self.where = where
 
     def fail(self, key: str, rule: str) -> ValueError:
-        return ValueError(f"ScaledObject {self.path}: {key} {rule}")
+        return ValueError(f"ScaledObject {self.where}: {key} {rule}")
 
     def mapping(self, value: Any, key: str) -> dict[str, Any]:
         if value is None:
@@ -193,8 +189,16 @@ def _trigger(r: _Reader, index: int, raw: Any) -> KedaTrigger:
 def read_scaled_object(path: Path) -> Manifest:
     """The manifest at `path` (one ScaledObject; other documents in the file are skipped)."""
     path = Path(path)
-    r = _Reader(path)
-    document = _document(path)
+    return parse_scaled_object(_document(path), str(path), unnamed=path.stem)
+
+
+def parse_scaled_object(document: dict[str, Any], where: str, unnamed: str | None = None) -> Manifest:
+    """One ScaledObject document (as `kubectl apply` would send it) as the simulator runs it;
+    `where` names it in errors (a file, or the stack model whose rendered manifest it is), and
+    `unnamed` is its name when its metadata has none."""
+    r = _Reader(where)
+    if document.get("kind") != "ScaledObject" or not str(document.get("apiVersion", "")).startswith("keda.sh/"):
+        raise r.fail("kind", f"must be a keda.sh ScaledObject, got {document.get('apiVersion')!r} {document.get('kind')!r}")
     spec = r.mapping(document.get("spec"), "spec")
     unknown = sorted(set(spec) - _SUPPORTED_SPEC)
     if unknown:
@@ -228,7 +232,7 @@ def read_scaled_object(path: Path) -> Manifest:
             kind,
         )
     return Manifest(
-        name=str(r.mapping(document.get("metadata"), "metadata").get("name") or path.stem),
+        name=str(r.mapping(document.get("metadata"), "metadata").get("name") or unnamed or where),
         triggers=tuple(_trigger(r, i, t) for i, t in enumerate(triggers)),
         min_replicas=minimum,
         max_replicas=maximum,
@@ -237,12 +241,3 @@ def read_scaled_object(path: Path) -> Manifest:
         behavior=behavior,
         fallback=fallback,
     )
-
-
-def run_scaled_object(sm: StackModel, manifest: Manifest, trace: Trace, options: RunOptions = RunOptions()) -> SimResult:
-    """The manifest's policy on the stack model's replicas, pools and startup (the stack's own
-    policy is not used); warm start within the manifest's min/max, as `run_policy` does."""
-    initial = options.initial_replicas
-    if initial is None:
-        initial = min(max(options.warm_start or 0, manifest.min_replicas, 1), manifest.max_replicas)
-    return simulate(sim_config(sm, options, initial), trace, manifest.scaled_object())

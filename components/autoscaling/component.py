@@ -1,5 +1,5 @@
 """Autoscaling component: installs KEDA from its chart, then applies the ScaledObjects of
-`objects.py` (one per model)."""
+`contract.manifests.scaled_object` (one per model)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,15 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from contract.manifests.monitored import MonitoredModel
+from contract.manifests.scaled_object import KEDA_VERSION, scaled_object
+
 from ..helm import helm_release
-from ..monitored import MonitoredModel
 from ..naming import type_token
-from .objects import KEDA_CHART, KEDA_NAMESPACE, KEDA_REPOSITORY, KEDA_VERSION, scaled_object
+
+KEDA_CHART = "keda"
+KEDA_REPOSITORY = "https://kedacore.github.io/charts"
+KEDA_NAMESPACE = "keda"
 
 
 @dataclass(frozen=True)

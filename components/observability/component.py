@@ -20,7 +20,7 @@ from contract.settings.observability import ObservabilitySettings
 
 from .. import iam
 from ..helm import helm_release
-from ..monitored import MonitoredModel
+from contract.manifests.monitored import MonitoredModel
 from ..naming import type_token
 from .dashboards import dashboards
 from .objects import (

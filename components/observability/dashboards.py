@@ -16,7 +16,7 @@ from contract.settings.observability import ObservabilitySettings
 from contract.signals import Vllm
 from contract.triggers import TRIGGERS, Trigger, enabled_triggers
 
-from ..monitored import MonitoredModel
+from contract.manifests.monitored import MonitoredModel
 from .rules import E2E_SLO_QUANTILE, TPOT_SLO_QUANTILE, TTFT_SLO_QUANTILE
 
 # kube-prometheus-stack provisions its Prometheus data source with this uid.

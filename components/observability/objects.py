@@ -11,7 +11,7 @@ from contract import names, signals
 from contract.gpu import GPU_TAINT, POOL_LABEL
 from contract.settings.observability import ObservabilitySettings, Receiver
 
-from ..monitored import MonitoredModel
+from contract.manifests.monitored import MonitoredModel
 
 STACK_CHART = "kube-prometheus-stack"
 STACK_REPOSITORY = "https://prometheus-community.github.io/helm-charts"

@@ -16,7 +16,7 @@ from contract.settings.observability import ObservabilitySettings
 from contract.signals import Query, Vllm
 from contract.triggers import TRIGGERS, Trigger
 
-from ..monitored import MonitoredModel
+from contract.manifests.monitored import MonitoredModel
 
 RECORDING_WINDOW_SECONDS = 60  # the "1m" of the recording rule names below
 # The quantiles the SLO keys name: slo.ttftP95Seconds and slo.tpotP95Seconds (the objective: 95% of

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from components.autoscaling.objects import KEDA_VERSION, keda_triggers, scaled_object_spec
-from components.monitored import MonitoredModel, monitored_models
+from contract.manifests.scaled_object import KEDA_VERSION, keda_triggers, scaled_object_spec
+from contract.manifests.monitored import MonitoredModel, monitored_models
 from components.observability.objects import prometheus_url
 from contract.settings import StackSettings
 from contract.settings.autoscaling import deep_merge

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from components.monitored import monitored_models
+from contract.manifests.monitored import monitored_models
 from components.observability.dashboards import dashboards, queries
 from components.observability.objects import SIDECAR_LABEL
 from contract import signals

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from components.autoscaling.objects import keda_triggers, scaled_object_spec
-from components.monitored import MonitoredModel, monitored_models
+from contract.manifests.scaled_object import keda_triggers, scaled_object_spec
+from contract.manifests.monitored import MonitoredModel, monitored_models
 from components.observability.dashboards import capacity_panels, dashboards, queries
 from contract import signals
 from contract.settings.stack_file import load_stack

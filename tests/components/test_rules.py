@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from components.monitored import monitored_models
+from contract.manifests.monitored import monitored_models
 from components.observability.rules import rule_groups
 from contract.settings.stack_file import load_stack, read_stack
 from tests.harness import ROOT

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from capacity.__main__ import main
-from capacity.sim import sensitivity
-from capacity.sim.from_stack import load_stack_model
+from capacity.planning import sensitivity
+from capacity.planning.stack import load_stack_model
 
 ROOT = Path(__file__).resolve().parents[3]
 TRACE = "synthetic:step:base=1,peak=3,at=150,length=150,duration=450,prompt=256,output=64"

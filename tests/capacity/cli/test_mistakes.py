@@ -13,7 +13,7 @@ import time
 import pytest
 
 from capacity.__main__ import main
-from capacity.sim.from_stack import load_stack_model
+from capacity.planning.stack import load_stack_model
 from tests.capacity.conftest import CALIBRATION_CSV, REPO
 
 TRACE = "synthetic:step:duration=600"

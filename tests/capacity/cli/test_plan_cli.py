@@ -13,9 +13,9 @@ import optuna
 import pytest
 
 from capacity.__main__ import main
-from capacity.sim import journal
+from capacity.planning import journal
 from tests.html_page import Report, embeds
-from capacity.sim.from_stack import ConfigRemove, apply_config_set, load_stack_model
+from capacity.planning.stack import ConfigRemove, apply_config_set, load_stack_model
 
 ROOT = Path(__file__).resolve().parents[3]
 STEP = "synthetic:step:base=2,peak=12,at=300,length=300,duration=900,prompt=512,output=128"
@@ -235,7 +235,7 @@ def test_a_servable_trace_has_no_such_note(capsys, monkeypatch, tmp_path):
 
 
 def test_a_small_unservable_share_is_a_note_and_a_large_one_a_warning():
-    from capacity.sim import plan as planner
+    from capacity.planning import plan as planner
 
     dev = load_stack_model("dev", root=ROOT)
     trial = lambda share: planner.Trial(0, {}, {"infeasible_share": share, "rejected_share": 0.0}, None)  # noqa: E731

@@ -10,8 +10,8 @@ import pytest
 from capacity.__main__ import main
 from tests.stacks import unplanned
 from capacity.cli.schedule import config_set_lines
-from capacity.sim.from_stack import apply_config_set, load_stack_model
-from capacity.sim.schedule import Schedule
+from capacity.planning.stack import apply_config_set, load_stack_model
+from capacity.planning.schedule import Schedule
 
 ROOT = Path(__file__).resolve().parents[3]
 PROFILE = "8gb-qwen2.5-3b-eager"

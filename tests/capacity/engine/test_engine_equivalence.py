@@ -190,8 +190,8 @@ def test_engine_with_the_fast_path_matches_the_step_by_step_engine_on_random_wor
 )
 def test_fast_path_matches_step_by_step_through_the_simulator(profile, trace):
     """The prod stack's policy on a load step: the same per-request results and control loop."""
-    from capacity.sim.run import RunOptions, run_policy
-    from capacity.sim.from_stack import load_stack_model
+    from capacity.planning.run import RunOptions, run_policy
+    from capacity.planning.stack import load_stack_model
     from capacity.workload import traces
 
     sm = load_stack_model("prod", profile=profile, root=REPO)

@@ -10,9 +10,9 @@ import pytest
 
 from capacity.sim.control.hpa import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, HpaScalingPolicy
 from capacity.sim.control.keda import KedaTrigger
-from capacity.sim.from_stack import load_stack_model
-from capacity.sim.run import RunOptions, feasible_requests, summarize
-from capacity.sim.scaledobject import read_scaled_object, run_scaled_object
+from capacity.planning.stack import load_stack_model
+from capacity.planning.run import RunOptions, feasible_requests, run_scaled_object, summarize
+from capacity.sim.scaledobject import read_scaled_object
 from capacity.sim.simulator import READY, SimConfig, Simulation, _Pod
 from capacity.workload.traces import load
 from contract.signals import Query, Vllm

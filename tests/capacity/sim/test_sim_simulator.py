@@ -5,7 +5,7 @@ import pytest
 
 from capacity.engine import EngineProfile
 from capacity.engine.roofline import StepCost
-from capacity.sim.from_stack import scaled_object
+from capacity.planning.stack import scaled_object
 from capacity.sim.simulator import FAILED, OK, REJECTED, SimConfig, Simulation, simulate
 from capacity.sim.cluster.startup import Pool, Startup
 from capacity.workload.traces import Trace, load
@@ -170,7 +170,7 @@ def test_a_cron_trigger_reports_0_outside_its_window_and_desired_replicas_inside
     )  # fmt: skip
     quiet = "synthetic:step:base=0.2,peak=0.2,duration=1800,prompt=128,output=16"
     tl = run(trace=quiet, policy=policy).timeline
-    cron = dict(zip(tl.t, tl.signals["cron"]))
+    cron = dict(zip(tl.t, tl.signals["warm-peak"]))
     assert {v for t, v in cron.items() if t < 600} == {0.0}
     assert {v for t, v in cron.items() if 600 <= t < 1200} == {3.0}
 
@@ -183,7 +183,7 @@ def test_a_prometheus_outage_leaves_the_cron_trigger_alone():
     )  # fmt: skip
     quiet = "synthetic:step:base=0.2,peak=0.2,duration=1800,prompt=128,output=16"
     tl = run(trace=quiet, policy=policy, metrics_outages=((0.0, 1800.0),)).timeline
-    inside = [(c, q) for t, c, q in zip(tl.t, tl.signals["cron"], tl.signals["queueDepth"]) if 600 <= t < 1200]
+    inside = [(c, q) for t, c, q in zip(tl.t, tl.signals["warm-peak"], tl.signals["queue-depth"]) if 600 <= t < 1200]
     assert {c for c, _ in inside} == {3.0} and all(np.isnan(q) for _, q in inside)
 
 
@@ -300,7 +300,7 @@ def test_the_prompt_token_rate_follows_the_prefill_work_served():
     })  # fmt: skip
     result = run(policy=policy, initial_replicas=4)
     tl = result.timeline
-    signal = dict(zip(tl.t, tl.signals["promptTokens"]))
+    signal = dict(zip(tl.t, tl.signals["prompt-tokens"]))
     before = [v for t, v in signal.items() if 90 <= t < 120]  # 0.5 req/s x 256 prompt tokens
     during = [v for t, v in signal.items() if 400 <= t < 700]  # 12 req/s x 256
     assert np.median(before) == pytest.approx(0.5 * 256, rel=0.5)

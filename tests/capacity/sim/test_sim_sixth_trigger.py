@@ -6,10 +6,10 @@ import pytest
 from capacity.engine import EngineProfile
 from capacity.engine.roofline import StepCost
 from capacity.sim.cluster.startup import Pool, Startup
-from capacity.sim.from_stack import scaled_object
-from capacity.sim.report import plot_timeline
+from capacity.planning.stack import scaled_object
+from capacity.planning.report import plot_timeline
 from capacity.sim.simulator import SimConfig, simulate
-from capacity.sim.tune import _knobs
+from capacity.planning.tune import _knobs
 from capacity.workload.traces import load
 from contract.signals import Query, Vllm
 from contract.triggers import TRIGGERS, Trigger
@@ -45,15 +45,15 @@ def run(policy, triggers=SIX):
 
 def test_the_sixth_trigger_becomes_a_keda_trigger_with_its_query():
     (trigger,) = scaled_object(only_the_sixth(), SIX).triggers
-    assert (trigger.name, trigger.metric_type, trigger.target) == ("waitingNow", "AverageValue", 2.0)
+    assert (trigger.name, trigger.metric_type, trigger.target) == ("waiting-now", "AverageValue", 2.0)
     assert trigger.source == Query(Vllm.REQUESTS_WAITING, "sum_avg_over_time", 30)
 
 
 def test_the_sixth_trigger_alone_scales_a_load_step_out_and_back_in(tmp_path):
     result = run(only_the_sixth())
     tl = result.timeline
-    assert set(tl.signals) == {"waitingNow"}
-    assert max(tl.signals["waitingNow"]) > 2  # waiting requests summed over the pods
+    assert set(tl.signals) == {"waiting-now"}
+    assert max(tl.signals["waiting-now"]) > 2  # waiting requests summed over the pods
     assert max(tl.desired) > 1 and tl.desired[-1] < max(tl.desired)
     png = plot_timeline(result, tmp_path / "t.png", "sixth trigger", {"ttft_p95_s": 2.0, "tpot_p95_s": 0.1, "e2e_p99_s": None})
     assert png.stat().st_size > 10_000

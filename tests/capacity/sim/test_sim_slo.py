@@ -12,8 +12,8 @@ import pytest
 from capacity.engine import EngineProfile
 from capacity.engine.roofline import StepCost
 from capacity.sim.cluster.startup import Pool, Startup
-from capacity.sim.from_stack import load_stack_model
-from capacity.sim.run import feasible_requests, summarize
+from capacity.planning.stack import load_stack_model
+from capacity.planning.run import feasible_requests, summarize
 from capacity.sim.simulator import FAILED, OK, SimConfig, simulate
 from capacity.sim.slo import SloTargets, attainment, feasible, idle_latencies, met
 from capacity.workload.traces import Trace

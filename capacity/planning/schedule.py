@@ -1,6 +1,6 @@
 """Predictive warm capacity: a KEDA cron window that pre-warms replicas for a recurring peak.
 
-From the replicas the oracle needs per interval of a trace (`capacity.sim.run.run_oracle`), the
+From the replicas the oracle needs per interval of a trace (`capacity.planning.run.run_oracle`), the
 need of each time of day is the median over the trace's days, rounded up (a peak that recurs, not
 one day's spike); with a week or more, weekdays and weekends are profiled apart. A window holds
 `desiredReplicas` D from the start of a contiguous run of times of day that need D or more until
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from capacity.sim.from_stack import StackModel
+from capacity.planning.stack import StackModel
 from capacity.sim.simulator import DEFAULT_START
 from capacity.workload.traces import Trace
 

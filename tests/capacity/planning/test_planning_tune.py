@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from capacity.sim.from_stack import load_stack_model
-from capacity.sim.run import RunOptions
-from capacity.sim.tune import Candidate, TuneResult, _score, _spread, config_set_lines, set_path, tune
+from capacity.planning.stack import load_stack_model
+from capacity.planning.run import RunOptions
+from capacity.planning.tune import Candidate, TuneResult, _score, _spread, config_set_lines, set_path, tune
 from capacity.workload.traces import load
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -22,8 +22,8 @@ import numpy as np
 from pydantic import ValidationError
 
 from capacity.runtime import worker_pool
-from capacity.sim.from_stack import Policy, StackModel, config_command
-from capacity.sim.run import RunOptions, feasible_requests, run_policy, slo_targets, summarize
+from capacity.planning.stack import Policy, StackModel, config_command
+from capacity.planning.run import RunOptions, feasible_requests, run_policy, slo_targets, summarize
 from capacity.workload.traces import Trace
 from contract.triggers import TRIGGERS, Trigger, enabled_triggers
 

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from capacity.sim.cluster.router import RouterName
-from capacity.sim.from_stack import StackModel, scaled_object
+from capacity.planning.stack import StackModel
+from capacity.sim.scaledobject import Manifest
 from capacity.sim.oracle import OracleResult, oracle
 from capacity.sim.simulator import FAILED, OK, REJECTED, SimConfig, SimResult, simulate
 from capacity.sim.slo import SloTargets, attainment, feasible, met
@@ -48,16 +49,21 @@ def sim_config(sm: StackModel, options: RunOptions, initial: int) -> SimConfig:
     )
 
 
-def initial_replicas(sm: StackModel, options: RunOptions) -> int:
+def initial_replicas(manifest: Manifest, options: RunOptions) -> int:
     if options.initial_replicas is not None:
         return options.initial_replicas
-    return min(max(options.warm_start or 0, sm.policy.min_replicas, 1), sm.policy.max_replicas)
+    return min(max(options.warm_start or 0, manifest.min_replicas, 1), manifest.max_replicas)
 
 
 def run_policy(sm: StackModel, trace: Trace, options: RunOptions = RunOptions()) -> SimResult:
-    """The stack model's autoscaling policy, through KEDA + HPA."""
-    initial = initial_replicas(sm, options)
-    return simulate(sim_config(sm, options, initial), trace, scaled_object(sm.policy))
+    """The stack model's autoscaling policy, as the ScaledObject the platform deploys."""
+    return run_scaled_object(sm, sm.manifest, trace, options)
+
+
+def run_scaled_object(sm: StackModel, manifest: Manifest, trace: Trace, options: RunOptions = RunOptions()) -> SimResult:
+    """A ScaledObject's policy on the stack model's replicas, pools and startup; warm start
+    within the manifest's min/max, as if it had been running before the trace started."""
+    return simulate(sim_config(sm, options, initial_replicas(manifest, options)), trace, manifest.scaled_object())
 
 
 def run_static(sm: StackModel, trace: Trace, replicas: int, options: RunOptions = RunOptions()) -> SimResult:

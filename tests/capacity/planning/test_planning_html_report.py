@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from capacity.sim.html_report import HtmlFigure, HtmlTable, write_html
+from capacity.planning.html_report import HtmlFigure, HtmlTable, write_html
 from tests.html_page import Report, embeds
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 16  # the bytes need only round-trip

@@ -26,8 +26,8 @@ from typing import Any
 
 import yaml
 
-from capacity.sim.from_stack import NAMESPACE, StackModel, model_index
-from capacity.sim.plan import SEARCH_FRACTION  # what `plan` splits at when its command does not say
+from capacity.planning.stack import NAMESPACE, StackModel, model_index
+from capacity.planning.plan import SEARCH_FRACTION  # what `plan` splits at when its command does not say
 from capacity.workload import traces
 
 _EVIDENCE_LINE = re.compile(r"^\s*#\s?Evidence\b")

@@ -25,9 +25,9 @@ import yaml
 
 from capacity.engine.hardware import checkpoint, gpus
 from capacity.runtime import ctrl_c_held, worker_pool
-from capacity.sim import journal
-from capacity.sim.from_stack import ConfigEdit, StackModel, apply_config_set, gpu_type_edits, model_index, pool_families
-from capacity.sim.run import (
+from capacity.planning import journal
+from capacity.planning.stack import ConfigEdit, StackModel, apply_config_set, gpu_type_edits, model_index, pool_families
+from capacity.planning.run import (
     RunOptions, feasible_requests, held_out, per_trace, run_policy, run_static, slo_targets, summarize, warmed,
 )  # fmt: skip
 from capacity.workload.traces import Trace, rate_scale
@@ -374,7 +374,7 @@ def search(
     `search_pools`: search the pools' consolidateAfter too; None: only when no other model of
     the stack runs on them (a shared pool's value is planned once, with one of its models).
     `journal_path`: keep every evaluated candidate there and skip the ones it already holds for
-    the same inputs (`capacity.sim.journal`); `PlanResult.resumed` counts those."""
+    the same inputs (`capacity.planning.journal`); `PlanResult.resumed` counts those."""
     if search_pools is None:
         search_pools = not sharing_models(sm)
     import optuna

@@ -1,5 +1,5 @@
-"""Autoscaling's Kubernetes objects, as pure functions of each model's merged policy (tests
-and policies read exactly what the component applies).
+"""A model's KEDA ScaledObject, as a pure function of its merged policy: the Autoscaling component
+applies it, tests and policies read it, and the simulator replays it (`capacity.sim.scaledobject`).
 
 Every trigger comes from `contract.triggers.TRIGGERS`: its KEDA name, metric type, query and
 target are declared there once, with why each metric type is right (`Trigger.why`; a
@@ -16,15 +16,15 @@ from contract.settings.autoscaling import CronTrigger, ModelAutoscaling, Scaling
 from contract.signals import Query
 from contract.triggers import TRIGGERS, Trigger, enabled_triggers
 
-from ..monitored import MonitoredModel
+from .monitored import MonitoredModel, ScaledTarget
 
-KEDA_CHART = "keda"
-KEDA_REPOSITORY = "https://kedacore.github.io/charts"
+# The KEDA release this manifest is written for (and the simulator models): the chart the
+# Autoscaling component installs.
 KEDA_VERSION = "2.20.2"
-KEDA_NAMESPACE = "keda"
+API_VERSION = "keda.sh/v1alpha1"
 
 
-def _prometheus(trigger: Trigger, signal: Query, m: MonitoredModel, address: str,
+def _prometheus(trigger: Trigger, signal: Query, m: ScaledTarget, address: str,
                 ignore_null_values: bool) -> dict[str, Any]:
     return {
         "type": "prometheus",
@@ -54,7 +54,7 @@ def _cron(trigger: Trigger, cron: CronTrigger) -> dict[str, Any]:
     }
 
 
-def keda_triggers(m: MonitoredModel, prometheus_url: str,
+def keda_triggers(m: ScaledTarget, prometheus_url: str,
                   triggers: Sequence[Trigger] = TRIGGERS) -> list[dict[str, Any]]:
     """The enabled triggers of one model, in declaration order: KEDA's cron scaler for the
     trigger that reads no metric, a Prometheus scaler for every other (why each has its metric
@@ -95,7 +95,7 @@ def _fallback(p: ModelAutoscaling) -> dict[str, Any]:
     }
 
 
-def scaled_object_spec(m: MonitoredModel, prometheus_url: str,
+def scaled_object_spec(m: ScaledTarget, prometheus_url: str,
                        triggers: Sequence[Trigger] = TRIGGERS) -> dict[str, Any]:
     p = m.policy
     return {
@@ -117,7 +117,7 @@ def scaled_object_spec(m: MonitoredModel, prometheus_url: str,
 def scaled_object(m: MonitoredModel, prometheus_url: str, triggers: Sequence[Trigger] = TRIGGERS) -> dict[str, Any]:
     """The whole `keda.sh/v1alpha1` ScaledObject of one model, targeting its predictor Deployment."""
     return {
-        "apiVersion": "keda.sh/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": "ScaledObject",
         "metadata": {
             "name": names.scaled_object_name(m.model),

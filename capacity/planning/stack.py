@@ -1,16 +1,17 @@
-"""The simulator's one door to the settings: a stack file turned into the plain data it runs on.
+"""The planner's one door to the settings: a stack file turned into the plain data it runs on.
 
 `pulumi config set` changes `Pulumi.<stack>.yaml`; this module reads that file with the
 contract's one stack loader (`contract.settings.stack_file`), so the simulated policy is exactly
 the deployed one, with every validation rule the program applies (a policy file that would not
-deploy does not simulate). A model's autoscaling settings become the ScaledObject the platform
-deploys: one KEDA trigger per enabled trigger of `contract.triggers.TRIGGERS`, with the query it
-reads, and the HPA behaviour around them. No other module under `capacity/sim/` reads settings.
+deploy does not simulate). A model's policy reaches the simulator only as the ScaledObject the
+platform renders (`contract.manifests`), read by `capacity.sim.scaledobject` as KEDA reads it.
+No other module of the capacity tooling's simulator or planner reads settings.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import re
 import shlex
 from collections.abc import Sequence
@@ -24,17 +25,19 @@ from capacity.engine import EngineProfile, get_profile
 from capacity.engine.hardware import checkpoints, gpus
 from capacity.engine.profiles import derive
 from capacity.sim.cluster.startup import Pool, Startup
-from capacity.sim.control.cron import CronWindow
-from capacity.sim.control.hpa import HorizontalPodAutoscaler, HpaBehavior, HpaScalingPolicy, HpaScalingRules
-from capacity.sim.control.keda import Fallback, KedaTrigger, ScaledObject
-from contract.settings import NAMESPACE
-from contract.settings.autoscaling import CronTrigger, ModelAutoscaling, ScalingRules
+from capacity.sim.control.keda import ScaledObject
+from capacity.sim.scaledobject import Manifest, parse_scaled_object
+from contract.manifests.monitored import MonitoredModel, ScaledTarget, monitored_models
+from contract.manifests.scaled_object import API_VERSION, scaled_object_spec
+from contract.manifests.scaled_object import scaled_object as scaled_object_manifest
+from contract.settings import NAMESPACE, StackSettings
+from contract.settings.autoscaling import ModelAutoscaling
 from contract.settings.errors import SettingsError
 from contract.settings.gpu_capacity import duration_seconds
 from contract.settings.models import ModelSettings
 from contract.settings.stack_file import StackFile, holds, path_keys, read_stack
-from contract.signals import Query
-from contract.triggers import TRIGGERS, Trigger, enabled_triggers
+from contract.signals import Scope, Workload
+from contract.triggers import TRIGGERS, Trigger
 
 # The merged autoscaling policy of one model, for modules that take it from here.
 Policy = ModelAutoscaling
@@ -48,8 +51,7 @@ class StackModel:
     """One model of one stack, with the policy to simulate."""
 
     stack: str
-    model: ModelSettings
-    policy: ModelAutoscaling
+    monitored: MonitoredModel  # the model, its merged policy and the selectors the platform deploys
     profile: EngineProfile
     pools: tuple[Pool, ...]
     startup: Startup
@@ -59,10 +61,27 @@ class StackModel:
     raw_autoscaling: dict[str, Any]  # the autoscaling section as written (for tune's edits)
     source: StackFile  # the stack file, to re-validate a changed policy
 
+    @property
+    def model(self) -> ModelSettings:
+        return self.monitored.model
+
+    @property
+    def policy(self) -> ModelAutoscaling:
+        return self.monitored.policy
+
+    @functools.cached_property
+    def manifest(self) -> Manifest:
+        """The model's ScaledObject as the platform renders it, read as the simulator runs it."""
+        return stack_manifest(self.monitored, self.stack)
+
     def with_policy(self, autoscaling: dict[str, Any]) -> "StackModel":
         """The same stack with another autoscaling section, validated like a deploy would."""
         settings = self.source.settings(autoscaling)
-        return replace(self, policy=settings.autoscaling_for(self.model.name), raw_autoscaling=autoscaling)
+        return replace(self, monitored=_monitored(settings, self.model.name), raw_autoscaling=autoscaling)
+
+
+def _monitored(settings: StackSettings, name: str) -> MonitoredModel:
+    return next(m for m in monitored_models(settings) if m.name == name)
 
 
 def read_policy_file(path: Path) -> dict[str, Any]:
@@ -172,8 +191,7 @@ def load_stack_model(
     scrape = float(getattr(observability, "scrape_interval_seconds", DEFAULT_SCRAPE_INTERVAL_S))
     return StackModel(
         stack=source.name,
-        model=chosen,
-        policy=settings.autoscaling_for(name),
+        monitored=_monitored(settings, name),
         profile=_stack_profile(profile_name, chosen, None if profile else names.index(name)),
         pools=pools,
         startup=startup,
@@ -185,46 +203,26 @@ def load_stack_model(
     )
 
 
-def keda_triggers(policy: ModelAutoscaling, triggers: Sequence[Trigger] = TRIGGERS) -> tuple[KedaTrigger, ...]:
-    """The enabled triggers as KEDA's: metric type and target, and the query (or cron window) read."""
-    return tuple(
-        KedaTrigger(t.key, t.metric_type, t.metric_target(policy), source=_source(t, policy))
-        for t in enabled_triggers(policy, triggers)
-    )
+# A rendered manifest names Observability's Prometheus; the simulator reads its own metric store.
+SIMULATED_PROMETHEUS = "http://prometheus.simulated"
 
 
-def _source(trigger: Trigger, policy: ModelAutoscaling) -> Query | CronWindow:
-    query = trigger.signal(policy)
-    if query is not None:
-        return query
-    section = trigger.settings(policy)
-    if not isinstance(section, CronTrigger):
-        raise ValueError(f"trigger {trigger.key!r} reads no query and is not a cron trigger: nothing to simulate")
-    return CronWindow(section.start, section.end, section.timezone, section.desired_replicas)
+def stack_manifest(monitored: MonitoredModel, stack: str) -> Manifest:
+    """The ScaledObject the platform deploys for this model (`contract.manifests`), read as
+    KEDA would: the simulator's only way in, so the simulated policy is the deployed one."""
+    return parse_scaled_object(scaled_object_manifest(monitored, SIMULATED_PROMETHEUS), f"of {stack}/{monitored.name}")
 
 
-def _rules(rules: ScalingRules) -> HpaScalingRules:
-    return HpaScalingRules(
-        rules.stabilization_window_seconds,
-        rules.select_policy,
-        tuple(HpaScalingPolicy(p.type, p.value, p.period_seconds) for p in rules.policies),
-    )
+def policy_manifest(policy: ModelAutoscaling, triggers: Sequence[Trigger] = TRIGGERS) -> Manifest:
+    """A bare policy's ScaledObject (no stack around it), rendered and read the same way."""
+    target = ScaledTarget(policy, Scope("model", "serving"), Workload("serving", "model-predictor", "model-predictor"))
+    document = {"apiVersion": API_VERSION, "kind": "ScaledObject", "spec": scaled_object_spec(target, SIMULATED_PROMETHEUS, triggers)}
+    return parse_scaled_object(document, "of the policy", unnamed="policy")
 
 
 def scaled_object(policy: ModelAutoscaling, triggers: Sequence[Trigger] = TRIGGERS) -> ScaledObject:
-    """A fresh ScaledObject + HPA for one simulation run (both keep state while it runs)."""
-    behavior = HpaBehavior(_rules(policy.behavior.scale_up), _rules(policy.behavior.scale_down))
-    return ScaledObject(
-        triggers=keda_triggers(policy, triggers),
-        # KEDA gives the HPA minReplicas >= 1 and handles 0 <-> 1 itself.
-        hpa=HorizontalPodAutoscaler(max(policy.min_replicas, 1), policy.max_replicas, behavior),
-        min_replica_count=policy.min_replicas,
-        polling_interval_seconds=policy.polling_interval_seconds,
-        cooldown_period_seconds=policy.cooldown_period_seconds,
-        fallback=None
-        if policy.fallback_replicas is None
-        else Fallback(policy.fallback_replicas, policy.fallback_failure_threshold, policy.fallback_behavior),
-    )
+    """A fresh ScaledObject + HPA of a bare policy for one simulation run (both keep state)."""
+    return policy_manifest(policy, triggers).scaled_object()
 
 
 def pool_families(sm: StackModel) -> dict[str, tuple[str, ...]]:

@@ -21,8 +21,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from capacity.runtime import worker_pool
-from capacity.sim.from_stack import StackModel, apply_config_set, model_index, scope_sets, with_engine_flags
-from capacity.sim.run import RunOptions, held_out
+from capacity.planning.stack import StackModel, apply_config_set, model_index, scope_sets, with_engine_flags
+from capacity.planning.run import RunOptions, held_out
 from capacity.workload.traces import Trace
 from contract.triggers import TRIGGERS, enabled_triggers
 

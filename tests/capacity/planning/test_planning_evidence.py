@@ -3,7 +3,7 @@ value under that key; a lookup finds the nearest enclosing block."""
 
 from pathlib import Path
 
-from capacity.sim.evidence import evidence, for_key
+from capacity.planning.evidence import evidence, for_key
 
 STACK = """\
 config:

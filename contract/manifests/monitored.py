@@ -11,13 +11,20 @@ from contract.settings import ModelAutoscaling, ModelSettings, StackSettings
 
 
 @dataclass(frozen=True)
-class MonitoredModel:
-    """Everything rules, dashboards and ScaledObjects need to find one model's series."""
+class ScaledTarget:
+    """What a ScaledObject needs of one model: its merged policy, the scope of its series, and
+    the workload it scales (a bare policy can be given one to replay it, `capacity.planning`)."""
 
-    model: ModelSettings
     policy: ModelAutoscaling
     scope: signals.Scope
     workload: signals.Workload
+
+
+@dataclass(frozen=True)
+class MonitoredModel(ScaledTarget):
+    """Everything rules, dashboards and ScaledObjects need to find one model's series."""
+
+    model: ModelSettings
 
     @property
     def name(self) -> str:

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from capacity.sim import sensitivity
-from capacity.sim.from_stack import ConfigRemove, apply_config_set, load_stack_model
-from capacity.sim.run import held_out
-from capacity.sim.run import RunOptions
+from capacity.planning import sensitivity
+from capacity.planning.stack import ConfigRemove, apply_config_set, load_stack_model
+from capacity.planning.run import held_out
+from capacity.planning.run import RunOptions
 from capacity.workload import traces
 from tests.stacks import unplanned
 

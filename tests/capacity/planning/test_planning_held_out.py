@@ -8,9 +8,9 @@ import pytest
 
 from pathlib import Path
 
-from capacity.sim import plan
-from capacity.sim.from_stack import load_stack_model
-from capacity.sim.run import RunOptions, feasible_requests, held_out, since
+from capacity.planning import plan
+from capacity.planning.stack import load_stack_model
+from capacity.planning.run import RunOptions, feasible_requests, held_out, since
 from capacity.workload.traces import load
 from tests.capacity.sim.test_sim_simulator import run
 

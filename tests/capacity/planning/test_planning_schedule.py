@@ -1,4 +1,4 @@
-"""The cron pre-warm window derived from the oracle's per-interval replicas (`capacity.sim.schedule`)."""
+"""The cron pre-warm window derived from the oracle's per-interval replicas (`capacity.planning.schedule`)."""
 
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from capacity.sim.control.cron import CronActivity, CronWindow
-from capacity.sim.from_stack import apply_config_set, load_stack_model
-from capacity.sim.schedule import (
+from capacity.planning.stack import apply_config_set, load_stack_model
+from capacity.planning.schedule import (
     DAY_S,
     EVERY_DAY,
     WEEKDAYS,

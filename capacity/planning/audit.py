@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from capacity.sim import plan
-from capacity.sim.from_stack import StackModel
-from capacity.sim.run import RunOptions, held_out, split
-from capacity.sim.sensitivity import thresholds
+from capacity.planning import plan
+from capacity.planning.stack import StackModel
+from capacity.planning.run import RunOptions, held_out, split
+from capacity.planning.sensitivity import thresholds
 from capacity.workload.traces import Trace
 
 COST_SLACK = 0.10  # the committed policy may cost this much more than the planner finds now

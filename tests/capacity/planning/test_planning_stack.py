@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from capacity.engine.hardware import gpus
-from capacity.sim.from_stack import (
+from capacity.planning.stack import (
     ConfigRemove, StackModel, apply_config_set, gpu_type_edits, load_stack_model, pool_families,
 )
 from contract.gpu import GPU_OF_FAMILY

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from capacity.sim.from_stack import StackModel
-from capacity.sim.run import RunOptions
+from capacity.planning.stack import StackModel
+from capacity.planning.run import RunOptions
 from capacity.workload.traces import Trace
 
 CANDIDATE, RESULT = "candidate", "result"

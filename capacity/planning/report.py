@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from capacity.sim.html_report import HtmlTable
+from capacity.planning.html_report import HtmlTable
 from capacity.sim.simulator import SimResult
 from capacity.tables import cell
 

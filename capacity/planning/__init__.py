@@ -1,0 +1,3 @@
+"""Capacity planning on top of the simulator: the stack adapter (`stack`, the only module that reads
+settings), runs and their summaries (`run`), and the searches and reports built on them (`plan`,
+`tune`, `sensitivity`, `schedule`, `evidence`, `audit`, `journal`, `report`)."""
