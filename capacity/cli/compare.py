@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from capacity.cli.sim_args import add_common_arguments, add_scaledobject_argument, emit, load_inputs, pool_replicas, row_name, start_note
+from capacity.cli.sim_args import add_common_arguments, add_scaledobject_argument, emit, load_inputs, row_name, start_note
 from capacity.runtime import worker_pool
 from capacity.planning.stack import StackModel, read_policy_file
 from capacity.planning.html_report import HtmlFigure, write_html
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     references = [] if args.no_references else sorted(REFERENCE_POLICIES.glob("*.yaml"))
     manifests = [read_scaled_object(path) for path in [*args.scaledobject, *references]]
     sm, trace, options, orc = load_inputs(args)
-    held = pool_replicas(sm)
+    held = sm.pool_replicas
     if args.static is not None and args.static > held:
         raise ValueError(f"--static {args.static} is more replicas than the GPU limits of "
                          f"{sm.stack}/{sm.model.name}'s pools hold ({held})")  # fmt: skip

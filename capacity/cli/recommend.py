@@ -15,7 +15,6 @@ from capacity.cli import DEFAULT_STACK
 from capacity.measure.envelope import read_envelope
 from capacity.measure.recommend import Setting, commands, recommend, report_lines, slo_to_defend, stack_path
 from capacity.planning.stack import apply_config_set, load_stack_model
-from capacity.planning.plan import budget_replicas
 from contract.settings.autoscaling import DEFAULT_KEY, merged_policy
 
 
@@ -42,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     current = sm.policy if args.model else merged_policy(settings.autoscaling.get(DEFAULT_KEY, {}))
     slo_p99, slo_ttft = slo_to_defend(current, None, sm.stack, args.slo_p99, args.slo_ttft_p95)
     rec = recommend(rows, slo_p99, slo_ttft, args.peak_rps)
-    budget = budget_replicas(sm)
+    budget = sm.pool_replicas
     refused: list[str] = []
     kept: list[Setting] = []
     for s in rec.settings:

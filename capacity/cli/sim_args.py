@@ -52,14 +52,9 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-def pool_replicas(sm: StackModel) -> int:
-    """The replicas the GPU limits of the model's pools hold (a replica fits within one pool)."""
-    return sum(p.gpu_limit // sm.model.gpus_per_replica for p in sm.pools)
-
-
 def fleet_ceiling(sm: StackModel) -> tuple[int, str]:
     """The most replicas the policy can run, and what sets it: maxReplicas or the pools' GPU limits."""
-    held = pool_replicas(sm)
+    held = sm.pool_replicas
     if held < sm.policy.max_replicas:
         return held, f"the pools' GPU limit, {held} replicas"
     return sm.policy.max_replicas, f"maxReplicas {sm.policy.max_replicas}"

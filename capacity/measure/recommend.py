@@ -17,7 +17,8 @@ import yaml
 
 from capacity.measure.envelope import EnvelopeRow, Knee, find_knee, validate
 from contract.settings.autoscaling import ModelAutoscaling
-from contract.settings.stack_file import holds, load_stack
+from contract.settings.config_path import holds
+from contract.settings.stack_file import load_stack
 from contract.signals import Vllm
 from contract.triggers import TRIGGERS, Trigger
 

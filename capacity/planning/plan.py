@@ -26,12 +26,13 @@ import yaml
 from capacity.engine.hardware import checkpoint, gpus
 from capacity.runtime import ctrl_c_held, worker_pool
 from capacity.planning import journal
-from capacity.planning.stack import ConfigEdit, StackModel, apply_config_set, gpu_type_edits, model_index, pool_families
+from capacity.planning.stack import ConfigEdit, StackModel, apply_config_set, gpu_type_edits, model_index, pool_families, rendered_behavior
 from capacity.planning.run import (
-    RunOptions, feasible_requests, held_out, per_trace, run_policy, run_static, slo_targets, summarize, warmed,
+    RunOptions, feasible_requests, held_out, per_trace, run_policy, run_static, slo_targets, summarize, warmed, with_oracle,
 )  # fmt: skip
 from capacity.workload.traces import Trace, rate_scale
 from contract.gpu import GPU_OF_FAMILY
+from contract.scale_down import MIN_SCALE_DOWN_WINDOW_S, scale_down_problems
 
 PRICES = Path(__file__).parent / "data" / "aws_gpu_prices.yaml"
 SEARCH_FRACTION = 0.7  # the first 70% of each trace's time is searched, the rest held out
@@ -95,19 +96,15 @@ def _families(sm: StackModel) -> set[str]:
     return {f for fams in pool_families(sm).values() for f in fams}
 
 
-# The policy pack's default for scale-down-slower-than-scale-up (policies/platform_policies/scaling.py
-# `_check_scale_down_slower`), used when the stack's policy config does not set one.
-POLICY_MIN_SCALE_DOWN_WINDOW_S = 300
-
-
 def policy_min_scale_down_window(sm: StackModel) -> float:
     """The shortest scale-down stabilization window the stack's policy config allows: its
     `scale-down-slower-than-scale-up.minScaleDownStabilizationSeconds` in
     `policies/config/<stack>.json` beside the stack file, else the policy's default."""
     rule = _policy_config(sm.source.path.parent / "policies" / "config" / f"{sm.stack}.json").get(
-        "scale-down-slower-than-scale-up")
-    return float(rule.get("minScaleDownStabilizationSeconds", POLICY_MIN_SCALE_DOWN_WINDOW_S)
-                 if isinstance(rule, dict) else POLICY_MIN_SCALE_DOWN_WINDOW_S)  # fmt: skip
+        "scale-down-slower-than-scale-up"
+    )
+    window = rule.get("minScaleDownStabilizationSeconds") if isinstance(rule, dict) else None
+    return float(MIN_SCALE_DOWN_WINDOW_S if window is None else window)
 
 
 @functools.cache
@@ -116,15 +113,11 @@ def _policy_config(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def policy_problem(p: dict[str, Any], min_down_window: float) -> str | None:
-    """Why `pulumi preview` with the policy pack would refuse candidate `p`'s behaviour, if it would:
-    scale down slower than up (a longer window, a lower rate in replicas per minute) and no faster
-    than the stack's minimum window (scale-down-slower-than-scale-up)."""
-    up_rate, down_rate = p["scaleUpPods"] / p["scaleUpPeriod"], p["scaleDownPods"] / p["scaleDownPeriod"]
-    if p["scaleDownWindow"] <= p["scaleUpWindow"] or p["scaleDownWindow"] < min_down_window or down_rate >= up_rate:
-        return (f"policy scale-down-slower-than-scale-up: scale-down {p['scaleDownWindow']}s at {down_rate * 60:.2f}/min "
-                f"vs scale-up {p['scaleUpWindow']}s at {up_rate * 60:.2f}/min (minimum window {min_down_window:g}s)")  # fmt: skip
-    return None
+def policy_problem(sm: StackModel) -> str | None:
+    """Why `pulumi preview` with the policy pack would refuse the stack model's ScaledObject as
+    rendered, if it would (scale-down-slower-than-scale-up, `contract.scale_down`)."""
+    problems = scale_down_problems(*rendered_behavior(sm), policy_min_scale_down_window(sm))
+    return f"policy scale-down-slower-than-scale-up: {'; '.join(problems)}" if problems else None
 
 
 def sharing_models(sm: StackModel) -> list[str]:
@@ -145,11 +138,6 @@ def deployment_notes(sm: StackModel, p: dict[str, Any]) -> list[str]:
                      f"profile is derived from the {p['gpu']} datasheet and the factors fitted on the A10G calibration, "
                      f"not measured; run `python -m capacity sweep` against one {p['gpu']} replica before moving production")  # fmt: skip
     return notes
-
-
-def budget_replicas(sm: StackModel) -> int:
-    """Replicas the model's pools can hold at once (their GPU limits / GPUs per replica)."""
-    return sum(p.gpu_limit for p in sm.pools) // sm.model.gpus_per_replica
 
 
 # --- one candidate -------------------------------------------------------------------------
@@ -212,11 +200,11 @@ def edits_of(sm: StackModel, p: dict[str, Any]) -> list[ConfigEdit]:
 
 def candidate(sm: StackModel, p: dict[str, Any], types: dict[str, GpuType]) -> StackModel:
     """The stack model deploying `p`: validated settings and policies, its profile, priced pools."""
-    refused = policy_problem(p, policy_min_scale_down_window(sm))
-    if refused:
-        raise ValueError(refused)
     # One list-valued leaf replaces the list whole (settings merge), so set it as one policy.
     deployed = apply_config_set(sm, edits_of(sm, p))
+    refused = policy_problem(deployed)
+    if refused:
+        raise ValueError(refused)
     kind = types[p["gpu"]]
     pools = tuple(
         replace(pool, price_per_gpu_hour=kind.spot_usd if pool.capacity_type == "spot" else kind.on_demand_usd)
@@ -297,7 +285,7 @@ SCALE_DOWN_WINDOWS = (60, 120, 300, 600, 900, 1200)
 
 
 def _suggest(trial: Any, sm: StackModel, gpu_name: str, search_pools: bool, down_windows: Sequence[int]) -> dict[str, Any]:
-    budget = budget_replicas(sm)
+    budget = sm.pool_replicas
     low = trial.suggest_int("minReplicas", 1, budget)
     up_window = trial.suggest_categorical("scaleUpWindow", [0, 30, 60])
     p = {
@@ -483,9 +471,7 @@ def validate(
     summaries = [held_out(chosen, t, fraction, options, feasible=servable(sm, t, types)) for t, fraction in held]
     tokens = sum(float(t.window(t.duration * f, math.inf).output_tokens.sum()) for t, f in held)
     out = _combined(summaries, tokens)
-    out["oracle_gpu_hours"] = round(sum(s["oracle_gpu_hours"] for s in summaries), 3)
-    out["oracle_ratio"] = round(out["gpu_hours"] / out["oracle_gpu_hours"], 3) if out["oracle_gpu_hours"] else None
-    return out
+    return with_oracle(out, sum(s["oracle_gpu_hours"] for s in summaries))
 
 
 def binding_limit(sm: StackModel, result: PlanResult, traces: Sequence[Trace], options: RunOptions) -> str:
@@ -496,7 +482,7 @@ def binding_limit(sm: StackModel, result: PlanResult, traces: Sequence[Trace], o
         reasons = sorted({t.refused for t in result.trials if t.refused})
         return "no candidate could deploy or start: " + "; ".join(reasons[:3])
     chosen = candidate(sm, best.params, result.types)
-    budget = budget_replicas(sm)
+    budget = sm.pool_replicas
     masks = [servable(sm, t, result.types) for t in traces]
     summaries = [summarize(run_static(chosen, t, budget, options), chosen, m) for t, m in zip(traces, masks)]
     at_budget = min(s["slo_attainment"] for s in summaries)

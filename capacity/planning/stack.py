@@ -10,10 +10,7 @@ No other module of the capacity tooling's simulator or planner reads settings.
 
 from __future__ import annotations
 
-import copy
 import functools
-import re
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,7 +21,7 @@ import yaml
 from capacity.engine import EngineProfile, get_profile
 from capacity.engine.hardware import checkpoints, gpus
 from capacity.engine.profiles import derive
-from capacity.sim.cluster.startup import Pool, Startup
+from capacity.sim.cluster.startup import Pool, Startup, replica_capacity
 from capacity.sim.control.keda import ScaledObject
 from capacity.sim.scaledobject import Manifest, parse_scaled_object
 from contract.manifests.monitored import MonitoredModel, ScaledTarget, monitored_models
@@ -35,7 +32,13 @@ from contract.settings.autoscaling import ModelAutoscaling
 from contract.settings.errors import SettingsError
 from contract.settings.gpu_capacity import duration_seconds
 from contract.settings.models import ModelSettings
-from contract.settings.stack_file import StackFile, holds, path_keys, read_stack
+# ConfigEdit, ConfigRemove and config_command are re-exported: the rest of the planning package
+# reaches the settings only through this module.
+from contract.settings.config_path import ConfigEdit as ConfigEdit
+from contract.settings.config_path import ConfigRemove as ConfigRemove
+from contract.settings.config_path import config_command as config_command
+from contract.settings.config_path import edited_config, holds
+from contract.settings.stack_file import StackFile, read_stack
 from contract.signals import Scope, Workload
 from contract.triggers import TRIGGERS, Trigger
 
@@ -68,6 +71,11 @@ class StackModel:
     @property
     def policy(self) -> ModelAutoscaling:
         return self.monitored.policy
+
+    @property
+    def pool_replicas(self) -> int:
+        """The replicas the model's pools hold at once, as the simulator places them."""
+        return replica_capacity(self.pools, self.model.gpus_per_replica)
 
     @functools.cached_property
     def manifest(self) -> Manifest:
@@ -220,6 +228,13 @@ def policy_manifest(policy: ModelAutoscaling, triggers: Sequence[Trigger] = TRIG
     return parse_scaled_object(document, "of the policy", unnamed="policy")
 
 
+def rendered_behavior(sm: StackModel) -> tuple[dict[str, Any], int]:
+    """The HPA behaviour and maxReplicaCount of the model's ScaledObject as the platform renders
+    it: what the policy pack judges."""
+    spec = scaled_object_spec(sm.monitored, SIMULATED_PROMETHEUS)
+    return spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"], spec["maxReplicaCount"]
+
+
 def scaled_object(policy: ModelAutoscaling, triggers: Sequence[Trigger] = TRIGGERS) -> ScaledObject:
     """A fresh ScaledObject + HPA of a bare policy for one simulation run (both keep state)."""
     return policy_manifest(policy, triggers).scaled_object()
@@ -242,18 +257,6 @@ def scope_sets(sm: StackModel, scope: str, path: str) -> bool:
 def model_index(sm: StackModel) -> int:
     """The model's position in `models` (its `pulumi config set --path 'models[i]...'` index)."""
     return [m.name for m in sm.source.settings(sm.raw_autoscaling).models].index(sm.model.name)
-
-
-@dataclass(frozen=True)
-class ConfigRemove:
-    """`pulumi config rm --path PATH`: a list element is deleted (the later ones shift down), a
-    map key dropped; a path that does not exist is left alone."""
-
-    path: str
-
-
-# One `pulumi config` edit: (path, value) is `pulumi config set --path PATH VALUE`.
-ConfigEdit = tuple[str, Any] | ConfigRemove
 
 
 def gpu_type_edits(sm: StackModel, family: str, profile_name: str) -> list[ConfigEdit]:
@@ -279,17 +282,7 @@ def apply_config_set(sm: StackModel, edits: Sequence[ConfigEdit]) -> StackModel:
     rm --path KEY` for a ConfigRemove; keys under the program's namespace, e.g.
     `autoscaling.<model>.minReplicas`, `models[0].engine.maxNumSeqs`), validated by the
     contract's stack loader as a deploy would be; a ValueError says why not."""
-    config = copy.deepcopy(sm.source.config)
-    for edit in edits:
-        if isinstance(edit, ConfigRemove):
-            _remove_path(config, f"{NAMESPACE}:{edit.path}")
-        else:
-            path, value = edit
-            # A scalar is stored as the printed command would store it; a whole list or map (the
-            # explain tool's edits, never printed as a command) as it is.
-            stored = value if isinstance(value, (list, dict)) else stored_value(config_text(value))
-            _set_path(config, f"{NAMESPACE}:{path}", stored)
-    source = StackFile(sm.source.path, config)
+    source = StackFile(sm.source.path, edited_config(sm.source.config, edits))
     try:
         # The stack's own capacityProfile (as edited) unless a --profile overrode it.
         override = None if sm.profile.name == sm.model.capacity_profile else sm.profile.name
@@ -297,69 +290,3 @@ def apply_config_set(sm: StackModel, edits: Sequence[ConfigEdit]) -> StackModel:
     except SettingsError as exc:
         raise ValueError(f"would not deploy: {'; '.join(exc.problems)}") from None
     return reloaded
-
-
-def config_text(value: Any) -> str:
-    """A value as a `pulumi config set` command line spells it."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def config_command(edit: ConfigEdit, stack: str) -> str:
-    """The shell line that makes `edit` on `stack` (`pulumi config set --path` or `rm --path`)."""
-    if isinstance(edit, ConfigRemove):
-        return f"pulumi config rm --path '{edit.path}' -s {stack}"
-    path, value = edit
-    return f"pulumi config set --path '{path}' {shlex.quote(config_text(value))} -s {stack}"
-
-
-def stored_value(text: str) -> bool | int | str:
-    """What `pulumi config set --path` stores for `text`: booleans and integers typed, anything
-    else (floats too) a string (pulumi/pulumi sdk/go/common/resource/config/value.go
-    `coerceObject`); the settings then parse it as a deploy's program would."""
-    if text in ("true", "false"):
-        return text == "true"
-    if re.fullmatch(r"-?\d+", text):
-        return int(text)
-    return text
-
-
-def _set_path(config: dict[str, Any], path: str, value: Any) -> None:
-    """Pulumi's `--path` semantics on the stack's config: the first key holds the namespace
-    (`inference-platform:models`), `.key` and `[i]` walk into it, missing maps are created."""
-    keys = path_keys(path)
-    node: Any = config
-    for key, following in zip(keys, keys[1:]):
-        if isinstance(key, int):
-            if not isinstance(node, list) or key > len(node):
-                raise ValueError(f"{path}: index {key} is past the end of the list")
-            if key == len(node):
-                node.append([] if isinstance(following, int) else {})
-        elif key not in node or not isinstance(node[key], (dict, list)):
-            node[key] = [] if isinstance(following, int) else {}
-        node = node[key]
-    last = keys[-1]
-    if isinstance(last, int) and last == len(node):
-        node.append(value)
-    else:
-        node[last] = value
-
-
-def _remove_path(config: dict[str, Any], path: str) -> None:
-    """`pulumi config rm --path` on the stack's config (pulumi/pulumi sdk/go/common/resource/config
-    map.go `Remove`, object.go `Delete`): the element or key goes, a missing one is no error."""
-    *parents, last = path_keys(path)
-    node: Any = config
-    for key in parents:
-        if not _holds(node, key):
-            return
-        node = node[key]
-    if _holds(node, last):
-        del node[last]
-
-
-def _holds(node: Any, key: str | int) -> bool:
-    if isinstance(key, int):
-        return isinstance(node, list) and 0 <= key < len(node)
-    return isinstance(node, dict) and key in node

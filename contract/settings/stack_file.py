@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
+
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,26 +20,6 @@ from .observability import plaintext_webhook_problems
 
 # Namespaces a stack file legitimately holds besides the program's own.
 OTHER_NAMESPACES = ("aws", "pulumi", "kubernetes", "eks", "random")
-
-
-_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
-
-
-def path_keys(path: str) -> list[str | int]:
-    """A `pulumi config set --path` key, e.g. `models[0].engine.maxNumSeqs`, as map keys and list indexes."""
-    return [name if name else int(index) for name, index in _PATH_PART.findall(path)]
-
-
-def holds(node: Any, path: str) -> bool:
-    """Does the raw config `node` (maps and lists as written) have a value at `path`?"""
-    for key in path_keys(path):
-        if isinstance(key, int) and isinstance(node, list) and key < len(node):
-            node = node[key]
-        elif isinstance(key, str) and isinstance(node, dict) and key in node:
-            node = node[key]
-        else:
-            return False
-    return True
 
 
 def namespace_config(flat: dict[str, Any]) -> dict[str, Any]:

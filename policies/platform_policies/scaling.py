@@ -7,6 +7,8 @@ from typing import Any
 
 from pulumi_policy import PolicyConfigSchema
 
+from contract.scale_down import MIN_SCALE_DOWN_WINDOW_S, scale_down_problems
+
 from . import k8s, promql
 from .base import Subject, resource_policy
 from .platform import (
@@ -172,21 +174,6 @@ quantile_metric_type = resource_policy(
 
 # --- scale down slower than up -----------------------------------------------------------
 
-# Kubernetes' HPA defaults when `behavior` (or one direction of it) is not set.
-_DEFAULT_BEHAVIOR = {
-    "scaleUp": {
-        "stabilizationWindowSeconds": 0,
-        "selectPolicy": "Max",
-        "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}, {"type": "Pods", "value": 4, "periodSeconds": 15}],
-    },
-    "scaleDown": {
-        "stabilizationWindowSeconds": 300,
-        "selectPolicy": "Max",
-        "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}],
-    },
-}
-
-
 def _behavior(subject: Subject) -> tuple[Mapping[str, Any] | None, int] | None:
     """(HPA behavior or None, maxReplicas) of an autoscaler; None for anything else."""
     if subject.gk == SCALED_OBJECT:
@@ -203,50 +190,14 @@ def _behavior(subject: Subject) -> tuple[Mapping[str, Any] | None, int] | None:
     return (behavior if k8s.is_map(behavior) else None), int(maximum or 1)
 
 
-def _window(behavior: Mapping[str, Any] | None, direction: str) -> float:
-    """Stabilization window (seconds) of one direction, with the HPA default where unset."""
-    rules = k8s.get(behavior, direction) if behavior is not None else None
-    default = _DEFAULT_BEHAVIOR[direction]["stabilizationWindowSeconds"]
-    return float(k8s.get(rules, "stabilizationWindowSeconds", default=default))
-
-
-def _rate(behavior: Mapping[str, Any] | None, direction: str, max_replicas: int) -> float:
-    """The fastest change (replicas per second) the selected policies allow in one direction."""
-    rules = k8s.get(behavior, direction) if behavior is not None else None
-    default = _DEFAULT_BEHAVIOR[direction]
-    select = k8s.get(rules, "selectPolicy", default=default["selectPolicy"])
-    if select == "Disabled":
-        return 0.0
-    policies = k8s.items(rules, "policies") or default["policies"]
-    rates = []
-    for policy in policies:
-        value, period = float(k8s.get(policy, "value", default=0)), float(k8s.get(policy, "periodSeconds", default=15))
-        # A percentage is judged at the largest fleet the autoscaler may reach.
-        replicas = value if k8s.get(policy, "type") == "Pods" else value / 100 * max_replicas
-        rates.append(replicas / max(period, 1.0))
-    return (min(rates) if select == "Min" else max(rates)) if rates else 0.0
-
-
 def _check_scale_down_slower(subject: Subject, config: Mapping[str, Any]) -> Iterator[str]:
     found = _behavior(subject)
     if found is None:
         return
     behavior, max_replicas = found
-    minimum = float(config.get("minScaleDownStabilizationSeconds", 300))
-    up_window, down_window = _window(behavior, "scaleUp"), _window(behavior, "scaleDown")
-    if down_window <= up_window:
-        yield (
-            f"{subject.label}: scale-down stabilization window ({down_window:g}s) is not longer than the "
-            f"scale-up window ({up_window:g}s)"
-        )
-    if down_window < minimum:
-        yield f"{subject.label}: scale-down stabilization window ({down_window:g}s) is below {minimum:g}s"
-    up_rate, down_rate = _rate(behavior, "scaleUp", max_replicas), _rate(behavior, "scaleDown", max_replicas)
-    if down_rate > 0 and down_rate >= up_rate:
-        yield (
-            f"{subject.label}: scale-down rate ({down_rate * 60:.2f} replicas/min) is not slower than the "
-            f"scale-up rate ({up_rate * 60:.2f} replicas/min); set explicit behavior policies"
-        )
+    minimum = float(config.get("minScaleDownStabilizationSeconds", MIN_SCALE_DOWN_WINDOW_S))
+    for problem in scale_down_problems(behavior, max_replicas, minimum):
+        yield f"{subject.label}: {problem}"
 
 
 scale_down_slower = resource_policy(
@@ -267,7 +218,7 @@ scale_down_slower = resource_policy(
             "minScaleDownStabilizationSeconds": {
                 "type": "integer",
                 "minimum": 0,
-                "default": 300,
+                "default": MIN_SCALE_DOWN_WINDOW_S,
                 "description": "Shortest scale-down stabilization window allowed (seconds).",
             }
         }

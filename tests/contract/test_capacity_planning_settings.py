@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from contract.settings.stack_file import load_stack
 from contract.settings.capacity_planning import CapacityPlanningSettings
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])

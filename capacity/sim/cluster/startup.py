@@ -54,6 +54,12 @@ def place(pools: Sequence[Pool], used_gpus: dict[str, int], gpus: int) -> Pool |
     return None
 
 
+def replica_capacity(pools: Sequence[Pool], gpus: int) -> int:
+    """How many replicas of `gpus` GPUs the pools hold at once: each replica's node lives in one
+    pool, so each pool holds its GPU limit // gpus (what `place` fills, pool by pool)."""
+    return sum(pool.gpu_limit // gpus for pool in pools)
+
+
 def interruption_delay(rng: np.random.Generator, per_hour: float) -> float:
     """Seconds until a spot node is reclaimed (Poisson process); inf when the rate is 0."""
     return float(rng.exponential(3600.0 / per_hour)) if per_hour > 0 else float("inf")

@@ -15,7 +15,8 @@ import pytest
 from capacity.__main__ import main
 from capacity.planning import journal
 from tests.html_page import Report, embeds
-from capacity.planning.stack import ConfigRemove, apply_config_set, load_stack_model
+from capacity.planning.stack import apply_config_set, load_stack_model
+from contract.settings.config_path import ConfigRemove
 
 ROOT = Path(__file__).resolve().parents[3]
 STEP = "synthetic:step:base=2,peak=12,at=300,length=300,duration=900,prompt=512,output=128"

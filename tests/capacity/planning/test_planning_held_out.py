@@ -9,7 +9,7 @@ import pytest
 from pathlib import Path
 
 from capacity.planning import plan
-from capacity.planning.stack import load_stack_model
+from capacity.planning.stack import apply_config_set, load_stack_model
 from capacity.planning.run import RunOptions, feasible_requests, held_out, since
 from capacity.workload.traces import load
 from tests.capacity.sim.test_sim_simulator import run
@@ -71,11 +71,20 @@ def test_held_out_scores_the_tail_of_one_continuous_run():
     assert summary["oracle_gpu_hours"] is not None and summary["oracle_gpu_hours"] > 0
 
 
+def _with_behavior(sm, window: int, pods: int, period: int):
+    scope = f"autoscaling.{sm.model.name}.behavior"
+    edits = [(f"{scope}.scaleUp.stabilizationWindowSeconds", 0), (f"{scope}.scaleUp.policies[0].type", "Pods"),
+             (f"{scope}.scaleUp.policies[0].value", 4), (f"{scope}.scaleUp.policies[0].periodSeconds", 60),
+             (f"{scope}.scaleDown.stabilizationWindowSeconds", window), (f"{scope}.scaleDown.policies[0].type", "Pods"),
+             (f"{scope}.scaleDown.policies[0].value", pods), (f"{scope}.scaleDown.policies[0].periodSeconds", period)]
+    return apply_config_set(sm, edits)
+
+
 def test_the_planner_refuses_a_behaviour_the_policy_pack_would_refuse():
-    calm = {"scaleUpWindow": 0, "scaleUpPods": 4, "scaleUpPeriod": 60, "scaleDownPods": 1, "scaleDownPeriod": 300}
-    assert plan.policy_problem({**calm, "scaleDownWindow": 600}, 300) is None
-    assert "minimum window 300s" in plan.policy_problem({**calm, "scaleDownWindow": 120}, 300)
-    assert plan.policy_problem({**calm, "scaleDownWindow": 600, "scaleDownPods": 8, "scaleDownPeriod": 60}, 300)  # 8/min down, 4/min up
+    prod = load_stack_model("prod", root=ROOT)
+    assert plan.policy_problem(_with_behavior(prod, 600, 1, 300)) is None
+    assert "is below 300s" in plan.policy_problem(_with_behavior(prod, 120, 1, 300))
+    assert plan.policy_problem(_with_behavior(prod, 600, 8, 60))  # 8/min down, 4/min up
 
 
 def test_the_policy_minimum_comes_from_the_stacks_policy_config():

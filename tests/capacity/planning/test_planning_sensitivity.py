@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from capacity.planning import sensitivity
-from capacity.planning.stack import ConfigRemove, apply_config_set, load_stack_model
+from capacity.planning.stack import apply_config_set, load_stack_model
+from contract.settings.config_path import ConfigRemove
 from capacity.planning.run import held_out
 from capacity.planning.run import RunOptions
 from capacity.workload import traces

@@ -6,9 +6,8 @@ import pytest
 import yaml
 
 from capacity.engine.hardware import gpus
-from capacity.planning.stack import (
-    ConfigRemove, StackModel, apply_config_set, gpu_type_edits, load_stack_model, pool_families,
-)
+from capacity.planning.stack import StackModel, apply_config_set, gpu_type_edits, load_stack_model, pool_families
+from contract.settings.config_path import ConfigRemove
 from contract.gpu import GPU_OF_FAMILY
 from contract.settings.gpu_capacity import duration_seconds
 

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from capacity.sim.cluster.router import LeastOutstanding, LeastRequest, RoundRobin, make_router
-from capacity.sim.cluster.startup import Pool, Startup, place
+from capacity.sim.cluster.startup import Pool, Startup, place, replica_capacity
 
 SPOT = Pool("gpu-spot", "spot", 100, 2, 0.45)
 ON_DEMAND = Pool("gpu-on-demand", "on-demand", 10, 1, 1.0)
@@ -62,3 +62,14 @@ def test_startup_is_the_sum_of_its_phases_within_their_ranges():
     draws = [startup.sample(np.random.default_rng(s)) for s in range(50)]
     assert 160 <= min(draws) and max(draws) <= 380
     assert startup.mean_s == 90 + 120 + 20 + 40
+
+
+def test_the_pools_hold_as_many_replicas_as_the_simulator_places():
+    # 2 GPUs per replica, two pools of 3 GPUs: one replica per pool, not 6 // 2 = 3.
+    pools = (Pool("a", "spot", 100, 3, 1.0), Pool("b", "on-demand", 10, 3, 2.0))
+    used: dict[str, int] = {}
+    placed = 0
+    while (pool := place(pools, used, 2)) is not None:
+        used[pool.name] = used.get(pool.name, 0) + 2
+        placed += 1
+    assert replica_capacity(pools, 2) == placed == 2
