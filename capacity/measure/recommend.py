@@ -74,12 +74,17 @@ def _span(low: float, high: float | None, at: str, past: str, fmt: str) -> str:
 
 
 def _guardrail(slo: float, overloaded: float | None) -> float:
-    """Above the SLO (a guardrail, not the main trigger), below what the overloaded replica shows."""
+    """Above the SLO (a guardrail, not the main trigger), below what the overloaded replica shows,
+    to two significant digits of the SLO's scale and always strictly above it (the stack's own
+    rule: a guardrail at the SLO is refused)."""
     if overloaded is not None and overloaded > slo:
         value = (slo + overloaded) / 2
     else:
         value = slo * 1.2
-    return round(min(max(value, slo * 1.05), slo * 1.5) * 2) / 2  # half-second steps
+    value = min(max(value, slo * 1.05), slo * 1.5)
+    step = 10 ** math.floor(math.log10(slo)) / 10
+    rounded = round(round(value / step) * step, 10)
+    return rounded if rounded > slo else round(slo + step, 10)
 
 
 def recommend(

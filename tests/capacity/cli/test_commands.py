@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from capacity.__main__ import COMMANDS, build_parser
 from tests.capacity.conftest import CALIBRATION_CSV, REPO
 from tests.capacity.conftest import CONFIG_SET_LINE as LINE
@@ -55,6 +57,16 @@ def test_cli_prints_ready_to_run_lines_for_the_calibration_file(tmp_path):
     lines = [l for l in out.splitlines() if l.startswith("pulumi config set")]
     assert lines and all(LINE.match(l) and " -s prod " in l for l in lines)
     assert "planning capacity: 1.54 req/s per replica at concurrency 20" in out
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_recommend_prints_only_values_the_stack_accepts(tmp_path, stack):
+    # recommend applies every line it prints and validates the stack as a deploy would: exit 0
+    # means each `pulumi config set` line passes (dev's 1.0 s TTFT SLO once got a 1.0 s guardrail).
+    run = recommend_cli(tmp_path, "--stack", stack)
+    assert run.returncode == 0, run.stderr
+    lines = [l for l in run.stdout.splitlines() if l.startswith("pulumi config set")]
+    assert lines and all(LINE.match(l) and f" -s {stack} " in l for l in lines)
 
 
 def test_recommend_never_sizes_max_replicas_past_the_pools_gpu_limit(tmp_path):

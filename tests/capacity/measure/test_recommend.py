@@ -5,7 +5,7 @@ import copy
 import pytest
 
 from capacity.measure.envelope import COLUMNS, EnvelopeRow, find_knee, read_envelope, write_envelope
-from capacity.measure.recommend import commands, current_values, recommend
+from capacity.measure.recommend import _guardrail, commands, current_values, recommend
 from contract.settings.stack_file import load_stack
 from tests.capacity.conftest import CALIBRATION_CSV, REPO
 from tests.capacity.conftest import CONFIG_SET_LINE as LINE
@@ -46,6 +46,12 @@ def test_a_model_name_with_dots_is_quoted_in_the_path():
     rec = recommend(read_envelope(CALIBRATION_CSV), slo_p99=30)
     assert all("'autoscaling[\"qwen2.5-7b\"].triggers." in line or "'autoscaling[\"qwen2.5-7b\"].slo." in line
                for line in commands(rec, "prod", "qwen2.5-7b"))  # fmt: skip
+
+
+@pytest.mark.parametrize("slo", [0.3, 1.0, 2.5, 30.0, 120.0])
+def test_a_guardrail_is_always_strictly_above_its_slo(slo):
+    assert slo < _guardrail(slo, None) <= slo * 1.5
+    assert slo < _guardrail(slo, slo * 1.01) <= slo * 1.5  # an overload barely past the SLO
 
 
 def test_latency_guardrail_sits_above_the_slo_and_below_the_overloaded_p99():
