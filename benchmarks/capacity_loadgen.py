@@ -90,7 +90,7 @@ VARIANTS = (
 
 
 def _serve(port: int, step_s: float, stream_interval: int, use_uvloop: bool, ready) -> None:  # noqa: ANN001
-    from capacity.mock.server import serve_replicas
+    from capacity.mock.serving import serve_replicas
 
     async def main() -> None:
         async with serve_replicas(bench_profile(step_s), ports=[port], stream_interval=stream_interval):

@@ -9,7 +9,7 @@ import socket
 
 from capacity.engine import DEFAULT_PROFILE, PROFILES, get_profile
 from capacity.mock.faults import GRAMMAR, Faults
-from capacity.mock.server import serve_replicas
+from capacity.mock.serving import serve_replicas
 from capacity.runtime import quiet_gc, run_main
 
 
