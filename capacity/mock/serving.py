@@ -1,9 +1,11 @@
-"""Hosting mock replicas: each replica's app on its own port, started and stopped together."""
+"""Hosting mock replicas: each replica's app on its own port, started and stopped together, and
+the long-running entry point of `capacity serve`."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -12,6 +14,7 @@ from aiohttp import web
 from capacity.engine import EngineProfile
 from capacity.mock.app import create_app
 from capacity.mock.replica import MockReplica
+from capacity.runtime import quiet_gc
 
 
 @dataclass
@@ -26,9 +29,18 @@ class RunningReplica:
 
 def _bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
     return sock
+
+
+def try_listen(host: str, port: int) -> None:
+    """Bind (host, port) as a replica will and let it go: OSError when a replica could not listen there."""
+    _bind(host, port).close()
 
 
 @asynccontextmanager
@@ -62,3 +74,16 @@ async def serve_replicas(
         for runner in runners:
             await runner.cleanup()
 
+
+async def serve_until_cancelled(
+    profile: EngineProfile,
+    *,
+    on_ready: Callable[[list[RunningReplica]], None],
+    **options: object,
+) -> None:
+    """Serve replicas (`serve_replicas` options) until the task is cancelled (Ctrl-C, a stopped
+    process); `on_ready` is told once they listen."""
+    async with serve_replicas(profile, **options) as replicas:  # type: ignore[arg-type]
+        with quiet_gc():  # the startup heap frozen, fewer collection pauses under load
+            on_ready(replicas)
+            await asyncio.Event().wait()
