@@ -7,7 +7,8 @@ Generated text is `" tok"` per token, so a client can count the tokens it receiv
 Timing for load generators (mock only; vLLM sends neither): each response ends with
 `: engine-latency=<wall s>` (what the engine model produced) and
 `: server-timing=<received>,<sent>` SSE comments (streaming), or `x-engine-latency` and
-`x-server-timing` headers, both `time.monotonic()` seconds stamped by the app.
+`x-server-timing` headers; `received` and `sent` are `time.monotonic()` seconds that the app
+stamps (`capacity.mock.app`).
 """
 
 from __future__ import annotations
