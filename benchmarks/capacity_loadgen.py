@@ -57,7 +57,7 @@ from capacity.engine import EngineProfile  # noqa: E402
 from capacity.engine.roofline import StepCost  # noqa: E402
 from capacity.measure.config import LoadConfig  # noqa: E402
 from capacity.measure.workers import run_load_processes  # noqa: E402
-from capacity.runtime import loop_factory, quiet_gc  # noqa: E402
+from capacity.runtime import loop_factory  # noqa: E402
 
 def bench_profile(step_s: float) -> EngineProfile:
     """Fixed-length steps and no slot or KV limit: the engine is never the bottleneck."""
@@ -90,16 +90,11 @@ VARIANTS = (
 
 
 def _serve(port: int, step_s: float, stream_interval: int, use_uvloop: bool, ready) -> None:  # noqa: ANN001
-    from capacity.mock.server import serve_replicas
-
-    async def main() -> None:
-        async with serve_replicas(bench_profile(step_s), ports=[port], stream_interval=stream_interval):
-            with quiet_gc():  # as `python -m capacity serve` does
-                ready.set()
-                await asyncio.Event().wait()
+    from capacity.mock.serving import serve_until_cancelled
 
     with asyncio.Runner(loop_factory=loop_factory(use_uvloop)) as runner:
-        runner.run(main())
+        runner.run(serve_until_cancelled(bench_profile(step_s), on_ready=lambda _replicas: ready.set(),
+                                         ports=[port], stream_interval=stream_interval))  # fmt: skip
 
 
 def _cpu_seconds(pid: int) -> float:

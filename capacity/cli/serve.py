@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import socket
 
 from capacity.engine import DEFAULT_PROFILE, PROFILES, get_profile
 from capacity.mock.faults import GRAMMAR, Faults
-from capacity.mock.server import serve_replicas
-from capacity.runtime import quiet_gc, run_main
+from capacity.mock.serving import RunningReplica, serve_until_cancelled, try_listen
+from capacity.runtime import run_main
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,12 +58,10 @@ def _check_listenable(host: str, ports: list[int]) -> None:
     except socket.gaierror as error:
         raise ValueError(f"--host {host}: cannot resolve it to an IPv4 address ({error.strerror})") from None
     for port in ports:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the replicas bind
-            try:
-                probe.bind((host, port))
-            except OSError as error:
-                raise ValueError(f"cannot listen on {host}:{port}: {error.strerror}") from None
+        try:
+            try_listen(host, port)
+        except OSError as error:
+            raise ValueError(f"cannot listen on {host}:{port}: {error.strerror}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,9 +74,16 @@ def run(args: argparse.Namespace) -> int:
     faults = Faults.parse(args.fault) if args.fault else Faults()
     _check_listenable(args.host, ports)
 
+    def say_listening(replicas: list[RunningReplica]) -> None:
+        for r in replicas:
+            print(f"mock vLLM '{r.replica.model_name}' ({profile.name}, speedup {args.speedup:g}) on {args.host}:{r.port}",
+                  flush=True)  # fmt: skip
+        print(f"counting prompt tokens with {replicas[0].replica.tokens.counting}", flush=True)
+
     async def main() -> None:
-        async with serve_replicas(
+        await serve_until_cancelled(
             profile,
+            on_ready=say_listening,
             host=args.host,
             ports=ports,
             speedup=args.speedup,
@@ -89,13 +93,7 @@ def run(args: argparse.Namespace) -> int:
             faults=faults,
             tokenizer=args.tokenizer,
             seed=args.fault_seed,
-        ) as replicas:
-            for r in replicas:
-                print(f"mock vLLM '{r.replica.model_name}' ({profile.name}, speedup {args.speedup:g}) on {args.host}:{r.port}",
-                      flush=True)  # fmt: skip
-            print(f"counting prompt tokens with {replicas[0].replica.tokens.counting}", flush=True)
-            with quiet_gc():  # the startup heap frozen, fewer collection pauses under load
-                await asyncio.Event().wait()
+        )
 
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a user stops the replicas
         run_main(main)

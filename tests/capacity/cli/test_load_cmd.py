@@ -48,7 +48,7 @@ def test_load_against_an_unknown_model_stops_with_one_line_naming_the_url_model_
     from pathlib import Path
 
     from capacity.engine import get_profile
-    from capacity.mock.server import serve_replicas
+    from capacity.mock.serving import serve_replicas
 
     loop = asyncio.new_event_loop()
     started, urls = threading.Event(), []

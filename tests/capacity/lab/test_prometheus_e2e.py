@@ -13,7 +13,7 @@ from capacity.measure.collector import collect, scaling_queries
 from capacity.measure.config import LoadConfig
 from capacity.measure.generator import run_load
 from capacity.measure.prometheus import PrometheusClient
-from capacity.mock.server import serve_replicas
+from capacity.mock.serving import serve_replicas
 from contract.signals import REQUEST_LATENCY_BUCKETS, Scope
 
 PROFILE = get_profile("a10g-r1-14b-awq")

@@ -16,7 +16,7 @@ from capacity.measure.generator import run_load, trace_arrivals
 from capacity.measure.results import write_outputs
 from capacity.measure.workers import run_load_processes, split_config
 from capacity.runtime import loop_factory
-from capacity.mock.server import serve_replicas
+from capacity.mock.serving import serve_replicas
 from capacity.workload.prompts import PromptBuilder
 
 FAST = get_profile("8gb-qwen2.5-1.5b")

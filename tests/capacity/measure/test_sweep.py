@@ -7,7 +7,7 @@ from capacity.measure.config import LoadConfig
 from capacity.measure.envelope import COLUMNS, read_envelope
 from capacity.measure.report import write_report
 from capacity.measure.sweep import SweepOptions, run_sweep
-from capacity.mock.server import serve_replicas
+from capacity.mock.serving import serve_replicas
 
 FAST = get_profile("8gb-qwen2.5-1.5b")
 

@@ -8,7 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from capacity.engine import get_profile
 from capacity.measure.config import LoadConfig
 from capacity.measure.generator import run_load
-from capacity.mock.server import serve_replicas
+from capacity.mock.serving import serve_replicas
 from contract.signals import Vllm
 
 FAST = get_profile("8gb-qwen2.5-1.5b")

@@ -4,7 +4,7 @@ import openai
 import pytest
 
 from capacity.engine import get_profile
-from capacity.mock.server import serve_replicas
+from capacity.mock.serving import serve_replicas
 
 FAST = get_profile("8gb-qwen2.5-1.5b")
 MODEL = FAST.served_model_name
@@ -160,11 +160,11 @@ async def test_responses_end_with_the_servers_own_timing_for_load_generators():
 
 @pytest.mark.parametrize("kind", ["text", "chat"])
 def test_intermediate_chunks_from_the_template_equal_encoding_the_delta(kind):
-    from capacity.mock.server import _Chat, _sse, _Text
+    from capacity.mock.openai import ChatCompletion, TextCompletion, sse
 
-    chunks = _Chat('odd "model"') if kind == "chat" else _Text("")
+    chunks = ChatCompletion('odd "model"') if kind == "chat" else TextCompletion("")
     for n in (1, 2, 7):
-        assert chunks.delta_event(n) == _sse(chunks.delta(n, None))
+        assert chunks.delta_event(n) == sse(chunks.delta(n, None))
 
 
 @pytest.mark.asyncio

@@ -18,7 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from capacity.engine import get_profile
 from capacity.mock.faults import GENERATION_ERROR, Faults
-from capacity.mock.server import DEFAULT_MAX_TOKENS, _emission_points, _Pending, serve_replicas
+from capacity.mock.replica import DEFAULT_MAX_TOKENS
+from capacity.mock.serving import serve_replicas
 
 FAST = get_profile("8gb-qwen2.5-1.5b")
 MODEL = FAST.served_model_name
@@ -72,22 +73,6 @@ async def test_stream_interval_sends_the_first_token_then_every_interval_and_the
     async with serve_replicas(FAST, speedup=10, stream_interval=4) as [replica]:
         _, text = await _post(replica.url, {"prompt": "a b c", "max_tokens": 10, "stream": True})
     assert [_tokens(c) for c in _data(text) if c != "[DONE]"] == [1, 4, 4, 1]
-
-
-def test_emission_points_follow_make_request_output():
-    assert _emission_points(0, 3, 10, 1) == [1, 2, 3]
-    assert _emission_points(0, 10, 10, 4) == [1, 5, 9, 10]
-    assert _emission_points(5, 8, 10, 4) == []  # 3 tokens since the last output: held
-    assert _emission_points(5, 10, 10, 4) == [9, 10]
-
-
-@pytest.mark.asyncio
-async def test_progress_that_comes_again_before_the_writer_took_it_is_merged():
-    pending = _Pending(None, True, asyncio.get_running_loop().create_future(), "length", 10)  # type: ignore[arg-type]
-    pending.advance_to(1)
-    assert not pending.lagged  # the writer takes each step's tokens as its own chunk
-    pending.advance_to(2)
-    assert pending.lagged and pending.generated == 2  # it had not: one chunk for both
 
 
 @pytest.mark.asyncio
