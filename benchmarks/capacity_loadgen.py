@@ -53,19 +53,25 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from capacity.engine import EngineProfile  # noqa: E402
-from capacity.engine.roofline import StepCost  # noqa: E402
-from capacity.measure.config import LoadConfig  # noqa: E402
-from capacity.measure.workers import run_load_processes  # noqa: E402
-from capacity.runtime import loop_factory  # noqa: E402
+from capacity.engine import EngineProfile
+from capacity.engine.roofline import StepCost
+from capacity.measure.config import LoadConfig
+from capacity.measure.workers import run_load_processes
+from capacity.runtime import loop_factory
+
 
 def bench_profile(step_s: float) -> EngineProfile:
     """Fixed-length steps and no slot or KV limit: the engine is never the bottleneck."""
     return EngineProfile(
-        name="bench", description=f"benchmark: fixed {step_s * 1000:g} ms steps, no slot/KV limit",
-        served_model_name="bench", max_num_seqs=100_000, max_num_batched_tokens=10_000_000,
-        kv_cache_tokens=1_000_000_000, max_model_len=100_000, cost=StepCost(step_s=step_s),
-    )  # fmt: skip
+        name="bench",
+        description=f"benchmark: fixed {step_s * 1000:g} ms steps, no slot/KV limit",
+        served_model_name="bench",
+        max_num_seqs=100_000,
+        max_num_batched_tokens=10_000_000,
+        kv_cache_tokens=1_000_000_000,
+        max_model_len=100_000,
+        cost=StepCost(step_s=step_s),
+    )
 
 
 @dataclass(frozen=True)
@@ -89,12 +95,18 @@ VARIANTS = (
 )
 
 
-def _serve(port: int, step_s: float, stream_interval: int, use_uvloop: bool, ready) -> None:  # noqa: ANN001
+def _serve(port: int, step_s: float, stream_interval: int, use_uvloop: bool, ready) -> None:
     from capacity.mock.serving import serve_until_cancelled
 
     with asyncio.Runner(loop_factory=loop_factory(use_uvloop)) as runner:
-        runner.run(serve_until_cancelled(bench_profile(step_s), on_ready=lambda _replicas: ready.set(),
-                                         ports=[port], stream_interval=stream_interval))  # fmt: skip
+        runner.run(
+            serve_until_cancelled(
+                bench_profile(step_s),
+                on_ready=lambda _replicas: ready.set(),
+                ports=[port],
+                stream_interval=stream_interval,
+            )
+        )
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -106,16 +118,26 @@ def measure(args: argparse.Namespace, variant: Variant) -> dict:
     """One run against a fresh mock process: the load generator's summary plus both sides' CPU."""
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Event()
-    server = ctx.Process(target=_serve, args=(args.port, args.step_ms / 1000, args.stream_interval, variant.server_uvloop, ready), daemon=True)
+    server = ctx.Process(
+        target=_serve,
+        args=(args.port, args.step_ms / 1000, args.stream_interval, variant.server_uvloop, ready),
+        daemon=True,
+    )
     server.start()
     try:
         if not ready.wait(30):
             raise SystemExit("mock server did not start")
         mode = {"rate": args.rate} if args.rate else {"concurrency": args.concurrency}
-        config = LoadConfig(urls=(f"http://127.0.0.1:{args.port}",), **mode,
-                            warmup_s=args.warmup, duration_s=args.duration, stream=not args.no_stream,
-                            prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
-                            client=variant.client)  # fmt: skip
+        config = LoadConfig(
+            urls=(f"http://127.0.0.1:{args.port}",),
+            **mode,
+            warmup_s=args.warmup,
+            duration_s=args.duration,
+            stream=not args.no_stream,
+            prompt_tokens=args.prompt_tokens,
+            output_tokens=args.output_tokens,
+            client=variant.client,
+        )
         cpu_server, wall = _cpu_seconds(server.pid), time.monotonic()
         result = run_load_processes(config, variant.workers, use_uvloop=variant.uvloop)
         wall = time.monotonic() - wall
@@ -123,8 +145,11 @@ def measure(args: argparse.Namespace, variant: Variant) -> dict:
     finally:
         server.terminate()
         server.join(5)
-    return result.summary | {"cpu_client": result.cpu_s / wall, "cpu_server": cpu_server / wall,
-                             "cpu_wait_client": result.cpu_wait_s / wall}  # fmt: skip
+    return result.summary | {
+        "cpu_client": result.cpu_s / wall,
+        "cpu_server": cpu_server / wall,
+        "cpu_wait_client": result.cpu_wait_s / wall,
+    }
 
 
 def report(args: argparse.Namespace, s: dict) -> None:
@@ -137,17 +162,23 @@ def report(args: argparse.Namespace, s: dict) -> None:
     else:
         print(f"closed loop: {args.concurrency} concurrent {kind}, {shape}")
     print(f"throughput: {s['successful_rps']:.0f} req/s successful, errors {s['errors']}")
-    print(f"latency: p50 {lat['p50'] * 1000:.1f} ms  p99 {lat['p99'] * 1000:.1f} ms (engine alone ~{(args.output_tokens + 0.5) * args.step_ms:.0f} ms)")
-    for key, label in (("client_overhead_ms", "client overhead (send + receive lag)"),
-                       ("send_ms", "  send (start -> request written)"),
-                       ("receive_lag_ms", "  receive lag (mock's last write -> recorded arrival)"),
-                       ("server_queue_ms", "mock queue (written -> mock handler entry)"),
-                       ("round_trip_overhead_ms", "round trip (latency - mock handling)"),
-                       ("engine_overhead_ms", "engine overhead (latency - engine, before)")):  # fmt: skip
+    print(
+        f"latency: p50 {lat['p50'] * 1000:.1f} ms  p99 {lat['p99'] * 1000:.1f} ms (engine alone ~{(args.output_tokens + 0.5) * args.step_ms:.0f} ms)"
+    )
+    for key, label in (
+        ("client_overhead_ms", "client overhead (send + receive lag)"),
+        ("send_ms", "  send (start -> request written)"),
+        ("receive_lag_ms", "  receive lag (mock's last write -> recorded arrival)"),
+        ("server_queue_ms", "mock queue (written -> mock handler entry)"),
+        ("round_trip_overhead_ms", "round trip (latency - mock handling)"),
+        ("engine_overhead_ms", "engine overhead (latency - engine, before)"),
+    ):
         print(f"{label}: p50 {s[key]['p50']:.2f} ms  p99 {s[key]['p99']:.2f} ms")
     print(f"load generator loop lag: p50 {lag['p50']:.2f} ms  p99 {lag['p99']:.2f} ms")
-    print(f"cpu: load generator {s['cpu_client']:.0%} of a core, mock {s['cpu_server']:.0%} of a core; "
-          f"load generator runnable without a core {s['cpu_wait_client']:.1%} of the time")  # fmt: skip
+    print(
+        f"cpu: load generator {s['cpu_client']:.0%} of a core, mock {s['cpu_server']:.0%} of a core; "
+        f"load generator runnable without a core {s['cpu_wait_client']:.1%} of the time"
+    )
 
 
 COLUMNS = (
@@ -175,8 +206,10 @@ def compare(args: argparse.Namespace) -> None:
             s = measure(args, variant)
             runs[variant.name].append(s)
             print(f"round {round_ + 1} {variant.name}: " + "  ".join(f"{c} {f(s):.1f}" for c, f in COLUMNS), flush=True)
-    print(f"\nmedians of {args.repeat} rounds (ms unless named; cpu in % of a core; "
-          f"load average {os.getloadavg()[0]:.1f} at the end):")  # fmt: skip
+    print(
+        f"\nmedians of {args.repeat} rounds (ms unless named; cpu in % of a core; "
+        f"load average {os.getloadavg()[0]:.1f} at the end):"
+    )
     width = max(len(v.name) for v in VARIANTS)
     print(" " * width + "".join(f"{c:>16}" for c, _ in COLUMNS))
     base = runs[VARIANTS[0].name]
@@ -193,8 +226,12 @@ def compare(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=int, default=500, help="closed loop: streams in flight")
-    parser.add_argument("--rate", type=float, default=None,
-                        help="open loop instead: Poisson arrivals per second (~rate x 0.9 s streams in flight)")  # fmt: skip
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="open loop instead: Poisson arrivals per second (~rate x 0.9 s streams in flight)",
+    )
     parser.add_argument("--duration", type=float, default=15.0)
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--prompt-tokens", type=int, default=64)
@@ -206,10 +243,18 @@ def main() -> None:
     # defaults: the fastest measured combination (see --compare); the load generator as it was is
     # --workers 1 --no-uvloop --no-server-uvloop --client aiohttp
     parser.add_argument("--workers", type=int, default=2, help="load generator processes, each its own event loop")
-    parser.add_argument("--uvloop", action=argparse.BooleanOptionalAction, default=True,
-                        help="uvloop for the load generator (if installed)")  # fmt: skip
-    parser.add_argument("--server-uvloop", action=argparse.BooleanOptionalAction, default=True,
-                        help="uvloop for the mock (if installed)")  # fmt: skip
+    parser.add_argument(
+        "--uvloop",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="uvloop for the load generator (if installed)",
+    )
+    parser.add_argument(
+        "--server-uvloop",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="uvloop for the mock (if installed)",
+    )
     parser.add_argument("--client", choices=("aiohttp", "raw"), default="raw", help="the load generator's HTTP client")
     parser.add_argument("--compare", action="store_true", help="run every variant in VARIANTS, interleaved")
     parser.add_argument("--repeat", type=int, default=2, help="rounds of --compare")
@@ -219,8 +264,10 @@ def main() -> None:
         return
     s = measure(args, Variant("cli", args.workers, args.uvloop, args.server_uvloop, args.client))
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
-    print(f"load generator: {args.client} client, {args.workers} process(es), {'uvloop' if args.uvloop else 'asyncio'} loop; "
-          f"mock: {'uvloop' if args.server_uvloop else 'asyncio'} loop")  # fmt: skip
+    print(
+        f"load generator: {args.client} client, {args.workers} process(es), {'uvloop' if args.uvloop else 'asyncio'} loop; "
+        f"mock: {'uvloop' if args.server_uvloop else 'asyncio'} loop"
+    )
     report(args, s)
 
 

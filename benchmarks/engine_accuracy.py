@@ -20,14 +20,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from capacity.engine import get_profile, predict  # noqa: E402
-from capacity.engine.explain import explain  # noqa: E402
-from capacity.engine.fit import Row, fit, predict_rows, read_rows  # noqa: E402
-from capacity.engine.hardware import checkpoint, gpu  # noqa: E402
-from capacity.engine.profiles import CALIBRATED, calibrated  # noqa: E402
-from capacity.engine.roofline import Efficiency, memory_plan  # noqa: E402
+from capacity.engine import get_profile, predict
+from capacity.engine.explain import explain
+from capacity.engine.fit import Row, fit, predict_rows, read_rows
+from capacity.engine.hardware import checkpoint, gpu
+from capacity.engine.profiles import CALIBRATED, calibrated
+from capacity.engine.roofline import Efficiency, memory_plan
 
-CALIBRATION = Path(__file__).resolve().parents[2] / "shared" / "calibration" / "a10g-deepseek-r1-14b-awq-concurrency.csv"
+CALIBRATION = (
+    Path(__file__).resolve().parents[2] / "shared" / "calibration" / "a10g-deepseek-r1-14b-awq-concurrency.csv"
+)
 PROMPT, OUTPUT = 1024, 128  # the calibration's request shape (its README)
 
 
@@ -40,7 +42,9 @@ def physics() -> None:
     a = model.architecture
     plan = memory_plan(model, device, 0.90, 2048, 40)
     print("== physics: DeepSeek-R1-Distill-Qwen-14B-AWQ on one A10G ==")
-    print(f"  weights resident {model.weight_bytes / 1e9:.2f} GB, read per step {model.weight_bytes_read_per_step / 1e9:.2f} GB")
+    print(
+        f"  weights resident {model.weight_bytes / 1e9:.2f} GB, read per step {model.weight_bytes_read_per_step / 1e9:.2f} GB"
+    )
     print(f"  KV {a.kv_bytes_per_token:,} bytes/token; linear {model.linear_flops_per_token / 1e9:.1f} GFLOP/token")
     print(
         f"  memory plan: 0.90 x {device.memory_mib} MiB = {plan.budget_bytes / 2**30:.2f} GiB - weights "
@@ -49,12 +53,16 @@ def physics() -> None:
     )
     estimate = 40 * 1090 / 0.78  # the run: 78% KV usage at 40 requests x ~1,090 tokens of context
     derived = plan.kv_tokens()
-    print(f"  KV capacity derived {derived:,} tokens vs ~{estimate:,.0f} from the run's usage ({_err(derived, estimate):+.1%})")
+    print(
+        f"  KV capacity derived {derived:,} tokens vs ~{estimate:,.0f} from the run's usage ({_err(derived, estimate):+.1%})"
+    )
 
 
 def residuals(title: str, efficiency: Efficiency, rows: list[Row]) -> list[float]:
     states = predict_rows(calibrated(efficiency), rows)
-    print(f"== {title}: bandwidth {efficiency.bandwidth:.3f}, FLOPs {efficiency.flops:.3f}, step overhead {efficiency.step_overhead_s * 1e3:.2f} ms ==")
+    print(
+        f"== {title}: bandwidth {efficiency.bandwidth:.3f}, FLOPs {efficiency.flops:.3f}, step overhead {efficiency.step_overhead_s * 1e3:.2f} ms =="
+    )
     print("  conc   rps meas  pred    err   p99 meas  pred    err   KV   bound")
     errors = []
     for s, r in zip(states, rows):
@@ -92,14 +100,25 @@ def eight_gb() -> None:
     ttft = {prompt: predict(small, 1, prompt, 128).ttft_p50_s for prompt in (150, 450)}
     c = predict(eager, 16, 150, 256)
     d = explain(eager, 16, 1500, 300)
-    print(f"  1.5B x64 (150+256): {a.output_tokens_per_s:,.0f} tokens/s vs ~2,600 ({_err(a.output_tokens_per_s, 2600):+.0%}), KV {a.avg_kv_usage:.0%} vs ~11%")
-    print(f"  1.5B TTFT p50 at low load: {ttft[150] * 1e3:.0f} ms (150-token prompt), {ttft[450] * 1e3:.0f} ms (450) vs 31 ms (prompt length not reported)")
-    print(f"  3B eager x16 (150+256): {c.output_tokens_per_s:,.0f} tokens/s vs ~670 ({_err(c.output_tokens_per_s, 670):+.0%})")
+    print(
+        f"  1.5B x64 (150+256): {a.output_tokens_per_s:,.0f} tokens/s vs ~2,600 ({_err(a.output_tokens_per_s, 2600):+.0%}), KV {a.avg_kv_usage:.0%} vs ~11%"
+    )
+    print(
+        f"  1.5B TTFT p50 at low load: {ttft[150] * 1e3:.0f} ms (150-token prompt), {ttft[450] * 1e3:.0f} ms (450) vs 31 ms (prompt length not reported)"
+    )
+    print(
+        f"  3B eager x16 (150+256): {c.output_tokens_per_s:,.0f} tokens/s vs ~670 ({_err(c.output_tokens_per_s, 670):+.0%})"
+    )
     print(f"  3B eager x16 (1500+300): {d.bound} ({d.why}), TTFT p95 {d.state.ttft_p95_s:.1f} s vs 4.1 s")
     device = gpu("rtx-3070")
-    for repo, reported, seqs in (("Qwen/Qwen2.5-1.5B-Instruct", 6382 * 16, 256), ("Qwen/Qwen2.5-3B-Instruct", 751 * 16, 256)):
+    for repo, reported, seqs in (
+        ("Qwen/Qwen2.5-1.5B-Instruct", 6382 * 16, 256),
+        ("Qwen/Qwen2.5-3B-Instruct", 751 * 16, 256),
+    ):
         derived = memory_plan(checkpoint(repo), device, 0.90, 2048, seqs).kv_tokens()
-        print(f"  {repo}: KV capacity derived for 8 GiB {derived:,} tokens vs reported {reported:,} ({_err(derived, reported):+.0%})")
+        print(
+            f"  {repo}: KV capacity derived for 8 GiB {derived:,} tokens vs reported {reported:,} ({_err(derived, reported):+.0%})"
+        )
 
 
 def sweep() -> None:

@@ -38,8 +38,9 @@ def _prog() -> str:
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """All commands, or (for a fast start) only `only` fully, the others by name."""
-    parser = argparse.ArgumentParser(prog=_prog(), description=__doc__.splitlines()[0],
-                                     epilog="Run a command with --help for its options.")  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog=_prog(), description=__doc__.splitlines()[0], epilog="Run a command with --help for its options."
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         if only is not None and name != only:
@@ -59,8 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser(chosen if chosen in COMMANDS else None)
     except ModuleNotFoundError as missing:  # installed without the tools' extra
-        print(f"{_prog()}: {missing.name} is not installed: pip install 'inference-platform-tools[capacity]'",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"{_prog()}: {missing.name} is not installed: pip install 'inference-platform-tools[capacity]'",
+            file=sys.stderr,
+        )
         return 2
     args = parser.parse_args(argv)
     try:

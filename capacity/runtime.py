@@ -50,7 +50,10 @@ def ctrl_c_held() -> Iterator[None]:
     for steps that must not stop half-done. Only the Python-level handler can do this: blocking
     SIGINT with pthread_sigmask in this thread lets the kernel hand it to another thread (a
     progress bar's), and CPython still runs the handler here, wherever this thread is."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
         yield  # not ours to hold: another handler (or none) is in charge
         return
     held: list[int] = []
@@ -63,8 +66,9 @@ def ctrl_c_held() -> Iterator[None]:
         raise KeyboardInterrupt
 
 
-def run_main(main: Callable[[], Coroutine[Any, Any, T]],
-             loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None) -> T:
+def run_main(
+    main: Callable[[], Coroutine[Any, Any, T]], loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
+) -> T:
     """`asyncio.run(main())`, with a Ctrl-C that lands while the event loop is being built held
     until it is built.
 
@@ -99,8 +103,9 @@ def _worker_start(initializer: Callable[..., None] | None, initargs: tuple[Any, 
 
 
 @contextmanager
-def worker_pool(workers: int, initializer: Callable[..., None] | None = None,
-                initargs: tuple[Any, ...] = ()) -> Iterator[ProcessPoolExecutor]:  # fmt: skip
+def worker_pool(
+    workers: int, initializer: Callable[..., None] | None = None, initargs: tuple[Any, ...] = ()
+) -> Iterator[ProcessPoolExecutor]:
     """A process pool whose workers ignore Ctrl-C; when the command is interrupted (or fails), the
     calls not yet started are cancelled and the running ones finish before it returns."""
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_start, initargs=(initializer, initargs))

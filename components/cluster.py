@@ -151,8 +151,12 @@ class Cluster(pulumi.ComponentResource):
         if s.auto_mode:
             # Auto Mode enforces NetworkPolicies only once this controller switch is on.
             switch = isolation.network_policy_controller_config_map()
-            k8s.core.v1.ConfigMap(f"{name}-network-policy-controller", metadata=switch["metadata"],
-                                  data=switch["data"], opts=pulumi.ResourceOptions(parent=self, provider=self.provider))
+            k8s.core.v1.ConfigMap(
+                f"{name}-network-policy-controller",
+                metadata=switch["metadata"],
+                data=switch["data"],
+                opts=pulumi.ResourceOptions(parent=self, provider=self.provider),
+            )
         self.register_outputs({"name": self.name, "kubeconfig": self.kubeconfig})
 
     def _service_role(
@@ -164,8 +168,13 @@ class Cluster(pulumi.ComponentResource):
         role = aws.iam.Role(
             f"{name}-service-role",
             # Auto Mode tags its sessions (eks:eks-cluster-name), so it needs sts:TagSession too.
-            assume_role_policy=iam.document({"Effect": "Allow", "Principal": {"Service": "eks.amazonaws.com"},
-                                             "Action": ["sts:AssumeRole", "sts:TagSession"]}),
+            assume_role_policy=iam.document(
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "eks.amazonaws.com"},
+                    "Action": ["sts:AssumeRole", "sts:TagSession"],
+                }
+            ),
             description="EKS cluster role",
             tags=tags,
             opts=opts,
@@ -173,20 +182,25 @@ class Cluster(pulumi.ComponentResource):
         role_opts = pulumi.ResourceOptions(parent=role)
         policies = iam.CLUSTER_POLICIES + (iam.AUTO_MODE_POLICIES if auto_mode else ())
         ready: list[pulumi.Resource] = [
-            aws.iam.RolePolicyAttachment(f"{name}-service-role-{policy}", role=role.name,
-                                         policy_arn=f"arn:aws:iam::aws:policy/{policy}", opts=role_opts)
+            aws.iam.RolePolicyAttachment(
+                f"{name}-service-role-{policy}",
+                role=role.name,
+                policy_arn=f"arn:aws:iam::aws:policy/{policy}",
+                opts=role_opts,
+            )
             for policy in policies
         ]
         if auto_mode:
-            ready.append(aws.iam.RolePolicy(f"{name}-custom-tags", role=role.id,
-                                            policy=iam.auto_mode_custom_tags_policy(), opts=role_opts))
+            ready.append(
+                aws.iam.RolePolicy(
+                    f"{name}-custom-tags", role=role.id, policy=iam.auto_mode_custom_tags_policy(), opts=role_opts
+                )
+            )
         return role, ready
 
     def _ebs_csi_driver(self, name: str, tags: dict[str, str], opts: pulumi.ResourceOptions) -> None:
         """Persistent volumes (Prometheus, Alertmanager) need an EBS driver; Auto Mode has its own."""
-        role = aws.iam.Role(
-            f"{name}-ebs-csi", assume_role_policy=iam.pod_identity_trust(), tags=tags, opts=opts
-        )
+        role = aws.iam.Role(f"{name}-ebs-csi", assume_role_policy=iam.pod_identity_trust(), tags=tags, opts=opts)
         aws.iam.RolePolicyAttachment(
             f"{name}-ebs-csi",
             role=role.name,

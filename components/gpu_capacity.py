@@ -34,8 +34,16 @@ NODE_CLASS_NAME = "gpu"
 
 # Where each provisioner puts its well-known instance labels and node class kind.
 _FLAVOURS = {
-    "auto-mode": {"label_prefix": INSTANCE_LABEL_PREFIX["auto-mode"], "group": "eks.amazonaws.com", "kind": "NodeClass"},
-    "karpenter": {"label_prefix": INSTANCE_LABEL_PREFIX["karpenter"], "group": "karpenter.k8s.aws", "kind": "EC2NodeClass"},
+    "auto-mode": {
+        "label_prefix": INSTANCE_LABEL_PREFIX["auto-mode"],
+        "group": "eks.amazonaws.com",
+        "kind": "NodeClass",
+    },
+    "karpenter": {
+        "label_prefix": INSTANCE_LABEL_PREFIX["karpenter"],
+        "group": "karpenter.k8s.aws",
+        "kind": "EC2NodeClass",
+    },
 }
 
 
@@ -134,7 +142,9 @@ class GpuCapacity(pulumi.ComponentResource):
             opts=opts,
         )
 
-    def _karpenter(self, name: str, args: GpuCapacityArgs, opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+    def _karpenter(
+        self, name: str, args: GpuCapacityArgs, opts: pulumi.ResourceOptions
+    ) -> k8s.apiextensions.CustomResource:
         s, tags = args.settings, args.tags
         aws_opts = pulumi.ResourceOptions(parent=self)
 
@@ -194,7 +204,9 @@ class GpuCapacity(pulumi.ComponentResource):
                 "replicas": 2,
                 # Karpenter must not run on the nodes it manages.
                 "nodeSelector": {"node-role": "system"},
-                "controller": {"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "1Gi"}}},
+                "controller": {
+                    "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "1Gi"}}
+                },
             },
             opts=pulumi.ResourceOptions(parent=self, provider=opts.provider, depends_on=[association]),
         )

@@ -95,8 +95,10 @@ def auto_mode_custom_tags_policy() -> str:
             "Resource": "*",
             "Condition": {
                 "StringEquals": own_cluster,
-                "StringLike": {"aws:RequestTag/eks:kubernetes-node-class-name": "*",
-                               "aws:RequestTag/eks:kubernetes-node-pool-name": "*"},
+                "StringLike": {
+                    "aws:RequestTag/eks:kubernetes-node-class-name": "*",
+                    "aws:RequestTag/eks:kubernetes-node-pool-name": "*",
+                },
             },
         },
         {
@@ -111,8 +113,10 @@ def auto_mode_custom_tags_policy() -> str:
             "Effect": "Allow",
             "Action": "ec2:CreateNetworkInterface",
             "Resource": "*",
-            "Condition": {"StringEquals": own_cluster,
-                          "StringLike": {"aws:RequestTag/eks:kubernetes-cni-node-name": "*"}},
+            "Condition": {
+                "StringEquals": own_cluster,
+                "StringLike": {"aws:RequestTag/eks:kubernetes-cni-node-name": "*"},
+            },
         },
         {
             "Sid": "LoadBalancer",
@@ -145,8 +149,12 @@ def auto_mode_custom_tags_policy() -> str:
             # Changing or removing a tag later (a settings change) needs these on existing resources.
             "Sid": "RetagOwnResources",
             "Effect": "Allow",
-            "Action": ["ec2:CreateTags", "ec2:DeleteTags",
-                       "elasticloadbalancing:AddTags", "elasticloadbalancing:RemoveTags"],
+            "Action": [
+                "ec2:CreateTags",
+                "ec2:DeleteTags",
+                "elasticloadbalancing:AddTags",
+                "elasticloadbalancing:RemoveTags",
+            ],
             "Resource": "*",
             "Condition": {"StringEquals": tagged_cluster},
         },

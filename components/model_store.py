@@ -134,9 +134,7 @@ class ModelStore(pulumi.ComponentResource):
         aws.iam.RolePolicy(
             f"{name}-mountpoint-read",
             role=args.mountpoint_role.id,
-            policy=pulumi.Output.all(bucket.arn, key.arn).apply(
-                lambda a: _read_policy(a[0], a[1], prefixes)
-            ),
+            policy=pulumi.Output.all(bucket.arn, key.arn).apply(lambda a: _read_policy(a[0], a[1], prefixes)),
             opts=child,
         )
         writer, _ = iam.pod_identity_role(

@@ -89,7 +89,12 @@ class Network(pulumi.ComponentResource):
             )
             public_subnets.append(public)
             if s.nat_gateways == "per-az" or not nat_ids:
-                eip = aws.ec2.Eip(f"{name}-nat-{plan.zone}", domain="vpc", tags={**tags, "Name": f"{name}-nat-{plan.zone}"}, opts=vpc_opts)
+                eip = aws.ec2.Eip(
+                    f"{name}-nat-{plan.zone}",
+                    domain="vpc",
+                    tags={**tags, "Name": f"{name}-nat-{plan.zone}"},
+                    opts=vpc_opts,
+                )
                 nat = aws.ec2.NatGateway(
                     f"{name}-nat-{plan.zone}",
                     allocation_id=eip.id,
@@ -149,7 +154,11 @@ class Network(pulumi.ComponentResource):
         self.public_subnet_ids = [sn.id for sn in public_subnets]
         self.nat_gateway_count = len(nat_ids)
         self.register_outputs(
-            {"vpcId": self.vpc_id, "privateSubnetIds": self.private_subnet_ids, "publicSubnetIds": self.public_subnet_ids}
+            {
+                "vpcId": self.vpc_id,
+                "privateSubnetIds": self.private_subnet_ids,
+                "publicSubnetIds": self.public_subnet_ids,
+            }
         )
 
     def _flow_logs(self, name: str, vpc: aws.ec2.Vpc, s: NetworkSettings, tags: dict[str, str]) -> None:

@@ -7,6 +7,7 @@ import pulumi_kubernetes as k8s
 
 from contract import names
 from contract.gpu import instance_family_label
+from contract.manifests.monitored import monitored_models
 from contract.settings import StackSettings
 
 from .autoscaling import Autoscaling, AutoscalingArgs
@@ -14,11 +15,10 @@ from .cluster import Cluster, ClusterArgs
 from .gateway import Gateway, GatewayArgs
 from .gateway.objects import envoy_peer
 from .gpu_capacity import GpuCapacity, GpuCapacityArgs
+from .isolation import namespace_peer
 from .model_store import ModelStore, ModelStoreArgs
 from .model_sync import ModelSync, ModelSyncArgs
-from contract.manifests.monitored import monitored_models
 from .naming import base_tags, type_token
-from .isolation import namespace_peer
 from .network import Network, NetworkArgs
 from .observability import Observability, ObservabilityArgs
 from .observability.objects import PROMETHEUS_POD_LABELS
@@ -118,8 +118,10 @@ class Platform(pulumi.ComponentResource):
                 depends_on=[self.serving_namespace, self.model_store, self.model_sync],
                 provider=provider,
                 # Clients reach models only through the gateway (keys, quotas); Prometheus scrapes.
-                predictor_peers=[envoy_peer(settings.gateway),
-                                 namespace_peer(settings.observability.namespace, PROMETHEUS_POD_LABELS)],
+                predictor_peers=[
+                    envoy_peer(settings.gateway),
+                    namespace_peer(settings.observability.namespace, PROMETHEUS_POD_LABELS),
+                ],
                 instance_family_label=instance_family_label(settings.gpu_capacity.provisioner),
             ),
             opts=child,

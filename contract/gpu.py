@@ -14,17 +14,33 @@ POOL_LABEL = "inference-platform/gpu-pool"
 # gr6 and the fractional-GPU g6f sizes: at most 1). A replica's GPUs must fit on one node.
 # These are the families with NVIDIA GPUs that vLLM supports; a typo such as "g7x" is caught.
 MAX_GPUS_PER_INSTANCE = {
-    "g4dn": 8, "g5": 8, "g6": 8, "g6e": 8, "g6f": 1, "gr6": 1,
-    "p4d": 8, "p4de": 8, "p5": 8, "p5e": 8, "p5en": 8, "p6-b200": 8,
-}  # fmt: skip
+    "g4dn": 8,
+    "g5": 8,
+    "g6": 8,
+    "g6e": 8,
+    "g6f": 1,
+    "gr6": 1,
+    "p4d": 8,
+    "p4de": 8,
+    "p5": 8,
+    "p5e": 8,
+    "p5en": 8,
+    "p6-b200": 8,
+}
 GPU_FAMILIES = tuple(MAX_GPUS_PER_INSTANCE)
 
 # Instance family -> the GPU it carries, by the name capacity profiles start with
 # (`<gpu>-<model short>`, capacity/engine/profiles.py; the engine's data/gpus.yaml names).
 # Families whose GPU the capacity engine has no datasheet for are absent: no profile models them.
 GPU_OF_FAMILY = {
-    "g5": "a10g", "g6": "l4", "g6e": "l40s", "p4de": "a100-80gb", "p5": "h100", "p5e": "h200", "p5en": "h200",
-}  # fmt: skip
+    "g5": "a10g",
+    "g6": "l4",
+    "g6e": "l40s",
+    "p4de": "a100-80gb",
+    "p5": "h100",
+    "p5e": "h200",
+    "p5en": "h200",
+}
 
 # Where each provisioner puts its well-known instance labels (NodePool requirements and node labels).
 # Karpenter v1.14.1: pkg/apis/v1/labels.go registers karpenter.k8s.aws/instance-family in

@@ -21,7 +21,10 @@ HPA_DEFAULT_BEHAVIOR: dict[str, dict[str, Any]] = {
     "scaleUp": {
         "stabilizationWindowSeconds": 0,
         "selectPolicy": "Max",
-        "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}, {"type": "Pods", "value": 4, "periodSeconds": 15}],
+        "policies": [
+            {"type": "Percent", "value": 100, "periodSeconds": 15},
+            {"type": "Pods", "value": 4, "periodSeconds": 15},
+        ],
     },
     "scaleDown": {
         "stabilizationWindowSeconds": 300,
@@ -65,7 +68,9 @@ def scale_down_problems(behavior: Mapping[str, Any] | None, max_replicas: int, m
     problems = []
     up_window, down_window = window(behavior, "scaleUp"), window(behavior, "scaleDown")
     if down_window <= up_window:
-        problems.append(f"scale-down stabilization window ({down_window:g}s) is not longer than the scale-up window ({up_window:g}s)")
+        problems.append(
+            f"scale-down stabilization window ({down_window:g}s) is not longer than the scale-up window ({up_window:g}s)"
+        )
     if down_window < min_window:
         problems.append(f"scale-down stabilization window ({down_window:g}s) is below {min_window:g}s")
     up_rate, down_rate = rate(behavior, "scaleUp", max_replicas), rate(behavior, "scaleDown", max_replicas)

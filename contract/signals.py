@@ -46,21 +46,77 @@ class Vllm:
 # vLLM's histogram bucket boundaries (`vllm/v1/metrics/loggers.py`, PrometheusStatLogger): the
 # mock exposes them and the simulator's PromQL reads them, so both quantize latency like vLLM.
 TTFT_BUCKETS = (
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
-)  # fmt: skip
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
 # inter-token latency and time per output token
 TOKEN_LATENCY_BUCKETS = (
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
-)  # fmt: skip
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
 # e2e latency, queue time and the other per-phase request histograms
 REQUEST_LATENCY_BUCKETS = (
-    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
-    960.0, 1920.0, 7680.0,
-)  # fmt: skip
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
 ITERATION_TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 PARAMS_N_BUCKETS = (1, 2, 5, 10, 20)
-
 
 
 class Dcgm:
@@ -105,7 +161,11 @@ class Scope:
 Aggregation = Literal["sum", "avg", "max", "min"]
 Shape = Literal["sum", "sum_avg_over_time", "sum_max_over_time", "sum_rate", "quantile"]
 # The range function each windowed shape applies to its series.
-RANGE_FUNCTIONS: dict[str, str] = {"sum_avg_over_time": "avg_over_time", "sum_max_over_time": "max_over_time", "sum_rate": "rate"}
+RANGE_FUNCTIONS: dict[str, str] = {
+    "sum_avg_over_time": "avg_over_time",
+    "sum_max_over_time": "max_over_time",
+    "sum_rate": "rate",
+}
 
 
 @dataclass(frozen=True)
@@ -332,8 +392,9 @@ def tpot_slo_breach(scope: Scope, quantile: float, window_seconds: int, slo_seco
     return above(tpot_quantile(scope, quantile, window_seconds), slo_seconds)
 
 
-def capacity_exhausted(scope: Scope, workload: Workload, window_seconds: int, target_per_replica: float,
-                       max_replicas: int) -> str:
+def capacity_exhausted(
+    scope: Scope, workload: Workload, window_seconds: int, target_per_replica: float, max_replicas: int
+) -> str:
     """Queue above what maxReplicas can absorb at the target, while maxReplicas are already ready."""
     queue = above(queue_depth(scope, window_seconds), target_per_replica * max_replicas)
     return f"{queue} and on () ({ready_replicas(workload)} >= {max_replicas})"

@@ -57,7 +57,9 @@ class Trigger:
     def target(self, policy: ModelAutoscaling) -> float:
         """The configured value at `target_key` (for cron, its desiredReplicas)."""
         settings = self.settings(policy)
-        return float(next(getattr(settings, n) for n, f in type(settings).model_fields.items() if f.alias == self.target_key))
+        return float(
+            next(getattr(settings, n) for n, f in type(settings).model_fields.items() if f.alias == self.target_key)
+        )
 
     def target_path(self) -> str:
         """The target's key path relative to a scope, e.g. `triggers.queueDepth.targetPerReplica`."""

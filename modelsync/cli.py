@@ -41,8 +41,10 @@ def parse_size(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     # `modelsync` when run as the installed command
     name = Path(sys.argv[0]).name
-    parser = argparse.ArgumentParser(prog="python -m modelsync" if name in ("__main__.py", "-c", "") else name,
-                                     description="Verified, resumable delivery of one pinned model revision to S3.")
+    parser = argparse.ArgumentParser(
+        prog="python -m modelsync" if name in ("__main__.py", "-c", "") else name,
+        description="Verified, resumable delivery of one pinned model revision to S3.",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     sync = commands.add_parser("sync", help="deliver one pinned model revision to S3 and publish its manifest")
     sync.add_argument("--model-id", required=True, help="Hugging Face id, e.g. Qwen/Qwen2.5-0.5B-Instruct")
@@ -56,10 +58,18 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument("--exclude", action="append", default=[], metavar="GLOB", help="skip files matching (repeatable)")
     sync.add_argument("--staging-dir", type=Path, default=Path("/tmp/modelsync"), help="hub download directory")
     sync.add_argument("--concurrency", type=int, default=8, help="parallel files, and parallel parts")
-    sync.add_argument("--multipart-threshold", type=parse_size, default=parse_size("64MiB"),
-                      help="files this large or larger upload in parts; bytes or KiB/MiB/GiB (default: 64MiB)")
-    sync.add_argument("--part-size", type=parse_size, default=parse_size("64MiB"),
-                      help="multipart part size; bytes or KiB/MiB/GiB (default: 64MiB)")
+    sync.add_argument(
+        "--multipart-threshold",
+        type=parse_size,
+        default=parse_size("64MiB"),
+        help="files this large or larger upload in parts; bytes or KiB/MiB/GiB (default: 64MiB)",
+    )
+    sync.add_argument(
+        "--part-size",
+        type=parse_size,
+        default=parse_size("64MiB"),
+        help="multipart part size; bytes or KiB/MiB/GiB (default: 64MiB)",
+    )
     sync.add_argument(
         "--abort-stale-uploads-after",
         type=int,
@@ -70,8 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sync.add_argument("--hub-endpoint", default=None, help="a Hugging Face hub mirror (default: the public hub)")
     sync.add_argument("--sse-kms-key-id", default=None, help="request SSE-KMS with this key on every write")
-    sync.add_argument("--endpoint-url", default=os.environ.get("AWS_ENDPOINT_URL_S3"),
-                      help="S3 endpoint, e.g. an emulator (default: $AWS_ENDPOINT_URL_S3, else AWS's)")
+    sync.add_argument(
+        "--endpoint-url",
+        default=os.environ.get("AWS_ENDPOINT_URL_S3"),
+        help="S3 endpoint, e.g. an emulator (default: $AWS_ENDPOINT_URL_S3, else AWS's)",
+    )
     sync.add_argument("--region", default=os.environ.get("AWS_REGION"), help="AWS region (default: $AWS_REGION)")
     sync.add_argument("--verbose", action="store_true", help="debug-level logging")
     check = commands.add_parser(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .errors import SyncError
 
@@ -32,13 +32,13 @@ class Manifest:
     def total_size(self) -> int:
         return sum(f.size for f in self.files)
 
-    def same_content(self, other: "Manifest") -> bool:
+    def same_content(self, other: Manifest) -> bool:
         """Equal model, revision and file list; the creation time does not matter."""
         return (self.model_id, self.revision, self.files) == (other.model_id, other.revision, other.files)
 
 
 def build_manifest(model_id: str, revision: str, files: list[ManifestFile], now: datetime | None = None) -> Manifest:
-    created = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    created = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     return Manifest(model_id, revision, tuple(sorted(files, key=lambda f: f.path)), created)
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError, FlexibleChecksumError, NoCredentialsError
 
@@ -302,7 +303,7 @@ class ObjectStore:
             raise describe(err, "LIST-MULTIPART", self.where(prefix)) from None
 
     def abort_stale_uploads(self, prefix: str, max_age: timedelta) -> int:
-        stale = stale_uploads(list(self.incomplete_uploads(prefix)), datetime.now(timezone.utc), max_age)
+        stale = stale_uploads(list(self.incomplete_uploads(prefix)), datetime.now(UTC), max_age)
         for upload in stale:
             self.abort(upload["Key"], upload["UploadId"])
         return len(stale)

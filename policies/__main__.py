@@ -11,8 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pulumi_policy import EnforcementLevel, PolicyPack  # noqa: E402
-
-from platform_policies import PACK_NAME, POLICIES  # noqa: E402
+from platform_policies import PACK_NAME, POLICIES
+from pulumi_policy import EnforcementLevel, PolicyPack
 
 PolicyPack(name=PACK_NAME, enforcement_level=EnforcementLevel.MANDATORY, policies=POLICIES)

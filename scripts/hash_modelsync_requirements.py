@@ -47,7 +47,9 @@ def wheel_hashes(client: httpx.Client, index: str, name: str, version: str) -> l
     hashes = sorted(
         f["hashes"]["sha256"]
         for f in response.json()["files"]
-        if f["filename"].lower().startswith(f"{normalized}-{version}-") and installable(f["filename"]) and not f.get("yanked")
+        if f["filename"].lower().startswith(f"{normalized}-{version}-")
+        and installable(f["filename"])
+        and not f.get("yanked")
     )
     if not hashes:
         raise SystemExit(f"{name}=={version}: PyPI has no wheel the Job's image can install")

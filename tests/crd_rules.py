@@ -5,7 +5,7 @@ them (e.g. an AIServiceBackend pointing at a Service instead of a Backend)."""
 from __future__ import annotations
 
 import copy
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import celpy
@@ -15,7 +15,7 @@ from tests.k8s_schemas import _crds_of_group, is_core
 _ENV = celpy.Environment()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _program(rule: str) -> Any:
     return _ENV.program(_ENV.compile(rule))
 

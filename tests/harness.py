@@ -100,7 +100,7 @@ class PlatformMocks(pulumi.runtime.Mocks):
 
     def __init__(self, stack: str) -> None:
         self.stack = stack
-        self.monitor: "CapturingMonitor | None" = None
+        self.monitor: CapturingMonitor | None = None
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         state = dict(args.inputs)
@@ -112,7 +112,9 @@ class PlatformMocks(pulumi.runtime.Mocks):
         if typ == "aws:s3/bucket:Bucket":
             state.setdefault("bucket", name)
         if typ == "aws:amp/workspace:Workspace":
-            state.setdefault("prometheusEndpoint", f"https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-{name}/")
+            state.setdefault(
+                "prometheusEndpoint", f"https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-{name}/"
+            )
         if typ == "aws:sqs/queue:Queue":
             state.setdefault("name", name)
             state.setdefault("url", f"https://sqs.us-west-2.amazonaws.com/123456789012/{name}")
@@ -178,8 +180,16 @@ class CapturingMonitor(pulumi_mocks.MockMonitor):
             props = _references_as_urns(request.object)
             inputs = _reveal(pulumi.runtime.rpc.deserialize_properties(props), "", secret_paths)
             self.captured.append(
-                Captured(request.type, request.name, inputs, response.urn, request.parent, bool(request.custom),
-                         secret_paths, list(request.dependencies))
+                Captured(
+                    request.type,
+                    request.name,
+                    inputs,
+                    response.urn,
+                    request.parent,
+                    bool(request.custom),
+                    secret_paths,
+                    list(request.dependencies),
+                )
             )
         return response
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml: the CR
 _Loader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.construct_scalar(node))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _crds_of_group(group: str) -> dict[tuple[str, str], dict[str, Any]]:
     """(version, kind) -> openAPIV3Schema for the CRDs of one API group (files are named
     `<group>_<plural>.yaml` upstream, so only those files are parsed)."""

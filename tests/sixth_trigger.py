@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from contract.settings.autoscaling import ModelAutoscaling, TriggerSection, Triggers
+from contract.settings.autoscaling import ModelAutoscaling, Triggers, TriggerSection
 from contract.signals import Query, Vllm
 from contract.triggers import TRIGGERS, Trigger
 

@@ -60,8 +60,11 @@ BUNDLED = {"gateway-api/"}  # installed by Envoy Gateway's chart at its own pin
 
 def crd_releases() -> dict[str, str]:
     """folder -> release, from the table in the shared folder's README."""
-    rows = [line.split("|")[1:-1] for line in (crd_dir() / "README.md").read_text().splitlines()
-            if line.startswith("| ") and "/" in line.split("|")[1]]
+    rows = [
+        line.split("|")[1:-1]
+        for line in (crd_dir() / "README.md").read_text().splitlines()
+        if line.startswith("| ") and "/" in line.split("|")[1]
+    ]
     return {cells[0].strip().strip("`"): cells[2].strip() for cells in rows}
 
 
@@ -79,12 +82,16 @@ def test_every_crd_folder_has_a_pinned_chart() -> None:
 
 
 def test_pinned_charts_are_the_releases_of_the_shared_crds(stack: StackRun) -> None:
-    releases = {r.inputs["chart"].rsplit("/", 1)[-1]: r.inputs["version"]
-                for r in stack.of_type("kubernetes:helm.sh/v3:Release")}
+    releases = {
+        r.inputs["chart"].rsplit("/", 1)[-1]: r.inputs["version"]
+        for r in stack.of_type("kubernetes:helm.sh/v3:Release")
+    }
     expected = crd_releases()
     for folder, charts in CHARTS_OF_CRD_FOLDER.items():
         for chart in charts:
-            assert bare(releases[chart]) == bare(expected[folder]), f"{chart} {releases[chart]} vs {folder} {expected[folder]}"
+            assert bare(releases[chart]) == bare(expected[folder]), (
+                f"{chart} {releases[chart]} vs {folder} {expected[folder]}"
+            )
 
 
 def test_karpenter_chart_is_the_release_of_the_shared_crds() -> None:

@@ -37,7 +37,11 @@ def as_sent(value: Any) -> Any:
 
 
 def deployed_manifest(run: StackRun, model: str, directory: Path) -> Path:
-    (so,) = [r.inputs for r in run.of_kind("keda.sh/v1alpha1", "ScaledObject") if r.inputs["metadata"]["labels"][MODEL_LABEL] == model]
+    (so,) = [
+        r.inputs
+        for r in run.of_kind("keda.sh/v1alpha1", "ScaledObject")
+        if r.inputs["metadata"]["labels"][MODEL_LABEL] == model
+    ]
     path = directory / f"{model}.yaml"
     path.write_text(yaml.safe_dump(as_sent({k: so[k] for k in ("apiVersion", "kind", "metadata", "spec")})))
     return path

@@ -122,7 +122,9 @@ def test_secrets_encryption_key_rotates(stack: StackRun) -> None:
 
 
 def test_mountpoint_driver_is_installed_with_pod_identity(stack: StackRun) -> None:
-    (addon,) = [a for a in stack.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "aws-mountpoint-s3-csi-driver"]
+    (addon,) = [
+        a for a in stack.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "aws-mountpoint-s3-csi-driver"
+    ]
     (association,) = addon.inputs["podIdentityAssociations"]
     assert association["serviceAccount"] == "s3-csi-driver-sa"
 
@@ -138,7 +140,9 @@ def node_pools(run: StackRun) -> dict[str, dict]:
 def test_spot_pool_is_tried_before_the_on_demand_fallback(stack: StackRun) -> None:
     pools = node_pools(stack)
     capacity = {
-        name: next(q["values"] for q in spec["template"]["spec"]["requirements"] if q["key"] == "karpenter.sh/capacity-type")
+        name: next(
+            q["values"] for q in spec["template"]["spec"]["requirements"] if q["key"] == "karpenter.sh/capacity-type"
+        )
         for name, spec in pools.items()
     }
     assert capacity == {"gpu-spot": ["spot"], "gpu-on-demand": ["on-demand"]}
@@ -161,7 +165,11 @@ def test_auto_mode_pools_use_the_gpu_node_class(stack: StackRun) -> None:
     (node_class,) = stack.of_type("kubernetes:eks.amazonaws.com/v1:NodeClass")
     assert node_class.inputs["spec"]["ephemeralStorage"]["size"].endswith("Gi")
     for spec in node_pools(stack).values():
-        assert spec["template"]["spec"]["nodeClassRef"] == {"group": "eks.amazonaws.com", "kind": "NodeClass", "name": "gpu"}
+        assert spec["template"]["spec"]["nodeClassRef"] == {
+            "group": "eks.amazonaws.com",
+            "kind": "NodeClass",
+            "name": "gpu",
+        }
 
 
 def bucket_children(run: StackRun, type_token: str) -> dict:
@@ -171,12 +179,19 @@ def bucket_children(run: StackRun, type_token: str) -> dict:
 
 def test_model_bucket_blocks_all_public_access(stack: StackRun) -> None:
     block = bucket_children(stack, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock")
-    assert all(block[k] is True for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets"))
+    assert all(
+        block[k] is True for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
+    )
 
 
 def test_model_bucket_is_versioned_kms_encrypted_and_owner_enforced(stack: StackRun) -> None:
-    assert bucket_children(stack, "aws:s3/bucketVersioning:BucketVersioning")["versioningConfiguration"]["status"] == "Enabled"
-    (rule,) = bucket_children(stack, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration")["rules"]
+    assert (
+        bucket_children(stack, "aws:s3/bucketVersioning:BucketVersioning")["versioningConfiguration"]["status"]
+        == "Enabled"
+    )
+    (rule,) = bucket_children(
+        stack, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
+    )["rules"]
     assert rule["applyServerSideEncryptionByDefault"]["sseAlgorithm"] == "aws:kms"
     ownership = bucket_children(stack, "aws:s3/bucketOwnershipControls:BucketOwnershipControls")
     assert ownership["rule"]["objectOwnership"] == "BucketOwnerEnforced"
@@ -202,8 +217,13 @@ def test_only_dev_may_destroy_a_bucket_with_weights(dev: StackRun, prod: StackRu
 
 def test_each_model_gets_a_read_only_volume_of_its_own_prefix(stack: StackRun) -> None:
     settings = load_stack(stack.stack, ROOT)
-    volumes = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in stack.of_type("kubernetes:core/v1:PersistentVolume")}
-    claims = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in stack.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
+    volumes = {
+        r.inputs["metadata"]["name"]: r.inputs["spec"] for r in stack.of_type("kubernetes:core/v1:PersistentVolume")
+    }
+    claims = {
+        r.inputs["metadata"]["name"]: r.inputs["spec"]
+        for r in stack.of_type("kubernetes:core/v1:PersistentVolumeClaim")
+    }
     assert len(volumes) == len(claims) == len(settings.models)
     for model in settings.models:
         volume = volumes[f"{model.name}-weights"]
@@ -220,7 +240,8 @@ def test_mountpoint_reads_only_the_model_prefixes(stack: StackRun) -> None:
     statements = {s["Sid"]: s for s in json.loads(read.inputs["policy"])["Statement"]}
     assert statements["ReadModelObjects"]["Action"] == "s3:GetObject"
     assert sorted(statements["ReadModelObjects"]["Resource"]) == sorted(
-        f"arn:aws:s3:us-west-2:123456789012:llm-{stack.stack}-models-weights/{m.store_prefix}/*" for m in settings.models
+        f"arn:aws:s3:us-west-2:123456789012:llm-{stack.stack}-models-weights/{m.store_prefix}/*"
+        for m in settings.models
     )
     assert not any("s3:PutObject" in str(s["Action"]) for s in statements.values())
 
@@ -263,7 +284,10 @@ def test_karpenter_provisioner_installs_the_pinned_chart(karpenter: StackRun) ->
 
 
 def test_karpenter_gets_interruption_events_through_sqs(karpenter: StackRun) -> None:
-    patterns = [json.loads(r.inputs["eventPattern"])["detail-type"][0] for r in karpenter.of_type("aws:cloudwatch/eventRule:EventRule")]
+    patterns = [
+        json.loads(r.inputs["eventPattern"])["detail-type"][0]
+        for r in karpenter.of_type("aws:cloudwatch/eventRule:EventRule")
+    ]
     assert sorted(patterns) == sorted(
         [
             "AWS Health Event",
@@ -276,7 +300,9 @@ def test_karpenter_gets_interruption_events_through_sqs(karpenter: StackRun) -> 
 
 
 def test_karpenter_controller_uses_pod_identity_and_nodes_join_by_access_entry(karpenter: StackRun) -> None:
-    associations = {r.inputs["serviceAccount"] for r in karpenter.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")}
+    associations = {
+        r.inputs["serviceAccount"] for r in karpenter.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    }
     assert "karpenter" in associations
     (entry,) = karpenter.of_type("aws:eks/accessEntry:AccessEntry")
     assert entry.inputs["type"] == "EC2_LINUX"

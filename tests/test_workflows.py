@@ -53,7 +53,9 @@ def test_there_are_ci_preview_and_deploy_workflows() -> None:
 def test_workflow_validates_against_the_github_workflow_schema(path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", str(path)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -64,7 +66,9 @@ def test_schema_check_rejects_an_invalid_workflow(tmp_path: Path) -> None:
     broken.write_text("on: push\njobs:\n  build:\n    steps:\n      - run: make test\n")
     result = subprocess.run(
         [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", str(broken)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode != 0
 
@@ -80,7 +84,7 @@ def test_ci_runs_the_readme_test_command_on_pull_requests() -> None:
 
 def test_preview_runs_every_stack_with_the_policy_pack_and_its_config() -> None:
     preview = by_name("preview")
-    [(job_id, job, step)] = pulumi_steps(preview)
+    [(_job_id, job, step)] = pulumi_steps(preview)
     assert step["uses"] == PULUMI_ACTION
     assert step["with"]["command"] == "preview"
     assert sorted(job["strategy"]["matrix"]["stack"]) == STACKS
@@ -107,7 +111,9 @@ def test_no_pull_request_workflow_applies_changes(path: Path) -> None:
         return
     commands = {s["with"].get("command") for _, _, s in pulumi_steps(workflow)}
     assert not commands & APPLYING_COMMANDS
-    assert not any("pulumi up" in s.get("run", "") or "pulumi destroy" in s.get("run", "") for _, _, s in steps(workflow))
+    assert not any(
+        "pulumi up" in s.get("run", "") or "pulumi destroy" in s.get("run", "") for _, _, s in steps(workflow)
+    )
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)

@@ -10,10 +10,10 @@ from capacity.engine.steady_state import SteadyState, predict
 
 __all__ = [
     "DEFAULT_PROFILE",
+    "PROFILES",
     "EngineProfile",
     "Finished",
     "IterationStats",
-    "PROFILES",
     "ReplicaEngine",
     "Request",
     "SteadyState",

@@ -41,7 +41,9 @@ def limiting_bound(profile: EngineProfile, state: SteadyState) -> tuple[str, str
     return "compute", f"{1 - share:.0%} of busy steps bound by FLOPs (prefill chunks + decode tokens)"
 
 
-def explain(profile: EngineProfile, concurrency: int, prompt_tokens: int, output_tokens: int, seed: int = 0) -> Explained:
+def explain(
+    profile: EngineProfile, concurrency: int, prompt_tokens: int, output_tokens: int, seed: int = 0
+) -> Explained:
     """The closed-loop steady state at one point and the bound that limits it."""
     state = predict(profile, concurrency, prompt_tokens, output_tokens, seed=seed)
     bound, why = limiting_bound(profile, state)

@@ -34,7 +34,13 @@ def read_rows(path: Path, prompt_tokens: int, output_tokens: int) -> list[Row]:
     """The calibration CSV's rows (it records one request shape; the README names it)."""
     with path.open() as f:
         return [
-            Row(int(r["concurrency"]), prompt_tokens, output_tokens, float(r["successful_rps"]), float(r["p99_latency_s"]))
+            Row(
+                int(r["concurrency"]),
+                prompt_tokens,
+                output_tokens,
+                float(r["successful_rps"]),
+                float(r["p99_latency_s"]),
+            )
             for r in csv.DictReader(f)
         ]
 

@@ -67,16 +67,16 @@ class IterationStats:
 
 class _Seq:
     __slots__ = (
-        "req",
-        "order",
-        "to_prefill",
         "computed",
-        "generated",
-        "first_token_time",
-        "scheduled_time",
-        "join_step",
         "finish_step",
+        "first_token_time",
+        "generated",
+        "join_step",
         "last_token_time",
+        "order",
+        "req",
+        "scheduled_time",
+        "to_prefill",
     )
 
     def __init__(self, req: Request, order: int) -> None:
@@ -414,9 +414,7 @@ class ReplicaEngine:
         prefilling, decoding = self._prefilling, self._decoding
         b = len(decoding)
         nrun = len(prefilling) + b
-        if nrun > 1 and (
-            self._ctx_base + b * self._step + self._prefill_ctx + b + nrun * self._bs > self._kv_cap
-        ):
+        if nrun > 1 and (self._ctx_base + b * self._step + self._prefill_ctx + b + nrun * self._bs > self._kv_cap):
             self._preempt_if_needed()
             b = len(decoding)
         # the step's time without its prefill chunks: a lower bound of its duration, so if even

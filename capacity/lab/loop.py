@@ -51,19 +51,32 @@ class LabOptions:
 def _start_replicas(stack: ExitStack, options: LabOptions) -> list[str]:
     ports = sorted({free_port() for _ in range(options.replicas * 3)})[: options.replicas]
     process = subprocess.Popen(
-        [sys.executable, "-m", "capacity", "serve", "--ports", ",".join(map(str, ports)),
-         "--profile", options.profile, "--speedup", str(options.speedup)],
+        [
+            sys.executable,
+            "-m",
+            "capacity",
+            "serve",
+            "--ports",
+            ",".join(map(str, ports)),
+            "--profile",
+            options.profile,
+            "--speedup",
+            str(options.speedup),
+        ],
         # its own session: a terminal's Ctrl-C reaches the lab only, which stops the replicas itself
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
 
     stack.enter_context(process)  # closes its stderr pipe and reaps it, after `stop`
     stack.callback(stop, process)
     urls = [f"http://127.0.0.1:{p}" for p in ports]
     deadline = time.monotonic() + 20
     for url in urls:
-        wait_until_ready(url + "/health", process, deadline,
-                         lambda: f"mock replicas exited: {process.stderr.read().decode()[-500:]}")  # fmt: skip
+        wait_until_ready(
+            url + "/health", process, deadline, lambda: f"mock replicas exited: {process.stderr.read().decode()[-500:]}"
+        )
     return urls
 
 
@@ -76,8 +89,13 @@ def model_served_with(stack: str, profile_name: str) -> str | None:
     return next((m.name for m in settings.models if m.capacity_profile == profile_name), None)
 
 
-def _measure(options: LabOptions, profile: EngineProfile, policy: ModelAutoscaling | None,
-             say: Callable[[str], None], progress: Callable[[dict], None] | None) -> list[PointResult]:  # fmt: skip
+def _measure(
+    options: LabOptions,
+    profile: EngineProfile,
+    policy: ModelAutoscaling | None,
+    say: Callable[[str], None],
+    progress: Callable[[dict], None] | None,
+) -> list[PointResult]:
     """Replicas (and Prometheus) up, the sweep, everything stopped."""
     with ExitStack() as stack:
         urls = _start_replicas(stack, options)
@@ -89,23 +107,36 @@ def _measure(options: LabOptions, profile: EngineProfile, policy: ModelAutoscali
             say(f"lab: Prometheus {prometheus} scraping them every 1s")
         elif options.prometheus:
             say("lab: prometheus not installed; reading queue and KV from the replicas' /metrics")
-        base = LoadConfig(urls=tuple(urls), concurrency=options.levels[0], prompt_tokens=options.prompt_tokens,
-                          output_tokens=options.output_tokens, warmup_s=options.warmup_s,
-                          duration_s=options.duration_s, stream=True, time_scale=options.speedup, client="raw")  # fmt: skip
+        base = LoadConfig(
+            urls=tuple(urls),
+            concurrency=options.levels[0],
+            prompt_tokens=options.prompt_tokens,
+            output_tokens=options.output_tokens,
+            warmup_s=options.warmup_s,
+            duration_s=options.duration_s,
+            stream=True,
+            time_scale=options.speedup,
+            client="raw",
+        )
         sweep = SweepOptions(options.levels, sample_interval_s=0.5, prometheus=prometheus, policy=policy)
 
         def show(point: PointResult) -> None:
             r, attained = point.row, point.summary.get("slo_attainment")
-            say(f"  concurrency {r.concurrency:4d}/replica: {r.successful_rps:6.2f} req/s  p99 {r.p99_latency_s:6.2f}s"
-                + (f"  SLO attained {attained:.1%}" if attained is not None else ""))  # fmt: skip
+            say(
+                f"  concurrency {r.concurrency:4d}/replica: {r.successful_rps:6.2f} req/s  p99 {r.p99_latency_s:6.2f}s"
+                + (f"  SLO attained {attained:.1%}" if attained is not None else "")
+            )
 
         wall = len(options.levels) * (options.warmup_s + options.duration_s) / options.speedup
         say(f"lab: sweeping {options.levels} (about {wall:.0f}s)")
         return run_main(functools.partial(run_sweep, base, sweep, show, progress))
 
 
-def run_lab(options: LabOptions, say: Callable[[str], None] = functools.partial(print, flush=True),
-            progress: Callable[[dict], None] | None = None) -> dict[str, Path]:  # fmt: skip
+def run_lab(
+    options: LabOptions,
+    say: Callable[[str], None] = functools.partial(print, flush=True),
+    progress: Callable[[dict], None] | None = None,
+) -> dict[str, Path]:
     """Measure, print the envelope and the recommended commands, write the report; its paths.
     The SLO defended is the stack's for the model, unless the options give one; no thresholds
     come from an envelope without a plateau (the report is written, then ValueError says why)."""
@@ -126,7 +157,10 @@ def run_lab(options: LabOptions, say: Callable[[str], None] = functools.partial(
         raise ValueError(f"{no_recommendation} (envelope in {paths['csv']})") from None
     lines = [*report_lines(rec, slo_p99, slo_ttft), *commands(rec, options.stack, model, current)]
     if model is None and not options.model:
-        lines.insert(0, f"# no model in stack {options.stack!r} names capacityProfile {profile.name!r}: commands target 'default'")
+        lines.insert(
+            0,
+            f"# no model in stack {options.stack!r} names capacityProfile {profile.name!r}: commands target 'default'",
+        )
     if why_not:
         lines.insert(0, f"# current values not shown: {why_not}")
     say("\n".join(lines))

@@ -40,8 +40,9 @@ def _config(targets: list[str], scrape_interval_s: float) -> str:
 
 
 @contextmanager
-def run_prometheus(targets: list[str], scrape_interval_s: float = 1.0, binary: str | None = None,
-                   ready_timeout_s: float = 30.0) -> Iterator[str]:  # fmt: skip
+def run_prometheus(
+    targets: list[str], scrape_interval_s: float = 1.0, binary: str | None = None, ready_timeout_s: float = 30.0
+) -> Iterator[str]:
     """Start Prometheus on 127.0.0.1 (temp config and TSDB); yield its base URL; terminate it."""
     binary = binary or find_prometheus()
     if binary is None:
@@ -51,11 +52,19 @@ def run_prometheus(targets: list[str], scrape_interval_s: float = 1.0, binary: s
     port = free_port()
     log = (workdir / "prometheus.log").open("w")
     process = subprocess.Popen(
-        [binary, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=1h", "--log.level=warn"],
+        [
+            binary,
+            f"--config.file={workdir / 'prometheus.yml'}",
+            f"--storage.tsdb.path={workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--storage.tsdb.retention.time=1h",
+            "--log.level=warn",
+        ],
         # its own session: a terminal's Ctrl-C reaches our process only, which stops Prometheus itself
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_ready(

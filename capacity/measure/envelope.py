@@ -7,6 +7,7 @@ The CSV has the calibration file's columns (../shared/calibration) plus `ttft_p9
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -67,13 +68,15 @@ def validate(rows: list[EnvelopeRow], source: str = "envelope") -> list[Envelope
     if len(rows) < 2:
         raise ValueError(f"{source}: needs at least 2 concurrency levels, got {len(rows)}")
     rows = sorted(rows, key=lambda r: r.concurrency)
-    for a, b in zip(rows, rows[1:]):
+    for a, b in itertools.pairwise(rows):
         if a.concurrency == b.concurrency:
             raise ValueError(f"{source}: concurrency {a.concurrency} appears twice")
     for r in rows:
         if r.concurrency < 1 or r.successful_rps <= 0 or r.p99_latency_s <= 0:
-            raise ValueError(f"{source}: row concurrency={r.concurrency} needs concurrency >= 1, "
-                             f"successful_rps > 0 and p99_latency_s > 0")  # fmt: skip
+            raise ValueError(
+                f"{source}: row concurrency={r.concurrency} needs concurrency >= 1, "
+                f"successful_rps > 0 and p99_latency_s > 0"
+            )
     return rows
 
 
@@ -91,7 +94,7 @@ def _fmt(value: float | int | None, column: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     if column in ("concurrency", "max_waiting"):
-        return str(int(round(value)))
+        return str(round(value))
     if column == "total_tokens_per_s":
         return f"{value:.0f}"
     if column in ("avg_waiting", "avg_kv_usage"):
@@ -123,8 +126,12 @@ def find_knee(rows: list[EnvelopeRow], plateau_fraction: float = 0.85, min_gain:
     peak = max(r.successful_rps for r in rows)
     a, b = rows[-2], rows[-1]
     if per_doubling(b.successful_rps / a.successful_rps, a.concurrency, b.concurrency) >= min_gain:
-        return Knee(len(rows) - 1, b.concurrency, False,
-                    f"throughput still grows at concurrency {b.concurrency}: extend the sweep to find the knee")  # fmt: skip
+        return Knee(
+            len(rows) - 1,
+            b.concurrency,
+            False,
+            f"throughput still grows at concurrency {b.concurrency}: extend the sweep to find the knee",
+        )
     for i in range(len(rows) - 1):
         a, b = rows[i], rows[i + 1]
         if a.successful_rps < plateau_fraction * peak:
@@ -140,4 +147,6 @@ def find_knee(rows: list[EnvelopeRow], plateau_fraction: float = 0.85, min_gain:
                 f"adds {gain:.1%} throughput per doubling while p99 grows {tail:.0%} per doubling",
             )
     last = rows[-1]
-    return Knee(len(rows) - 1, last.concurrency, True, f"p99 never grows faster than throughput up to {last.concurrency}")
+    return Knee(
+        len(rows) - 1, last.concurrency, True, f"p99 never grows faster than throughput up to {last.concurrency}"
+    )

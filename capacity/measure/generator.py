@@ -124,8 +124,9 @@ class LoadGenerator:
             headers["Authorization"] = f"Bearer {cfg.api_key}"
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
         timeout = aiohttp.ClientTimeout(total=self._wall(cfg.timeout_s))
-        async with aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers,
-                                         trace_configs=[_stamp_written()]) as session:  # fmt: skip
+        async with aiohttp.ClientSession(
+            connector=connector, timeout=timeout, headers=headers, trace_configs=[_stamp_written()]
+        ) as session:
             card = {"id": cfg.model} if cfg.model else await first_model(session, cfg.urls[0], headers)
             self._model = model = card["id"]
             # built before the clock starts: loading a tokenizer takes a while
@@ -188,14 +189,14 @@ class LoadGenerator:
 
         await asyncio.gather(*(worker() for _ in range(self.config.concurrency or 1)))
 
-    def _poisson_arrivals(self):  # noqa: ANN202 - generator of (offset, prompt, output)
+    def _poisson_arrivals(self):
         rng = random.Random(self.config.seed)
         t = 0.0
         while True:
             t += rng.expovariate(self.config.rate)
             yield t, self.config.prompt_tokens, self.config.output_tokens
 
-    async def _open_loop(self, arrivals) -> None:  # noqa: ANN001
+    async def _open_loop(self, arrivals) -> None:
         tasks: set[asyncio.Task] = set()
         for offset, prompt, output in arrivals:
             if offset >= self._stop_at or not self._may_send():
@@ -222,8 +223,13 @@ class LoadGenerator:
 
     def _body(self, index: int, prompt_tokens: int, output_tokens: int) -> bytes:
         prompt = self._prompts.build(index, prompt_tokens)
-        body: dict = {"model": self._model, "max_tokens": output_tokens, "ignore_eos": True,
-                      "temperature": 0.0, "stream": self.config.stream}  # fmt: skip
+        body: dict = {
+            "model": self._model,
+            "max_tokens": output_tokens,
+            "ignore_eos": True,
+            "temperature": 0.0,
+            "stream": self.config.stream,
+        }
         if self.config.stream:
             body["stream_options"] = {"include_usage": True}
         if self.config.api == "chat":
@@ -250,7 +256,7 @@ class LoadGenerator:
                 await self._send_raw(url, path, data, record, start, itl, timing)
             else:
                 await self._send_aiohttp(url + path, data, record, start, itl, timing)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as error:
+        except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as error:
             record.error = f"{type(error).__name__}: {error}"[:300]
         if record.ok:
             elapsed = timing.end - start
@@ -264,8 +270,9 @@ class LoadGenerator:
         if itl and record.phase == "measure":
             self._itl.extend(itl)
 
-    async def _send_aiohttp(self, url: str, data: bytes, record: RequestRecord, start: float,
-                            itl: list[tuple[float, int]], timing: Timing) -> None:  # fmt: skip
+    async def _send_aiohttp(
+        self, url: str, data: bytes, record: RequestRecord, start: float, itl: list[tuple[float, int]], timing: Timing
+    ) -> None:
         async with self._session.post(url, data=data, trace_request_ctx=timing) as response:
             record.status = response.status
             if response.status != 200:
@@ -282,13 +289,23 @@ class LoadGenerator:
                 timing.end = time.monotonic()
                 self._full_response(payload, response.headers, record, timing)
 
-    async def _send_raw(self, url: str, path: str, data: bytes, record: RequestRecord, start: float,
-                        itl: list[tuple[float, int]], timing: Timing) -> None:  # fmt: skip
+    async def _send_raw(
+        self,
+        url: str,
+        path: str,
+        data: bytes,
+        record: RequestRecord,
+        start: float,
+        itl: list[tuple[float, int]],
+        timing: Timing,
+    ) -> None:
         reader = SSEReader(record, start, itl, timing, self.config.time_scale, self._prompts.count)
         on_body = reader.feed if self.config.stream else None
         authority, prefix = split_url(url)
-        head = (f"POST {prefix}{path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(data)}\r\n{self._raw_auth}\r\n").encode()  # fmt: skip
+        head = (
+            f"POST {prefix}{path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n{self._raw_auth}\r\n"
+        ).encode()
         async with asyncio.timeout(self._wall(self.config.timeout_s)):
             connection = await self._raw_pool.get(authority)
             reusable = False
@@ -315,13 +332,15 @@ class LoadGenerator:
             self._refused += 1
             if self._refused >= self.config.max_consecutive_4xx and self._stopped is None:
                 detail = _error_message(record.error)
-                self._stopped = (f"stopped after {self._refused} consecutive HTTP {record.status} answers from "
-                                 f"{url} for model {self._model!r}" + (f": {detail}" if detail else ""))  # fmt: skip
+                self._stopped = (
+                    f"stopped after {self._refused} consecutive HTTP {record.status} answers from "
+                    f"{url} for model {self._model!r}" + (f": {detail}" if detail else "")
+                )
         elif record.status:
             self._refused = 0
 
     @staticmethod
-    def _full_response(payload: bytes, headers, record: RequestRecord, timing: Timing) -> None:  # noqa: ANN001
+    def _full_response(payload: bytes, headers, record: RequestRecord, timing: Timing) -> None:
         usage = json.loads(payload).get("usage") or {}
         record.prompt_tokens = usage.get("prompt_tokens", 0)
         record.output_tokens = usage.get("completion_tokens", 0)
@@ -368,7 +387,7 @@ def _error_message(body: str | None) -> str:
 def _stamp_written() -> aiohttp.TraceConfig:
     """aiohttp hands the body to its writer right after this signal: stamp `Timing.written`."""
 
-    async def on_chunk_sent(_session, context, _params) -> None:  # noqa: ANN001
+    async def on_chunk_sent(_session, context, _params) -> None:
         if isinstance(context.trace_request_ctx, Timing):
             context.trace_request_ctx.written = time.monotonic()
 
@@ -388,4 +407,3 @@ def _runqueue_wait_s() -> float:
 
 async def run_load(config: LoadConfig, progress: Callable[[dict], None] | None = None) -> LoadResult:
     return await LoadGenerator(config, progress).run()
-

@@ -54,8 +54,9 @@ class PrometheusClient:
         return _value(result[0]["value"][1]) if result else None
 
     def query_range(self, promql: str, start: float, end: float, step: float) -> list[tuple[float, float]]:
-        data = self._get("/api/v1/query_range",
-                         {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"})  # fmt: skip
+        data = self._get(
+            "/api/v1/query_range", {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+        )
         result = data["result"]
         if len(result) > 1:
             raise ValueError(f"query returned {len(result)} series, KEDA needs exactly one: {promql}")

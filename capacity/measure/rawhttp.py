@@ -69,7 +69,7 @@ class RawConnection:
         self._loop.add_reader(sock.fileno(), self._on_readable)
 
     @classmethod
-    async def open(cls, host: str, port: int) -> "RawConnection":
+    async def open(cls, host: str, port: int) -> RawConnection:
         loop = asyncio.get_running_loop()
         family, kind, proto, _, address = (await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))[0]
         sock = socket.socket(family, kind, proto)
@@ -85,7 +85,7 @@ class RawConnection:
     def usable(self) -> bool:
         return not self.closed
 
-    async def request(self, data: bytes, on_body: Callable[[bytes, float], bool] | None):  # noqa: ANN201 - a Future
+    async def request(self, data: bytes, on_body: Callable[[bytes, float], bool] | None):
         """Send one request; returns once it is on the socket, with a future that gives (status,
         lower-cased headers, body not given to on_body)."""
         self._on_body = on_body
@@ -198,7 +198,9 @@ class RawConnection:
             if error is None and self._headers is not None and not self._chunked and self._remaining is None:
                 self._complete()  # a body delimited by the connection's close
             else:
-                self._future.set_exception(error or ConnectionResetError("the server closed the connection mid-response"))
+                self._future.set_exception(
+                    error or ConnectionResetError("the server closed the connection mid-response")
+                )
 
 
 class RawPool:
@@ -235,4 +237,3 @@ def split_url(url: str) -> tuple[str, str]:
     """http://host:port/prefix -> ("host:port", "/prefix")."""
     authority, slash, prefix = url.removeprefix("http://").partition("/")
     return authority, (slash + prefix).rstrip("/")
-

@@ -95,8 +95,10 @@ def recommend(
     triggers: Sequence[Trigger] = TRIGGERS,
 ) -> Recommendation:
     if slo_p99 is None and slo_ttft_p95 is None:
-        raise ValueError("no SLO to read the envelope against: set slo.ttftP95Seconds or slo.e2eP99Seconds, "
-                         "or pass --slo-ttft-p95 / --slo-p99")  # fmt: skip
+        raise ValueError(
+            "no SLO to read the envelope against: set slo.ttftP95Seconds or slo.e2eP99Seconds, "
+            "or pass --slo-ttft-p95 / --slo-p99"
+        )
     if slo_p99 is not None and slo_p99 <= 0:
         raise ValueError(f"--slo-p99 must be > 0 seconds, got {slo_p99}")
     if slo_ttft_p95 is not None and slo_ttft_p95 <= 0:
@@ -111,8 +113,10 @@ def recommend(
     if not candidates:
         raise ValueError(
             f"no measured concurrency up to the knee ({knee.concurrency}) meets "
-            + " and ".join(([f"p99 <= {slo_p99}s"] if slo_p99 is not None else [])
-                           + ([f"TTFT p95 <= {slo_ttft_p95}s"] if slo_ttft_p95 is not None else []))
+            + " and ".join(
+                ([f"p99 <= {slo_p99}s"] if slo_p99 is not None else [])
+                + ([f"TTFT p95 <= {slo_ttft_p95}s"] if slo_ttft_p95 is not None else [])
+            )
             + ": this replica cannot serve this request shape within the SLO"
         )
     planning = max(candidates, key=lambda r: r.successful_rps)
@@ -127,11 +131,15 @@ def recommend(
     if planning.avg_waiting is not None:
         # tenths: KEDA hands the metric over with 3 decimals and falls back through any target
         target = round(max(_between(planning.avg_waiting, beyond.avg_waiting if beyond else None, 1.25), 1.0), 1)
-        settings.append(Setting(
-            queue.target_path(), target,
-            "waiting per replica: " + _span(planning.avg_waiting, beyond.avg_waiting if beyond else None, at, past, "{:.2f}"),
-            queue.target,
-        ))  # fmt: skip
+        settings.append(
+            Setting(
+                queue.target_path(),
+                target,
+                "waiting per replica: "
+                + _span(planning.avg_waiting, beyond.avg_waiting if beyond else None, at, past, "{:.2f}"),
+                queue.target,
+            )
+        )
     else:
         notes.append(f"{queue.key}: the envelope has no avg_waiting column; keep the current target")
 
@@ -139,47 +147,79 @@ def recommend(
     if planning.avg_kv_usage is not None:
         kv = _between(planning.avg_kv_usage, beyond.avg_kv_usage if beyond else None, 1.2)
         kv = round(min(max(kv, 0.05), 0.95), 2)
-        settings.append(Setting(
-            kv_cache.target_path(), kv,
-            "KV usage per replica: " + _span(planning.avg_kv_usage, beyond.avg_kv_usage if beyond else None, at, past, "{:.0%}"),
-            kv_cache.target,
-        ))  # fmt: skip
+        settings.append(
+            Setting(
+                kv_cache.target_path(),
+                kv,
+                "KV usage per replica: "
+                + _span(planning.avg_kv_usage, beyond.avg_kv_usage if beyond else None, at, past, "{:.0%}"),
+                kv_cache.target,
+            )
+        )
     else:
-        notes.append(f"{kv_cache.key}: the envelope has no avg_kv_usage column (sweep with metrics to measure it); "
-                     "keep the current target")  # fmt: skip
+        notes.append(
+            f"{kv_cache.key}: the envelope has no avg_kv_usage column (sweep with metrics to measure it); "
+            "keep the current target"
+        )
 
     if slo_p99 is not None:
-        settings.append(Setting("slo.e2eP99Seconds", _num(slo_p99), "the latency SLO this envelope was read against",
-                                lambda policy: policy.slo.e2e_p99_seconds))  # fmt: skip
+        settings.append(
+            Setting(
+                "slo.e2eP99Seconds",
+                _num(slo_p99),
+                "the latency SLO this envelope was read against",
+                lambda policy: policy.slo.e2e_p99_seconds,
+            )
+        )
         e2e_latency = trigger_for(Vllm.E2E_LATENCY, triggers)
         e2e = _guardrail(slo_p99, beyond.p99_latency_s if beyond else None)
-        settings.append(Setting(
-            e2e_latency.target_path(), _num(e2e),
-            f"guardrail above the {slo_p99:g}s SLO"
-            + (f", below the {beyond.p99_latency_s:.3g}s p99 of the overloaded {past}" if beyond and beyond.p99_latency_s > slo_p99 else ""),
-            e2e_latency.target,
-        ))  # fmt: skip
+        settings.append(
+            Setting(
+                e2e_latency.target_path(),
+                _num(e2e),
+                f"guardrail above the {slo_p99:g}s SLO"
+                + (
+                    f", below the {beyond.p99_latency_s:.3g}s p99 of the overloaded {past}"
+                    if beyond and beyond.p99_latency_s > slo_p99
+                    else ""
+                ),
+                e2e_latency.target,
+            )
+        )
     else:
         notes.append("no end-to-end SLO: the e2e guardrail keeps its current threshold")
     if slo_ttft_p95 is not None:
         ttft = trigger_for(Vllm.TTFT, triggers)
         beyond_ttft = beyond.ttft_p95_s if beyond else None
-        settings.append(Setting("slo.ttftP95Seconds", _num(slo_ttft_p95), "the TTFT SLO",
-                                lambda policy: policy.slo.ttft_p95_seconds))  # fmt: skip
+        settings.append(
+            Setting(
+                "slo.ttftP95Seconds", _num(slo_ttft_p95), "the TTFT SLO", lambda policy: policy.slo.ttft_p95_seconds
+            )
+        )
         settings.append(Setting(f"triggers.{ttft.key}.enabled", True, "a TTFT SLO was given: watch it", ttft.enabled))
-        settings.append(Setting(
-            ttft.target_path(), _num(_guardrail(slo_ttft_p95, beyond_ttft)),
-            f"guardrail above the {slo_ttft_p95:g}s TTFT SLO"
-            + (f", below the {beyond_ttft:.3g}s TTFT p95 of the overloaded {past}" if beyond_ttft and beyond_ttft > slo_ttft_p95 else ""),
-            ttft.target,
-        ))  # fmt: skip
+        settings.append(
+            Setting(
+                ttft.target_path(),
+                _num(_guardrail(slo_ttft_p95, beyond_ttft)),
+                f"guardrail above the {slo_ttft_p95:g}s TTFT SLO"
+                + (
+                    f", below the {beyond_ttft:.3g}s TTFT p95 of the overloaded {past}"
+                    if beyond_ttft and beyond_ttft > slo_ttft_p95
+                    else ""
+                ),
+                ttft.target,
+            )
+        )
     if peak_rps is not None:
         replicas = max(1, math.ceil(peak_rps / planning.successful_rps - 1e-9))
-        settings.append(Setting(
-            "maxReplicas", replicas,
-            f"peak {peak_rps:g} req/s / {planning.successful_rps:.2f} req/s planning capacity per replica",
-            lambda policy: policy.max_replicas,
-        ))  # fmt: skip
+        settings.append(
+            Setting(
+                "maxReplicas",
+                replicas,
+                f"peak {peak_rps:g} req/s / {planning.successful_rps:.2f} req/s planning capacity per replica",
+                lambda policy: policy.max_replicas,
+            )
+        )
     else:
         notes.append("maxReplicas: pass --peak-rps to size it (peak load / planning capacity)")
     return Recommendation(knee, planning, beyond, settings, notes)
@@ -204,7 +244,9 @@ def stack_path(stack: str, stack_file: Path | None = None) -> Path:
     return local if local.is_file() else REPO / local.name
 
 
-def current_values(stack: str, model: str, stack_file: Path | None = None) -> tuple[ModelAutoscaling | None, str | None]:
+def current_values(
+    stack: str, model: str, stack_file: Path | None = None
+) -> tuple[ModelAutoscaling | None, str | None]:
     """The stack's merged autoscaling policy for `model`, or (None, why not)."""
     path = stack_path(stack, stack_file)
     if not path.is_file():
@@ -215,8 +257,9 @@ def current_values(stack: str, model: str, stack_file: Path | None = None) -> tu
         return None, f"{path} could not be read: {error}"
 
 
-def slo_to_defend(policy: ModelAutoscaling | None, why_not: str | None, stack: str, slo_p99: float | None,
-                  slo_ttft_p95: float | None) -> tuple[float | None, float | None]:  # fmt: skip
+def slo_to_defend(
+    policy: ModelAutoscaling | None, why_not: str | None, stack: str, slo_p99: float | None, slo_ttft_p95: float | None
+) -> tuple[float | None, float | None]:
     """The SLO (e2e p99, TTFT p95) an envelope is read against: each flag where given, else the
     stack's `autoscaling.<model>.slo` (`current_values`' policy), so a recommendation defends the
     SLO the stack deploys."""
@@ -224,12 +267,19 @@ def slo_to_defend(policy: ModelAutoscaling | None, why_not: str | None, stack: s
         if slo_p99 is None and slo_ttft_p95 is None:
             raise ValueError(f"no --slo-p99 or --slo-ttft-p95 given and stack {stack}'s SLO cannot be read: {why_not}")
         return slo_p99, slo_ttft_p95
-    return (slo_p99 if slo_p99 is not None else policy.slo.e2e_p99_seconds,
-            slo_ttft_p95 if slo_ttft_p95 is not None else policy.slo.ttft_p95_seconds)  # fmt: skip
+    return (
+        slo_p99 if slo_p99 is not None else policy.slo.e2e_p99_seconds,
+        slo_ttft_p95 if slo_ttft_p95 is not None else policy.slo.ttft_p95_seconds,
+    )
 
 
-def commands(rec: Recommendation, stack: str, model: str | None, current: ModelAutoscaling | None = None,
-             settings: Sequence[Setting] | None = None) -> list[str]:
+def commands(
+    rec: Recommendation,
+    stack: str,
+    model: str | None,
+    current: ModelAutoscaling | None = None,
+    settings: Sequence[Setting] | None = None,
+) -> list[str]:
     """The settings (default: all recommended) as commands; the caller validates them first."""
     key = model or "default"
     # Pulumi's --path syntax: a key with a dot must be quoted, e.g. autoscaling["qwen2.5-7b"]

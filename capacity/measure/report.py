@@ -13,8 +13,9 @@ from capacity.tables import cell
 from contract.triggers import TRIGGERS, Trigger
 
 
-def plot_envelope(rows: list[EnvelopeRow], knee: Knee | None, path: Path, title: str,
-                  slo_p99: float | None = None) -> None:  # fmt: skip
+def plot_envelope(
+    rows: list[EnvelopeRow], knee: Knee | None, path: Path, title: str, slo_p99: float | None = None
+) -> None:
     """Throughput (left axis) and p99 latency (right axis) of one replica against concurrency;
     the legend sits below the axes so it never covers a curve."""
     import matplotlib
@@ -40,7 +41,12 @@ def plot_envelope(rows: list[EnvelopeRow], knee: Knee | None, path: Path, title:
         right.axhline(slo_p99, color="tab:red", alpha=0.6, linestyle=":", label=f"p99 SLO {slo_p99:g} s")
     if knee and knee.saturated:
         k = rows[knee.index]
-        ax.axvline(knee.concurrency, color="black", alpha=0.5, label=f"knee: {k.concurrency} in flight, {k.successful_rps:.2f} req/s")
+        ax.axvline(
+            knee.concurrency,
+            color="black",
+            alpha=0.5,
+            label=f"knee: {k.concurrency} in flight, {k.successful_rps:.2f} req/s",
+        )
     handles, labels = ax.get_legend_handles_labels()
     more_handles, more_labels = right.get_legend_handles_labels()
     fig.legend(handles + more_handles, labels + more_labels, loc="lower center", ncol=2, fontsize=8, frameon=False)
@@ -69,26 +75,43 @@ def _column(trigger: Trigger) -> str:
     return f"{trigger.label} (s)" if trigger.unit == "s" else trigger.label
 
 
-def markdown_report(rows: list[EnvelopeRow], knee: Knee | None, title: str, png_name: str,
-                    points: Sequence[PointResult], slo_p99: float | None = None,
-                    recommendations: list[str] | None = None, triggers: Sequence[Trigger] = TRIGGERS) -> str:  # fmt: skip
+def markdown_report(
+    rows: list[EnvelopeRow],
+    knee: Knee | None,
+    title: str,
+    png_name: str,
+    points: Sequence[PointResult],
+    slo_p99: float | None = None,
+    recommendations: list[str] | None = None,
+    triggers: Sequence[Trigger] = TRIGGERS,
+) -> str:
     lines = [f"# {title}", "", f"![envelope]({png_name})", "", *envelope_table(rows, knee), ""]
     if knee:
         found = f"**Knee:** concurrency {knee.concurrency}: " if knee.saturated else "**No knee yet:** "
         lines += [f"{found}{knee.reason}.", ""]
     judged = [p for p in points if p.summary.get("slo_attainment") is not None]
     if judged:
-        lines += ["## SLO attained per level (the stack's per-request TTFT and TPOT targets)", "",
-                  "| concurrency | SLO attained |", "|---:|---:|",
-                  *(f"| {p.row.concurrency} | {p.summary['slo_attainment']:.1%} |" for p in judged), ""]  # fmt: skip
+        lines += [
+            "## SLO attained per level (the stack's per-request TTFT and TPOT targets)",
+            "",
+            "| concurrency | SLO attained |",
+            "|---:|---:|",
+            *(f"| {p.row.concurrency} | {p.summary['slo_attainment']:.1%} |" for p in judged),
+            "",
+        ]
     keda_points = [p for p in points if p.keda]
     if keda_points:
         read = [t for t in triggers if t.key in keda_points[0].keda]
-        lines += ["## What the autoscaler would have seen (KEDA queries, end of each window)", "",
-                  "| concurrency | " + " | ".join(_column(t) for t in read) + " |",
-                  "|---:|" + "---:|" * len(read)]  # fmt: skip
+        lines += [
+            "## What the autoscaler would have seen (KEDA queries, end of each window)",
+            "",
+            "| concurrency | " + " | ".join(_column(t) for t in read) + " |",
+            "|---:|" + "---:|" * len(read),
+        ]
         for p in keda_points:
-            lines.append(f"| {p.row.concurrency} | " + " | ".join(cell(p.keda[t.key].instant, ".2f") for t in read) + " |")
+            lines.append(
+                f"| {p.row.concurrency} | " + " | ".join(cell(p.keda[t.key].instant, ".2f") for t in read) + " |"
+            )
         queries = keda_points[0].keda
         lines += ["", "Queries:", "", *(f"- `{name}`: `{r.query}`" for name, r in queries.items()), ""]
     if recommendations:
@@ -97,16 +120,39 @@ def markdown_report(rows: list[EnvelopeRow], knee: Knee | None, title: str, png_
     return "\n".join(lines)
 
 
-def write_report(points: list[PointResult], out: Path, title: str, slo_p99: float | None = None,
-                 recommendations: list[str] | None = None) -> dict[str, Path]:  # fmt: skip
+def write_report(
+    points: list[PointResult],
+    out: Path,
+    title: str,
+    slo_p99: float | None = None,
+    recommendations: list[str] | None = None,
+) -> dict[str, Path]:
     """envelope.csv, envelope.png, report.md and points.json (summaries and KEDA readings) in `out`."""
     out.mkdir(parents=True, exist_ok=True)
     rows = [p.row for p in points]
-    paths = {"csv": out / "envelope.csv", "png": out / "envelope.png", "md": out / "report.md", "json": out / "points.json"}
+    paths = {
+        "csv": out / "envelope.csv",
+        "png": out / "envelope.png",
+        "md": out / "report.md",
+        "json": out / "points.json",
+    }
     write_envelope(paths["csv"], rows)
     knee = find_knee(rows) if len(rows) >= 2 else None
     plot_envelope(rows, knee, paths["png"], title, slo_p99)
     paths["md"].write_text(markdown_report(rows, knee, title, paths["png"].name, points, slo_p99, recommendations))
-    paths["json"].write_text(json.dumps([{"summary": p.summary, "keda": {k: {"query": v.query, "instant": v.instant,
-                             "mean": v.mean, "max": v.max} for k, v in p.keda.items()}} for p in points], indent=2))  # fmt: skip
+    paths["json"].write_text(
+        json.dumps(
+            [
+                {
+                    "summary": p.summary,
+                    "keda": {
+                        k: {"query": v.query, "instant": v.instant, "mean": v.mean, "max": v.max}
+                        for k, v in p.keda.items()
+                    },
+                }
+                for p in points
+            ],
+            indent=2,
+        )
+    )
     return paths

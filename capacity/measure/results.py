@@ -137,4 +137,3 @@ def write_outputs(result: LoadResult, jsonl: Path | None, summary: Path | None) 
     if summary:
         summary.parent.mkdir(parents=True, exist_ok=True)
         summary.write_text(json.dumps(result.summary, indent=2) + "\n")
-

@@ -21,8 +21,15 @@ _decode = json.JSONDecoder().decode  # str in: json.loads(bytes) first sniffs th
 class SSEReader:
     """Parses a streaming completion's SSE events into its record, as network reads arrive."""
 
-    def __init__(self, record: RequestRecord, start: float, itl: list[tuple[float, int]], timing: Timing,
-                 scale: float, count: Callable[[str], int]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        record: RequestRecord,
+        start: float,
+        itl: list[tuple[float, int]],
+        timing: Timing,
+        scale: float,
+        count: Callable[[str], int],
+    ) -> None:
         self.record, self.start, self.itl, self.timing = record, start, itl, timing
         self.scale, self.count = scale, count
         self.last: float | None = None

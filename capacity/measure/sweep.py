@@ -86,8 +86,12 @@ class SweepOptions:
     policy: ModelAutoscaling | None = None
 
 
-async def run_sweep(base: LoadConfig, options: SweepOptions, on_point: Callable[[PointResult], None] | None = None,
-                    progress: Callable[[dict], None] | None = None) -> list[PointResult]:  # fmt: skip
+async def run_sweep(
+    base: LoadConfig,
+    options: SweepOptions,
+    on_point: Callable[[PointResult], None] | None = None,
+    progress: Callable[[dict], None] | None = None,
+) -> list[PointResult]:
     points: list[PointResult] = []
     if options.prometheus:  # unreachable: say so now, not after the first level's minutes
         client = PrometheusClient(options.prometheus)
@@ -150,8 +154,9 @@ async def run_sweep(base: LoadConfig, options: SweepOptions, on_point: Callable[
     return points
 
 
-def _within_level(progress: Callable[[dict], None] | None, index: int,
-                  levels: list[int]) -> Callable[[dict], None] | None:  # fmt: skip
+def _within_level(
+    progress: Callable[[dict], None] | None, index: int, levels: list[int]
+) -> Callable[[dict], None] | None:
     """The load generator's ticks with where the sweep is: `level_index` of `levels`, `concurrency`."""
     if progress is None:
         return None
@@ -162,8 +167,9 @@ def _keda(prometheus: str, options: SweepOptions, config: LoadConfig, start: flo
     client = PrometheusClient(prometheus)
     try:
         # Prometheus windows are wall time: the policy's (model seconds) shrunk by a mock's speedup
-        queries = scaling_queries(signals.Scope(options.scope_model or config.model or ""), options.policy,
-                               time_scale=config.time_scale)  # fmt: skip
+        queries = scaling_queries(
+            signals.Scope(options.scope_model or config.model or ""), options.policy, time_scale=config.time_scale
+        )
         time.sleep(1.5)  # let the last scrape of the window land
         return collect(client, queries, start, end, step=1.0, time_scale=config.time_scale)
     finally:

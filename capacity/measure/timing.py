@@ -3,8 +3,8 @@ comments or response headers), turned into the record's harness timings."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from capacity.measure.results import RequestRecord
 
@@ -49,4 +49,3 @@ class Timing:
             record.send_ms = (self.written - start) * 1000
             record.server_queue_ms = (self.received - self.written) * 1000
             record.overhead_ms = record.send_ms + record.receive_lag_ms
-

@@ -44,8 +44,9 @@ def split_config(config: LoadConfig, workers: int) -> list[LoadConfig]:
     return shares
 
 
-def run_load_processes(config: LoadConfig, workers: int, *, use_uvloop: bool = False,
-                       start_timeout_s: float = 60.0) -> LoadResult:  # fmt: skip
+def run_load_processes(
+    config: LoadConfig, workers: int, *, use_uvloop: bool = False, start_timeout_s: float = 60.0
+) -> LoadResult:
     """Spread the load over `workers` processes, each with its own event loop, and merge the results.
 
     One Python event loop is one core at most, and a burst of streams is served one callback at a
@@ -59,8 +60,10 @@ def run_load_processes(config: LoadConfig, workers: int, *, use_uvloop: bool = F
     ready, go = ctx.Barrier(workers + 1, timeout=start_timeout_s), ctx.Barrier(workers + 1, timeout=start_timeout_s)
     start = ctx.Value("d", 0.0)
     queue = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(i, share, use_uvloop, (ready, go), start, queue), daemon=True)
-             for i, share in enumerate(shares)]  # fmt: skip
+    procs = [
+        ctx.Process(target=_worker, args=(i, share, use_uvloop, (ready, go), start, queue), daemon=True)
+        for i, share in enumerate(shares)
+    ]
     for proc in procs:
         proc.start()
     try:
@@ -84,7 +87,7 @@ def run_load_processes(config: LoadConfig, workers: int, *, use_uvloop: bool = F
     return merge_results(config, [parts[i] for i in range(workers)])  # type: ignore[misc]
 
 
-def _worker(i: int, config: LoadConfig, use_uvloop: bool, barriers, start, queue) -> None:  # noqa: ANN001
+def _worker(i: int, config: LoadConfig, use_uvloop: bool, barriers, start, queue) -> None:
     try:
         for barrier in barriers:
             barrier.wait()
@@ -93,7 +96,7 @@ def _worker(i: int, config: LoadConfig, use_uvloop: bool, barriers, start, queue
         queue.put((i, result))
     except LoadStopped as stopped:  # the server refused the requests: the parent says why
         queue.put((i, stopped))
-    except BaseException as error:  # noqa: BLE001 - reported to the parent, which raises
+    except BaseException as error:
         queue.put((i, f"worker {i}: {type(error).__name__}: {error}"))
 
 

@@ -44,7 +44,7 @@ def create_app(replica: MockReplica, *, api_key: str | None = None) -> web.Appli
 
 
 @web.middleware
-async def _stamp_received(request: web.Request, handler):  # noqa: ANN001, ANN202
+async def _stamp_received(request: web.Request, handler):
     """The outermost middleware: when the server starts on a request (the base of server-timing)."""
     request[RECEIVED] = time.monotonic()
     return await handler(request)
@@ -75,11 +75,14 @@ class _Routes:
         self.replica.close()
 
     @web.middleware
-    async def auth(self, request: web.Request, handler):  # noqa: ANN001, ANN202
+    async def auth(self, request: web.Request, handler):
         # like vLLM's --api-key: only the /v1 API is protected
-        if self.api_key and request.path.startswith("/v1"):
-            if request.headers.get("Authorization") != f"Bearer {self.api_key}":
-                return web.json_response(openai.UNAUTHORIZED, status=401)
+        if (
+            self.api_key
+            and request.path.startswith("/v1")
+            and request.headers.get("Authorization") != f"Bearer {self.api_key}"
+        ):
+            return web.json_response(openai.UNAUTHORIZED, status=401)
         return await handler(request)
 
     async def health(self, _request: web.Request) -> web.Response:
@@ -105,13 +108,15 @@ class _Routes:
             body = await _json_object(request)
             prompt_of = openai.chat_prompt_tokens if chat else openai.completion_prompt_tokens
             prompt_tokens = prompt_of(body, replica.tokens.count)
-            asked = openai.generation_request(body, prompt_tokens, chat=chat, model=replica.model_name,
-                                              max_model_len=replica.profile.max_model_len)  # fmt: skip
+            asked = openai.generation_request(
+                body, prompt_tokens, chat=chat, model=replica.model_name, max_model_len=replica.profile.max_model_len
+            )
         except openai.OpenAIError as error:
             return _refuse(error)
         try:
-            pending = replica.submit(asked.prompt_tokens, asked.max_tokens, ignore_eos=asked.ignore_eos,
-                                     stream=asked.stream)  # fmt: skip
+            pending = replica.submit(
+                asked.prompt_tokens, asked.max_tokens, ignore_eos=asked.ignore_eos, stream=asked.stream
+            )
         except ValueError as error:  # a request the engine model cannot hold
             return _refuse(openai.OpenAIError(400, str(error)))
         completion = openai.ChatCompletion(replica.model_name) if chat else openai.TextCompletion(replica.model_name)
@@ -132,8 +137,9 @@ class _Routes:
         headers = openai.timing_headers(latency, request[RECEIVED], time.monotonic())
         return web.json_response(payload, headers=headers)
 
-    async def _stream(self, request: web.Request, pending: PendingRequest, completion: openai.TextCompletion,
-                      include_usage: bool) -> web.StreamResponse:  # fmt: skip
+    async def _stream(
+        self, request: web.Request, pending: PendingRequest, completion: openai.TextCompletion, include_usage: bool
+    ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
         sent = 0
@@ -170,8 +176,14 @@ class _Routes:
         await response.write_eof()
         return response
 
-    def _last_events(self, request: web.Request, pending: PendingRequest, completion: openai.TextCompletion,
-                     tokens: int, include_usage: bool) -> bytes:  # fmt: skip
+    def _last_events(
+        self,
+        request: web.Request,
+        pending: PendingRequest,
+        completion: openai.TextCompletion,
+        tokens: int,
+        include_usage: bool,
+    ) -> bytes:
         """The last tokens, then usage, the mock's timing comments and [DONE], for one write; a
         failed generation ends with vLLM's error event instead."""
         if pending.finish_reason == "error":

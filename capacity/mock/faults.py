@@ -28,7 +28,7 @@ class Faults:
     mid_stream_error: float = 0.0  # probability that a request fails mid-generation
 
     @classmethod
-    def parse(cls, text: str) -> "Faults":
+    def parse(cls, text: str) -> Faults:
         """`mid-stream-error:0.05` -> Faults(mid_stream_error=0.05); one clear error otherwise."""
         chances: dict[str, float] = {}
         for part in text.split(","):
@@ -40,6 +40,8 @@ class Faults:
             except ValueError:
                 chance = -1.0
             if not 0.0 <= chance <= 1.0:
-                raise ValueError(f"--fault {text!r}: the probability of {kind} must be a number in [0, 1], got {value!r}")
+                raise ValueError(
+                    f"--fault {text!r}: the probability of {kind} must be a number in [0, 1], got {value!r}"
+                )
             chances[kind.replace("-", "_")] = chance
         return cls(**chances)

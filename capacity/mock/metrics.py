@@ -37,7 +37,6 @@ LABELS = ("model_name", "engine")
 FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
 
 
-
 def build_1_2_5_buckets(max_value: int) -> tuple[int, ...]:
     """vLLM's token-count buckets: 1, 2, 5, 10, 20, 50, ... up to max_value."""
     out: list[int] = []
@@ -88,7 +87,7 @@ class _HistogramCollector(Collector):
         self._histograms = histograms
         self._labelvalues = labelvalues
 
-    def collect(self):  # noqa: ANN201 - prometheus_client protocol
+    def collect(self):
         for h in self._histograms:
             yield h.family(self._labelvalues)
 
@@ -111,47 +110,108 @@ class VllmMetrics:
         self.running = gauge(Vllm.REQUESTS_RUNNING, "Number of requests in model execution batches.")
         self.waiting = gauge(Vllm.REQUESTS_WAITING, "Number of requests waiting to be processed.")
         self.kv_usage = gauge(Vllm.KV_CACHE_USAGE, "KV-cache usage. 1 means 100 percent usage.")
-        sleep = Gauge("vllm:engine_sleep_state", "Engine sleep state; awake = 0 means engine is sleeping; "
-                      "awake = 1 means engine is awake; weights_offloaded = 1 means sleep level 1; "
-                      "discard_all = 1 means sleep level 2.", [*LABELS, "sleep_state"], registry=r)  # fmt: skip
+        sleep = Gauge(
+            "vllm:engine_sleep_state",
+            "Engine sleep state; awake = 0 means engine is sleeping; "
+            "awake = 1 means engine is awake; weights_offloaded = 1 means sleep level 1; "
+            "discard_all = 1 means sleep level 2.",
+            [*LABELS, "sleep_state"],
+            registry=r,
+        )
         for state, value in (("awake", 1), ("weights_offloaded", 0), ("discard_all", 0)):
             sleep.labels(model_name, engine, state).set(value)
 
-        self.prefix_cache_queries = counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.")
-        self.prefix_cache_hits = counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.")
-        counter("vllm:external_prefix_cache_queries", "External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens.")
-        counter("vllm:external_prefix_cache_hits", "External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.")
+        self.prefix_cache_queries = counter(
+            "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens."
+        )
+        self.prefix_cache_hits = counter(
+            "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens."
+        )
+        counter(
+            "vllm:external_prefix_cache_queries",
+            "External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens.",
+        )
+        counter(
+            "vllm:external_prefix_cache_hits",
+            "External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.",
+        )
         counter("vllm:mm_cache_queries", "Multi-modal cache queries, in terms of number of queried items.")
         counter("vllm:mm_cache_hits", "Multi-modal cache hits, in terms of number of cached items.")
         self.preemptions = counter(Vllm.PREEMPTIONS, "Cumulative number of preemption from the engine.")
         self.prompt_tokens = counter(Vllm.PROMPT_TOKENS, "Number of prefill tokens processed.")
         self.generation_tokens = counter(Vllm.GENERATION_TOKENS, "Number of generation tokens processed.")
-        success = Counter(Vllm.REQUEST_SUCCESS.removesuffix("_total"), "Count of successfully processed requests.",
-                          [*LABELS, "finished_reason"], registry=r)  # fmt: skip
+        success = Counter(
+            Vllm.REQUEST_SUCCESS.removesuffix("_total"),
+            "Count of successfully processed requests.",
+            [*LABELS, "finished_reason"],
+            registry=r,
+        )
         self.request_success = {reason: success.labels(model_name, engine, reason) for reason in FINISH_REASONS}
 
         token_buckets = build_1_2_5_buckets(max_model_len)
         H = _Histogram
-        self.request_prompt_tokens = H("vllm:request_prompt_tokens", "Number of prefill tokens processed.", token_buckets)
-        self.request_generation_tokens = H("vllm:request_generation_tokens", "Number of generation tokens processed.", token_buckets)
-        self.iteration_tokens = H("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", ITERATION_TOKEN_BUCKETS)
-        self.max_num_generation_tokens = H("vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.", token_buckets)
+        self.request_prompt_tokens = H(
+            "vllm:request_prompt_tokens", "Number of prefill tokens processed.", token_buckets
+        )
+        self.request_generation_tokens = H(
+            "vllm:request_generation_tokens", "Number of generation tokens processed.", token_buckets
+        )
+        self.iteration_tokens = H(
+            "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", ITERATION_TOKEN_BUCKETS
+        )
+        self.max_num_generation_tokens = H(
+            "vllm:request_max_num_generation_tokens",
+            "Histogram of maximum number of requested generation tokens.",
+            token_buckets,
+        )
         self.params_n = H("vllm:request_params_n", "Histogram of the n request parameter.", PARAMS_N_BUCKETS)
-        self.params_max_tokens = H("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", token_buckets)
+        self.params_max_tokens = H(
+            "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", token_buckets
+        )
         self.ttft = H(Vllm.TTFT, "Histogram of time to first token in seconds.", TTFT_BUCKETS)
-        self.inter_token_latency = H(Vllm.INTER_TOKEN_LATENCY, "Histogram of inter-token latency in seconds.", TOKEN_LATENCY_BUCKETS)
-        self.request_time_per_output_token = H("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.", TOKEN_LATENCY_BUCKETS)
+        self.inter_token_latency = H(
+            Vllm.INTER_TOKEN_LATENCY, "Histogram of inter-token latency in seconds.", TOKEN_LATENCY_BUCKETS
+        )
+        self.request_time_per_output_token = H(
+            "vllm:request_time_per_output_token_seconds",
+            "Histogram of time_per_output_token_seconds per request.",
+            TOKEN_LATENCY_BUCKETS,
+        )
         self.e2e_latency = H(Vllm.E2E_LATENCY, "Histogram of e2e request latency in seconds.", REQUEST_LATENCY_BUCKETS)
-        self.queue_time = H(Vllm.QUEUE_TIME, "Histogram of time spent in WAITING phase for request.", REQUEST_LATENCY_BUCKETS)
-        self.inference_time = H("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", REQUEST_LATENCY_BUCKETS)
-        self.prefill_time = H("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", REQUEST_LATENCY_BUCKETS)
-        self.decode_time = H("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", REQUEST_LATENCY_BUCKETS)
+        self.queue_time = H(
+            Vllm.QUEUE_TIME, "Histogram of time spent in WAITING phase for request.", REQUEST_LATENCY_BUCKETS
+        )
+        self.inference_time = H(
+            "vllm:request_inference_time_seconds",
+            "Histogram of time spent in RUNNING phase for request.",
+            REQUEST_LATENCY_BUCKETS,
+        )
+        self.prefill_time = H(
+            "vllm:request_prefill_time_seconds",
+            "Histogram of time spent in PREFILL phase for request.",
+            REQUEST_LATENCY_BUCKETS,
+        )
+        self.decode_time = H(
+            "vllm:request_decode_time_seconds",
+            "Histogram of time spent in DECODE phase for request.",
+            REQUEST_LATENCY_BUCKETS,
+        )
         self.histograms = [
-            self.request_prompt_tokens, self.request_generation_tokens, self.iteration_tokens,
-            self.max_num_generation_tokens, self.params_n, self.params_max_tokens, self.ttft,
-            self.inter_token_latency, self.request_time_per_output_token, self.e2e_latency, self.queue_time,
-            self.inference_time, self.prefill_time, self.decode_time,
-        ]  # fmt: skip
+            self.request_prompt_tokens,
+            self.request_generation_tokens,
+            self.iteration_tokens,
+            self.max_num_generation_tokens,
+            self.params_n,
+            self.params_max_tokens,
+            self.ttft,
+            self.inter_token_latency,
+            self.request_time_per_output_token,
+            self.e2e_latency,
+            self.queue_time,
+            self.inference_time,
+            self.prefill_time,
+            self.decode_time,
+        ]
         r.register(_HistogramCollector(self.histograms, labelvalues))
         self._labelvalues = labelvalues
 

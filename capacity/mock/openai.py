@@ -77,8 +77,9 @@ def chat_prompt_tokens(body: dict, count: Callable[[str], int]) -> int:
     return max(prompt_tokens, 1)
 
 
-def generation_request(body: dict, prompt_tokens: int, *, chat: bool, model: str,
-                       max_model_len: int) -> GenerationRequest:  # fmt: skip
+def generation_request(
+    body: dict, prompt_tokens: int, *, chat: bool, model: str, max_model_len: int
+) -> GenerationRequest:
     """The request for `model`, refused as vLLM refuses it (OpenAIServing._validate_input)."""
     asked = body.get("model")
     if asked != model:
@@ -88,13 +89,20 @@ def generation_request(body: dict, prompt_tokens: int, *, chat: bool, model: str
         raise OpenAIError(400, f"max_tokens must be at least 1, got {max_tokens}.", param="max_tokens")
     limit = max_model_len
     if prompt_tokens >= limit:
-        raise OpenAIError(400, f"This model's maximum context length is {limit} tokens. However, your request "
-                               f"has {prompt_tokens} input tokens. Please reduce the length of the input messages.",
-                          param="input_tokens")  # fmt: skip
+        raise OpenAIError(
+            400,
+            f"This model's maximum context length is {limit} tokens. However, your request "
+            f"has {prompt_tokens} input tokens. Please reduce the length of the input messages.",
+            param="input_tokens",
+        )
     if max_tokens is not None and prompt_tokens + max_tokens > limit:
-        raise OpenAIError(400, f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's "
-                               f"maximum context length is {limit} tokens and your request has {prompt_tokens} input "
-                               f"tokens ({max_tokens} > {limit} - {prompt_tokens}).", param="max_tokens")  # fmt: skip
+        raise OpenAIError(
+            400,
+            f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's "
+            f"maximum context length is {limit} tokens and your request has {prompt_tokens} input "
+            f"tokens ({max_tokens} > {limit} - {prompt_tokens}).",
+            param="max_tokens",
+        )
     stream = bool(body.get("stream"))
     # stream_options is looked at only when streaming: a non-streaming request never trips on it
     include_usage = stream and bool((body.get("stream_options") or {}).get("include_usage"))
@@ -106,14 +114,24 @@ def generation_request(body: dict, prompt_tokens: int, *, chat: bool, model: str
 
 def model_list(model: str, max_model_len: int) -> dict:
     """/v1/models: the one served model."""
-    card = {"id": model, "object": "model", "created": int(time.time()), "owned_by": "vllm", "root": model,
-            "parent": None, "max_model_len": max_model_len}  # fmt: skip
+    card = {
+        "id": model,
+        "object": "model",
+        "created": int(time.time()),
+        "owned_by": "vllm",
+        "root": model,
+        "parent": None,
+        "max_model_len": max_model_len,
+    }
     return {"object": "list", "data": [card]}
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict:
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}  # fmt: skip
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
 
 
 def sse(payload: dict) -> bytes:

@@ -135,8 +135,9 @@ class MockReplica:
         self._ids += 1
         request = Request(self._ids, now, prompt_tokens, output_tokens)
         self.engine.submit(request, now)
-        pending = PendingRequest(request, stream, asyncio.get_running_loop().create_future(), finish_reason,
-                                 effective_max)  # fmt: skip
+        pending = PendingRequest(
+            request, stream, asyncio.get_running_loop().create_future(), finish_reason, effective_max
+        )
         self._pending[request.id] = pending
         if stream:
             self._streams[request.id] = pending

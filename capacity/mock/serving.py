@@ -62,8 +62,13 @@ async def serve_replicas(
         for port in ports:
             replica = MockReplica(profile, **replica_options)  # type: ignore[arg-type]
             # handler_cancellation: a client that disconnects cancels its handler (-> engine abort)
-            runner = web.AppRunner(create_app(replica, api_key=api_key), access_log=None, handle_signals=False,
-                                   handler_cancellation=True, shutdown_timeout=1.0)  # fmt: skip
+            runner = web.AppRunner(
+                create_app(replica, api_key=api_key),
+                access_log=None,
+                handle_signals=False,
+                handler_cancellation=True,
+                shutdown_timeout=1.0,
+            )
             await runner.setup()
             runners.append(runner)
             sock = _bind(host, port)

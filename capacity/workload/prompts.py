@@ -15,13 +15,105 @@ from collections.abc import Iterable
 from pathlib import Path
 
 # Common short English words: close to one token each in most BPE vocabularies.
-_VOCAB = (
-    "the of and to in is was for on that with as by at from it be this are or an his not which have "
-    "but had they you were their one all we can her has there been if more when will would who so no "
-    "time year people way day man thing woman life child world school state family student group country "
-    "problem hand part place case week company system program question work government number night point "
-    "home water room mother area money story fact month lot right study book eye job word business issue"
-).split()
+_VOCAB = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "was",
+    "for",
+    "on",
+    "that",
+    "with",
+    "as",
+    "by",
+    "at",
+    "from",
+    "it",
+    "be",
+    "this",
+    "are",
+    "or",
+    "an",
+    "his",
+    "not",
+    "which",
+    "have",
+    "but",
+    "had",
+    "they",
+    "you",
+    "were",
+    "their",
+    "one",
+    "all",
+    "we",
+    "can",
+    "her",
+    "has",
+    "there",
+    "been",
+    "if",
+    "more",
+    "when",
+    "will",
+    "would",
+    "who",
+    "so",
+    "no",
+    "time",
+    "year",
+    "people",
+    "way",
+    "day",
+    "man",
+    "thing",
+    "woman",
+    "life",
+    "child",
+    "world",
+    "school",
+    "state",
+    "family",
+    "student",
+    "group",
+    "country",
+    "problem",
+    "hand",
+    "part",
+    "place",
+    "case",
+    "week",
+    "company",
+    "system",
+    "program",
+    "question",
+    "work",
+    "government",
+    "number",
+    "night",
+    "point",
+    "home",
+    "water",
+    "room",
+    "mother",
+    "area",
+    "money",
+    "story",
+    "fact",
+    "month",
+    "lot",
+    "right",
+    "study",
+    "book",
+    "eye",
+    "job",
+    "word",
+    "business",
+    "issue",
+]
 
 
 WHITESPACE = "whitespace words"
@@ -37,7 +129,9 @@ def find_tokenizer(explicit: str | Path | None, models: Iterable[str] = ()) -> P
         if not path.is_file():
             raise ValueError(f"--tokenizer: {path} is not a tokenizer.json file")
         return path
-    hub = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME") or Path.home() / ".cache/huggingface") / "hub")
+    hub = Path(
+        os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME") or Path.home() / ".cache/huggingface") / "hub"
+    )
     for model in models:
         local = Path(model) / "tokenizer.json"
         if local.is_file():  # vLLM serving a local folder lists it as the model's root
@@ -113,7 +207,7 @@ class PromptBuilder:
         raise ValueError(f"could not build a prompt of exactly {tokens} tokens with this tokenizer")
 
 
-def _load_tokenizer(path: Path):  # noqa: ANN202 - tokenizers.Tokenizer
+def _load_tokenizer(path: Path):
     from tokenizers import Tokenizer
 
     try:

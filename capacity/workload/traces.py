@@ -49,7 +49,7 @@ class Trace:
     def duration(self) -> float:
         return float(self.arrivals[-1]) if len(self) else 0.0
 
-    def window(self, start: float, end: float) -> "Trace":
+    def window(self, start: float, end: float) -> Trace:
         """The requests arriving in [start, end), re-based to start at 0, the wall clock moved
         along (a cron window replayed on the part stays where it was)."""
         lo, hi = np.searchsorted(self.arrivals, [start, end])
@@ -88,7 +88,9 @@ def _token_count(path: Path, line: int, column: str, value: object, zero_means: 
         raise ValueError(f"{path}: line {line}: {column} must be a whole number of tokens, got {value!r}")
     if count < 1:
         why = f" ({zero_means})" if zero_means and count == 0 else ""
-        raise ValueError(f"{path}: line {line}: {column} must be >= 1 token (vLLM rejects empty requests), got {count}{why}")
+        raise ValueError(
+            f"{path}: line {line}: {column} must be >= 1 token (vLLM rejects empty requests), got {count}{why}"
+        )
     return count
 
 
@@ -122,8 +124,12 @@ class CsvLayout:
 # arrival offsets in seconds (the load generator's own). The first whose arrival column is present.
 CSV_LAYOUTS = (
     CsvLayout("offset", ("offset_s", "prompt_tokens", "output_tokens"), offsets=True),
-    CsvLayout("BurstGPT", ("Timestamp", "Request tokens", "Response tokens"), offsets=True,
-              zero_output="a failed request in BurstGPT: use its BurstGPT_without_fails_*.csv"),  # fmt: skip
+    CsvLayout(
+        "BurstGPT",
+        ("Timestamp", "Request tokens", "Response tokens"),
+        offsets=True,
+        zero_output="a failed request in BurstGPT: use its BurstGPT_without_fails_*.csv",
+    ),
     CsvLayout("Azure", ("TIMESTAMP", "ContextTokens", "GeneratedTokens"), offsets=False),
 )
 
@@ -147,15 +153,18 @@ def load_csv(path: Path) -> Trace:
         for record in reader:
             short = [c for c in layout.columns if record.get(c) is None]
             if short:
-                raise ValueError(f"{path}: line {reader.line_num}: {len(layout.columns)} columns expected "
-                                 f"({', '.join(layout.columns)}), {short[0]} is missing")  # fmt: skip
+                raise ValueError(
+                    f"{path}: line {reader.line_num}: {len(layout.columns)} columns expected "
+                    f"({', '.join(layout.columns)}), {short[0]} is missing"
+                )
             rows.append((reader.line_num, record))
     if not rows:
         raise _no_requests(path)
     arrival, prompt_column, output_column = layout.columns
     prompt = np.array([_token_count(path, n, prompt_column, r[prompt_column]) for n, r in rows], dtype=np.int64)
-    output = np.array([_token_count(path, n, output_column, r[output_column], layout.zero_output) for n, r in rows],
-                      dtype=np.int64)  # fmt: skip
+    output = np.array(
+        [_token_count(path, n, output_column, r[output_column], layout.zero_output) for n, r in rows], dtype=np.int64
+    )
     if layout.offsets:
         seconds = np.array([_seconds(path, n, arrival, r[arrival]) for n, r in rows], dtype=np.float64)
         return _sorted_trace(path.stem, seconds, prompt, output)
@@ -189,8 +198,10 @@ def _timestamps(path: Path, column: str, rows: list[tuple[int, dict[str, str]]])
             try:
                 np.datetime64(text, "ns")
             except ValueError:
-                raise ValueError(f"{path}: line {line}: {column} {r[column]!r} is not a date-time "
-                                 "(ISO 8601, e.g. 2023-11-16 18:15:46.6805900)") from None  # fmt: skip
+                raise ValueError(
+                    f"{path}: line {line}: {column} {r[column]!r} is not a date-time "
+                    "(ISO 8601, e.g. 2023-11-16 18:15:46.6805900)"
+                ) from None
         raise
     return stamps - np.array(offsets, dtype="timedelta64[s]")
 
@@ -217,9 +228,11 @@ def load_jsonl(path: Path) -> Trace:
         except json.JSONDecodeError as error:
             raise ValueError(f"{path}: line {number}: not JSON ({error.msg} at column {error.colno})") from None
         if not isinstance(record, dict):
-            raise ValueError(f"{path}: line {number}: expected a JSON object like "
-                             f'{{"timestamp": 500, "input_length": 1024, "output_length": 128}} (timestamp in ms), '
-                             f"got {type(record).__name__}")  # fmt: skip
+            raise ValueError(
+                f"{path}: line {number}: expected a JSON object like "
+                f'{{"timestamp": 500, "input_length": 1024, "output_length": 128}} (timestamp in ms), '
+                f"got {type(record).__name__}"
+            )
         try:
             (time_key, stamp), (input_key, inputs), (output_key, outputs) = (
                 _first(record, keys) for keys in _JSONL_KEYS
@@ -276,9 +289,9 @@ def _rate_fn(kind: str, p: dict[str, float]) -> tuple[RateFn, float]:
         return (lambda t: p["start"] + (p["end"] - p["start"]) * t / p["duration"]), max(p["start"], p["end"])
     if kind == "diurnal":
         # Trough at midnight, peak at noon of a `period`-long day.
-        return (
-            lambda t: p["mean"] * (1 - p["amplitude"] * np.cos(2 * math.pi * t / p["period"]))
-        ), p["mean"] * (1 + abs(p["amplitude"]))
+        return (lambda t: p["mean"] * (1 - p["amplitude"] * np.cos(2 * math.pi * t / p["period"]))), p["mean"] * (
+            1 + abs(p["amplitude"])
+        )
     # bursty
     return (lambda t: np.where((t % p["every"]) < p["length"], p["burst"], p["base"])), max(p["burst"], p["base"])
 
@@ -290,7 +303,7 @@ def parse_synthetic(spec: str) -> tuple[str, dict[str, float]]:
         raise ValueError(f"synthetic trace {spec!r}: expected synthetic:KIND[:k=v,...] with KIND in {sorted(_KINDS)}")
     kind = parts[1]
     params = {**_DEFAULTS, **_KINDS[kind]}
-    for item in (parts[2].split(",") if len(parts) == 3 and parts[2] else []):
+    for item in parts[2].split(",") if len(parts) == 3 and parts[2] else []:
         key, sep, value = item.partition("=")
         if not sep or key not in params:
             raise ValueError(f"synthetic trace {spec!r}: unknown parameter {key!r}; known: {sorted(params)}")
@@ -333,8 +346,10 @@ def synthetic(spec: str) -> Trace:
 
 
 # What a trace argument may be, for the commands' --help.
-SOURCES = ("Azure or BurstGPT CSV, Mooncake JSONL (timestamp in ms), offset CSV/JSONL (offset_s), FILE@FROM:TO "
-           "for part of one (e.g. @1d:2d, @90m:), or synthetic:KIND[:k=v,...] (KIND: step, ramp, diurnal, bursty)")
+SOURCES = (
+    "Azure or BurstGPT CSV, Mooncake JSONL (timestamp in ms), offset CSV/JSONL (offset_s), FILE@FROM:TO "
+    "for part of one (e.g. @1d:2d, @90m:), or synthetic:KIND[:k=v,...] (KIND: step, ramp, diurnal, bursty)"
+)
 
 
 # `FILE@FROM:TO`: the part of a trace from FROM to TO after its first request (each a number of
@@ -384,7 +399,7 @@ def load(source: str | Path) -> Trace:
     part = whole.window(start, end)
     if not len(part):
         raise ValueError(f"trace {text!r}: no requests in that window (the trace spans {whole.duration:.0f} s)")
-    return replace(part, name=path.stem + text[len(name):])
+    return replace(part, name=path.stem + text[len(name) :])
 
 
 # --- rescaling ------------------------------------------------------------------------

@@ -37,9 +37,13 @@ class Autoscaling(pulumi.ComponentResource):
     def __init__(self, name: str, args: AutoscalingArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(type_token("autoscaling", "Autoscaling"), name, None, opts)
         release = helm_release(
-            f"{name}-keda", KEDA_CHART, KEDA_VERSION, KEDA_NAMESPACE,
+            f"{name}-keda",
+            KEDA_CHART,
+            KEDA_VERSION,
+            KEDA_NAMESPACE,
             pulumi.ResourceOptions(parent=self, provider=args.provider),
-            repository=KEDA_REPOSITORY, create_namespace=True,
+            repository=KEDA_REPOSITORY,
+            create_namespace=True,
         )
         object_opts = pulumi.ResourceOptions(
             parent=self, provider=args.provider, depends_on=[release, *args.depends_on]
@@ -48,7 +52,11 @@ class Autoscaling(pulumi.ComponentResource):
         for m in args.models:
             obj = scaled_object(m, args.prometheus_url)
             self.scaled_objects[m.name] = k8s.apiextensions.CustomResource(
-                f"{name}-{m.name}", api_version=obj["apiVersion"], kind=obj["kind"],
-                metadata=obj["metadata"], spec=obj["spec"], opts=object_opts,
+                f"{name}-{m.name}",
+                api_version=obj["apiVersion"],
+                kind=obj["kind"],
+                metadata=obj["metadata"],
+                spec=obj["spec"],
+                opts=object_opts,
             )
         self.register_outputs({"scaledObjects": list(self.scaled_objects)})

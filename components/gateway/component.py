@@ -74,37 +74,60 @@ class Gateway(pulumi.ComponentResource):
 
         def apply(logical: str, obj: dict[str, Any], *deps: pulumi.Resource) -> pulumi.CustomResource:
             return k8s.apiextensions.CustomResource(
-                f"{name}-{logical}", api_version=obj["apiVersion"], kind=obj["kind"],
-                metadata=obj["metadata"], spec=obj["spec"], opts=after(*deps),
+                f"{name}-{logical}",
+                api_version=obj["apiVersion"],
+                kind=obj["kind"],
+                metadata=obj["metadata"],
+                spec=obj["spec"],
+                opts=after(*deps),
             )
 
         namespace = k8s.core.v1.Namespace(
-            f"{name}-ns", metadata={"name": gw.namespace, "labels": names.PART_OF},
+            f"{name}-ns",
+            metadata={"name": gw.namespace, "labels": names.PART_OF},
             opts=k8s_opts,
         )
+
         def core(logical: str, resource: type, obj: dict[str, Any], *deps: pulumi.Resource) -> pulumi.Resource:
             fields = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
             return resource(f"{name}-{logical}", **fields, opts=after(*deps))
 
         core("default-deny", k8s.networking.v1.NetworkPolicy, isolation.default_deny_ingress(gw.namespace), namespace)
         envoy_gateway = helm_release(
-            f"{name}-envoy-gateway", ENVOY_GATEWAY_CHART, ENVOY_GATEWAY_VERSION, ENVOY_GATEWAY_NAMESPACE, k8s_opts,
-            create_namespace=True, values=envoy_gateway_values(gw), atomic=True,
+            f"{name}-envoy-gateway",
+            ENVOY_GATEWAY_CHART,
+            ENVOY_GATEWAY_VERSION,
+            ENVOY_GATEWAY_NAMESPACE,
+            k8s_opts,
+            create_namespace=True,
+            values=envoy_gateway_values(gw),
+            atomic=True,
         )
         ai_crds = helm_release(
-            f"{name}-ai-gateway-crds", AI_GATEWAY_CRDS_CHART, AI_GATEWAY_VERSION, AI_GATEWAY_NAMESPACE, k8s_opts,
+            f"{name}-ai-gateway-crds",
+            AI_GATEWAY_CRDS_CHART,
+            AI_GATEWAY_VERSION,
+            AI_GATEWAY_NAMESPACE,
+            k8s_opts,
             create_namespace=True,
         )
         ai_gateway = helm_release(
-            f"{name}-ai-gateway", AI_GATEWAY_CHART, AI_GATEWAY_VERSION, AI_GATEWAY_NAMESPACE,
-            after(ai_crds, envoy_gateway), create_namespace=True, values=ai_gateway_values(gw), atomic=True,
+            f"{name}-ai-gateway",
+            AI_GATEWAY_CHART,
+            AI_GATEWAY_VERSION,
+            AI_GATEWAY_NAMESPACE,
+            after(ai_crds, envoy_gateway),
+            create_namespace=True,
+            values=ai_gateway_values(gw),
+            atomic=True,
         )
         installed = (namespace, envoy_gateway, ai_gateway)
         self._rate_limit_store(name, gw, core, namespace, envoy_gateway)
 
         keys = {
-            c.name: random.RandomPassword(f"{name}-{c.name}-key", length=48, special=False,
-                                          opts=pulumi.ResourceOptions(parent=self))
+            c.name: random.RandomPassword(
+                f"{name}-{c.name}-key", length=48, special=False, opts=pulumi.ResourceOptions(parent=self)
+            )
             for c in gw.clients
         }
         # apiKeyAuth reads one entry per client: key = client id, value = its API key.
@@ -127,8 +150,11 @@ class Gateway(pulumi.ComponentResource):
             opts=after(namespace),
         )
         for model in args.models:
-            apply(f"{model.name}-backend",
-                  backend(model, gw, args.service_hosts[model.name], args.service_port), *installed)
+            apply(
+                f"{model.name}-backend",
+                backend(model, gw, args.service_hosts[model.name], args.service_port),
+                *installed,
+            )
             ai_backend = apply(f"{model.name}-ai-backend", ai_service_backend(model, gw), *installed)
             apply(f"{model.name}-backend-key", backend_security_policy(model, gw), ai_backend, backend_key)
         # Policies first, then the route, then the load balancer: there is never a moment in
@@ -142,27 +168,39 @@ class Gateway(pulumi.ComponentResource):
         route = apply("route", ai_gateway_route(args.models, gw), gw_obj, *policies, *installed, *args.depends_on)
 
         lb = load_balancer_service(gw, args.auto_mode)
-        nlb = k8s.core.v1.Service(f"{name}-nlb", metadata=lb["metadata"], spec=lb["spec"],
-                                  opts=after(gw_obj, route, *policies))
+        nlb = k8s.core.v1.Service(
+            f"{name}-nlb", metadata=lb["metadata"], spec=lb["spec"], opts=after(gw_obj, route, *policies)
+        )
 
         self.hostname = nlb.status.apply(_ingress_hostname)
         self.endpoint_url = self.hostname.apply(lambda host: f"{gw.url_scheme}://{host}/v1")
         self.api_keys = pulumi.Output.secret(pulumi.Output.all(**{c: k.result for c, k in keys.items()}))
         self.register_outputs({"hostname": self.hostname, "endpointUrl": self.endpoint_url, "apiKeys": self.api_keys})
 
-
-    def _rate_limit_store(self, name: str, gw: GatewaySettings, core: Any, namespace: pulumi.Resource,
-                          envoy_gateway: pulumi.Resource) -> None:
+    def _rate_limit_store(
+        self, name: str, gw: GatewaySettings, core: Any, namespace: pulumi.Resource, envoy_gateway: pulumi.Resource
+    ) -> None:
         """Redis + Sentinel in the gateway namespace; the password (random, a Pulumi secret) in a
         Secret beside the Redis pods and one beside the rate-limit service, which Envoy Gateway
         creates in its own namespace."""
-        password = random.RandomPassword(f"{name}-redis-password", length=48, special=False,
-                                         opts=pulumi.ResourceOptions(parent=self))
+        password = random.RandomPassword(
+            f"{name}-redis-password", length=48, special=False, opts=pulumi.ResourceOptions(parent=self)
+        )
         secret = pulumi.Output.secret(password.result)
-        for logical, namespace_name, dep in (("redis-auth", gw.namespace, namespace),
-                                             ("ratelimit-redis-auth", store.RATE_LIMIT_NAMESPACE, envoy_gateway)):
-            core(logical, k8s.core.v1.Secret, {"metadata": store.auth_secret_metadata(namespace_name),
-                                               "type": "Opaque", "string_data": {store.AUTH_KEY: secret}}, dep)
+        for logical, namespace_name, dep in (
+            ("redis-auth", gw.namespace, namespace),
+            ("ratelimit-redis-auth", store.RATE_LIMIT_NAMESPACE, envoy_gateway),
+        ):
+            core(
+                logical,
+                k8s.core.v1.Secret,
+                {
+                    "metadata": store.auth_secret_metadata(namespace_name),
+                    "type": "Opaque",
+                    "string_data": {store.AUTH_KEY: secret},
+                },
+                dep,
+            )
         scripts = core("redis-scripts", k8s.core.v1.ConfigMap, store.scripts_config_map(gw), namespace)
         core("redis-headless", k8s.core.v1.Service, store.headless_service(gw), namespace)
         core("redis", k8s.apps.v1.StatefulSet, store.stateful_set(gw), namespace, scripts)

@@ -33,8 +33,10 @@ def dangling_targets(objects: list[Obj], policy_kind: str) -> list[str]:
     emitted = {_key(o) for o in objects}
     return [
         f"{policy_kind} {p['metadata']['namespace']}/{p['metadata']['name']} targets missing {kind} {ns}/{name}"
-        for p in objects if p["kind"] == policy_kind
-        for kind, ns, name in _targets(p) if (kind, ns, name) not in emitted
+        for p in objects
+        if p["kind"] == policy_kind
+        for kind, ns, name in _targets(p)
+        if (kind, ns, name) not in emitted
     ]
 
 
@@ -43,8 +45,10 @@ def uncovered(objects: list[Obj], policy_kind: str, applies: Callable[[Obj], boo
     emitted = {_key(o) for o in objects}
     covered = {
         target
-        for p in objects if p["kind"] == policy_kind and applies(p)
-        for target in _targets(p) if target in emitted
+        for p in objects
+        if p["kind"] == policy_kind and applies(p)
+        for target in _targets(p)
+        if target in emitted
     }
     missing: list[str] = []
     for obj in objects:

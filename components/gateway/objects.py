@@ -54,12 +54,14 @@ def gateway_ref() -> dict[str, str]:
 
 
 def zone_spread(labels: dict[str, str], strict: bool) -> list[dict[str, Any]]:
-    return [{
-        "maxSkew": 1,
-        "topologyKey": ZONE,
-        "whenUnsatisfiable": "DoNotSchedule" if strict else "ScheduleAnyway",
-        "labelSelector": {"matchLabels": labels},
-    }]
+    return [
+        {
+            "maxSkew": 1,
+            "topologyKey": ZONE,
+            "whenUnsatisfiable": "DoNotSchedule" if strict else "ScheduleAnyway",
+            "labelSelector": {"matchLabels": labels},
+        }
+    ]
 
 
 def envoy_gateway_values(gw: GatewaySettings) -> dict[str, Any]:
@@ -88,12 +90,18 @@ def envoy_gateway_values(gw: GatewaySettings) -> dict[str, Any]:
                 "extensionManager": {
                     "hooks": {
                         "xdsTranslator": {
-                            "translation": {kind: {"includeAll": True} for kind in ("listener", "route", "cluster", "secret")},
+                            "translation": {
+                                kind: {"includeAll": True} for kind in ("listener", "route", "cluster", "secret")
+                            },
                             "post": ["Translation", "Cluster", "Route"],
                         }
                     },
-                    "service": {"fqdn": {"hostname": f"ai-gateway-controller.{AI_GATEWAY_NAMESPACE}.svc.cluster.local",
-                                         "port": 1063}},
+                    "service": {
+                        "fqdn": {
+                            "hostname": f"ai-gateway-controller.{AI_GATEWAY_NAMESPACE}.svc.cluster.local",
+                            "port": 1063,
+                        }
+                    },
                 },
                 "rateLimit": {
                     "backend": {"type": "Redis", "redis": {"url": sentinel_url(gw)}},
@@ -118,8 +126,11 @@ def envoy_proxy(gw: GatewaySettings) -> dict[str, Any]:
     kubernetes: dict[str, Any] = {
         "envoyDeployment": {
             "replicas": gw.replicas,
-            "pod": {"topologySpreadConstraints": zone_spread(
-                {"gateway.envoyproxy.io/owning-gateway-name": GATEWAY_NAME}, strict=ha)},
+            "pod": {
+                "topologySpreadConstraints": zone_spread(
+                    {"gateway.envoyproxy.io/owning-gateway-name": GATEWAY_NAME}, strict=ha
+                )
+            },
         },
         # The NLB is a Service of this program (see `load_balancer_service`), so its hostname
         # is a stack output; Envoy Gateway's own Service stays cluster-internal.
@@ -155,8 +166,14 @@ def gateway(gw: GatewaySettings) -> dict[str, Any]:
         "spec": {
             "gatewayClassName": GATEWAY_NAME,
             # Only routes in this namespace (the platform's) may attach.
-            "listeners": [{"name": "http", "protocol": "HTTP", "port": LISTENER_PORT,
-                           "allowedRoutes": {"namespaces": {"from": "Same"}}}],
+            "listeners": [
+                {
+                    "name": "http",
+                    "protocol": "HTTP",
+                    "port": LISTENER_PORT,
+                    "allowedRoutes": {"namespaces": {"from": "Same"}},
+                }
+            ],
             "infrastructure": {"parametersRef": _ref("EnvoyProxy", ENVOY_PROXY_NAME, ENVOY_API)},
         },
     }
@@ -197,8 +214,11 @@ def load_balancer_service(gw: GatewaySettings, auto_mode: bool) -> dict[str, Any
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": f"{GATEWAY_NAME}-gateway", "namespace": ENVOY_GATEWAY_NAMESPACE,
-                     "annotations": annotations},
+        "metadata": {
+            "name": f"{GATEWAY_NAME}-gateway",
+            "namespace": ENVOY_GATEWAY_NAMESPACE,
+            "annotations": annotations,
+        },
         "spec": spec,
     }
 
@@ -318,8 +338,12 @@ def client_traffic_policy(gw: GatewaySettings) -> dict[str, Any]:
         "metadata": {"name": "client-connections", "namespace": gw.namespace},
         "spec": {
             "targetRefs": [gateway_ref()],
-            "timeout": {"http": {"idleTimeout": f"{t.connection_idle_seconds}s",
-                                 "streamIdleTimeout": f"{t.stream_idle_seconds}s"}},
+            "timeout": {
+                "http": {
+                    "idleTimeout": f"{t.connection_idle_seconds}s",
+                    "streamIdleTimeout": f"{t.stream_idle_seconds}s",
+                }
+            },
             "connection": {"bufferLimit": gw.buffer_limit},
         },
     }

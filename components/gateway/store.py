@@ -153,11 +153,15 @@ def _container(gw: GatewaySettings, role: str, port: int, mount: str) -> dict[st
         "ports": [{"name": role, "containerPort": port, "protocol": "TCP"}],
         "readinessProbe": {**ping, "periodSeconds": 5},
         "livenessProbe": {"tcpSocket": {"port": role}, "periodSeconds": 10},
-        "resources": {"requests": {"cpu": "100m", "memory": "256Mi" if role == "redis" else "64Mi"},
-                      "limits": {"memory": "256Mi" if role == "redis" else "64Mi"}},
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "256Mi" if role == "redis" else "64Mi"},
+            "limits": {"memory": "256Mi" if role == "redis" else "64Mi"},
+        },
         "securityContext": container_security_context(),
-        "volumeMounts": [{"name": "scripts", "mountPath": "/scripts", "readOnly": True},
-                         {"name": role, "mountPath": mount}],
+        "volumeMounts": [
+            {"name": "scripts", "mountPath": "/scripts", "readOnly": True},
+            {"name": role, "mountPath": mount},
+        ],
     }
 
 
@@ -178,13 +182,25 @@ def stateful_set(gw: GatewaySettings) -> dict[str, Any]:
                 "spec": {
                     "automountServiceAccountToken": False,
                     "securityContext": pod_security_context(REDIS_UID),
-                    "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": _selector()}}]}},
-                    "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE,
-                                                   "whenUnsatisfiable": "DoNotSchedule",
-                                                   "labelSelector": {"matchLabels": _selector()}}],
-                    "containers": [_container(gw, "redis", REDIS_PORT, "/data"),
-                                   _container(gw, "sentinel", SENTINEL_PORT, "/sentinel")],
+                    "affinity": {
+                        "podAntiAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": [
+                                {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": _selector()}}
+                            ]
+                        }
+                    },
+                    "topologySpreadConstraints": [
+                        {
+                            "maxSkew": 1,
+                            "topologyKey": ZONE,
+                            "whenUnsatisfiable": "DoNotSchedule",
+                            "labelSelector": {"matchLabels": _selector()},
+                        }
+                    ],
+                    "containers": [
+                        _container(gw, "redis", REDIS_PORT, "/data"),
+                        _container(gw, "sentinel", SENTINEL_PORT, "/sentinel"),
+                    ],
                     "volumes": [
                         {"name": "scripts", "configMap": {"name": SCRIPTS_NAME, "defaultMode": 0o555}},
                         {"name": "redis", "emptyDir": {"sizeLimit": "512Mi"}},
@@ -206,8 +222,10 @@ def headless_service(gw: GatewaySettings) -> dict[str, Any]:
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
             "selector": _selector(),
-            "ports": [{"name": "redis", "port": REDIS_PORT, "targetPort": "redis", "protocol": "TCP"},
-                      {"name": "sentinel", "port": SENTINEL_PORT, "targetPort": "sentinel", "protocol": "TCP"}],
+            "ports": [
+                {"name": "redis", "port": REDIS_PORT, "targetPort": "redis", "protocol": "TCP"},
+                {"name": "sentinel", "port": SENTINEL_PORT, "targetPort": "sentinel", "protocol": "TCP"},
+            ],
         },
     }
 
@@ -234,9 +252,15 @@ def network_policy(gw: GatewaySettings) -> dict[str, Any]:
             "podSelector": {"matchLabels": _selector()},
             "policyTypes": ["Ingress"],
             "ingress": [
-                {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": RATE_LIMIT_NAMESPACE}},
-                           "podSelector": {"matchLabels": RATE_LIMIT_POD_LABELS}}],
-                 "ports": ports},
+                {
+                    "from": [
+                        {
+                            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": RATE_LIMIT_NAMESPACE}},
+                            "podSelector": {"matchLabels": RATE_LIMIT_POD_LABELS},
+                        }
+                    ],
+                    "ports": ports,
+                },
                 {"from": [{"podSelector": {"matchLabels": _selector()}}], "ports": ports},
             ],
         },

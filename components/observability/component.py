@@ -15,12 +15,12 @@ import pulumi_random as random
 import yaml
 
 from contract import names
+from contract.manifests.monitored import MonitoredModel
 from contract.settings.gpu_capacity import NodePoolSettings
 from contract.settings.observability import ObservabilitySettings
 
 from .. import iam
 from ..helm import helm_release
-from contract.manifests.monitored import MonitoredModel
 from ..naming import type_token
 from .dashboards import dashboards
 from .objects import (
@@ -79,12 +79,17 @@ class Observability(pulumi.ComponentResource):
 
         def apply(logical: str, obj: dict[str, Any], opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
             return k8s.apiextensions.CustomResource(
-                f"{name}-{logical}", api_version=obj["apiVersion"], kind=obj["kind"],
-                metadata=obj["metadata"], spec=obj["spec"], opts=opts,
+                f"{name}-{logical}",
+                api_version=obj["apiVersion"],
+                kind=obj["kind"],
+                metadata=obj["metadata"],
+                spec=obj["spec"],
+                opts=opts,
             )
 
-        namespace = k8s.core.v1.Namespace(f"{name}-ns", metadata={"name": obs.namespace, "labels": names.PART_OF},
-                                          opts=k8s_opts)
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-ns", metadata={"name": obs.namespace, "labels": names.PART_OF}, opts=k8s_opts
+        )
         in_namespace = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
         storage_class = k8s.storage.v1.StorageClass(
             f"{name}-gp3",
@@ -97,8 +102,9 @@ class Observability(pulumi.ComponentResource):
             reclaim_policy="Retain",
             opts=k8s_opts,
         )
-        password = random.RandomPassword(f"{name}-grafana-password", length=32, special=False,
-                                         opts=pulumi.ResourceOptions(parent=self))
+        password = random.RandomPassword(
+            f"{name}-grafana-password", length=32, special=False, opts=pulumi.ResourceOptions(parent=self)
+        )
         self.grafana_admin_password = pulumi.Output.secret(password.result)
         grafana_secret = k8s.core.v1.Secret(
             f"{name}-grafana-admin",
@@ -124,16 +130,27 @@ class Observability(pulumi.ComponentResource):
             remote_write = [{"url": self.remote_write_url, "sigv4": {"region": args.region}}]
 
         stack = helm_release(
-            f"{name}-stack", STACK_CHART, STACK_VERSION, obs.namespace,
+            f"{name}-stack",
+            STACK_CHART,
+            STACK_VERSION,
+            obs.namespace,
             pulumi.ResourceOptions(
                 parent=self,
                 provider=args.provider,
                 depends_on=[namespace, storage_class, grafana_secret, alertmanager_secret, *writer],
             ),
-            repository=STACK_REPOSITORY, values=stack_values(obs, remote_write),
+            repository=STACK_REPOSITORY,
+            values=stack_values(obs, remote_write),
         )
-        helm_release(f"{name}-dcgm", DCGM_CHART, DCGM_VERSION, obs.namespace, in_namespace,
-                     repository=DCGM_REPOSITORY, values=dcgm_values())
+        helm_release(
+            f"{name}-dcgm",
+            DCGM_CHART,
+            DCGM_VERSION,
+            obs.namespace,
+            in_namespace,
+            repository=DCGM_REPOSITORY,
+            values=dcgm_values(),
+        )
 
         # Custom resources need the operator's CRDs, which the stack release installs.
         after_stack = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[stack])
@@ -146,16 +163,20 @@ class Observability(pulumi.ComponentResource):
         apply("rules", prometheus_rule(rule_groups(args.models, obs), obs), after_stack)
         for key, dashboard in dashboards(args.models, obs, args.gpu_pools).items():
             config_map = dashboard_config_map(key, dashboard, obs)
-            k8s.core.v1.ConfigMap(f"{name}-dashboard-{key}", metadata=config_map["metadata"],
-                                  data=config_map["data"], opts=in_namespace)
-        self.register_outputs({"prometheusUrl": self.prometheus_url, "grafanaAdminPassword": self.grafana_admin_password})
+            k8s.core.v1.ConfigMap(
+                f"{name}-dashboard-{key}", metadata=config_map["metadata"], data=config_map["data"], opts=in_namespace
+            )
+        self.register_outputs(
+            {"prometheusUrl": self.prometheus_url, "grafanaAdminPassword": self.grafana_admin_password}
+        )
 
     def _managed_prometheus(
         self, name: str, args: ObservabilityArgs
     ) -> tuple[pulumi.Output[str], list[pulumi.Resource]]:
         """An AMP workspace and the right for the Prometheus service account to write to it."""
-        workspace = aws.amp.Workspace(f"{name}-amp", alias=name, tags=args.tags,
-                                      opts=pulumi.ResourceOptions(parent=self))
+        workspace = aws.amp.Workspace(
+            f"{name}-amp", alias=name, tags=args.tags, opts=pulumi.ResourceOptions(parent=self)
+        )
         role, association = iam.pod_identity_role(
             f"{name}-amp-writer",
             cluster_name=args.cluster_name,

@@ -10,13 +10,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from contract import signals
+from contract.manifests.monitored import MonitoredModel
 from contract.settings import ModelAutoscaling
 from contract.settings.gpu_capacity import NodePoolSettings
 from contract.settings.observability import ObservabilitySettings
 from contract.signals import Vllm
 from contract.triggers import TRIGGERS, Trigger, enabled_triggers
 
-from contract.manifests.monitored import MonitoredModel
 from .rules import E2E_SLO_QUANTILE, TPOT_SLO_QUANTILE, TTFT_SLO_QUANTILE
 
 # kube-prometheus-stack provisions its Prometheus data source with this uid.
@@ -54,8 +54,12 @@ def _layout(sections: list[tuple[str, list[dict[str, Any]]]]) -> list[dict[str, 
         y += 1
         for i, panel in enumerate(section):
             x = (i % COLUMNS) * PANEL_WIDTH
-            panels.append({**panel, "gridPos": {"x": x, "y": y + (i // COLUMNS) * PANEL_HEIGHT,
-                                                "w": PANEL_WIDTH, "h": PANEL_HEIGHT}})
+            panels.append(
+                {
+                    **panel,
+                    "gridPos": {"x": x, "y": y + (i // COLUMNS) * PANEL_HEIGHT, "w": PANEL_WIDTH, "h": PANEL_HEIGHT},
+                }
+            )
         y += -(-len(section) // COLUMNS) * PANEL_HEIGHT
     return [{**panel, "id": i + 1} for i, panel in enumerate(panels)]
 
@@ -101,32 +105,52 @@ def trigger_panel(trigger: Trigger, m: MonitoredModel) -> dict[str, Any] | None:
     query = signal.promql(m.scope)
     target = signals.constant(trigger.target(m.policy))
     if trigger.metric_type == "AverageValue":
-        return _timeseries(f"{trigger.label} per replica (KEDA AverageValue)", [
-            (signals.per_replica(query, m.workload), f"{trigger.label} per ready replica"),
-            (target, "target per replica"),
-        ], trigger.unit)
+        return _timeseries(
+            f"{trigger.label} per replica (KEDA AverageValue)",
+            [
+                (signals.per_replica(query, m.workload), f"{trigger.label} per ready replica"),
+                (target, "target per replica"),
+            ],
+            trigger.unit,
+        )
     quantile = f" p{signal.quantile * 100:g}" if signal.quantile is not None else ""
-    return _timeseries(f"{trigger.label}{quantile} (KEDA Value)", [
-        (query, trigger.label),
-        (target, "guardrail threshold"),
-        *_slo_lines(signal.metric, m.policy),
-    ], trigger.unit)
+    return _timeseries(
+        f"{trigger.label}{quantile} (KEDA Value)",
+        [
+            (query, trigger.label),
+            (target, "guardrail threshold"),
+            *_slo_lines(signal.metric, m.policy),
+        ],
+        trigger.unit,
+    )
 
 
 def capacity_panels(m: MonitoredModel, triggers: Sequence[Trigger] = TRIGGERS) -> list[dict[str, Any]]:
     """Each enabled scaling signal next to its configured threshold, then the replica story."""
     w = m.workload
     panels = [p for t in enabled_triggers(m.policy, triggers) if (p := trigger_panel(t, m)) is not None]
-    panels.append(_timeseries("Replicas: desired vs current vs ready", [
-        (signals.desired_replicas(w), "desired (KEDA HPA)"),
-        (signals.spec_replicas(w), "current (Deployment)"),
-        (signals.ready_replicas(w), "ready"),
-        (signals.constant(m.policy.max_replicas), "maxReplicas"),
-    ], "short"))
-    panels.append(_timeseries("Pending pods and GPUs in use", [
-        (signals.pending_pods(w), "pending predictor pods"),
-        (signals.gpus_in_use(w), "GPUs in use"),
-    ], "short"))
+    panels.append(
+        _timeseries(
+            "Replicas: desired vs current vs ready",
+            [
+                (signals.desired_replicas(w), "desired (KEDA HPA)"),
+                (signals.spec_replicas(w), "current (Deployment)"),
+                (signals.ready_replicas(w), "ready"),
+                (signals.constant(m.policy.max_replicas), "maxReplicas"),
+            ],
+            "short",
+        )
+    )
+    panels.append(
+        _timeseries(
+            "Pending pods and GPUs in use",
+            [
+                (signals.pending_pods(w), "pending predictor pods"),
+                (signals.gpus_in_use(w), "GPUs in use"),
+            ],
+            "short",
+        )
+    )
     return panels
 
 
@@ -134,10 +158,14 @@ def pool_panels(pools: Sequence[NodePoolSettings]) -> list[dict[str, Any]]:
     """GPUs the pools hold against their limits: the ceiling every model's maxReplicas shares."""
     pool_label = f"{{{{{signals.KubeState.POOL_LABEL}}}}}"
     return [
-        _timeseries("GPUs per NodePool vs gpuLimit", [
-            (signals.gpus_allocatable_by_pool(), pool_label),
-            *((signals.constant(p.gpu_limit), f"{p.name} gpuLimit") for p in pools),
-        ], "short"),
+        _timeseries(
+            "GPUs per NodePool vs gpuLimit",
+            [
+                (signals.gpus_allocatable_by_pool(), pool_label),
+                *((signals.constant(p.gpu_limit), f"{p.name} gpuLimit") for p in pools),
+            ],
+            "short",
+        ),
     ]
 
 
@@ -146,13 +174,18 @@ def latency_panels(m: MonitoredModel, window_seconds: int) -> list[dict[str, Any
         return [(build(m.scope, q, window_seconds), f"p{q * 100:g}") for q in QUANTILES]
 
     return [
-        _timeseries("Time to first token", [*quantiles(signals.ttft_quantile), *_slo_lines(Vllm.TTFT, m.policy)],
-                    "s"),
-        _timeseries("Time per output token (per request)",
-                    [*quantiles(signals.tpot_quantile), *_slo_lines(Vllm.REQUEST_TPOT, m.policy)], "s"),
+        _timeseries("Time to first token", [*quantiles(signals.ttft_quantile), *_slo_lines(Vllm.TTFT, m.policy)], "s"),
+        _timeseries(
+            "Time per output token (per request)",
+            [*quantiles(signals.tpot_quantile), *_slo_lines(Vllm.REQUEST_TPOT, m.policy)],
+            "s",
+        ),
         _timeseries("Inter-token latency (per token)", quantiles(signals.inter_token_latency_quantile), "s"),
-        _timeseries("End-to-end latency",
-                    [*quantiles(signals.e2e_latency_quantile), *_slo_lines(Vllm.E2E_LATENCY, m.policy)], "s"),
+        _timeseries(
+            "End-to-end latency",
+            [*quantiles(signals.e2e_latency_quantile), *_slo_lines(Vllm.E2E_LATENCY, m.policy)],
+            "s",
+        ),
     ]
 
 
@@ -161,24 +194,38 @@ def gpu_panels() -> list[dict[str, Any]]:
     d = signals.Dcgm
     return [
         _timeseries("GPU utilisation (avg per node)", [(signals.gpu_by_node(d.GPU_UTIL), node)], "percent"),
-        _timeseries("GPU memory used (fullest GPU per node)",
-                    [(signals.gpu_by_node(signals.gpu_memory_used_fraction(), "max"), node)], "percentunit"),
+        _timeseries(
+            "GPU memory used (fullest GPU per node)",
+            [(signals.gpu_by_node(signals.gpu_memory_used_fraction(), "max"), node)],
+            "percentunit",
+        ),
         _timeseries("GPU power (sum per node)", [(signals.gpu_by_node(d.POWER_USAGE, "sum"), node)], "watt"),
-        _timeseries("GPU temperature (hottest GPU per node)", [(signals.gpu_by_node(d.GPU_TEMP, "max"), node)],
-                    "celsius"),
+        _timeseries(
+            "GPU temperature (hottest GPU per node)", [(signals.gpu_by_node(d.GPU_TEMP, "max"), node)], "celsius"
+        ),
     ]
 
 
-def dashboards(models: Sequence[MonitoredModel], obs: ObservabilitySettings, pools: Sequence[NodePoolSettings],
-               triggers: Sequence[Trigger] = TRIGGERS) -> dict[str, dict[str, Any]]:
+def dashboards(
+    models: Sequence[MonitoredModel],
+    obs: ObservabilitySettings,
+    pools: Sequence[NodePoolSettings],
+    triggers: Sequence[Trigger] = TRIGGERS,
+) -> dict[str, dict[str, Any]]:
     """Dashboard key (also its ConfigMap suffix) -> Grafana dashboard JSON model."""
     window = obs.latency_window_seconds
     return {
-        "capacity": _dashboard("inference-capacity", "Inference / Capacity", [
-            *((m.name, capacity_panels(m, triggers)) for m in models), ("GPU pools", pool_panels(pools)),
-        ]),
-        "latency": _dashboard("inference-latency", "Inference / Latency",
-                              [(m.name, latency_panels(m, window)) for m in models]),
+        "capacity": _dashboard(
+            "inference-capacity",
+            "Inference / Capacity",
+            [
+                *((m.name, capacity_panels(m, triggers)) for m in models),
+                ("GPU pools", pool_panels(pools)),
+            ],
+        ),
+        "latency": _dashboard(
+            "inference-latency", "Inference / Latency", [(m.name, latency_panels(m, window)) for m in models]
+        ),
         "gpu": _dashboard("inference-gpu", "Inference / GPU (DCGM)", [("GPU nodes", gpu_panels())]),
     }
 

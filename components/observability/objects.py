@@ -9,9 +9,8 @@ from typing import Any
 
 from contract import names, signals
 from contract.gpu import GPU_TAINT, POOL_LABEL
-from contract.settings.observability import ObservabilitySettings, Receiver
-
 from contract.manifests.monitored import MonitoredModel
+from contract.settings.observability import ObservabilitySettings, Receiver
 
 STACK_CHART = "kube-prometheus-stack"
 STACK_REPOSITORY = "https://prometheus-community.github.io/helm-charts"
@@ -138,8 +137,11 @@ def dcgm_service_monitor_spec(obs: ObservabilitySettings) -> dict[str, Any]:
                 # Keep the exporter's namespace/pod labels: they name the workload using each GPU.
                 "honorLabels": True,
                 "relabelings": [
-                    {"action": "replace", "sourceLabels": ["__meta_kubernetes_pod_node_name"],
-                     "targetLabel": signals.NODE_LABEL},
+                    {
+                        "action": "replace",
+                        "sourceLabels": ["__meta_kubernetes_pod_node_name"],
+                        "targetLabel": signals.NODE_LABEL,
+                    },
                     {"action": "replace", "targetLabel": "job", "replacement": signals.DCGM_JOB},
                 ],
             }
@@ -152,9 +154,7 @@ def pod_monitor_spec(m: MonitoredModel, obs: ObservabilitySettings) -> dict[str,
     return {
         "selector": {"matchLabels": {names.MODEL_LABEL: m.name}},
         "namespaceSelector": {"matchNames": [m.workload.namespace]},
-        "podMetricsEndpoints": [
-            {"port": names.PORT_NAME, "path": names.METRICS_PATH, "interval": _interval(obs)}
-        ],
+        "podMetricsEndpoints": [{"port": names.PORT_NAME, "path": names.METRICS_PATH, "interval": _interval(obs)}],
     }
 
 
@@ -193,8 +193,11 @@ def pod_monitor(m: MonitoredModel, obs: ObservabilitySettings) -> dict[str, Any]
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PodMonitor",
-        "metadata": {"name": names.deployment_name(m.model), "namespace": m.workload.namespace,
-                     "labels": {**names.PART_OF, names.MODEL_LABEL: m.name}},
+        "metadata": {
+            "name": names.deployment_name(m.model),
+            "namespace": m.workload.namespace,
+            "labels": {**names.PART_OF, names.MODEL_LABEL: m.name},
+        },
         "spec": pod_monitor_spec(m, obs),
     }
 
@@ -212,7 +215,10 @@ def prometheus_rule(groups: list[dict[str, Any]], obs: ObservabilitySettings) ->
 def dashboard_config_map(key: str, dashboard: dict[str, Any], obs: ObservabilitySettings) -> dict[str, Any]:
     """A Grafana dashboard as the ConfigMap Grafana's sidecar loads (`key` names both)."""
     return {
-        "metadata": {"name": f"dashboard-{key}", "namespace": obs.namespace,
-                     "labels": {**names.PART_OF, SIDECAR_LABEL: "1"}},
+        "metadata": {
+            "name": f"dashboard-{key}",
+            "namespace": obs.namespace,
+            "labels": {**names.PART_OF, SIDECAR_LABEL: "1"},
+        },
         "data": {f"{key}.json": json.dumps(dashboard, indent=1, sort_keys=True)},
     }

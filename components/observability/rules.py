@@ -10,13 +10,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from contract import names, signals
+from contract.manifests.monitored import MonitoredModel
 from contract.settings import ModelAutoscaling
 from contract.settings.autoscaling import Slo
 from contract.settings.observability import ObservabilitySettings
 from contract.signals import Query, Vllm
 from contract.triggers import TRIGGERS, Trigger
-
-from contract.manifests.monitored import MonitoredModel
 
 RECORDING_WINDOW_SECONDS = 60  # the "1m" of the recording rule names below
 # The quantiles the SLO keys name: slo.ttftP95Seconds and slo.tpotP95Seconds (the objective: 95% of
@@ -35,13 +34,25 @@ def recording_rules(m: MonitoredModel, obs: ObservabilitySettings) -> list[dict[
     """Per-model series for dashboards and ad-hoc queries (KEDA queries the raw signals)."""
     window, latency = RECORDING_WINDOW_SECONDS, obs.latency_window_seconds
     return [
-        _record("model:vllm_requests_waiting:avg1m",
-                Query(Vllm.REQUESTS_WAITING, "sum_avg_over_time", window).promql(m.scope), m),
+        _record(
+            "model:vllm_requests_waiting:avg1m",
+            Query(Vllm.REQUESTS_WAITING, "sum_avg_over_time", window).promql(m.scope),
+            m,
+        ),
         _record("model:vllm_kv_cache_usage:sum", signals.kv_cache_usage(m.scope), m),
-        _record("model:vllm_time_to_first_token_seconds:p95", signals.ttft_quantile(m.scope, TTFT_SLO_QUANTILE, latency), m),
-        _record("model:vllm_request_time_per_output_token_seconds:p95",
-                signals.tpot_quantile(m.scope, TPOT_SLO_QUANTILE, latency), m),
-        _record("model:vllm_e2e_request_latency_seconds:p99", signals.e2e_latency_quantile(m.scope, E2E_SLO_QUANTILE, latency), m),
+        _record(
+            "model:vllm_time_to_first_token_seconds:p95", signals.ttft_quantile(m.scope, TTFT_SLO_QUANTILE, latency), m
+        ),
+        _record(
+            "model:vllm_request_time_per_output_token_seconds:p95",
+            signals.tpot_quantile(m.scope, TPOT_SLO_QUANTILE, latency),
+            m,
+        ),
+        _record(
+            "model:vllm_e2e_request_latency_seconds:p99",
+            signals.e2e_latency_quantile(m.scope, E2E_SLO_QUANTILE, latency),
+            m,
+        ),
         _record("model:vllm_generation_tokens:rate1m", signals.generation_tokens_per_second(m.scope, window), m),
         _record("model:dcgm_gpu_utilization:avg", signals.model_gpu_utilization(m.workload), m),
     ]
@@ -69,7 +80,8 @@ def waiting_target(policy: ModelAutoscaling, triggers: Sequence[Trigger] = TRIGG
     """The target per replica of the trigger that scales on waiting requests: capacity is
     exhausted when more wait than maxReplicas absorb at it."""
     return next(
-        t.target(policy) for t in triggers
+        t.target(policy)
+        for t in triggers
         if (signal := t.signal(policy)) is not None and signal.metric == Vllm.REQUESTS_WAITING
     )
 

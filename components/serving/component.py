@@ -4,7 +4,6 @@ objects of `objects.py` (one vLLM InferenceService per model)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-
 from typing import Any
 
 import pulumi
@@ -12,7 +11,6 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from contract import names
-
 from contract.settings.models import ModelSettings
 from contract.settings.serving import ServingSettings
 
@@ -69,28 +67,46 @@ class Serving(pulumi.ComponentResource):
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
 
         cert_manager = helm_release(
-            f"{name}-cert-manager", CERT_MANAGER_CHART, CERT_MANAGER_VERSION, CERT_MANAGER_NAMESPACE, k8s_opts,
+            f"{name}-cert-manager",
+            CERT_MANAGER_CHART,
+            CERT_MANAGER_VERSION,
+            CERT_MANAGER_NAMESPACE,
+            k8s_opts,
             create_namespace=True,
             # KServe's webhook certificates are cert-manager Certificates.
-            values={"crds": {"enabled": True}}, atomic=True,
+            values={"crds": {"enabled": True}},
+            atomic=True,
         )
         crds = helm_release(
-            f"{name}-kserve-crd", KSERVE_CRD_CHART, KSERVE_VERSION, s.kserve_namespace, k8s_opts,
+            f"{name}-kserve-crd",
+            KSERVE_CRD_CHART,
+            KSERVE_VERSION,
+            s.kserve_namespace,
+            k8s_opts,
             create_namespace=True,
         )
         kserve = helm_release(
-            f"{name}-kserve", KSERVE_CHART, KSERVE_VERSION, s.kserve_namespace,
+            f"{name}-kserve",
+            KSERVE_CHART,
+            KSERVE_VERSION,
+            s.kserve_namespace,
             pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[cert_manager, crds])),
-            create_namespace=True, values=kserve_values(), atomic=True,
+            create_namespace=True,
+            values=kserve_values(),
+            atomic=True,
         )
 
         isolated = pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=args.depends_on))
-        for logical, policy in (("default-deny", isolation.default_deny_ingress(s.namespace)),
-                                ("predictors", predictor_network_policy(s, args.predictor_peers))):
-            k8s.networking.v1.NetworkPolicy(f"{name}-{logical}", metadata=policy["metadata"], spec=policy["spec"],
-                                            opts=isolated)
-        key = random.RandomPassword(f"{name}-backend-key", length=48, special=False,
-                                    opts=pulumi.ResourceOptions(parent=self))
+        for logical, policy in (
+            ("default-deny", isolation.default_deny_ingress(s.namespace)),
+            ("predictors", predictor_network_policy(s, args.predictor_peers)),
+        ):
+            k8s.networking.v1.NetworkPolicy(
+                f"{name}-{logical}", metadata=policy["metadata"], spec=policy["spec"], opts=isolated
+            )
+        key = random.RandomPassword(
+            f"{name}-backend-key", length=48, special=False, opts=pulumi.ResourceOptions(parent=self)
+        )
         self.backend_api_key = pulumi.Output.secret(key.result)
         key_secret = k8s.core.v1.Secret(
             f"{name}-backend-key",
@@ -111,7 +127,9 @@ class Serving(pulumi.ComponentResource):
                 automount_service_account_token=account["automountServiceAccountToken"],
                 opts=model_opts,
             )
-            isvc = inference_service(model, s, replicas.min, replicas.max, instance_family_label=args.instance_family_label)
+            isvc = inference_service(
+                model, s, replicas.min, replicas.max, instance_family_label=args.instance_family_label
+            )
             k8s.apiextensions.CustomResource(
                 f"{name}-{model.name}",
                 api_version=isvc["apiVersion"],

@@ -90,7 +90,7 @@ def vllm_args(model: ModelSettings) -> list[str]:
 # preStop: wait for endpoint removal to reach every Envoy, then until the engine has no
 # running or queued request. The kubelet sends SIGTERM only after this returns, and kills at
 # the grace period, which covers the gateway's request deadline (checked by the settings).
-DRAIN_SCRIPT = """\
+DRAIN_SCRIPT = f"""\
 import sys, time, urllib.request
 delay, url = int(sys.argv[1]), sys.argv[2]
 time.sleep(delay)
@@ -100,11 +100,11 @@ while True:
     except Exception:
         break
     busy = sum(float(line.rsplit(" ", 1)[-1]) for line in body.splitlines()
-               if line.startswith(("%s{", "%s{")))
+               if line.startswith(("{Vllm.REQUESTS_RUNNING}{{", "{Vllm.REQUESTS_WAITING}{{")))
     if busy == 0:
         break
     time.sleep(1)
-""" % (Vllm.REQUESTS_RUNNING, Vllm.REQUESTS_WAITING)
+"""
 
 
 def pre_stop(serving: ServingSettings) -> dict[str, Any]:
@@ -149,8 +149,10 @@ def container(model: ModelSettings, serving: ServingSettings) -> dict[str, Any]:
             # Weights come only from the mounted, verified revision; never from the Hub.
             {"name": "HF_HUB_OFFLINE", "value": "1"},
             {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
-            {"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": PREDICTOR_KEY_SECRET,
-                                                                 "key": PREDICTOR_KEY_FIELD}}},
+            {
+                "name": API_KEY_ENV,
+                "valueFrom": {"secretKeyRef": {"name": PREDICTOR_KEY_SECRET, "key": PREDICTOR_KEY_FIELD}},
+            },
             *writable_paths_env(),
         ],
         "ports": [{"name": names.PORT_NAME, "containerPort": names.PORT, "protocol": "TCP"}],
@@ -220,8 +222,9 @@ def inference_service(
                 }
             }
         },
-        "tolerations": [{"key": GPU_TAINT["key"], "operator": "Equal", "value": GPU_TAINT["value"],
-                         "effect": GPU_TAINT["effect"]}],
+        "tolerations": [
+            {"key": GPU_TAINT["key"], "operator": "Equal", "value": GPU_TAINT["value"], "effect": GPU_TAINT["effect"]}
+        ],
         # Prefer replicas in different zones, but never leave one pending for it.
         "topologySpreadConstraints": [
             {
@@ -264,8 +267,7 @@ def pod_disruption_budget(model: ModelSettings, serving: ServingSettings) -> dic
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": {"name": names.deployment_name(model), "namespace": serving.namespace,
-                     "labels": pod_labels(model)},
+        "metadata": {"name": names.deployment_name(model), "namespace": serving.namespace, "labels": pod_labels(model)},
         "spec": {
             "maxUnavailable": 1,
             "selector": {"matchLabels": {names.ISVC_LABEL: names.inference_service_name(model)}},
@@ -279,8 +281,7 @@ def service_account(model: ModelSettings, serving: ServingSettings) -> dict[str,
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
-        "metadata": {"name": service_account_name(model), "namespace": serving.namespace,
-                     "labels": pod_labels(model)},
+        "metadata": {"name": service_account_name(model), "namespace": serving.namespace, "labels": pod_labels(model)},
         "automountServiceAccountToken": False,
     }
 

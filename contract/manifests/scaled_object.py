@@ -24,8 +24,9 @@ KEDA_VERSION = "2.20.2"
 API_VERSION = "keda.sh/v1alpha1"
 
 
-def _prometheus(trigger: Trigger, signal: Query, m: ScaledTarget, address: str,
-                ignore_null_values: bool) -> dict[str, Any]:
+def _prometheus(
+    trigger: Trigger, signal: Query, m: ScaledTarget, address: str, ignore_null_values: bool
+) -> dict[str, Any]:
     return {
         "type": "prometheus",
         "name": trigger.keda_name,
@@ -54,8 +55,7 @@ def _cron(trigger: Trigger, cron: CronTrigger) -> dict[str, Any]:
     }
 
 
-def keda_triggers(m: ScaledTarget, prometheus_url: str,
-                  triggers: Sequence[Trigger] = TRIGGERS) -> list[dict[str, Any]]:
+def keda_triggers(m: ScaledTarget, prometheus_url: str, triggers: Sequence[Trigger] = TRIGGERS) -> list[dict[str, Any]]:
     """The enabled triggers of one model, in declaration order: KEDA's cron scaler for the
     trigger that reads no metric, a Prometheus scaler for every other (why each has its metric
     type: `Trigger.why` in contract/triggers.py)."""
@@ -77,9 +77,7 @@ def _hpa_rules(rules: ScalingRules) -> dict[str, Any]:
     return {
         "stabilizationWindowSeconds": rules.stabilization_window_seconds,
         "selectPolicy": rules.select_policy,
-        "policies": [
-            {"type": p.type, "value": p.value, "periodSeconds": p.period_seconds} for p in rules.policies
-        ],
+        "policies": [{"type": p.type, "value": p.value, "periodSeconds": p.period_seconds} for p in rules.policies],
     }
 
 
@@ -95,8 +93,7 @@ def _fallback(p: ModelAutoscaling) -> dict[str, Any]:
     }
 
 
-def scaled_object_spec(m: ScaledTarget, prometheus_url: str,
-                       triggers: Sequence[Trigger] = TRIGGERS) -> dict[str, Any]:
+def scaled_object_spec(m: ScaledTarget, prometheus_url: str, triggers: Sequence[Trigger] = TRIGGERS) -> dict[str, Any]:
     p = m.policy
     return {
         "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": m.workload.deployment},

@@ -27,7 +27,7 @@ from .network import NetworkSettings
 from .observability import ObservabilitySettings
 from .serving import ServingSettings, gpu_fit_problems
 
-__all__ = ["StackSettings", "SettingsError", "parse", "NAMESPACE", "ModelSettings", "ModelAutoscaling", "key_path"]
+__all__ = ["NAMESPACE", "ModelAutoscaling", "ModelSettings", "SettingsError", "StackSettings", "key_path", "parse"]
 
 PROD_MIN_ZONES = 3
 
@@ -59,7 +59,7 @@ class StackSettings(Section):
         """What deploys but needs attention soon (one line each, key named)."""
         return [f"{NAMESPACE}:{w}" for w in self.cluster.support_warnings(today or date.today())]
 
-    def with_autoscaling(self, section: dict[str, Any]) -> "StackSettings":
+    def with_autoscaling(self, section: dict[str, Any]) -> StackSettings:
         """The same stack with its `autoscaling` section replaced (a policy file, a tuning
         candidate), validated by the same rules as the stack file itself."""
         if not isinstance(section, dict) or not all(isinstance(v, dict) for v in section.values()):
@@ -135,15 +135,13 @@ def _autoscaling_problems(s: StackSettings, pools: dict[str, Any]) -> list[str]:
     names = {m.name for m in s.models}
     for key in s.autoscaling:
         if key != DEFAULT_KEY and key not in names:
-            problems.append(
-                f"{NAMESPACE}:autoscaling.{key} names no model; use 'default' or one of {sorted(names)}"
-            )
+            problems.append(f"{NAMESPACE}:autoscaling.{key} names no model; use 'default' or one of {sorted(names)}")
     try:
         merged_policy(s.autoscaling.get(DEFAULT_KEY, {}))
     except ValidationError as exc:
         return problems + problems_of(exc, ("autoscaling", DEFAULT_KEY))
     demand: dict[str, int] = {}
-    for i, model in enumerate(s.models):
+    for _i, model in enumerate(s.models):
         scope = model.name if model.name in s.autoscaling else DEFAULT_KEY
         try:
             policy = s.autoscaling_for(model.name)

@@ -60,7 +60,9 @@ class TriggerSection(Section):
 class QueueDepthTrigger(TriggerSection):
     enabled: bool = True
     target_per_replica: float = Field(
-        default=4.0, gt=0, description="requests waiting per replica, averaged over the window, before another replica is bought"
+        default=4.0,
+        gt=0,
+        description="requests waiting per replica, averaged over the window, before another replica is bought",
     )
     window_seconds: int = Field(default=60, gt=0, description="seconds the waiting requests are averaged over")
 
@@ -76,14 +78,18 @@ class PromptTokensTrigger(TriggerSection):
     enabled: bool = False
     # The planner searches the target; `python -m capacity model` / `sweep` show a replica's prefill rate.
     target_per_replica: float = Field(
-        default=800.0, gt=0, description="prompt tokens per second per replica (prefill work) before another replica is bought"
+        default=800.0,
+        gt=0,
+        description="prompt tokens per second per replica (prefill work) before another replica is bought",
     )
     window_seconds: int = Field(default=60, gt=0, description="seconds the prompt-token rate is taken over")
 
 
 class LatencyTrigger(TriggerSection):
     enabled: bool = True
-    quantile: float = Field(default=0.99, gt=0, lt=1, description="the end-to-end latency quantile the guardrail watches")
+    quantile: float = Field(
+        default=0.99, gt=0, lt=1, description="the end-to-end latency quantile the guardrail watches"
+    )
     threshold_seconds: float = Field(
         default=40.0, gt=0, description="end-to-end latency at that quantile above which replicas are added"
     )
@@ -92,7 +98,9 @@ class LatencyTrigger(TriggerSection):
 
 class TtftTrigger(TriggerSection):
     enabled: bool = False
-    quantile: float = Field(default=0.95, gt=0, lt=1, description="the time-to-first-token quantile the trigger watches")
+    quantile: float = Field(
+        default=0.95, gt=0, lt=1, description="the time-to-first-token quantile the trigger watches"
+    )
     threshold_seconds: float = Field(
         default=3.0, gt=0, description="time to first token at that quantile above which replicas are added"
     )
@@ -130,7 +138,7 @@ class Triggers(Section):
         return {camel(name): getattr(self, name) for name in type(self).model_fields}
 
     @model_validator(mode="after")
-    def _one_signal(self) -> "Triggers":
+    def _one_signal(self) -> Triggers:
         sections = self.sections()
         if not any(t.enabled for t in sections.values() if t.reads_inference_signal):
             first = next(key for key, t in sections.items() if t.reads_inference_signal)
@@ -177,7 +185,7 @@ class Behavior(Section):
     scale_down: ScalingRules = Field(default_factory=_scale_down)
 
     @model_validator(mode="after")
-    def _down_slower(self) -> "Behavior":
+    def _down_slower(self) -> Behavior:
         up, down = self.scale_up.stabilization_window_seconds, self.scale_down.stabilization_window_seconds
         if down < up:
             raise RuleViolation(
@@ -193,7 +201,9 @@ class ModelAutoscaling(Section):
 
     min_replicas: int = Field(default=1, ge=0, description="replicas kept warm whatever the triggers say")
     max_replicas: int = Field(default=4, ge=1, le=100, description="the most replicas the triggers may ask for")
-    polling_interval_seconds: int = Field(default=15, ge=5, le=300, description="seconds between KEDA's reads of the triggers")
+    polling_interval_seconds: int = Field(
+        default=15, ge=5, le=300, description="seconds between KEDA's reads of the triggers"
+    )
     cooldown_period_seconds: int = Field(
         default=300, ge=0, description="seconds after the last active trigger before KEDA scales 1 -> 0 (minReplicas 0)"
     )
@@ -214,7 +224,7 @@ class ModelAutoscaling(Section):
     behavior: Behavior = Field(default_factory=Behavior)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "ModelAutoscaling":
+    def _consistent(self) -> ModelAutoscaling:
         if self.max_replicas < self.min_replicas:
             raise RuleViolation("maxReplicas", self.max_replicas, f"must be >= minReplicas ({self.min_replicas})")
         if self.fallback_replicas is not None:

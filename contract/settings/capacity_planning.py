@@ -20,7 +20,7 @@ class SecondsRange(Section):
     max: float = Field(ge=0)
 
     @model_validator(mode="after")
-    def _ordered(self) -> "SecondsRange":
+    def _ordered(self) -> SecondsRange:
         if self.max < self.min:
             raise RuleViolation("max", self.max, f"must be >= min ({self.min})")
         return self
@@ -44,7 +44,7 @@ class GpuPrices(Section):
     on_demand: float = Field(default=1.006, gt=0)
 
     @model_validator(mode="after")
-    def _spot_cheaper(self) -> "GpuPrices":
+    def _spot_cheaper(self) -> GpuPrices:
         if self.spot > self.on_demand:
             raise RuleViolation("spot", self.spot, f"must be <= onDemand ({self.on_demand})")
         return self

@@ -85,8 +85,10 @@ class ClusterSettings(Section):
             if network.prefixlen == 0:
                 raise ValueError(f"entry {cidr!r} opens the API to the whole internet; list your egress ranges")
         networks = [ipaddress.ip_network(c) for c in cidrs]
-        for family in (4, 6):
-            union = list(ipaddress.collapse_addresses(n for n in networks if n.version == family))  # type: ignore[misc]
+        v4 = [n for n in networks if isinstance(n, ipaddress.IPv4Network)]
+        v6 = [n for n in networks if isinstance(n, ipaddress.IPv6Network)]
+        # collapse_addresses takes one address family at a time.
+        for union in (list(ipaddress.collapse_addresses(v4)), list(ipaddress.collapse_addresses(v6))):
             if any(n.prefixlen == 0 for n in union):
                 raise ValueError("entries together cover the whole internet; list your egress ranges")
         return cidrs
@@ -107,19 +109,25 @@ class ClusterSettings(Section):
         past extended support (EKS upgrades such clusters itself)."""
         v, key = EKS_VERSIONS[self.kubernetes_version], "cluster.kubernetesVersion"
         if today > v.end_of_extended_support:
-            return [f"{key} ({self.kubernetes_version!r}) left EKS extended support on {v.end_of_extended_support}; "
-                    f"upgrade to one of {self.supported_versions(today)}"]
+            return [
+                f"{key} ({self.kubernetes_version!r}) left EKS extended support on {v.end_of_extended_support}; "
+                f"upgrade to one of {self.supported_versions(today)}"
+            ]
         if today > v.end_of_standard_support and not self.allow_extended_support:
-            return [f"{key} ({self.kubernetes_version!r}) left EKS standard support on {v.end_of_standard_support}; "
-                    f"upgrade to one of {self.supported_versions(today)}, or set cluster.allowExtendedSupport "
-                    "to pay for extended support"]
+            return [
+                f"{key} ({self.kubernetes_version!r}) left EKS standard support on {v.end_of_standard_support}; "
+                f"upgrade to one of {self.supported_versions(today)}, or set cluster.allowExtendedSupport "
+                "to pay for extended support"
+            ]
         return []
 
     def support_warnings(self, today: date) -> list[str]:
         v = EKS_VERSIONS[self.kubernetes_version]
         if today <= v.end_of_standard_support <= today + SUPPORT_WARNING:
-            return [f"cluster.kubernetesVersion ({self.kubernetes_version!r}) leaves EKS standard support on "
-                    f"{v.end_of_standard_support}; plan the upgrade to one of {self.supported_versions(today)}"]
+            return [
+                f"cluster.kubernetesVersion ({self.kubernetes_version!r}) leaves EKS standard support on "
+                f"{v.end_of_standard_support}; plan the upgrade to one of {self.supported_versions(today)}"
+            ]
         return []
 
     @staticmethod

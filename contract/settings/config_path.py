@@ -5,6 +5,7 @@ printed command and the config the tools validate after it are the same edit."""
 from __future__ import annotations
 
 import copy
+import itertools
 import re
 import shlex
 from dataclasses import dataclass
@@ -23,14 +24,10 @@ def path_keys(path: str) -> list[str | int]:
 def holds(node: Any, path: str) -> bool:
     """Does the raw config `node` (maps and lists as written) have a value at `path`?"""
     for key in path_keys(path):
-        if isinstance(key, int) and isinstance(node, list) and key < len(node):
-            node = node[key]
-        elif isinstance(key, str) and isinstance(node, dict) and key in node:
-            node = node[key]
-        else:
+        if not _holds(node, key):
             return False
+        node = node[key]
     return True
-
 
 
 @dataclass(frozen=True)
@@ -92,7 +89,7 @@ def _set_path(config: dict[str, Any], path: str, value: Any) -> None:
     (`inference-platform:models`), `.key` and `[i]` walk into it, missing maps are created."""
     keys = path_keys(path)
     node: Any = config
-    for key, following in zip(keys, keys[1:]):
+    for key, following in itertools.pairwise(keys):
         if isinstance(key, int):
             if not isinstance(node, list) or key > len(node):
                 raise ValueError(f"{path}: index {key} is past the end of the list")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from .base import RuleViolation
 
@@ -35,7 +36,7 @@ def _show(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def describe(error: dict[str, Any], prefix: tuple[Any, ...] = ()) -> str:
+def describe(error: ErrorDetails, prefix: tuple[Any, ...] = ()) -> str:
     loc = [*prefix, *error["loc"]]
     cause = (error.get("ctx") or {}).get("error")
     if isinstance(cause, RuleViolation):

@@ -53,10 +53,11 @@ class TimeoutSettings(Section):
     connection_idle_seconds: int = Field(default=3600, ge=10, le=86400)
 
     @model_validator(mode="after")
-    def _ordered(self) -> "TimeoutSettings":
+    def _ordered(self) -> TimeoutSettings:
         if self.stream_idle_seconds > self.request_seconds:
             raise RuleViolation(
-                "streamIdleSeconds", self.stream_idle_seconds,
+                "streamIdleSeconds",
+                self.stream_idle_seconds,
                 f"must be <= requestSeconds ({self.request_seconds}); the request deadline bounds every stream",
             )
         return self
@@ -89,8 +90,10 @@ class RateLimitSettings(Section):
             major, minor, patch = (int(v) for v in version.groups()[:3])
             fixed = REDIS_PATCHED.get((major, minor))
             if fixed is not None and patch < fixed:
-                raise ValueError(f"runs Redis {major}.{minor}.{patch}, which has CVE-2025-49844 (remote code "
-                                 "execution through Lua); use a patched release (7.4.6 or newer in the 7.4 line)")
+                raise ValueError(
+                    f"runs Redis {major}.{minor}.{patch}, which has CVE-2025-49844 (remote code "
+                    "execution through Lua); use a patched release (7.4.6 or newer in the 7.4 line)"
+                )
         return value
 
     @property
@@ -144,14 +147,16 @@ class GatewaySettings(Section):
         return value
 
     @model_validator(mode="after")
-    def _rules(self) -> "GatewaySettings":
+    def _rules(self) -> GatewaySettings:
         names = [c.name for c in self.clients]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise RuleViolation("clients", names, f"repeats client names {dupes}; each client has one key")
         if self.scheme == "internet-facing" and self.tls_certificate_arn is None:
             raise RuleViolation(
-                "tlsCertificateArn", None, "is required when scheme is internet-facing (API keys must not cross the internet in clear)"
+                "tlsCertificateArn",
+                None,
+                "is required when scheme is internet-facing (API keys must not cross the internet in clear)",
             )
         return self
 
@@ -171,8 +176,12 @@ def gateway_problems(settings: Any) -> list[str]:
             f">= gateway.timeouts.requestSeconds ({gateway.timeouts.request_seconds}) + serving.drainSeconds "
             f"({serving.drain_seconds}) = {needed}, or scale-in cuts requests the gateway still allows"
         )
-    taken = {"serving.namespace": serving.namespace, "serving.kserveNamespace": serving.kserve_namespace,
-             "Envoy Gateway": "envoy-gateway-system", "Envoy AI Gateway": "envoy-ai-gateway-system"}
+    taken = {
+        "serving.namespace": serving.namespace,
+        "serving.kserveNamespace": serving.kserve_namespace,
+        "Envoy Gateway": "envoy-gateway-system",
+        "Envoy AI Gateway": "envoy-ai-gateway-system",
+    }
     for owner, namespace in taken.items():
         if gateway.namespace == namespace:
             problems.append(

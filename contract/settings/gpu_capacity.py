@@ -124,7 +124,7 @@ class GpuCapacitySettings(Section):
     pools: list[NodePoolSettings] = Field(default_factory=_default_pools)
 
     @model_validator(mode="after")
-    def _pools(self) -> "GpuCapacitySettings":
+    def _pools(self) -> GpuCapacitySettings:
         if not self.pools:
             raise RuleViolation("pools", [], "must define at least one GPU NodePool")
         names = [p.name for p in self.pools]

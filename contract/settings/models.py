@@ -37,7 +37,7 @@ _OWNED_FLAGS = {
 def quantity(text: str) -> float:
     """A Kubernetes quantity ("500m", "4", "14Gi") as a number (cores or bytes)."""
     number = text.rstrip("mKiMGT")
-    return float(number) * _QUANTITY_SCALE[text[len(number):]]
+    return float(number) * _QUANTITY_SCALE[text[len(number) :]]
 
 
 class EngineSettings(Section):
@@ -82,7 +82,7 @@ class ResourceSettings(Section):
     limits: Resources = Field(default_factory=lambda: Resources(cpu="4", memory="15Gi"))
 
     @model_validator(mode="after")
-    def _requests_within_limits(self) -> "ResourceSettings":
+    def _requests_within_limits(self) -> ResourceSettings:
         for resource in ("cpu", "memory"):
             request, limit = getattr(self.requests, resource), getattr(self.limits, resource)
             if quantity(request) > quantity(limit):
@@ -161,7 +161,7 @@ class ModelSettings(Section):
         return value
 
     @model_validator(mode="after")
-    def _engine_fits(self) -> "ModelSettings":
+    def _engine_fits(self) -> ModelSettings:
         engine = self.engine
         if engine.max_num_batched_tokens < engine.max_num_seqs:
             raise RuleViolation(

@@ -44,8 +44,10 @@ class NetworkSettings(Section):
         if len(zones) < 2:
             raise ValueError("must list at least 2 availability zones (EKS requires subnets in 2 AZs)")
         if len(zones) > MAX_ZONES:
-            raise ValueError(f"must list at most {MAX_ZONES} availability zones (the VPC is cut into 8 blocks: "
-                             "one private block per zone, one for the public subnets)")
+            raise ValueError(
+                f"must list at most {MAX_ZONES} availability zones (the VPC is cut into 8 blocks: "
+                "one private block per zone, one for the public subnets)"
+            )
         if len(set(zones)) != len(zones):
             raise ValueError("must not repeat a zone")
         for zone in zones:

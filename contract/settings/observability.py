@@ -16,6 +16,9 @@ from pydantic import Field, field_validator
 from .base import Section
 from .errors import NAMESPACE
 
+Severity = Literal["critical", "warning"]
+SEVERITIES: tuple[Severity, ...] = ("critical", "warning")
+
 # Prometheus' duration syntax, largest unit first (e.g. "15d", "1w2d", "12h").
 _DURATION = re.compile(r"^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?$")
 _RECEIVER = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
@@ -58,7 +61,7 @@ class AlertThresholds(Section):
 class Receiver(Section):
     name: str
     webhook_url: str
-    severities: list[Literal["critical", "warning"]] = Field(default_factory=lambda: ["critical", "warning"], min_length=1)
+    severities: list[Severity] = Field(default_factory=lambda: list(SEVERITIES), min_length=1)
 
     @field_validator("name")
     @classmethod

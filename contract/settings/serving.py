@@ -14,7 +14,6 @@ from .errors import NAMESPACE
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
-
 class StartupSettings(Section):
     """The startup-probe budget: engine start plus weight load at a pessimistic read rate.
 

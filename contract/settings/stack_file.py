@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import difflib
 import json
-
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +45,9 @@ def misspelled_namespaces(flat: dict[str, Any]) -> list[str]:
         if namespace == NAMESPACE or namespace in OTHER_NAMESPACES:
             continue
         if difflib.get_close_matches(namespace, [NAMESPACE], n=1, cutoff=0.8):
-            problems.append(f"{key} is ignored: its namespace {namespace!r} is not {NAMESPACE!r}; did you mean {NAMESPACE}:{name}?")
+            problems.append(
+                f"{key} is ignored: its namespace {namespace!r} is not {NAMESPACE!r}; did you mean {NAMESPACE}:{name}?"
+            )
     return problems
 
 
@@ -71,7 +72,9 @@ def find_stack_file(stack: str | Path, root: Path = Path(".")) -> Path:
     text = str(stack)
     path = Path(text) if text.endswith((".yaml", ".yml")) else Path(root) / f"Pulumi.{text}.yaml"
     if not path.is_file():
-        raise ValueError(f"stack file {path} does not exist (pass a stack name like 'dev' or a Pulumi.<stack>.yaml path)")
+        raise ValueError(
+            f"stack file {path} does not exist (pass a stack name like 'dev' or a Pulumi.<stack>.yaml path)"
+        )
     return path
 
 

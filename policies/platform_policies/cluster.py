@@ -111,15 +111,23 @@ def _check_node_class_tags(resources: list[Any], _config: Mapping[str, Any]) -> 
     if not tagged:
         return
     subjects = [subject_of(r) for r in resources]
-    granted = any(permits_custom_tags(k8s.get(s.props, "policy", unknown=None))
-                  for s in subjects if s.resource_type in ROLE_POLICY_TYPES)
+    granted = any(
+        permits_custom_tags(k8s.get(s.props, "policy", unknown=None))
+        for s in subjects
+        if s.resource_type in ROLE_POLICY_TYPES
+    )
     # pulumi_eks's own cluster role carries only the managed policies: the program must own it.
     own_role = all(k8s.is_set(s.props, "serviceRole") for s in subjects if s.resource_type == EKS_COMPONENT)
     if granted and own_role:
         return
     for node_class in tagged:
-        yield (f"{node_class.label}: sets spec.tags, but the cluster role has no policy allowing user tags on what "
-               "Auto Mode launches; NodeClaims fail with 'Error getting launch template configs'"), node_class.urn
+        yield (
+            (
+                f"{node_class.label}: sets spec.tags, but the cluster role has no policy allowing user tags on what "
+                "Auto Mode launches; NodeClaims fail with 'Error getting launch template configs'"
+            ),
+            node_class.urn,
+        )
 
 
 auto_mode_tags = stack_policy(

@@ -91,7 +91,9 @@ def _targets_route(policy: Subject, route: Route) -> bool:
     return named or _selects(policy, "HTTPRoute", route.labels)
 
 
-def _targets_gateway_of(policy: Subject, route: Route, gateway_labels: Mapping[tuple[str | None, str], Mapping[str, Any]]) -> bool:
+def _targets_gateway_of(
+    policy: Subject, route: Route, gateway_labels: Mapping[tuple[str | None, str], Mapping[str, Any]]
+) -> bool:
     for namespace, name in route.gateways:
         if policy.namespace != namespace:
             continue
@@ -102,7 +104,9 @@ def _targets_gateway_of(policy: Subject, route: Route, gateway_labels: Mapping[t
     return False
 
 
-def _effective(policies: list[Subject], route: Route, gateway_labels: Mapping[tuple[str | None, str], Mapping[str, Any]]) -> list[Subject]:
+def _effective(
+    policies: list[Subject], route: Route, gateway_labels: Mapping[tuple[str | None, str], Mapping[str, Any]]
+) -> list[Subject]:
     """The policies that apply to a route: the route-level ones win over the Gateway-level ones
     unless they merge (`mergeType`)."""
     on_route = [p for p in policies if _targets_route(p, route)]
@@ -114,9 +118,9 @@ def _effective(policies: list[Subject], route: Route, gateway_labels: Mapping[tu
 
 def _dangling_refs(policy: Subject, subjects: list[Subject]) -> Iterator[str]:
     """targetRefs naming a Gateway or route that is not in the stack."""
-    existing = {
-        ("Gateway", s.namespace, s.k8s_name) for s in subjects if s.gk == GATEWAY
-    } | {("HTTPRoute", s.namespace, s.k8s_name) for s in subjects if s.gk in (AI_ROUTE, HTTP_ROUTE)}
+    existing = {("Gateway", s.namespace, s.k8s_name) for s in subjects if s.gk == GATEWAY} | {
+        ("HTTPRoute", s.namespace, s.k8s_name) for s in subjects if s.gk in (AI_ROUTE, HTTP_ROUTE)
+    }
     for ref in _target_refs(policy):
         kind, name = k8s.get(ref, "kind"), k8s.get(ref, "name")
         if kind not in ATTACHABLE_KINDS:
@@ -178,8 +182,10 @@ def _request_path_replicas(subject: Subject) -> Iterator[tuple[str, Any]]:
     service, and the platform's own workloads (the rate-limit store)."""
     props = subject.props
     if subject.is_kind(*ENVOY_PROXY):
-        yield "Envoy proxies", k8s.get(props, "spec", "provider", "kubernetes", "envoyDeployment", "replicas",
-                                       default=1, unknown=None)
+        yield (
+            "Envoy proxies",
+            k8s.get(props, "spec", "provider", "kubernetes", "envoyDeployment", "replicas", default=1, unknown=None),
+        )
     elif subject.resource_type == HELM_RELEASE and str(k8s.get(props, "chart", default="")).endswith("/gateway-helm"):
         kubernetes = k8s.get(props, "values", "config", "envoyGateway", "provider", "kubernetes", unknown=None)
         yield "the rate-limit service", k8s.get(kubernetes, "rateLimitDeployment", "replicas", default=1, unknown=None)
@@ -207,8 +213,9 @@ request_path_replicated = resource_policy(
         "needs 3) to at least the minimum; dev stacks disable this policy in policies/config/dev.json."
     ),
     check=_check_replicas,
-    config=PolicyConfigSchema(properties={"minReplicas": {"type": "integer", "minimum": 1,
-                                                          "default": DEFAULT_MIN_REPLICAS}}),
+    config=PolicyConfigSchema(
+        properties={"minReplicas": {"type": "integer", "minimum": 1, "default": DEFAULT_MIN_REPLICAS}}
+    ),
 )
 
 POLICIES = [ai_routes, request_path_replicated]

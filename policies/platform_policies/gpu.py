@@ -72,7 +72,7 @@ gpu_pods = resource_policy(
         f"Pods that use {GPU_RESOURCE} tolerate the GPU taint and request whole GPUs with requests equal to limits."
     ),
     remediation=(
-        f"Add the toleration {{key: {GPU_TAINT['key']}, operator: Equal, value: \"{GPU_TAINT['value']}\", "
+        f'Add the toleration {{key: {GPU_TAINT["key"]}, operator: Equal, value: "{GPU_TAINT["value"]}", '
         f"effect: {GPU_TAINT['effect']}}} (contract.gpu.GPU_TAINT) and set "
         f"resources.requests and resources.limits of {GPU_RESOURCE} to the same whole number (gpusPerReplica)."
     ),
@@ -135,7 +135,9 @@ def pool_of(subject: Subject) -> Pool:
         if key == CAPACITY_TYPE and _in_values(requirement):
             capacity = frozenset(_in_values(requirement))
         elif key.endswith("/instance-family") and _in_values(requirement):
-            families = frozenset(_in_values(requirement)) if families is None else families & set(_in_values(requirement))
+            families = (
+                frozenset(_in_values(requirement)) if families is None else families & set(_in_values(requirement))
+            )
         elif key == "node.kubernetes.io/instance-type" and _in_values(requirement):
             by_type = frozenset(v.split(".")[0] for v in _in_values(requirement))
             families = by_type if families is None else families & by_type
@@ -167,7 +169,10 @@ def _check_node_pools(resources: list[Any], _config: Mapping[str, Any]) -> Itera
     for pool in pools:
         label = pool.subject.label
         if pool.gpu_limit is None or pool.gpu_limit <= 0:
-            yield f"{label}: GPU NodePool has no spec.limits[{GPU_RESOURCE}] (Karpenter may launch GPUs without bound)", pool.subject.urn
+            yield (
+                f"{label}: GPU NodePool has no spec.limits[{GPU_RESOURCE}] (Karpenter may launch GPUs without bound)",
+                pool.subject.urn,
+            )
         if not pool.tainted:
             yield (
                 f"{label}: GPU NodePool does not taint its nodes {GPU_TAINT['key']}={GPU_TAINT['value']}:"
@@ -294,7 +299,9 @@ def _reachable_pools(pod_spec: Mapping[str, Any], pools: list[Pool]) -> list[Poo
     selected = k8s.get(pod_spec, "nodeSelector", POOL_LABEL)
     if isinstance(selected, str):
         return [p for p in pools if p.name == selected]
-    terms = k8s.items(pod_spec, "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
+    terms = k8s.items(
+        pod_spec, "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"
+    )
     names: set[str] = set()
     for term in terms:
         for expression in k8s.items(term, "matchExpressions"):
@@ -387,8 +394,10 @@ def _check_gpu_non_root(subject: Subject, _config: Mapping[str, Any]) -> Iterato
         for name, container in k8s.containers(pod_spec):
             if not any(v is not None for v in gpus_of(container)):
                 continue
-            if _effective(pod_spec, container, "runAsNonRoot") is not True or _effective(
-                    pod_spec, container, "runAsUser") == 0:
+            if (
+                _effective(pod_spec, container, "runAsNonRoot") is not True
+                or _effective(pod_spec, container, "runAsUser") == 0
+            ):
                 yield f"{subject.label}: {where}.{name} uses {GPU_RESOURCE} and may run as root (set runAsNonRoot)"
             if k8s.get(container, "securityContext", "allowPrivilegeEscalation", unknown=None) is not False:
                 yield f"{subject.label}: {where}.{name} uses {GPU_RESOURCE} and allows privilege escalation"
@@ -423,8 +432,10 @@ def _check_expire_after(subject: Subject, _config: Mapping[str, Any]) -> Iterato
         yield f"{subject.label}: expireAfter {expire!r} is not a Karpenter duration"
         return
     if seconds > AUTO_MODE_MAX_NODE_LIFETIME_S:
-        yield (f"{subject.label}: expireAfter {expire} is beyond EKS Auto Mode's 21-day node lifetime (504h); "
-               "Auto Mode replaces the node at 21 days anyway, evicting GPU pods despite do-not-disrupt")
+        yield (
+            f"{subject.label}: expireAfter {expire} is beyond EKS Auto Mode's 21-day node lifetime (504h); "
+            "Auto Mode replaces the node at 21 days anyway, evicting GPU pods despite do-not-disrupt"
+        )
 
 
 auto_mode_expire_after = resource_policy(

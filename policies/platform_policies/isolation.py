@@ -23,7 +23,8 @@ CONTROLLER_KEY = "enable-network-policy-controller"
 
 def _controller_switched_on(resources: list[Any]) -> bool:
     return any(
-        m.k8s_name == "amazon-vpc-cni" and m.namespace == "kube-system"
+        m.k8s_name == "amazon-vpc-cni"
+        and m.namespace == "kube-system"
         and str(k8s.get(m.props, "data", CONTROLLER_KEY, unknown="")).lower() == "true"
         for m in of_kind(resources, *CONFIG_MAP)
     )
@@ -34,10 +35,16 @@ def _enforcement_gaps(resources: list[Any]) -> list[str]:
     if any(k8s.get(c.props, "autoMode", "enabled", unknown=True) is not True for c in clusters):
         vpc_cni = all(k8s.get(c.props, "vpcCniOptions", "enableNetworkPolicy", unknown=True) is True for c in clusters)
         return [] if vpc_cni else ["the VPC CNI add-on does not set enableNetworkPolicy"]
-    gaps = [] if _controller_switched_on(resources) else [
-        f"no ConfigMap kube-system/amazon-vpc-cni sets {CONTROLLER_KEY}: \"true\""]
-    gaps += [f"{n.label} does not set spec.networkPolicy" for n in of_kind(resources, *AUTO_MODE_NODE_CLASS)
-             if k8s.get(n.props, "spec", "networkPolicy", unknown="?") not in ("DefaultAllow", "DefaultDeny", "?")]
+    gaps = (
+        []
+        if _controller_switched_on(resources)
+        else [f'no ConfigMap kube-system/amazon-vpc-cni sets {CONTROLLER_KEY}: "true"']
+    )
+    gaps += [
+        f"{n.label} does not set spec.networkPolicy"
+        for n in of_kind(resources, *AUTO_MODE_NODE_CLASS)
+        if k8s.get(n.props, "spec", "networkPolicy", unknown="?") not in ("DefaultAllow", "DefaultDeny", "?")
+    ]
     return gaps
 
 
@@ -63,7 +70,8 @@ network_policies_enforced = stack_policy(
 def _is_default_deny(policy: Subject) -> bool:
     selector = k8s.get(policy.props, "spec", "podSelector", unknown=None)
     return (
-        k8s.is_map(selector) and not list(iter(selector))
+        k8s.is_map(selector)
+        and not list(iter(selector))
         and "Ingress" in [str(t) for t in k8s.items(policy.props, "spec", "policyTypes")]
         and not k8s.items(policy.props, "spec", "ingress")
     )
@@ -73,8 +81,9 @@ def _opens_to_anyone(rule: Mapping[str, Any]) -> bool:
     """An ingress rule without sources, with an IP block, or with a peer that names no pods
     admits callers outside the platform's own pods."""
     peers = k8s.items(rule, "from")
-    return not peers or any(not k8s.is_map(p) or k8s.get(p, "ipBlock") is not None or k8s.get(p, "podSelector") is None
-                            for p in peers)
+    return not peers or any(
+        not k8s.is_map(p) or k8s.get(p, "ipBlock") is not None or k8s.get(p, "podSelector") is None for p in peers
+    )
 
 
 def _check_predictor_ingress(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[tuple[str, str | None]]:
@@ -83,12 +92,19 @@ def _check_predictor_ingress(resources: list[Any], _config: Mapping[str, Any]) -
         namespace = isvc.namespace
         here = [p for p in policies if p.namespace == namespace]
         if not any(_is_default_deny(p) for p in here):
-            yield (f"{isvc.label}: namespace {namespace} has no default-deny ingress NetworkPolicy, so any pod "
-                   "can call the predictor directly, past the gateway's keys and quotas"), isvc.urn
+            yield (
+                (
+                    f"{isvc.label}: namespace {namespace} has no default-deny ingress NetworkPolicy, so any pod "
+                    "can call the predictor directly, past the gateway's keys and quotas"
+                ),
+                isvc.urn,
+            )
         for policy in here:
             if any(_opens_to_anyone(r) for r in k8s.items(policy.props, "spec", "ingress")):
-                yield (f"{policy.label}: admits callers that are not named pods, beside the predictors of "
-                       f"{isvc.label}"), policy.urn
+                yield (
+                    (f"{policy.label}: admits callers that are not named pods, beside the predictors of {isvc.label}"),
+                    policy.urn,
+                )
 
 
 predictors_behind_gateway = stack_policy(

@@ -17,18 +17,18 @@ from . import k8s
 __all__ = [
     "GPU_RESOURCE",
     "GPU_TAINT",
-    "POOL_LABEL",
     "ISVC_LABEL",
     "MODEL_LABEL",
+    "POOL_LABEL",
+    "PREDICTOR_SUFFIX",
     "REQUIRED_LOGS",
     "VLLM_IMAGE_REPOSITORY",
     "VLLM_IMAGE_TAG",
     "WORKLOAD_LABEL",
-    "PREDICTOR_SUFFIX",
+    "gpus_of",
     "known_vllm_metrics",
     "removed_vllm_metrics",
     "workload_class",
-    "gpus_of",
 ]
 
 _HISTOGRAM_SERIES = ("_bucket", "_sum", "_count")

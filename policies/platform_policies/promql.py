@@ -13,7 +13,20 @@ import re
 
 _AGGREGATIONS = {"sum", "min", "max", "avg", "count", "group", "stddev", "stdvar"}
 # Functions whose result has the series of their first (vector) argument.
-_PASS_THROUGH = {"abs", "ceil", "floor", "round", "clamp", "clamp_min", "clamp_max", "exp", "ln", "log2", "log10", "sqrt"}
+_PASS_THROUGH = {
+    "abs",
+    "ceil",
+    "floor",
+    "round",
+    "clamp",
+    "clamp_min",
+    "clamp_max",
+    "exp",
+    "ln",
+    "log2",
+    "log10",
+    "sqrt",
+}
 _SINGLE = {"vector", "scalar", "absent", "time"}
 _GROUPING = re.compile(r"^(by|without)\s*\(([^()]*)\)\s*", re.IGNORECASE)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*")
@@ -79,7 +92,11 @@ def _split_binary(expr: str) -> tuple[str, str] | None:
                     elif expr.startswith(op, i):
                         before = expr[:i].rstrip()
                         # A leading sign or an exponent is not a binary operator.
-                        if op in "+-" and (not before or before[-1] in "(,=<>!*/%^+-" or before[-1] in "eE" and _NUMBER.match(before.split()[-1] + "0")):
+                        if op in "+-" and (
+                            not before
+                            or before[-1] in "(,=<>!*/%^+-"
+                            or (before[-1] in "eE" and _NUMBER.match(before.split()[-1] + "0"))
+                        ):
                             continue
                         if op in ("<", ">") and expr.startswith("=", i + 1):
                             continue
@@ -93,7 +110,11 @@ def _split_binary(expr: str) -> tuple[str, str] | None:
             at, width = found
             left, right = expr[:at], expr[at + width :]
             # `> bool`, `on(...)`, `ignoring(...)`, `group_left` modifiers belong to the operator.
-            right = re.sub(r"^\s*(bool\b)?\s*((on|ignoring)\s*\([^()]*\))?\s*((group_left|group_right)\s*(\([^()]*\))?)?", "", right)
+            right = re.sub(
+                r"^\s*(bool\b)?\s*((on|ignoring)\s*\([^()]*\))?\s*((group_left|group_right)\s*(\([^()]*\))?)?",
+                "",
+                right,
+            )
             return left.strip(), right.strip()
     return None
 

@@ -51,7 +51,9 @@ def _scales_a_predictor(subject: Subject) -> bool:
     """ScaledObjects and HPAs in this platform exist to scale GPU predictors; the predictor
     naming contract (or the model label) tells them apart from anything else."""
     target = k8s.get(subject.props, "spec", "scaleTargetRef", "name")
-    return (isinstance(target, str) and target.endswith(PREDICTOR_SUFFIX)) or MODEL_LABEL in k8s.labels_of(subject.props)
+    return (isinstance(target, str) and target.endswith(PREDICTOR_SUFFIX)) or MODEL_LABEL in k8s.labels_of(
+        subject.props
+    )
 
 
 # --- no CPU/memory scaling -------------------------------------------------------------
@@ -174,6 +176,7 @@ quantile_metric_type = resource_policy(
 
 # --- scale down slower than up -----------------------------------------------------------
 
+
 def _behavior(subject: Subject) -> tuple[Mapping[str, Any] | None, int] | None:
     """(HPA behavior or None, maxReplicas) of an autoscaler; None for anything else."""
     if subject.gk == SCALED_OBJECT:
@@ -287,8 +290,10 @@ def _check_wake_up(subject: Subject, _config: Mapping[str, Any]) -> Iterator[str
     idle = k8s.get(subject.props, "spec", "idleReplicaCount")
     reaches_zero = int(minimum) < 1 or (idle is not None and int(idle) < 1)
     if reaches_zero and not any(_can_wake_a_model_at_zero(t) for _, t in triggers(subject)):
-        yield (f"{subject.label}: scales to zero but every trigger reads the model's own vLLM metrics, "
-               "which vanish with its last replica: nothing can wake it")  # fmt: skip
+        yield (
+            f"{subject.label}: scales to zero but every trigger reads the model's own vLLM metrics, "
+            "which vanish with its last replica: nothing can wake it"
+        )
 
 
 wake_up = resource_policy(
@@ -297,9 +302,7 @@ wake_up = resource_policy(
         "A predictor ScaledObject that can reach zero replicas has a trigger that does not depend on the "
         "model's own metrics (a cron window, or a signal from outside the model server)."
     ),
-    remediation=(
-        "Enable autoscaling.<model>.triggers.cron for the model's batch window, or keep minReplicas >= 1."
-    ),
+    remediation=("Enable autoscaling.<model>.triggers.cron for the model's batch window, or keep minReplicas >= 1."),
     check=_check_wake_up,
 )
 

@@ -51,7 +51,9 @@ def request_timeouts(subjects: list[Subject], model: str) -> list[tuple[float, s
             raw = k8s.get(rule, "timeouts", "request")
             seconds = duration_seconds(raw) if raw is not None else AI_GATEWAY_DEFAULT_REQUEST_SECONDS
             if seconds is not None:
-                where = f"{route.label} rule {k8s.get(rule, 'name', default='?')} timeouts.request={raw or 'default 60s'}"
+                where = (
+                    f"{route.label} rule {k8s.get(rule, 'name', default='?')} timeouts.request={raw or 'default 60s'}"
+                )
                 found.append((seconds if seconds > 0 else float("inf"), where))
     for policy in (s for s in subjects if s.gk == TRAFFIC_POLICY):
         seconds = duration_seconds(k8s.get(policy.props, "spec", "timeout", "http", "requestTimeout"))
@@ -111,7 +113,10 @@ def _check_predictors(resources: list[Any], _config: Mapping[str, Any]) -> Itera
             if not any(k8s.is_map(k8s.get(c, probe)) for c in serving):
                 yield f"{label}: predictor has no {probe}", isvc.urn
         if not any(k8s.is_map(k8s.get(c, "lifecycle", "preStop")) for c in serving):
-            yield f"{label}: predictor has no preStop hook (SIGTERM would stop the engine with requests in flight)", isvc.urn
+            yield (
+                f"{label}: predictor has no preStop hook (SIGTERM would stop the engine with requests in flight)",
+                isvc.urn,
+            )
 
         grace = float(k8s.get(predictor, "terminationGracePeriodSeconds", default=DEFAULT_GRACE_SECONDS))
         deadlines = request_timeouts(subjects, isvc.k8s_name)

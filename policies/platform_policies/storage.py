@@ -74,12 +74,7 @@ def _check_buckets(resources: list[Any], _config: Mapping[str, Any]) -> Iterator
             if off:
                 yield f"{label}: public access block '{block.name}' leaves {off} off", bucket.urn
 
-        rules = [
-            rule
-            for r in settings
-            if r.resource_type in ENCRYPTION
-            for rule in k8s.items(r.props, "rules")
-        ]
+        rules = [rule for r in settings if r.resource_type in ENCRYPTION for rule in k8s.items(r.props, "rules")]
         algorithms = {k8s.get(rule, "applyServerSideEncryptionByDefault", "sseAlgorithm") for rule in rules}
         if not algorithms & SSE_ALGORITHMS:
             yield f"{label}: has no default server-side encryption configuration", bucket.urn
@@ -112,6 +107,7 @@ s3_buckets = stack_policy(
     ),
     check=_check_buckets,
 )
+
 
 def _check_force_destroy(subject: Subject, _config: Mapping[str, Any]) -> Iterator[str]:
     if subject.resource_type in BUCKET_TYPES and k8s.get(subject.props, "forceDestroy", unknown=False) is True:

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from contract.manifests.scaled_object import KEDA_VERSION, keda_triggers, scaled_object_spec
-from contract.manifests.monitored import MonitoredModel, monitored_models
 from components.observability.objects import prometheus_url
+from contract.manifests.monitored import MonitoredModel, monitored_models
+from contract.manifests.scaled_object import KEDA_VERSION, keda_triggers, scaled_object_spec
 from contract.settings import StackSettings
 from contract.settings.autoscaling import deep_merge
 from contract.settings.stack_file import load_stack
@@ -46,11 +46,21 @@ def by_name(found: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def all_triggers_enabled() -> MonitoredModel:
-    s = with_policy("prod", {"default": {"triggers": {
-        "queueDepth": {"enabled": True}, "kvCache": {"enabled": True}, "promptTokens": {"enabled": True},
-        "e2eLatency": {"enabled": True}, "ttft": {"enabled": True, "thresholdSeconds": 3},
-        "cron": {"enabled": True, "desiredReplicas": 3},
-    }}})
+    s = with_policy(
+        "prod",
+        {
+            "default": {
+                "triggers": {
+                    "queueDepth": {"enabled": True},
+                    "kvCache": {"enabled": True},
+                    "promptTokens": {"enabled": True},
+                    "e2eLatency": {"enabled": True},
+                    "ttft": {"enabled": True, "thresholdSeconds": 3},
+                    "cron": {"enabled": True, "desiredReplicas": 3},
+                }
+            }
+        },
+    )
     return model(s, "qwen25-14b-awq")
 
 
@@ -94,9 +104,16 @@ def test_each_scaled_object_carries_its_models_merged_thresholds(prod: StackRun)
 
 
 def test_per_model_override_sets_that_models_threshold_only() -> None:
-    s = with_policy("prod", {"default": {"triggers": {"queueDepth": {"targetPerReplica": 4}}},
-                             "qwen25-14b-awq": {"triggers": {"queueDepth": {"targetPerReplica": 3}}}})
-    queue = {m.name: by_name(keda_triggers(m, URL))["queue-depth"]["metadata"]["threshold"] for m in monitored_models(s)}
+    s = with_policy(
+        "prod",
+        {
+            "default": {"triggers": {"queueDepth": {"targetPerReplica": 4}}},
+            "qwen25-14b-awq": {"triggers": {"queueDepth": {"targetPerReplica": 3}}},
+        },
+    )
+    queue = {
+        m.name: by_name(keda_triggers(m, URL))["queue-depth"]["metadata"]["threshold"] for m in monitored_models(s)
+    }
     assert queue == {"qwen25-14b-awq": "3", "qwen25-7b-awq": "4"}
 
 
@@ -137,7 +154,12 @@ def test_a_disabled_trigger_is_left_out() -> None:
 def test_cron_trigger_warms_capacity_between_start_and_end() -> None:
     cron = by_name(keda_triggers(all_triggers_enabled(), URL))["warm-peak"]
     assert cron["type"] == "cron"
-    assert cron["metadata"] == {"timezone": "UTC", "start": "0 8 * * 1-5", "end": "0 20 * * 1-5", "desiredReplicas": "3"}
+    assert cron["metadata"] == {
+        "timezone": "UTC",
+        "start": "0 8 * * 1-5",
+        "end": "0 20 * * 1-5",
+        "desiredReplicas": "3",
+    }
 
 
 def test_an_empty_result_is_an_error_for_interactive_models_so_fallback_applies() -> None:
@@ -160,8 +182,18 @@ def test_a_batch_model_scaled_to_zero_reads_an_empty_result_as_zero() -> None:
 
 
 def test_replica_bounds_polling_cooldown_and_fallback_come_from_config() -> None:
-    s = with_policy("prod", {"qwen25-14b-awq": {"minReplicas": 2, "maxReplicas": 12, "fallbackReplicas": 2,
-                                                "pollingIntervalSeconds": 30, "cooldownPeriodSeconds": 600}})
+    s = with_policy(
+        "prod",
+        {
+            "qwen25-14b-awq": {
+                "minReplicas": 2,
+                "maxReplicas": 12,
+                "fallbackReplicas": 2,
+                "pollingIntervalSeconds": 30,
+                "cooldownPeriodSeconds": 600,
+            }
+        },
+    )
     spec = scaled_object_spec(model(s, "qwen25-14b-awq"), URL)
     assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (2, 12)
     assert (spec["pollingInterval"], spec["cooldownPeriod"]) == (30, 600)
@@ -169,13 +201,27 @@ def test_replica_bounds_polling_cooldown_and_fallback_come_from_config() -> None
 
 
 def test_hpa_behavior_scales_up_fast_and_down_slowly_from_config() -> None:
-    s = with_policy("dev", {"default": {"behavior": {
-        "scaleUp": {"stabilizationWindowSeconds": 30, "policies": [{"type": "Percent", "value": 100, "periodSeconds": 60}]},
-        "scaleDown": {"stabilizationWindowSeconds": 900, "policies": [{"type": "Pods", "value": 1, "periodSeconds": 600}]},
-    }}})
+    s = with_policy(
+        "dev",
+        {
+            "default": {
+                "behavior": {
+                    "scaleUp": {
+                        "stabilizationWindowSeconds": 30,
+                        "policies": [{"type": "Percent", "value": 100, "periodSeconds": 60}],
+                    },
+                    "scaleDown": {
+                        "stabilizationWindowSeconds": 900,
+                        "policies": [{"type": "Pods", "value": 1, "periodSeconds": 600}],
+                    },
+                }
+            }
+        },
+    )
     behavior = scaled_object_spec(model(s), URL)["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
     assert behavior["scaleUp"] == {
-        "stabilizationWindowSeconds": 30, "selectPolicy": "Max",
+        "stabilizationWindowSeconds": 30,
+        "selectPolicy": "Max",
         "policies": [{"type": "Percent", "value": 100, "periodSeconds": 60}],
     }
     assert behavior["scaleDown"]["stabilizationWindowSeconds"] == 900
@@ -222,8 +268,9 @@ KEDA_QUERIES = [
 
 @pytest.mark.parametrize("busy", [True, False], ids=["busy", "idle"])
 @pytest.mark.parametrize(("trigger", "query"), KEDA_QUERIES, ids=[name for name, _ in KEDA_QUERIES])
-def test_keda_query_returns_exactly_one_series_across_replicas(trigger: str, query: str, busy: bool,
-                                                                tmp_path: Path) -> None:
+def test_keda_query_returns_exactly_one_series_across_replicas(
+    trigger: str, query: str, busy: bool, tmp_path: Path
+) -> None:
     test = {"interval": "15s", "input_series": fleet("qwen25-14b-awq", busy), "promql_expr_test": [one_series(query)]}
     result = run_rule_tests([], [test], tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr

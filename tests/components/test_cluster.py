@@ -51,8 +51,17 @@ def test_every_custom_tags_statement_is_scoped_to_this_cluster() -> None:
         assert "eks:eks-cluster-name" in condition and "${aws:PrincipalTag/eks:eks-cluster-name}" in condition
 
 
-@pytest.mark.parametrize("action", ["ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateLaunchTemplate",
-                                    "ec2:CreateVolume", "ec2:CreateNetworkInterface", "ec2:CreateTags"])
+@pytest.mark.parametrize(
+    "action",
+    [
+        "ec2:CreateFleet",
+        "ec2:RunInstances",
+        "ec2:CreateLaunchTemplate",
+        "ec2:CreateVolume",
+        "ec2:CreateNetworkInterface",
+        "ec2:CreateTags",
+    ],
+)
 def test_custom_tags_policy_covers_what_auto_mode_launches_and_retags(action: str) -> None:
     statements = json.loads(iam.auto_mode_custom_tags_policy())["Statement"]
     assert any(action in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]) for s in statements)
@@ -84,5 +93,7 @@ def test_without_auto_mode_the_vpc_cni_add_on_enforces_network_policies(standard
 def test_without_auto_mode_the_cluster_role_has_only_the_cluster_policy(standard: StackRun) -> None:
     role = service_role(standard)
     children = standard.children_of(role)
-    assert {r.inputs["policyArn"].rsplit("/", 1)[1] for r in children if r.type == ATTACHMENT} == set(iam.CLUSTER_POLICIES)
+    assert {r.inputs["policyArn"].rsplit("/", 1)[1] for r in children if r.type == ATTACHMENT} == set(
+        iam.CLUSTER_POLICIES
+    )
     assert not [r for r in children if r.type == ROLE_POLICY]

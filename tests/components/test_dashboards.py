@@ -9,14 +9,13 @@ from typing import Any
 
 import pytest
 
-from contract.manifests.monitored import monitored_models
 from components.observability.dashboards import dashboards, queries
 from components.observability.objects import SIDECAR_LABEL
 from contract import signals
+from contract.manifests.monitored import monitored_models
 from contract.settings.stack_file import load_stack
 from tests.harness import ROOT, StackRun
 from tests.rules.promtool import parse_queries, run_rule_tests
-
 
 
 def provisioned(run: StackRun) -> dict[str, dict[str, Any]]:
@@ -71,8 +70,13 @@ def test_panel_ids_are_unique_within_each_dashboard() -> None:
 
 def test_capacity_draws_each_scaling_signal_next_to_its_configured_threshold() -> None:
     policy = {
-        "default": {"triggers": {"queueDepth": {"targetPerReplica": 4}, "kvCache": {"targetPerReplica": 0.7},
-                                 "e2eLatency": {"thresholdSeconds": 40}}},
+        "default": {
+            "triggers": {
+                "queueDepth": {"targetPerReplica": 4},
+                "kvCache": {"targetPerReplica": 0.7},
+                "e2eLatency": {"thresholdSeconds": 40},
+            }
+        },
         "qwen25-14b-awq": {"triggers": {"queueDepth": {"targetPerReplica": 3}}},
     }
     rows = model_rows(generated("prod", policy)["capacity"])
@@ -85,9 +89,13 @@ def test_capacity_draws_each_scaling_signal_next_to_its_configured_threshold() -
 
 def test_capacity_shows_desired_current_ready_replicas_pending_pods_and_gpus() -> None:
     panel_exprs = exprs(model_rows(generated("dev")["capacity"])["qwen25-1p5b"])
-    for name in (signals.KubeState.HPA_DESIRED_REPLICAS, signals.KubeState.DEPLOYMENT_SPEC_REPLICAS,
-                 signals.KubeState.DEPLOYMENT_READY_REPLICAS, signals.KubeState.POD_PHASE,
-                 signals.KubeState.POD_RESOURCE_REQUESTS):
+    for name in (
+        signals.KubeState.HPA_DESIRED_REPLICAS,
+        signals.KubeState.DEPLOYMENT_SPEC_REPLICAS,
+        signals.KubeState.DEPLOYMENT_READY_REPLICAS,
+        signals.KubeState.POD_PHASE,
+        signals.KubeState.POD_RESOURCE_REQUESTS,
+    ):
         assert any(name in e for e in panel_exprs), name
 
 
@@ -96,7 +104,9 @@ def test_latency_shows_ttft_tpot_itl_and_end_to_end_quantiles_per_model() -> Non
     assert sorted(rows) == ["qwen25-14b-awq", "qwen25-7b-awq"]
     for panels in rows.values():
         assert [p["title"] for p in panels] == [
-            "Time to first token", "Time per output token (per request)", "Inter-token latency (per token)",
+            "Time to first token",
+            "Time per output token (per request)",
+            "Inter-token latency (per token)",
             "End-to-end latency",
         ]
         for panel in panels:
@@ -138,16 +148,27 @@ def test_gpus_per_pool_sums_the_gpus_of_each_pools_nodes(tmp_path: Path) -> None
     nodes = {"ip-1": ("gpu-spot", 1), "ip-2": ("gpu-spot", 4), "ip-3": ("gpu-on-demand", 1)}
     series = []
     for node, (pool, gpus) in nodes.items():
-        series.append({"series": f'kube_node_status_allocatable{{node="{node}",resource="nvidia_com_gpu"}}',
-                       "values": f"{gpus}x10"})
+        series.append(
+            {
+                "series": f'kube_node_status_allocatable{{node="{node}",resource="nvidia_com_gpu"}}',
+                "values": f"{gpus}x10",
+            }
+        )
         series.append({"series": f'kube_node_status_allocatable{{node="{node}",resource="cpu"}}', "values": "8x10"})
-        series.append({"series": f'kube_node_labels{{node="{node}",label_inference_platform_gpu_pool="{pool}"}}',
-                       "values": "1x10"})
+        series.append(
+            {
+                "series": f'kube_node_labels{{node="{node}",label_inference_platform_gpu_pool="{pool}"}}',
+                "values": "1x10",
+            }
+        )
     expected = [
         {"labels": '{label_inference_platform_gpu_pool="gpu-spot"}', "value": 5},
         {"labels": '{label_inference_platform_gpu_pool="gpu-on-demand"}', "value": 1},
     ]
-    test = {"interval": "1m", "input_series": series,
-            "promql_expr_test": [{"expr": signals.gpus_allocatable_by_pool(), "eval_time": "5m", "exp_samples": expected}]}
+    test = {
+        "interval": "1m",
+        "input_series": series,
+        "promql_expr_test": [{"expr": signals.gpus_allocatable_by_pool(), "eval_time": "5m", "exp_samples": expected}],
+    }
     result = run_rule_tests([], [test], tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr

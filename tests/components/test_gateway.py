@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from contract import names
 from components.gateway import store
 from components.gateway.coverage import dangling_targets, has_api_key_auth, has_rate_limit, uncovered
 from components.gateway.objects import (
@@ -22,13 +21,14 @@ from components.gateway.objects import (
     load_balancer_service,
 )
 from components.serving.objects import SERVICE_PORT
+from contract import names
 from contract.settings import SettingsError, parse
-from contract.settings.stack_file import load_stack
 from contract.settings.gateway import GatewaySettings
+from contract.settings.stack_file import load_stack
+from tests.contract.test_settings import stack_raw
 from tests.crd_rules import rule_violations
 from tests.harness import ROOT, StackRun
 from tests.k8s_schemas import is_core
-from tests.contract.test_settings import stack_raw
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 SECRET = "1b47061264138c4ac30d75fd1eb44270"
@@ -96,12 +96,18 @@ def test_rate_limit_service_reaches_every_sentinel_of_the_store(stack: StackRun)
     assert headless["spec"]["clusterIP"] == "None" and headless["spec"]["publishNotReadyAddresses"] is True
     for i, sentinel in enumerate(sentinels):
         host, port = sentinel.rsplit(":", 1)
-        assert host == f"{store.REDIS_NAME}-{i}.{headless['metadata']['name']}.{headless['metadata']['namespace']}.svc.cluster.local"
+        assert (
+            host
+            == f"{store.REDIS_NAME}-{i}.{headless['metadata']['name']}.{headless['metadata']['namespace']}.svc.cluster.local"
+        )
         assert int(port) in [p["port"] for p in headless["spec"]["ports"]]
 
 
 def test_rate_limit_service_runs_sentinel_mode_with_the_password_from_a_secret(stack: StackRun) -> None:
-    env = {e["name"]: e for e in rate_limit_config(stack)["provider"]["kubernetes"]["rateLimitDeployment"]["container"]["env"]}
+    env = {
+        e["name"]: e
+        for e in rate_limit_config(stack)["provider"]["kubernetes"]["rateLimitDeployment"]["container"]["env"]
+    }
     assert env["REDIS_TYPE"]["value"] == "sentinel"
     secrets = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects(stack) if o["kind"] == "Secret"}
     for variable in ("REDIS_AUTH", "REDIS_SENTINEL_AUTH"):
@@ -134,7 +140,7 @@ def test_redis_image_is_a_release_with_the_cve_2025_49844_fix(stack: StackRun) -
 def test_a_redis_image_without_the_lua_fix_is_rejected(image: str) -> None:
     raw = stack_raw("dev")
     raw["gateway"].setdefault("rateLimit", {})["redisImage"] = image
-    with pytest.raises(SettingsError, match="gateway.rateLimit.redisImage.*CVE-2025-49844"):
+    with pytest.raises(SettingsError, match=r"gateway.rateLimit.redisImage.*CVE-2025-49844"):
         parse(raw)
 
 
@@ -162,16 +168,24 @@ def test_only_the_rate_limit_service_and_the_store_itself_reach_redis(stack: Sta
     assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "envoy-gateway-system"}
     assert peer["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == "envoy-ratelimit"
     assert from_store["from"] == [{"podSelector": redis["spec"]["selector"]}]
-    deny = [o for o in objects(stack) if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "default-deny-ingress"
-            and o["metadata"]["namespace"] == settings(stack).gateway.namespace]
+    deny = [
+        o
+        for o in objects(stack)
+        if o["kind"] == "NetworkPolicy"
+        and o["metadata"]["name"] == "default-deny-ingress"
+        and o["metadata"]["namespace"] == settings(stack).gateway.namespace
+    ]
     assert deny and deny[0]["spec"]["podSelector"] == {}
 
 
 def test_each_model_backend_authenticates_with_the_predictor_key(stack: StackRun) -> None:
     policies = by_name(stack, "BackendSecurityPolicy")
     backends = by_name(stack, "AIServiceBackend")
-    secrets = {o["metadata"]["name"]: o for o in objects(stack) if o["kind"] == "Secret"
-               and o["metadata"]["namespace"] == settings(stack).gateway.namespace}
+    secrets = {
+        o["metadata"]["name"]: o
+        for o in objects(stack)
+        if o["kind"] == "Secret" and o["metadata"]["namespace"] == settings(stack).gateway.namespace
+    }
     for model in settings(stack).models:
         (policy,) = [p for p in policies.values() if p["spec"]["targetRefs"][0]["name"] == model.name]
         assert policy["spec"]["type"] == "APIKey" and model.name in backends
@@ -243,8 +257,10 @@ def test_a_policy_on_a_route_name_that_does_not_exist_protects_nothing(dev: Stac
     objs = copy.deepcopy(objects(dev))
     policy = next(o for o in objs if o["kind"] == "SecurityPolicy")
     policy["spec"]["targetRefs"] = [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "openai"}]
-    assert uncovered(objs, "SecurityPolicy", has_api_key_auth) == ["Gateway ai-gateway/inference",
-                                                                    "AIGatewayRoute ai-gateway/inference"]
+    assert uncovered(objs, "SecurityPolicy", has_api_key_auth) == [
+        "Gateway ai-gateway/inference",
+        "AIGatewayRoute ai-gateway/inference",
+    ]
     assert dangling_targets(objs, "SecurityPolicy") == [
         "SecurityPolicy ai-gateway/client-api-keys targets missing HTTPRoute ai-gateway/openai"
     ]
@@ -255,17 +271,24 @@ def test_a_policy_on_the_generated_http_route_covers_the_ai_route(dev: StackRun)
     route = next(o for o in objs if o["kind"] == "AIGatewayRoute")
     generated = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": route["metadata"]}
     policy = next(o for o in objs if o["kind"] == "SecurityPolicy")
-    policy["spec"]["targetRefs"] = [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute",
-                                     "name": route["metadata"]["name"]}]
+    policy["spec"]["targetRefs"] = [
+        {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": route["metadata"]["name"]}
+    ]
     assert uncovered([*objs, generated], "SecurityPolicy", has_api_key_auth) == ["Gateway ai-gateway/inference"]
 
 
 def test_the_route_and_load_balancer_wait_for_auth_and_limits(stack: StackRun) -> None:
-    urn = {r.kind: r.urn for r in stack.kubernetes_objects()
-           if r.kind and r.kind.rsplit("/", 1)[1] in ("SecurityPolicy", "BackendTrafficPolicy")}
+    urn = {
+        r.kind: r.urn
+        for r in stack.kubernetes_objects()
+        if r.kind and r.kind.rsplit("/", 1)[1] in ("SecurityPolicy", "BackendTrafficPolicy")
+    }
     route = next(r for r in stack.kubernetes_objects() if r.inputs["kind"] == "AIGatewayRoute")
-    nlb = next(r for r in stack.kubernetes_objects()
-               if r.inputs["kind"] == "Service" and r.inputs["spec"].get("type") == "LoadBalancer")
+    nlb = next(
+        r
+        for r in stack.kubernetes_objects()
+        if r.inputs["kind"] == "Service" and r.inputs["spec"].get("type") == "LoadBalancer"
+    )
     assert len(urn) == 2
     assert set(urn.values()) <= set(route.dependencies)
     assert {route.urn, *urn.values()} <= set(nlb.dependencies)
@@ -371,14 +394,14 @@ def test_prod_rate_limiting_fails_open_through_a_sentinel_failover(prod: StackRu
 def test_a_prod_store_with_fewer_than_three_redis_replicas_is_rejected() -> None:
     raw = stack_raw("prod")
     raw["gateway"]["rateLimit"]["redisReplicas"] = 1
-    with pytest.raises(SettingsError, match="gateway.rateLimit.redisReplicas"):
+    with pytest.raises(SettingsError, match=r"gateway.rateLimit.redisReplicas"):
         parse(raw)
 
 
 def test_a_fail_closed_prod_gateway_is_rejected() -> None:
     raw = stack_raw("prod")
     raw["gateway"]["rateLimit"]["failClosed"] = True
-    with pytest.raises(SettingsError, match="gateway.rateLimit.failClosed"):
+    with pytest.raises(SettingsError, match=r"gateway.rateLimit.failClosed"):
         parse(raw)
 
 
@@ -403,10 +426,15 @@ def test_nlb_scheme_follows_config_and_selects_this_gateways_envoy_pods(stack: S
 
 def test_an_internet_facing_gateway_terminates_tls_with_the_acm_certificate() -> None:
     arn = "arn:aws:acm:us-west-2:123456789012:certificate/0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
-    gw = GatewaySettings.model_validate({
-        "scheme": "internet-facing", "tlsCertificateArn": arn,
-        "clients": [{"name": "a", "requests": {"limit": 1, "unit": "Second"}, "tokens": {"limit": 9, "unit": "Hour"}}],
-    })
+    gw = GatewaySettings.model_validate(
+        {
+            "scheme": "internet-facing",
+            "tlsCertificateArn": arn,
+            "clients": [
+                {"name": "a", "requests": {"limit": 1, "unit": "Second"}, "tokens": {"limit": 9, "unit": "Hour"}}
+            ],
+        }
+    )
     service = load_balancer_service(gw, auto_mode=True)
     annotations = service["metadata"]["annotations"]
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] == arn

@@ -19,7 +19,7 @@ STUBS = {
     "hostname": 'echo "$FAKE_HOSTNAME"\n',
     # Answers `sentinel get-master-addr-by-name` for the hosts listed in $ANSWERS ("host master").
     "redis-cli": 'host="$2"\nmaster="$(grep "^$host " "$ANSWERS" | cut -d" " -f2)"\n'
-                 '[ -n "$master" ] || exit 1\necho "$master"\necho 6379\n',
+    '[ -n "$master" ] || exit 1\necho "$master"\necho 6379\n',
     # Shows what it was started with instead of serving.
     "redis-server": 'echo "ARGS $*"\ncat "$1"\n',
 }
@@ -41,11 +41,19 @@ def run_script(tmp_path: Path):
         for directory in ("redis", "sentinel"):
             (tmp_path / directory).mkdir(exist_ok=True)
         env = {
-            "PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_HOSTNAME": f"ratelimit-redis-{pod}",
-            "ANSWERS": str(tmp_path / "answers"), "REDIS_PASSWORD": "pw", "HEADLESS_DOMAIN": DOMAIN,
-            "SET_NAME": "ratelimit-redis", "REPLICAS": "3", "QUORUM": "2", "MASTER_SET": "ratelimit",
-            "REDIS_PORT": "6379", "SENTINEL_PORT": "26379",
-            "REDIS_DIR": str(tmp_path / "redis"), "SENTINEL_DIR": str(tmp_path / "sentinel"),
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "FAKE_HOSTNAME": f"ratelimit-redis-{pod}",
+            "ANSWERS": str(tmp_path / "answers"),
+            "REDIS_PASSWORD": "pw",
+            "HEADLESS_DOMAIN": DOMAIN,
+            "SET_NAME": "ratelimit-redis",
+            "REPLICAS": "3",
+            "QUORUM": "2",
+            "MASTER_SET": "ratelimit",
+            "REDIS_PORT": "6379",
+            "SENTINEL_PORT": "26379",
+            "REDIS_DIR": str(tmp_path / "redis"),
+            "SENTINEL_DIR": str(tmp_path / "sentinel"),
         }
         done = subprocess.run(["/bin/sh", str(script), role], env=env, capture_output=True, text=True, timeout=30)
         assert done.returncode == 0, done.stderr

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from contract.manifests.scaled_object import keda_triggers, scaled_object_spec
-from contract.manifests.monitored import MonitoredModel, monitored_models
 from components.observability.dashboards import capacity_panels, dashboards, queries
 from contract import signals
+from contract.manifests.monitored import MonitoredModel, monitored_models
+from contract.manifests.scaled_object import keda_triggers, scaled_object_spec
 from contract.settings.stack_file import load_stack
 from tests.harness import ROOT
 from tests.sixth_trigger import SIX, WAITING_NOW, SixTriggerAutoscaling

@@ -18,7 +18,6 @@ from tests.harness import ProgramFailed, StackRun, run_program, stack_config
 from tests.k8s_schemas import validate
 
 
-
 def release(run: StackRun, chart: str) -> dict[str, Any]:
     (found,) = [r.inputs for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.inputs.get("chart") == chart]
     return found
@@ -33,12 +32,16 @@ def test_kube_prometheus_stack_is_pinned_to_the_release_shipping_operator_v0_93(
 
 def test_dcgm_exporter_chart_is_pinned(stack: StackRun) -> None:
     dcgm = release(stack, "dcgm-exporter")
-    assert (dcgm["version"], dcgm["repositoryOpts"]["repo"]) == ("4.8.3", "https://nvidia.github.io/dcgm-exporter/helm-charts")
+    assert (dcgm["version"], dcgm["repositoryOpts"]["repo"]) == (
+        "4.8.3",
+        "https://nvidia.github.io/dcgm-exporter/helm-charts",
+    )
 
 
 @pytest.mark.parametrize(("stack_name", "retention", "volume"), [("dev", "3d", "20Gi"), ("prod", "30d", "200Gi")])
-def test_retention_and_storage_come_from_config(stack_name: str, retention: str, volume: str,
-                                                request: pytest.FixtureRequest) -> None:
+def test_retention_and_storage_come_from_config(
+    stack_name: str, retention: str, volume: str, request: pytest.FixtureRequest
+) -> None:
     run: StackRun = request.getfixturevalue(stack_name)
     spec = release(run, "kube-prometheus-stack")["values"]["prometheus"]["prometheusSpec"]
     assert spec["retention"] == retention
@@ -55,8 +58,11 @@ def test_grafana_admin_password_is_random_and_exported_as_a_secret(stack: StackR
 
 
 def test_dev_alertmanager_has_no_receivers(dev: StackRun) -> None:
-    (secret,) = [r.inputs for r in dev.of_kind("v1", "Secret")
-                 if r.inputs["metadata"]["name"] == obs_module.ALERTMANAGER_CONFIG_SECRET]
+    (secret,) = [
+        r.inputs
+        for r in dev.of_kind("v1", "Secret")
+        if r.inputs["metadata"]["name"] == obs_module.ALERTMANAGER_CONFIG_SECRET
+    ]
     config = yaml.safe_load(secret["stringData"]["alertmanager.yaml"])
     assert config["receivers"] == [{"name": "null"}] and config["route"]["routes"] == []
 
@@ -100,8 +106,11 @@ def test_platform_rules_are_one_prometheus_rule_with_recording_and_alert_groups(
 
 def test_prometheus_selects_monitors_and_rules_whatever_their_labels(dev: StackRun) -> None:
     spec = release(dev, "kube-prometheus-stack")["values"]["prometheus"]["prometheusSpec"]
-    for key in ("podMonitorSelectorNilUsesHelmValues", "serviceMonitorSelectorNilUsesHelmValues",
-                "ruleSelectorNilUsesHelmValues"):
+    for key in (
+        "podMonitorSelectorNilUsesHelmValues",
+        "serviceMonitorSelectorNilUsesHelmValues",
+        "ruleSelectorNilUsesHelmValues",
+    ):
         assert spec[key] is False
 
 
@@ -113,8 +122,11 @@ def test_prometheus_url_names_the_stack_release_service(dev: StackRun) -> None:
 
 def test_prod_remote_writes_to_managed_prometheus_through_pod_identity(prod: StackRun) -> None:
     assert len(prod.of_type("aws:amp/workspace:Workspace")) == 1
-    (association,) = [r.inputs for r in prod.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
-                      if r.inputs["serviceAccount"] == obs_module.PROMETHEUS_SERVICE_ACCOUNT]
+    (association,) = [
+        r.inputs
+        for r in prod.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+        if r.inputs["serviceAccount"] == obs_module.PROMETHEUS_SERVICE_ACCOUNT
+    ]
     assert association["namespace"] == "monitoring"
     values = release(prod, "kube-prometheus-stack")["values"]["prometheus"]
     assert values["serviceAccount"]["name"] == obs_module.PROMETHEUS_SERVICE_ACCOUNT

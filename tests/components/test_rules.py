@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from contract.manifests.monitored import monitored_models
 from components.observability.rules import rule_groups
+from contract.manifests.monitored import monitored_models
 from contract.settings.stack_file import load_stack, read_stack
 from tests.harness import ROOT
-from tests.stacks import unplanned_file
 from tests.rules.promtool import check_rules, run_rule_tests
+from tests.stacks import unplanned_file
 
 MODEL, NAMESPACE = "qwen25-1p5b", "inference"
 DEPLOYMENT = f"{MODEL}-predictor"
@@ -28,8 +28,13 @@ EVAL_TIME = "30m"
 
 
 # dev's default scope with the bounds the cases below assume (the model's planned block dropped).
-AUTOSCALING = {"default": {**unplanned_file("dev").config["inference-platform:autoscaling"]["default"],
-                           "maxReplicas": 3, "triggers": {"queueDepth": {"targetPerReplica": 8}}}}  # fmt: skip
+AUTOSCALING = {
+    "default": {
+        **unplanned_file("dev").config["inference-platform:autoscaling"]["default"],
+        "maxReplicas": 3,
+        "triggers": {"queueDepth": {"targetPerReplica": 8}},
+    }
+}
 
 
 def groups(stack: str = "dev") -> list[dict[str, Any]]:
@@ -89,15 +94,21 @@ CASES: dict[str, tuple[list[dict[str, str]], list[dict[str, str]]]] = {
     "InferenceTtftSloBreach": (ttft(fast=False), ttft(fast=True)),
     "InferenceTpotSloBreach": (tpot(fast=False), tpot(fast=True)),
     "InferenceCapacityExhausted": (
-        [*(vllm("vllm:num_requests_waiting", p, f"15x{SAMPLES}") for p in PODS),
-         deployment("kube_deployment_status_replicas_ready", 3)],
+        [
+            *(vllm("vllm:num_requests_waiting", p, f"15x{SAMPLES}") for p in PODS),
+            deployment("kube_deployment_status_replicas_ready", 3),
+        ],
         # The same queue with a replica to spare: KEDA can still scale, capacity is not exhausted.
-        [*(vllm("vllm:num_requests_waiting", p, f"15x{SAMPLES}") for p in PODS[:2]),
-         deployment("kube_deployment_status_replicas_ready", 2)],
+        [
+            *(vllm("vllm:num_requests_waiting", p, f"15x{SAMPLES}") for p in PODS[:2]),
+            deployment("kube_deployment_status_replicas_ready", 2),
+        ],
     ),
     "InferenceKvCacheNearFull": (
-        [vllm("vllm:kv_cache_usage_perc", PODS[0], f"0.97x{SAMPLES}"),
-         vllm("vllm:kv_cache_usage_perc", PODS[1], f"0.5x{SAMPLES}")],
+        [
+            vllm("vllm:kv_cache_usage_perc", PODS[0], f"0.97x{SAMPLES}"),
+            vllm("vllm:kv_cache_usage_perc", PODS[1], f"0.5x{SAMPLES}"),
+        ],
         [vllm("vllm:kv_cache_usage_perc", p, f"0.8x{SAMPLES}") for p in PODS[:2]],
     ),
     "InferenceScalingSignalAbsent": (
@@ -135,8 +146,11 @@ def fires(alert: str, input_series: list[dict[str, str]], at: str = EVAL_TIME) -
         "interval": "15s",
         "input_series": input_series,
         "promql_expr_test": [
-            {"expr": f'count(ALERTS{{alertname="{alert}",alertstate="firing"}})', "eval_time": at,
-             "exp_samples": [{"labels": "{}", "value": 1}]}
+            {
+                "expr": f'count(ALERTS{{alertname="{alert}",alertstate="firing"}})',
+                "eval_time": at,
+                "exp_samples": [{"labels": "{}", "value": 1}],
+            }
         ],
     }
 
@@ -184,8 +198,10 @@ def test_a_ttft_breach_shorter_than_its_for_duration_does_not_fire(tmp_path: Pat
 def tpot_with_share_over_target(over: int) -> list[dict[str, str]]:
     """100 requests per scrape on one replica, `over` of them with a TPOT above the 0.1 s target."""
     counts = {"0.05": f"0+{100 - over}", "0.1": f"0+{100 - over}", "0.15": "0+100", "+Inf": "0+100"}
-    return [vllm("vllm:request_time_per_output_token_seconds_bucket", PODS[0], f"{step}x{SAMPLES}", le=le)
-            for le, step in counts.items()]  # fmt: skip
+    return [
+        vllm("vllm:request_time_per_output_token_seconds_bucket", PODS[0], f"{step}x{SAMPLES}", le=le)
+        for le, step in counts.items()
+    ]
 
 
 def test_a_tpot_miss_within_the_five_percent_the_objective_allows_does_not_fire(tmp_path: Path) -> None:

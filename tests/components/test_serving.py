@@ -12,8 +12,6 @@ from typing import Any
 
 import pytest
 
-from contract import names
-from contract.gpu import GPU_OF_FAMILY, GPU_RESOURCE, GPU_TAINT, POOL_LABEL, instance_family_label
 from components.gpu_capacity import node_pool_spec
 from components.model_store import claim_name
 from components.serving.objects import (
@@ -25,14 +23,16 @@ from components.serving.objects import (
     inference_service,
     startup_budget_seconds,
 )
-from contract.settings.gpu_capacity import NodePoolSettings
+from contract import names
+from contract.gpu import GPU_OF_FAMILY, GPU_RESOURCE, GPU_TAINT, POOL_LABEL, instance_family_label
 from contract.settings import SettingsError, parse
-from contract.settings.stack_file import load_stack
+from contract.settings.gpu_capacity import NodePoolSettings
 from contract.settings.models import ModelSettings
 from contract.settings.serving import ServingSettings
+from contract.settings.stack_file import load_stack
+from tests.contract.test_settings import stack_raw, with_value
 from tests.harness import ROOT, StackRun
 from tests.k8s_schemas import validate
-from tests.contract.test_settings import stack_raw, with_value
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 
@@ -42,7 +42,9 @@ def settings(stack: StackRun):
 
 
 def isvcs(stack: StackRun) -> dict[str, dict[str, Any]]:
-    return {r.inputs["metadata"]["name"]: r.inputs for r in stack.of_kind("serving.kserve.io/v1beta1", "InferenceService")}
+    return {
+        r.inputs["metadata"]["name"]: r.inputs for r in stack.of_kind("serving.kserve.io/v1beta1", "InferenceService")
+    }
 
 
 def predictor_spec(stack: StackRun, model: str) -> dict[str, Any]:
@@ -59,9 +61,12 @@ def small_model(**changes: Any) -> ModelSettings:
     return base.model_copy(update=changes)
 
 
-def predictor(model: ModelSettings, serving: ServingSettings | None = None, provisioner: str = "auto-mode") -> dict[str, Any]:
-    isvc = inference_service(model, serving or ServingSettings(), 1, 2,
-                             instance_family_label=instance_family_label(provisioner))  # fmt: skip
+def predictor(
+    model: ModelSettings, serving: ServingSettings | None = None, provisioner: str = "auto-mode"
+) -> dict[str, Any]:
+    isvc = inference_service(
+        model, serving or ServingSettings(), 1, 2, instance_family_label=instance_family_label(provisioner)
+    )
     return isvc["spec"]["predictor"]
 
 
@@ -132,16 +137,23 @@ def test_gpu_requests_equal_limits_equal_gpus_per_replica(stack: StackRun) -> No
 def test_predictor_tolerates_the_gpu_taint_and_runs_only_on_its_pools(stack: StackRun) -> None:
     for model in settings(stack).models:
         spec = predictor_spec(stack, model.name)
-        assert {"key": GPU_TAINT["key"], "operator": "Equal", "value": GPU_TAINT["value"],
-                "effect": GPU_TAINT["effect"]} in spec["tolerations"]
+        assert {
+            "key": GPU_TAINT["key"],
+            "operator": "Equal",
+            "value": GPU_TAINT["value"],
+            "effect": GPU_TAINT["effect"],
+        } in spec["tolerations"]
         assert node_requirements_of(spec)[0] == {"key": POOL_LABEL, "operator": "In", "values": model.pools}
 
 
 def test_a_pinned_model_runs_only_on_nodes_of_its_instance_families(stack: StackRun) -> None:
     s = settings(stack)
     for model in s.models:
-        family = {"key": instance_family_label(s.gpu_capacity.provisioner), "operator": "In",
-                  "values": model.instance_families}  # fmt: skip
+        family = {
+            "key": instance_family_label(s.gpu_capacity.provisioner),
+            "operator": "In",
+            "values": model.instance_families,
+        }
         expected = [] if model.instance_families is None else [family]
         assert node_requirements_of(predictor_spec(stack, model.name))[1:] == expected
 
@@ -154,8 +166,10 @@ def test_prod_pins_every_model_to_the_gpu_of_its_profile(prod: StackRun) -> None
         assert node_requirements_of(predictor_spec(prod, model.name))[1]["values"] == model.instance_families
 
 
-@pytest.mark.parametrize(("provisioner", "label"), [("auto-mode", "eks.amazonaws.com/instance-family"),
-                                                    ("karpenter", "karpenter.k8s.aws/instance-family")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("provisioner", "label"),
+    [("auto-mode", "eks.amazonaws.com/instance-family"), ("karpenter", "karpenter.k8s.aws/instance-family")],
+)
 def test_the_family_pin_uses_the_label_the_provisioners_nodes_carry(provisioner: str, label: str) -> None:
     # Well-known labels, set on nodes and usable in pod nodeAffinity: Karpenter v1.14.1
     # pkg/apis/v1/labels.go (LabelInstanceFamily in WellKnownLabels), pkg/cloudprovider/cloudprovider.go
@@ -225,7 +239,9 @@ def test_every_predictor_has_a_disruption_budget_selecting_its_pods(stack: Stack
 
 def test_predictor_service_account_carries_no_aws_identity(stack: StackRun) -> None:
     accounts = {r.inputs["metadata"]["name"]: r.inputs for r in stack.of_kind("v1", "ServiceAccount")}
-    associated = {r.inputs["serviceAccount"] for r in stack.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")}
+    associated = {
+        r.inputs["serviceAccount"] for r in stack.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    }
     for model in settings(stack).models:
         name = predictor_spec(stack, model.name)["serviceAccountName"]
         account = accounts[name]
@@ -253,16 +269,25 @@ def test_read_only_root_leaves_every_vllm_cache_path_on_a_volume(stack: StackRun
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
         mounts = [m["mountPath"] for m in container["volumeMounts"]]
         env = {e["name"]: e.get("value") for e in container["env"]}
-        for variable in ("HOME", "XDG_CACHE_HOME", "HF_HOME", "VLLM_CACHE_ROOT", "VLLM_CONFIG_ROOT",
-                         "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TMPDIR"):
+        for variable in (
+            "HOME",
+            "XDG_CACHE_HOME",
+            "HF_HOME",
+            "VLLM_CACHE_ROOT",
+            "VLLM_CONFIG_ROOT",
+            "TRITON_CACHE_DIR",
+            "TORCHINDUCTOR_CACHE_DIR",
+            "TMPDIR",
+        ):
             assert any(env[variable] == m or env[variable].startswith(f"{m}/") for m in mounts), variable
         # getpass.getuser() (PyTorch's default cache dir) needs USER: the UID has no passwd entry.
         assert env["USER"]
 
 
 def test_predictors_require_the_key_only_the_gateway_holds(stack: StackRun) -> None:
-    secrets = {(o.inputs["metadata"]["namespace"], o.inputs["metadata"]["name"]): o
-               for o in stack.of_kind("v1", "Secret")}
+    secrets = {
+        (o.inputs["metadata"]["namespace"], o.inputs["metadata"]["name"]): o for o in stack.of_kind("v1", "Secret")
+    }
     serving = settings(stack).serving
     for model in settings(stack).models:
         (key,) = [e for e in main_container(stack, model.name)["env"] if e["name"] == "VLLM_API_KEY"]
@@ -274,20 +299,28 @@ def test_predictors_require_the_key_only_the_gateway_holds(stack: StackRun) -> N
 
 def test_serving_namespace_denies_ingress_except_gateway_proxies_and_prometheus(stack: StackRun) -> None:
     namespace = settings(stack).serving.namespace
-    policies = {o.inputs["metadata"]["name"]: o.inputs for o in stack.of_kind("networking.k8s.io/v1", "NetworkPolicy")
-                if o.inputs["metadata"]["namespace"] == namespace}
+    policies = {
+        o.inputs["metadata"]["name"]: o.inputs
+        for o in stack.of_kind("networking.k8s.io/v1", "NetworkPolicy")
+        if o.inputs["metadata"]["namespace"] == namespace
+    }
     assert policies["default-deny-ingress"]["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
     (rule,) = policies["predictors"]["spec"]["ingress"]
     assert rule["ports"] == [{"protocol": "TCP", "port": names.PORT}]
-    sources = {(p["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
-                p["podSelector"]["matchLabels"]["app.kubernetes.io/name"]) for p in rule["from"]}
+    sources = {
+        (
+            p["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+            p["podSelector"]["matchLabels"]["app.kubernetes.io/name"],
+        )
+        for p in rule["from"]
+    }
     assert sources == {("envoy-gateway-system", "envoy"), (settings(stack).observability.namespace, "prometheus")}
 
 
 class _Metrics(BaseHTTPRequestHandler):
     running = 1.0
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server API)
+    def do_GET(self) -> None:
         body = f'vllm:num_requests_running{{engine="0",model_name="m"}} {type(self).running}\n'.encode()
         self.send_response(200)
         self.end_headers()
@@ -328,4 +361,6 @@ def test_gpus_per_replica_beyond_every_instance_of_a_pool_is_rejected() -> None:
     raw["models"][1]["pools"] = ["gpu-on-demand"]
     with pytest.raises(SettingsError) as caught:
         parse(raw)
-    assert "inference-platform:models[0].gpusPerReplica (2) is more GPUs than any instance of pool 'gpu-spot'" in str(caught.value)
+    assert "inference-platform:models[0].gpusPerReplica (2) is more GPUs than any instance of pool 'gpu-spot'" in str(
+        caught.value
+    )

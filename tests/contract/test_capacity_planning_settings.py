@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from contract.settings.stack_file import load_stack
 from contract.settings.capacity_planning import CapacityPlanningSettings
+from contract.settings.stack_file import load_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -45,7 +45,9 @@ def test_an_empty_pin_is_refused() -> None:
 
 
 def test_an_unknown_family_is_refused() -> None:
-    assert f"{NS}models[0].instanceFamilies (['g7x']) has non-GPU or unknown families" in rejection(dev_pinned(["g7x"], None))
+    assert f"{NS}models[0].instanceFamilies (['g7x']) has non-GPU or unknown families" in rejection(
+        dev_pinned(["g7x"], None)
+    )
 
 
 def test_a_family_none_of_the_models_pools_launches_is_refused_naming_their_families() -> None:
@@ -58,7 +60,10 @@ def test_a_family_none_of_the_models_pools_launches_is_refused_naming_their_fami
 
 def test_a_profile_of_another_gpu_is_refused() -> None:
     message = rejection(dev_pinned(["g6"], "a10g-qwen2.5-1.5b"))
-    assert f"{NS}models[0].capacityProfile ('a10g-qwen2.5-1.5b') must model the GPU of instanceFamilies (['g6']: l4)" in message
+    assert (
+        f"{NS}models[0].capacityProfile ('a10g-qwen2.5-1.5b') must model the GPU of instanceFamilies (['g6']: l4)"
+        in message
+    )
 
 
 def test_a_stand_in_profile_of_no_aws_gpu_is_refused_once_pinned() -> None:
@@ -95,6 +100,9 @@ def test_a_replica_must_fit_an_instance_of_its_pinned_family() -> None:
     raw = with_value(raw, ["gpuCapacity", "pools", 1, "gpuLimit"], 2)
     raw = with_value(raw, ["autoscaling", "default", "maxReplicas"], 1)
     raw = with_value(raw, ["models", 0, "gpusPerReplica"], 2)
-    assert f"{NS}models[0].gpusPerReplica (2) is more GPUs than any instance of pool 'gpu-spot' carries (families ['g6f']" in rejection(raw)
+    assert (
+        f"{NS}models[0].gpusPerReplica (2) is more GPUs than any instance of pool 'gpu-spot' carries (families ['g6f']"
+        in rejection(raw)
+    )
     unpinned = with_value(raw, ["models", 0, "instanceFamilies"], None)
     assert parse(unpinned).models[0].gpus_per_replica == 2  # g5 carries up to 8

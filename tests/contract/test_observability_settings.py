@@ -55,11 +55,15 @@ def engine_config_with_receiver(url: str) -> dict[str, str]:
 
 
 def test_the_engine_config_refuses_a_plaintext_webhook_naming_its_key() -> None:
-    with pytest.raises(SettingsError, match=r"observability\.alertmanager\.receivers\[0\]\.webhookUrl must be set with"):
+    with pytest.raises(
+        SettingsError, match=r"observability\.alertmanager\.receivers\[0\]\.webhookUrl must be set with"
+    ):
         from_engine_config(engine_config_with_receiver("https://hooks.example.com/T0"), is_secret=lambda key: False)
 
 
 def test_the_engine_config_accepts_a_webhook_set_as_a_secret() -> None:
-    settings = from_engine_config(engine_config_with_receiver("https://hooks.example.com/T0"),
-                                  is_secret=lambda key: key == "inference-platform:observability")
+    settings = from_engine_config(
+        engine_config_with_receiver("https://hooks.example.com/T0"),
+        is_secret=lambda key: key == "inference-platform:observability",
+    )
     assert settings.observability.alertmanager.receivers[0].webhook_url == "https://hooks.example.com/T0"

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from contract.settings import ModelAutoscaling
-from tests.stacks import unplanned_file
 from contract.settings.stack_file import StackFile, read_stack
 from tests.harness import ROOT
+from tests.stacks import unplanned_file
 
 AUTOSCALING = "inference-platform:autoscaling"
 

@@ -18,9 +18,17 @@ def test_a_scale_down_window_below_the_minimum_is_named():
 
 
 def test_a_scale_down_faster_than_scale_up_is_named():
-    behavior = {**CALM, "scaleDown": {"stabilizationWindowSeconds": 600, "policies": [{"type": "Pods", "value": 8, "periodSeconds": 60}]}}
+    behavior = {
+        **CALM,
+        "scaleDown": {
+            "stabilizationWindowSeconds": 600,
+            "policies": [{"type": "Pods", "value": 8, "periodSeconds": 60}],
+        },
+    }
     (problem,) = scale_down_problems(behavior, 10, 300)
-    assert problem.startswith("scale-down rate (8.00 replicas/min) is not slower than the scale-up rate (4.00 replicas/min)")
+    assert problem.startswith(
+        "scale-down rate (8.00 replicas/min) is not slower than the scale-up rate (4.00 replicas/min)"
+    )
 
 
 def test_unset_behaviour_reads_kubernetes_defaults():

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from contract.settings import SettingsError, parse
-from contract.settings.stack_file import load_stack
 from contract.settings.errors import key_path
+from contract.settings.stack_file import load_stack
 from tests.harness import ROOT
 
 NS = "inference-platform:"
@@ -55,8 +55,13 @@ REJECTED = [
     ("dev", ["network", "availabilityZones"], ["us-west-2a"], "network.availabilityZones", "at least 2"),
     ("dev", ["network", "availabilityZones"], ["us-west-2a", "us-east-1b"], "network.availabilityZones", "one region"),
     ("dev", ["network", "availabilityZones"], ["us-west-2a", "us-west-2a"], "network.availabilityZones", "repeat"),
-    ("dev", ["network", "availabilityZones"], [f"us-west-2{z}" for z in "abcdefgh"], "network.availabilityZones",
-     "at most 7"),
+    (
+        "dev",
+        ["network", "availabilityZones"],
+        [f"us-west-2{z}" for z in "abcdefgh"],
+        "network.availabilityZones",
+        "at most 7",
+    ),
     ("prod", ["network", "availabilityZones"], ["us-west-2a", "us-west-2b"], "network.availabilityZones", "at least 3"),
     ("dev", ["network", "natGateways"], "three", "network.natGateways", "single"),
     ("dev", ["network", "natGatway"], "single", "network.natGatway", "not a known setting"),
@@ -69,10 +74,28 @@ REJECTED = [
     ("dev", ["gpuCapacity", "provisioner"], "karpenter", "gpuCapacity.provisioner", "cluster.autoMode"),
     ("dev", ["gpuCapacity", "pools", 1, "weight"], 100, "gpuCapacity.pools", "distinct"),
     ("dev", ["gpuCapacity", "pools", 0, "gpuLimit"], 0, "gpuCapacity.pools[0].gpuLimit", "greater than 0"),
-    ("dev", ["gpuCapacity", "pools", 0, "instanceFamilies"], [], "gpuCapacity.pools[0].instanceFamilies", "at least one"),
-    ("dev", ["gpuCapacity", "pools", 0, "instanceFamilies"], ["m5"], "gpuCapacity.pools[0].instanceFamilies", "non-GPU"),
+    (
+        "dev",
+        ["gpuCapacity", "pools", 0, "instanceFamilies"],
+        [],
+        "gpuCapacity.pools[0].instanceFamilies",
+        "at least one",
+    ),
+    (
+        "dev",
+        ["gpuCapacity", "pools", 0, "instanceFamilies"],
+        ["m5"],
+        "gpuCapacity.pools[0].instanceFamilies",
+        "non-GPU",
+    ),
     ("dev", ["gpuCapacity", "pools", 0, "capacityType"], "reserved", "gpuCapacity.pools[0].capacityType", "spot"),
-    ("dev", ["gpuCapacity", "pools", 0, "consolidateAfter"], "ten minutes", "gpuCapacity.pools[0].consolidateAfter", "duration"),
+    (
+        "dev",
+        ["gpuCapacity", "pools", 0, "consolidateAfter"],
+        "ten minutes",
+        "gpuCapacity.pools[0].consolidateAfter",
+        "duration",
+    ),
     ("dev", ["gpuCapacity", "nodeClass", "amiAlias"], "al2023@latest", "gpuCapacity.nodeClass.amiAlias", "pinned"),
     ("dev", ["models", 0, "gpusPerReplica"], 2, "gpuCapacity.pools[1].gpuLimit", "gpusPerReplica"),
     ("dev", ["models", 0, "huggingFaceId"], "qwen-1.5b", "models[0].huggingFaceId", "Hugging Face model id"),
@@ -82,55 +105,157 @@ REJECTED = [
     ("dev", ["models", 0, "image"], "vllm/vllm-openai:latest", "models[0].image", "pinned"),
     ("dev", ["models", 0, "image"], "vllm/vllm-openai", "models[0].image", "pinned"),
     ("dev", ["models", 0, "pools"], ["gpu-reserved"], "models[0].pools", "not a GPU NodePool"),
-    ("dev", ["models", 0, "engine"], {"maxNumSeqs": 256, "maxNumBatchedTokens": 128},
-     "models[0].engine.maxNumBatchedTokens", "maxNumSeqs"),
+    (
+        "dev",
+        ["models", 0, "engine"],
+        {"maxNumSeqs": 256, "maxNumBatchedTokens": 128},
+        "models[0].engine.maxNumBatchedTokens",
+        "maxNumSeqs",
+    ),
     ("dev", ["models", 0, "engine", "extraArgs"], ["--port=9000"], "models[0].engine.extraArgs", "must not set"),
     ("dev", ["models", 0, "sizeGiB"], -1, "models[0].sizeGiB", "greater than 0"),
-    ("dev", ["models", 0, "resources", "requests", "memory"], "12 GB", "models[0].resources.requests.memory", "quantity"),
+    (
+        "dev",
+        ["models", 0, "resources", "requests", "memory"],
+        "12 GB",
+        "models[0].resources.requests.memory",
+        "quantity",
+    ),
     ("dev", ["models", 0, "workload"], "realtime", "models[0].workload", "interactive"),
-    ("dev", ["autoscaling", "default", "maxReplicas"], 0, "autoscaling.default.maxReplicas", "greater than or equal to 1"),
+    (
+        "dev",
+        ["autoscaling", "default", "maxReplicas"],
+        0,
+        "autoscaling.default.maxReplicas",
+        "greater than or equal to 1",
+    ),
     ("dev", ["autoscaling", "default", "minReplicas"], 5, "autoscaling.default.maxReplicas", ">= minReplicas"),
     ("dev", ["autoscaling", "default", "minReplicas"], 0, "autoscaling.default.minReplicas", "batch"),
     ("dev", ["autoscaling", "default", "maxReplica"], 3, "autoscaling.default.maxReplica", "not a known setting"),
     ("dev", ["autoscaling", "qwen-typo"], {"maxReplicas": 2}, "autoscaling.qwen-typo", "names no model"),
-    ("dev", ["autoscaling", "default", "slo"], {"ttftP95Seconds": 1.0, "tpotP95Seconds": 0.1, "e2eP99Seconds": 40},
-     "autoscaling.default.triggers.e2eLatency.thresholdSeconds", "above slo.e2eP99Seconds"),
-    ("dev", ["autoscaling", "default", "slo", "tpotP95Seconds"], 0,
-     "autoscaling.default.slo.tpotP95Seconds", "greater than 0"),
-    ("dev", ["autoscaling", "default", "triggers", "kvCache", "targetPerReplica"], 1.5,
-     "autoscaling.default.triggers.kvCache.targetPerReplica", "less than or equal to 1"),
-    ("dev", ["autoscaling", "default", "behavior", "scaleDown", "stabilizationWindowSeconds"], -1,
-     "autoscaling.default.behavior.scaleDown.stabilizationWindowSeconds", "greater than or equal to 0"),
-    ("dev", ["autoscaling", "default", "behavior"],
-     {"scaleUp": {"stabilizationWindowSeconds": 300, "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}]},
-      "scaleDown": {"stabilizationWindowSeconds": 60, "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}]}},
-     "autoscaling.default.behavior.scaleDown.stabilizationWindowSeconds", "scale down slower"),
+    (
+        "dev",
+        ["autoscaling", "default", "slo"],
+        {"ttftP95Seconds": 1.0, "tpotP95Seconds": 0.1, "e2eP99Seconds": 40},
+        "autoscaling.default.triggers.e2eLatency.thresholdSeconds",
+        "above slo.e2eP99Seconds",
+    ),
+    (
+        "dev",
+        ["autoscaling", "default", "slo", "tpotP95Seconds"],
+        0,
+        "autoscaling.default.slo.tpotP95Seconds",
+        "greater than 0",
+    ),
+    (
+        "dev",
+        ["autoscaling", "default", "triggers", "kvCache", "targetPerReplica"],
+        1.5,
+        "autoscaling.default.triggers.kvCache.targetPerReplica",
+        "less than or equal to 1",
+    ),
+    (
+        "dev",
+        ["autoscaling", "default", "behavior", "scaleDown", "stabilizationWindowSeconds"],
+        -1,
+        "autoscaling.default.behavior.scaleDown.stabilizationWindowSeconds",
+        "greater than or equal to 0",
+    ),
+    (
+        "dev",
+        ["autoscaling", "default", "behavior"],
+        {
+            "scaleUp": {
+                "stabilizationWindowSeconds": 300,
+                "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}],
+            },
+            "scaleDown": {
+                "stabilizationWindowSeconds": 60,
+                "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}],
+            },
+        },
+        "autoscaling.default.behavior.scaleDown.stabilizationWindowSeconds",
+        "scale down slower",
+    ),
     ("dev", ["autoscaling", "default", "maxReplicas"], 4, "autoscaling", "gpuLimit"),
     ("dev", ["environment"], "staging", "environment", "dev"),
     ("dev", ["netwrok"], {}, "netwrok", "not a known setting"),
-    ("dev", ["autoscaling", "default", "triggers", "queueDepth", "windowSeconds"], 20,
-     "autoscaling.default.triggers.queueDepth.windowSeconds", ">= 2 x observability.scrapeIntervalSeconds"),
+    (
+        "dev",
+        ["autoscaling", "default", "triggers", "queueDepth", "windowSeconds"],
+        20,
+        "autoscaling.default.triggers.queueDepth.windowSeconds",
+        ">= 2 x observability.scrapeIntervalSeconds",
+    ),
     ("dev", ["observability", "latencyWindowSeconds"], 20, "observability.latencyWindowSeconds", ">= 2 x"),
-    ("dev", ["observability", "scrapeIntervalSeconds"], 60, "observability.scrapeIntervalSeconds", "less than or equal to 30"),
-    ("dev", ["observability", "prometheus", "retention"], "two weeks", "observability.prometheus.retention", "duration"),
-    ("dev", ["observability", "alerts", "kvCacheNearFullFraction"], 0,
-     "observability.alerts.kvCacheNearFullFraction", "greater than 0"),
-    ("dev", ["autoscaling", "default", "fallbackBehavior"], "dynamic", "autoscaling.default.fallbackBehavior", "static"),
+    (
+        "dev",
+        ["observability", "scrapeIntervalSeconds"],
+        60,
+        "observability.scrapeIntervalSeconds",
+        "less than or equal to 30",
+    ),
+    (
+        "dev",
+        ["observability", "prometheus", "retention"],
+        "two weeks",
+        "observability.prometheus.retention",
+        "duration",
+    ),
+    (
+        "dev",
+        ["observability", "alerts", "kvCacheNearFullFraction"],
+        0,
+        "observability.alerts.kvCacheNearFullFraction",
+        "greater than 0",
+    ),
+    (
+        "dev",
+        ["autoscaling", "default", "fallbackBehavior"],
+        "dynamic",
+        "autoscaling.default.fallbackBehavior",
+        "static",
+    ),
     # Serving and gateway (issue 3).
-    ("dev", ["serving", "terminationGracePeriodSeconds"], 200, "serving.terminationGracePeriodSeconds",
-     ">= gateway.timeouts.requestSeconds"),
+    (
+        "dev",
+        ["serving", "terminationGracePeriodSeconds"],
+        200,
+        "serving.terminationGracePeriodSeconds",
+        ">= gateway.timeouts.requestSeconds",
+    ),
     ("dev", ["gateway", "timeouts", "requestSeconds"], 600, "serving.terminationGracePeriodSeconds", "cuts requests"),
-    ("dev", ["gateway", "timeouts", "streamIdleSeconds"], 301, "gateway.timeouts.streamIdleSeconds", "<= requestSeconds"),
+    (
+        "dev",
+        ["gateway", "timeouts", "streamIdleSeconds"],
+        301,
+        "gateway.timeouts.streamIdleSeconds",
+        "<= requestSeconds",
+    ),
     ("dev", ["serving", "drainSeconds"], 121, "serving.drainSeconds", "less than or equal to 120"),
     ("dev", ["serving", "kserveNamespace"], "KServe", "serving.kserveNamespace", "namespace name"),
     ("dev", ["gateway", "clients"], [], "gateway.clients", "at least 1"),
-    ("dev", ["gateway", "clients"], [{"name": "a", "requests": {"limit": 5, "unit": "Minute"}}],
-     "gateway.clients[0].tokens", "is required"),
-    ("dev", ["gateway", "clients"], [{"name": "a", "tokens": {"limit": 5, "unit": "Hour"}}],
-     "gateway.clients[0].requests", "is required"),
-    ("dev", ["gateway", "clients"], [{"name": "a", "requests": {"limit": 5, "unit": "Minute"},
-                                      "tokens": {"limit": 5, "unit": "Hour"}}] * 2,
-     "gateway.clients", "repeats client names"),
+    (
+        "dev",
+        ["gateway", "clients"],
+        [{"name": "a", "requests": {"limit": 5, "unit": "Minute"}}],
+        "gateway.clients[0].tokens",
+        "is required",
+    ),
+    (
+        "dev",
+        ["gateway", "clients"],
+        [{"name": "a", "tokens": {"limit": 5, "unit": "Hour"}}],
+        "gateway.clients[0].requests",
+        "is required",
+    ),
+    (
+        "dev",
+        ["gateway", "clients"],
+        [{"name": "a", "requests": {"limit": 5, "unit": "Minute"}, "tokens": {"limit": 5, "unit": "Hour"}}] * 2,
+        "gateway.clients",
+        "repeats client names",
+    ),
     ("dev", ["gateway", "clients", 0, "name"], "Team_A", "gateway.clients[0].name", "DNS label"),
     ("dev", ["gateway", "clients", 0, "requests", "unit"], "Fortnight", "gateway.clients[0].requests.unit", "Minute"),
     ("dev", ["gateway", "clients", 0, "tokens", "limit"], 0, "gateway.clients[0].tokens.limit", "greater than 0"),
@@ -154,7 +279,9 @@ REJECTED = [
     REJECTED,
     ids=[f"{case[3]}={case[2]!r}"[:60] for case in REJECTED],
 )
-def test_invalid_value_is_rejected_naming_its_key(stack: str, path: list[Any], value: Any, named_key: str, rule: str) -> None:
+def test_invalid_value_is_rejected_naming_its_key(
+    stack: str, path: list[Any], value: Any, named_key: str, rule: str
+) -> None:
     message = rejection(with_value(default_scope_raw(stack), path, value))
     assert f"{NS}{named_key}" in message
     assert rule in message
@@ -189,21 +316,33 @@ def test_the_slo_needs_no_end_to_end_target() -> None:
 
 
 def test_an_slo_written_before_tpot_existed_still_validates_with_the_default_tpot() -> None:
-    raw = with_value(default_scope_raw("dev"), ["autoscaling", "default", "slo"], {"ttftP95Seconds": 2.0, "e2eP99Seconds": 20.0})
+    raw = with_value(
+        default_scope_raw("dev"), ["autoscaling", "default", "slo"], {"ttftP95Seconds": 2.0, "e2eP99Seconds": 20.0}
+    )
     slo = parse(raw).autoscaling_for("qwen25-1p5b").slo
     assert (slo.ttft_p95_seconds, slo.tpot_p95_seconds, slo.e2e_p99_seconds) == (2.0, 0.1, 20.0)
 
 
 def test_without_an_end_to_end_slo_the_latency_guardrail_has_no_floor() -> None:
-    raw = with_value(default_scope_raw("dev"), ["autoscaling", "default", "triggers", "e2eLatency", "thresholdSeconds"], 5)
+    raw = with_value(
+        default_scope_raw("dev"), ["autoscaling", "default", "triggers", "e2eLatency", "thresholdSeconds"], 5
+    )
     assert parse(raw).autoscaling_for("qwen25-1p5b").triggers.e2e_latency.threshold_seconds == 5
 
 
 def test_model_override_is_merged_over_default_field_by_field() -> None:
-    raw = with_value(default_scope_raw("prod"), ["autoscaling", "default"], {
-        "minReplicas": 2, "maxReplicas": 6, "triggers": {"queueDepth": {"targetPerReplica": 4, "windowSeconds": 60}},
-    })
-    raw = with_value(raw, ["autoscaling", "qwen25-14b-awq"], {"maxReplicas": 12, "triggers": {"queueDepth": {"targetPerReplica": 3}}})
+    raw = with_value(
+        default_scope_raw("prod"),
+        ["autoscaling", "default"],
+        {
+            "minReplicas": 2,
+            "maxReplicas": 6,
+            "triggers": {"queueDepth": {"targetPerReplica": 4, "windowSeconds": 60}},
+        },
+    )
+    raw = with_value(
+        raw, ["autoscaling", "qwen25-14b-awq"], {"maxReplicas": 12, "triggers": {"queueDepth": {"targetPerReplica": 3}}}
+    )
     policy = parse(raw).autoscaling_for("qwen25-14b-awq")
     assert policy.max_replicas == 12
     assert policy.triggers.queue_depth.target_per_replica == 3
@@ -236,7 +375,7 @@ def test_scale_to_zero_without_a_cron_window_is_rejected() -> None:
 
 def test_a_replacement_autoscaling_section_is_validated_like_the_stack_file() -> None:
     settings = load_stack("dev", ROOT)
-    with pytest.raises(SettingsError, match="autoscaling.default.maxReplicas"):
+    with pytest.raises(SettingsError, match=r"autoscaling.default.maxReplicas"):
         settings.with_autoscaling({"default": {"minReplicas": 2, "maxReplicas": 1}})
 
 
@@ -252,7 +391,9 @@ def test_a_fallback_works_without_the_queue_depth_trigger() -> None:
 
 def test_a_fractional_queue_target_with_a_fallback_is_accepted() -> None:
     # since 2.18 doFallback no longer truncates the target to an integer
-    raw = with_value(default_scope_raw("dev"), ["autoscaling", "default", "triggers", "queueDepth", "targetPerReplica"], 2.5)
+    raw = with_value(
+        default_scope_raw("dev"), ["autoscaling", "default", "triggers", "queueDepth", "targetPerReplica"], 2.5
+    )
     assert parse(raw).autoscaling_for("qwen25-1p5b").triggers.queue_depth.target_per_replica == 2.5
 
 

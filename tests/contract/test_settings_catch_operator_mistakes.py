@@ -54,8 +54,10 @@ def test_zones_of_another_region_are_refused() -> None:
 @pytest.mark.parametrize(("resource", "request_value", "limit"), [("cpu", "5", "4"), ("memory", "16Gi", "15Gi")])
 def test_a_request_above_its_limit_is_refused(resource: str, request_value: str, limit: str) -> None:
     config = prod_config()
-    config[f"{NS}:models"][0]["resources"] = {"requests": {"cpu": "3", "memory": "14Gi", resource: request_value},
-                                             "limits": {"cpu": "4", "memory": "15Gi", resource: limit}}
+    config[f"{NS}:models"][0]["resources"] = {
+        "requests": {"cpu": "3", "memory": "14Gi", resource: request_value},
+        "limits": {"cpu": "4", "memory": "15Gi", resource: limit},
+    }
     problem = one_problem(config)
     assert problem.startswith(f"{NS}:models[0].resources.requests.{resource}") and f"limits.{resource}" in problem
 
@@ -69,9 +71,13 @@ def test_a_kubernetes_version_eks_does_not_offer_is_refused() -> None:
 
 @pytest.mark.parametrize(
     ("flag", "owner"),
-    [("--max-model-len=4096", "engine.maxModelLen"), ("--max-num-seqs=8", "engine.maxNumSeqs"),
-     ("--gpu-memory-utilization=0.95", "engine.gpuMemoryUtilization"),
-     ("--max-num-batched-tokens=8192", "engine.maxNumBatchedTokens"), ("--api-key=x", "gateway")],
+    [
+        ("--max-model-len=4096", "engine.maxModelLen"),
+        ("--max-num-seqs=8", "engine.maxNumSeqs"),
+        ("--gpu-memory-utilization=0.95", "engine.gpuMemoryUtilization"),
+        ("--max-num-batched-tokens=8192", "engine.maxNumBatchedTokens"),
+        ("--api-key=x", "gateway"),
+    ],
 )
 def test_an_extra_arg_that_a_setting_owns_is_refused_naming_the_setting(flag: str, owner: str) -> None:
     config = prod_config()
@@ -135,7 +141,7 @@ class TestKubernetesSupport:
     """EKS standard support: 14 months per minor, then paid extended support (release calendar
     in contract/settings/cluster.py)."""
 
-    def settings(self, version: str, **cluster: Any):  # noqa: ANN201 - ClusterSettings
+    def settings(self, version: str, **cluster: Any):
         from contract.settings.cluster import ClusterSettings
 
         return ClusterSettings(kubernetes_version=version, **cluster)

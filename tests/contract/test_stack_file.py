@@ -33,7 +33,7 @@ def test_a_path_is_taken_as_it_is_whatever_the_root(tmp_path: Path) -> None:
 def test_a_missing_stack_file_names_the_path_it_looked_for(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=str(tmp_path / "Pulumi.qa.yaml")):
         load_stack("qa", tmp_path)
-    with pytest.raises(ValueError, match="Pulumi.gone.yaml"):
+    with pytest.raises(ValueError, match=r"Pulumi.gone.yaml"):
         read_stack(tmp_path / "Pulumi.gone.yaml")
 
 
@@ -56,8 +56,11 @@ def test_the_engine_config_means_what_the_stack_file_means() -> None:
 
 
 def test_only_the_platform_namespace_is_read_and_json_values_are_decoded() -> None:
-    flat = {"aws:region": "us-west-2", "inference-platform:environment": "dev",
-            "inference-platform:network": '{"cidr": "10.0.0.0/16"}'}
+    flat = {
+        "aws:region": "us-west-2",
+        "inference-platform:environment": "dev",
+        "inference-platform:network": '{"cidr": "10.0.0.0/16"}',
+    }
     assert namespace_config(flat) == {"environment": "dev", "network": {"cidr": "10.0.0.0/16"}}
 
 

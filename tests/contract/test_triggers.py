@@ -53,16 +53,26 @@ def test_average_value_exactly_for_the_additive_signals() -> None:
 def test_keys_and_keda_names_are_unique() -> None:
     keys, keda_names = [t.key for t in TRIGGERS], [t.keda_name for t in TRIGGERS]
     assert len(set(keys)) == len(keys) and len(set(keda_names)) == len(keda_names)
-    assert BY_KEY == {t.key: t for t in TRIGGERS}
+    assert {t.key: t for t in TRIGGERS} == BY_KEY
 
 
 def test_enabled_triggers_keep_declaration_order_and_skip_disabled_ones() -> None:
     policy = ModelAutoscaling.model_validate({"triggers": {"kvCache": {"enabled": False}, "ttft": {"enabled": True}}})
-    assert [t.key for t in enabled_triggers(policy)] == [t.key for t in TRIGGERS if t.key not in ("kvCache", "promptTokens", "cron")]
+    assert [t.key for t in enabled_triggers(policy)] == [
+        t.key for t in TRIGGERS if t.key not in ("kvCache", "promptTokens", "cron")
+    ]
 
 
 def test_a_trigger_without_a_settings_field_is_named_in_the_error() -> None:
-    stray = Trigger(key="pendingPods", keda_name="pending-pods", metric_type="AverageValue", why="-",
-                    target_key="targetPerReplica", query=None, label="-", unit="short")
+    stray = Trigger(
+        key="pendingPods",
+        keda_name="pending-pods",
+        metric_type="AverageValue",
+        why="-",
+        target_key="targetPerReplica",
+        query=None,
+        label="-",
+        unit="short",
+    )
     with pytest.raises(KeyError, match="pendingPods"):
         stray.settings(ModelAutoscaling())

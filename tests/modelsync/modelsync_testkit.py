@@ -57,7 +57,7 @@ class FakeHub:
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> "FakeHub":
+    def __enter__(self) -> FakeHub:
         self.thread.start()
         return self
 
@@ -175,7 +175,7 @@ class FaultProxy:
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> "FaultProxy":
+    def __enter__(self) -> FaultProxy:
         self.thread.start()
         return self
 
@@ -260,7 +260,9 @@ class FaultProxy:
                         self.send_header(name, value)
                 # A HEAD answer carries the object's length and no body.
                 head = self.command == "HEAD"
-                self.send_header("Content-Length", response.getheader("Content-Length", "0") if head else str(len(data)))
+                self.send_header(
+                    "Content-Length", response.getheader("Content-Length", "0") if head else str(len(data))
+                )
                 self.end_headers()
                 if not head:
                     self.wfile.write(data)

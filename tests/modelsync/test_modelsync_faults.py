@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from modelsync_testkit import MODEL_ID, REVISION, TINY_MODEL, Fault, FaultProxy
 
 from modelsync import MANIFEST_NAME
 from modelsync.cli import main, s3_client
 from modelsync.errors import SyncError
 from modelsync.manifest import parse_manifest
 from modelsync.sync import sync_model
-from modelsync_testkit import MODEL_ID, REVISION, TINY_MODEL, Fault, FaultProxy
 
 PREFIX = f"{MODEL_ID}/{REVISION}"
 MANIFEST_KEY = f"{PREFIX}/{MANIFEST_NAME}"
@@ -175,7 +175,7 @@ def test_a_single_put_corrupted_in_transit_is_caught_and_repaired_by_the_rerun(
 ):
     # moto stores the body and echoes the checksum header it was sent: only the read-back can tell.
     with FaultProxy(s3_endpoint, Fault("PUT", path_suffix="config.json", action="corrupt")) as proxy:
-        with pytest.raises(SyncError, match="checksum mismatch: .*config.json serves bytes with SHA-256"):
+        with pytest.raises(SyncError, match=r"checksum mismatch: .*config.json serves bytes with SHA-256"):
             sync_model(make_config(), s3_client(proxy.endpoint, "us-east-1", 4))
         assert proxy.applied and proxy.applied[0].startswith("corrupt PUT")
     assert manifest_version_ids(s3, bucket) == []
@@ -183,9 +183,10 @@ def test_a_single_put_corrupted_in_transit_is_caught_and_repaired_by_the_rerun(
     report = sync_model(make_config(), s3)
 
     assert "config.json" in report.uploaded
-    assert s3.get_object(Bucket=bucket, Key=f"{PREFIX}/config.json")["Body"].read() == (
-        model_dir / "config.json"
-    ).read_bytes()
+    assert (
+        s3.get_object(Bucket=bucket, Key=f"{PREFIX}/config.json")["Body"].read()
+        == (model_dir / "config.json").read_bytes()
+    )
 
 
 def test_a_multipart_part_corrupted_in_transit_is_caught(s3, s3_endpoint, bucket, make_config):

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from modelsync_testkit import MODEL_ID, REVISION, TINY_MODEL, FakeHub, write_model
 
 from modelsync.errors import SyncError
 from modelsync.sync import sync_model
-from modelsync_testkit import MODEL_ID, REVISION, TINY_MODEL, FakeHub, write_model
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from modelsync_testkit import MODEL_ID, REVISION
 
 from modelsync.manifest import ManifestFile, build_manifest, dump_manifest
-from modelsync_testkit import MODEL_ID, REVISION
 
 SCRIPT = (Path(__file__).resolve().parents[2] / "modelsync" / "mounted_check.py").read_text()
 
@@ -198,7 +198,10 @@ def test_check_mounted_help_and_documented_flags_work_through_the_package(tmp_pa
     root = Path(__file__).resolve().parents[2]
     helped = subprocess.run(
         [sys.executable, "-m", "modelsync", "check-mounted", "--help"],
-        cwd=root, capture_output=True, text=True, timeout=30,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert helped.returncode == 0, helped.stderr
     for flag in ("--dir", "--revision", "--model-id", "--verify", "--parallel-reads", "--timeout-seconds"):
@@ -207,10 +210,27 @@ def test_check_mounted_help_and_documented_flags_work_through_the_package(tmp_pa
     publish_locally(tmp_path, {"config.json": b"{}"})
     checked = subprocess.run(
         [
-            sys.executable, "-m", "modelsync", "check-mounted", "--dir", str(tmp_path), "--revision", REVISION,
-            "--model-id", MODEL_ID, "--verify", "sha256", "--timeout-seconds", "0", "--interval-seconds", "1",
+            sys.executable,
+            "-m",
+            "modelsync",
+            "check-mounted",
+            "--dir",
+            str(tmp_path),
+            "--revision",
+            REVISION,
+            "--model-id",
+            MODEL_ID,
+            "--verify",
+            "sha256",
+            "--timeout-seconds",
+            "0",
+            "--interval-seconds",
+            "1",
         ],
-        cwd=root, capture_output=True, text=True, timeout=30,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert checked.returncode == 0, checked.stderr
     assert "complete for revision" in checked.stdout

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from modelsync_testkit import MODEL_ID, REVISION, TINY_MODEL, record_operations
 
 from modelsync import MANIFEST_NAME
 from modelsync.cli import main
 from modelsync.errors import SyncError
 from modelsync.manifest import parse_manifest
 from modelsync.sync import sync_model
-from modelsync_testkit import MODEL_ID, REVISION, TINY_MODEL, record_operations
 
 PREFIX = f"{MODEL_ID}/{REVISION}"
 MANIFEST_KEY = f"{PREFIX}/{MANIFEST_NAME}"

@@ -5,17 +5,17 @@ from __future__ import annotations
 import base64
 import errno
 import hashlib
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from modelsync_testkit import MODEL_ID, REVISION
 
 from modelsync.errors import SyncError
 from modelsync.hashing import MAX_PARTS, composite_checksum, digest_file, part_size_for
 from modelsync.manifest import ManifestFile, build_manifest, dump_manifest, parse_manifest
 from modelsync.source import download_from_hub, hub_download_kwargs, list_files
 from modelsync.store import checksum_matches, stale_uploads
-from modelsync_testkit import MODEL_ID, REVISION
 
 MIB = 1024 * 1024
 
@@ -71,7 +71,7 @@ def test_checksum_comparison_accepts_missing_part_suffix_but_not_a_different_cou
 
 
 def test_only_uploads_older_than_the_age_limit_are_stale():
-    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
     uploads = [
         {"Key": "old", "Initiated": now - timedelta(hours=3)},
         {"Key": "new", "Initiated": now - timedelta(minutes=5)},
@@ -82,7 +82,7 @@ def test_only_uploads_older_than_the_age_limit_are_stale():
 
 def test_manifest_round_trips_sorted_with_total_size():
     files = [ManifestFile("b.bin", 2, "b" * 64, "x-2"), ManifestFile("a.json", 1, "a" * 64, "y")]
-    manifest = build_manifest(MODEL_ID, REVISION, files, now=datetime(2026, 1, 1, tzinfo=timezone.utc))
+    manifest = build_manifest(MODEL_ID, REVISION, files, now=datetime(2026, 1, 1, tzinfo=UTC))
 
     parsed = parse_manifest(dump_manifest(manifest), "m")
 
@@ -127,7 +127,7 @@ def test_list_files_applies_include_and_exclude_globs(tmp_path: Path):
 def test_list_files_refuses_a_source_file_named_like_the_manifest(tmp_path: Path):
     (tmp_path / "_MANIFEST.json").write_text("{}")
 
-    with pytest.raises(SyncError, match="reserved name _MANIFEST.json"):
+    with pytest.raises(SyncError, match=r"reserved name _MANIFEST.json"):
         list_files(tmp_path, [], [])
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import copy
 import json
-from unittest import mock
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
+from unittest import mock
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -121,7 +121,11 @@ def _level_and_props(policy: Policy, config: Mapping[str, Any]) -> tuple[Enforce
     """Apply a `--policy-pack-config` document the way the CLI does: a string is a level, an
     object may carry `enforcementLevel` plus the policy's properties (schema defaults first)."""
     level = policy.enforcement_level or EnforcementLevel.ADVISORY
-    defaults = {k: v["default"] for k, v in (policy.config_schema.properties if policy.config_schema else {}).items() if "default" in v}
+    defaults = {
+        k: v["default"]
+        for k, v in (policy.config_schema.properties if policy.config_schema else {}).items()
+        if "default" in v
+    }
     entry = config.get(policy.name, config.get("all"))
     if isinstance(entry, str):
         return EnforcementLevel(entry), defaults
@@ -179,28 +183,32 @@ def swap(resources: list[Captured], old: Captured, new: Captured | None) -> list
     return [new if r is old else r for r in resources if not (r is old and new is None)]
 
 
-def k8s_object(api_version: str, kind: str, metadata: dict[str, Any], spec: dict[str, Any], name: str | None = None) -> Captured:
+def k8s_object(
+    api_version: str, kind: str, metadata: dict[str, Any], spec: dict[str, Any], name: str | None = None
+) -> Captured:
     """A Kubernetes object as the program would register it (for shapes it does not emit yet)."""
     group_version = api_version if "/" in api_version else f"core/{api_version}"
     logical = name or metadata["name"]
     type_token = f"kubernetes:{group_version}:{kind}"
     inputs = {"apiVersion": api_version, "kind": kind, "metadata": metadata, "spec": spec}
-    return Captured(type_token, logical, inputs, f"urn:pulumi:test::inference-platform::{type_token}::{logical}", "", True)
+    return Captured(
+        type_token, logical, inputs, f"urn:pulumi:test::inference-platform::{type_token}::{logical}", "", True
+    )
 
 
 __all__ = [
+    "POLICIES",
     "UNKNOWN",
     "Dependencies",
-    "record_dependencies",
     "Violation",
-    "POLICIES",
-    "load_config",
-    "run_policy",
-    "run_pack",
-    "policy",
-    "with_inputs",
-    "swap",
     "k8s_object",
+    "load_config",
+    "policy",
+    "record_dependencies",
     "resource_args",
+    "run_pack",
+    "run_policy",
     "stack_args",
+    "swap",
+    "with_inputs",
 ]

@@ -109,8 +109,12 @@ def controller_switch(run: StackRun):
 
 @violates(ENFORCED)
 def test_network_policies_without_the_controller_switch_are_reported(prod: StackRun) -> None:
-    assert_reported(check_stack(ENFORCED, prod, controller_switch(prod), None), ENFORCED,
-                    "not enforced", "enable-network-policy-controller")
+    assert_reported(
+        check_stack(ENFORCED, prod, controller_switch(prod), None),
+        ENFORCED,
+        "not enforced",
+        "enable-network-policy-controller",
+    )
 
 
 @violates(ENFORCED)
@@ -133,8 +137,11 @@ def test_network_policies_without_auto_mode_need_the_vpc_cni_switch(prod: StackR
 
 
 def network_policy(run: StackRun, name: str, namespace: str):
-    (found,) = [r for r in of_kind(run, "NetworkPolicy")
-                if (r.inputs["metadata"]["name"], r.inputs["metadata"]["namespace"]) == (name, namespace)]
+    (found,) = [
+        r
+        for r in of_kind(run, "NetworkPolicy")
+        if (r.inputs["metadata"]["name"], r.inputs["metadata"]["namespace"]) == (name, namespace)
+    ]
     return found
 
 
@@ -149,11 +156,15 @@ def test_predictor_namespace_without_default_deny_is_reported(prod: StackRun) ->
 def test_predictor_policy_admitting_any_source_is_reported(prod: StackRun) -> None:
     namespace = first(prod, "InferenceService").inputs["metadata"]["namespace"]
     predictors = network_policy(prod, "predictors", namespace)
-    for opened in ({"ports": [{"port": 8080}]}, {"from": [{"ipBlock": {"cidr": "10.0.0.0/8"}}]},
-                   {"from": [{"namespaceSelector": {}}]}):
+    for opened in (
+        {"ports": [{"port": 8080}]},
+        {"from": [{"ipBlock": {"cidr": "10.0.0.0/8"}}]},
+        {"from": [{"namespaceSelector": {}}]},
+    ):
         mutated = with_inputs(predictors, lambda i, rule=opened: i["spec"]["ingress"].append(rule))
-        assert_reported(check_stack(BEHIND_GATEWAY, prod, predictors, mutated), BEHIND_GATEWAY,
-                        "NetworkPolicy", "not named pods")
+        assert_reported(
+            check_stack(BEHIND_GATEWAY, prod, predictors, mutated), BEHIND_GATEWAY, "NetworkPolicy", "not named pods"
+        )
 
 
 # --- no single replica on the prod request path -----------------------------------------------------
@@ -212,7 +223,9 @@ def test_gpu_container_as_uid_zero_or_escalating_is_reported(prod: StackRun) -> 
     isvc = first(prod, "InferenceService")
     as_root = with_inputs(isvc, lambda i: serving_container(i)["securityContext"].update(runAsUser=0))
     assert_reported(check(NON_ROOT, [as_root]), NON_ROOT, "run as root")
-    escalating = with_inputs(isvc, lambda i: serving_container(i)["securityContext"].update(allowPrivilegeEscalation=True))
+    escalating = with_inputs(
+        isvc, lambda i: serving_container(i)["securityContext"].update(allowPrivilegeEscalation=True)
+    )
     assert_reported(check(NON_ROOT, [escalating]), NON_ROOT, "privilege escalation")
 
 

@@ -25,8 +25,9 @@ print(json.dumps({{"policies": built, "sdks": [m for m in {list(CLOUD_SDKS)!r} i
 
 
 def load_pack() -> dict[str, list]:
-    result = subprocess.run([sys.executable, "-c", LOAD_PACK], capture_output=True, text=True, cwd=ROOT / "policies",
-                            timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", LOAD_PACK], capture_output=True, text=True, cwd=ROOT / "policies", timeout=60
+    )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 

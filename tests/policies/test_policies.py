@@ -22,11 +22,11 @@ from tests.policies.policy_harness import (
     POLICIES,
     UNKNOWN,
     Dependencies,
-    record_dependencies,
     Violation,
     k8s_object,
     load_config,
     policy,
+    record_dependencies,
     run_pack,
     run_policy,
     swap,
@@ -64,8 +64,13 @@ def check(name: str, resources: list[Captured], config: dict[str, Any] | None = 
     return run_policy(policy(name), resources, config)
 
 
-def check_stack(name: str, run: StackRun, old: Captured | None = None, new: Captured | None = None,
-                config: dict[str, Any] | None = None) -> list[Violation]:
+def check_stack(
+    name: str,
+    run: StackRun,
+    old: Captured | None = None,
+    new: Captured | None = None,
+    config: dict[str, Any] | None = None,
+) -> list[Violation]:
     resources = run.resources if old is None else swap(run.resources, old, new)
     if new is not None and old is None:
         resources = [*resources, new]
@@ -74,8 +79,11 @@ def check_stack(name: str, run: StackRun, old: Captured | None = None, new: Capt
 
 def assert_reported(found: list[Violation], policy_name: str, *fragments: str) -> None:
     """One violation of `policy_name` whose message names the rule and contains every fragment."""
-    matching = [v for v in found if v.policy == policy_name and f"[{policy_name}]" in v.message
-                and all(f in v.message for f in fragments)]
+    matching = [
+        v
+        for v in found
+        if v.policy == policy_name and f"[{policy_name}]" in v.message and all(f in v.message for f in fragments)
+    ]
     assert matching, f"expected a {policy_name} violation mentioning {fragments}; got {[v.message for v in found]}"
 
 
@@ -156,18 +164,34 @@ NO_RESOURCE_SCALING = "no-cpu-memory-scaling-for-gpu-inference"
 @violates(NO_RESOURCE_SCALING)
 def test_keda_cpu_trigger_on_a_predictor_is_reported(prod: StackRun) -> None:
     scaled = first(prod, "ScaledObject")
-    mutated = with_inputs(scaled, lambda i: i["spec"]["triggers"].append(
-        {"type": "cpu", "name": "cpu", "metricType": "Utilization", "metadata": {"value": "60"}}))
+    mutated = with_inputs(
+        scaled,
+        lambda i: i["spec"]["triggers"].append(
+            {"type": "cpu", "name": "cpu", "metricType": "Utilization", "metadata": {"value": "60"}}
+        ),
+    )
     assert_reported(check(NO_RESOURCE_SCALING, [mutated]), NO_RESOURCE_SCALING, meta_name(scaled), "cpu")
 
 
 @violates(NO_RESOURCE_SCALING)
 def test_hpa_resource_metric_on_a_predictor_is_reported(prod: StackRun) -> None:
     target = first(prod, "ScaledObject").inputs["spec"]["scaleTargetRef"]
-    hpa = k8s_object("autoscaling/v2", "HorizontalPodAutoscaler", {"name": "cpu-hpa", "namespace": "inference"}, {
-        "scaleTargetRef": dict(target), "minReplicas": 1, "maxReplicas": 4,
-        "metrics": [{"type": "Resource", "resource": {"name": "memory", "target": {"type": "Utilization", "averageUtilization": 80}}}],
-    })
+    hpa = k8s_object(
+        "autoscaling/v2",
+        "HorizontalPodAutoscaler",
+        {"name": "cpu-hpa", "namespace": "inference"},
+        {
+            "scaleTargetRef": dict(target),
+            "minReplicas": 1,
+            "maxReplicas": 4,
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {"name": "memory", "target": {"type": "Utilization", "averageUtilization": 80}},
+                }
+            ],
+        },
+    )
     assert_reported(check(NO_RESOURCE_SCALING, [hpa]), NO_RESOURCE_SCALING, "cpu-hpa", "memory")
 
 
@@ -244,33 +268,49 @@ def test_vllm_metric_unknown_to_signals_is_reported(prod: StackRun) -> None:
 def test_every_signals_scaling_query_is_accepted() -> None:
     scope = signals.Scope("m", "inference")
     queries = [
-        signals.queue_depth(scope, 60), signals.kv_cache_usage(scope), signals.requests_running(scope),
-        signals.requests_waiting(scope), signals.e2e_latency_quantile(scope, 0.99, 120),
-        signals.ttft_quantile(scope, 0.95, 60), signals.inter_token_latency_quantile(scope, 0.9, 60),
-        signals.generation_tokens_per_second(scope, 60), signals.requests_per_second(scope, 60),
+        signals.queue_depth(scope, 60),
+        signals.kv_cache_usage(scope),
+        signals.requests_running(scope),
+        signals.requests_waiting(scope),
+        signals.e2e_latency_quantile(scope, 0.99, 120),
+        signals.ttft_quantile(scope, 0.95, 60),
+        signals.inter_token_latency_quantile(scope, 0.9, 60),
+        signals.generation_tokens_per_second(scope, 60),
+        signals.requests_per_second(scope, 60),
     ]
-    scaled = k8s_object("keda.sh/v1alpha1", "ScaledObject", {"name": "m", "namespace": "inference"}, {
-        "scaleTargetRef": {"name": "m-predictor"}, "minReplicaCount": 1,
-        "triggers": [{"type": "prometheus", "name": f"q{i}", "metricType": "Value", "metadata": {"query": q}}
-                     for i, q in enumerate(queries)],
-    })
+    scaled = k8s_object(
+        "keda.sh/v1alpha1",
+        "ScaledObject",
+        {"name": "m", "namespace": "inference"},
+        {
+            "scaleTargetRef": {"name": "m-predictor"},
+            "minReplicaCount": 1,
+            "triggers": [
+                {"type": "prometheus", "name": f"q{i}", "metricType": "Value", "metadata": {"query": q}}
+                for i, q in enumerate(queries)
+            ],
+        },
+    )
     assert check(QUERIES, [scaled]) == []
 
 
-@pytest.mark.parametrize(("query", "single"), [
-    ("sum(vllm:num_requests_waiting)", True),
-    ("max by () (vllm:kv_cache_usage_perc)", True),
-    ("(histogram_quantile(0.99, sum by (le) (rate(x_bucket[2m]))) > 0) or vector(0)", True),
-    ("sum(rate(a[1m])) / sum(rate(b[1m]))", True),
-    ("-sum(x) + 1", True),
-    ('sum(x{path="/a,b(c)"})', True),
-    ("vllm:num_requests_waiting", False),
-    ("rate(vllm:request_success_total[1m])", False),
-    ("sum by (pod) (x)", False),
-    ("sum without (pod) (x)", False),
-    ("histogram_quantile(0.9, sum by (le, pod) (rate(x_bucket[1m])))", False),
-    ("sum(a) / b", False),
-])
+@pytest.mark.parametrize(
+    ("query", "single"),
+    [
+        ("sum(vllm:num_requests_waiting)", True),
+        ("max by () (vllm:kv_cache_usage_perc)", True),
+        ("(histogram_quantile(0.99, sum by (le) (rate(x_bucket[2m]))) > 0) or vector(0)", True),
+        ("sum(rate(a[1m])) / sum(rate(b[1m]))", True),
+        ("-sum(x) + 1", True),
+        ('sum(x{path="/a,b(c)"})', True),
+        ("vllm:num_requests_waiting", False),
+        ("rate(vllm:request_success_total[1m])", False),
+        ("sum by (pod) (x)", False),
+        ("sum without (pod) (x)", False),
+        ("histogram_quantile(0.9, sum by (le, pod) (rate(x_bucket[1m])))", False),
+        ("sum(a) / b", False),
+    ],
+)
 def test_query_shape_decides_whether_one_series_is_returned(query: str, single: bool) -> None:
     from policies.platform_policies import promql
 
@@ -283,8 +323,10 @@ VALUE_TYPE = "latency-triggers-use-value-metric-type"
 
 
 # A latency quantile as the platform renders it, for cases that need one whatever the planner enabled.
-E2E_QUANTILE = ('histogram_quantile(0.99, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket'
-                '{namespace="inference",model_name="m"}[120s])))')
+E2E_QUANTILE = (
+    "histogram_quantile(0.99, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket"
+    '{namespace="inference",model_name="m"}[120s])))'
+)
 
 
 @violates(VALUE_TYPE)
@@ -317,8 +359,10 @@ def test_scale_down_window_not_longer_than_scale_up_is_reported(prod: StackRun) 
 @violates(SLOW_DOWN)
 def test_scale_down_faster_than_scale_up_is_reported(prod: StackRun) -> None:
     scaled = first(prod, "ScaledObject")
-    mutated = with_inputs(scaled, lambda i: behavior(i)["scaleDown"].update(
-        policies=[{"type": "Percent", "value": 100, "periodSeconds": 15}]))
+    mutated = with_inputs(
+        scaled,
+        lambda i: behavior(i)["scaleDown"].update(policies=[{"type": "Percent", "value": 100, "periodSeconds": 15}]),
+    )
     assert_reported(check(SLOW_DOWN, [mutated]), SLOW_DOWN, meta_name(scaled), "scale-down rate")
 
 
@@ -332,8 +376,12 @@ def test_scaled_object_without_behavior_is_reported(prod: StackRun) -> None:
 def test_minimum_scale_down_window_comes_from_policy_config(prod: StackRun) -> None:
     scaled = first(prod, "ScaledObject")
     minimum = int(behavior(scaled.inputs)["scaleDown"]["stabilizationWindowSeconds"]) + 1
-    assert_reported(check(SLOW_DOWN, [scaled], {SLOW_DOWN: {"minScaleDownStabilizationSeconds": minimum}}),
-                    SLOW_DOWN, meta_name(scaled), f"below {minimum}s")
+    assert_reported(
+        check(SLOW_DOWN, [scaled], {SLOW_DOWN: {"minScaleDownStabilizationSeconds": minimum}}),
+        SLOW_DOWN,
+        meta_name(scaled),
+        f"below {minimum}s",
+    )
 
 
 # --- warm replica --------------------------------------------------------------------------
@@ -383,7 +431,10 @@ def test_batch_model_scaled_to_zero_by_config_passes() -> None:
     autoscaling = json.loads(config["inference-platform:autoscaling"])
     autoscaling["default"]["minReplicas"] = 0
     autoscaling["default"].setdefault("triggers", {}).setdefault("cron", {})["enabled"] = True  # its wake-up
-    config |= {"inference-platform:models": json.dumps(models), "inference-platform:autoscaling": json.dumps(autoscaling)}
+    config |= {
+        "inference-platform:models": json.dumps(models),
+        "inference-platform:autoscaling": json.dumps(autoscaling),
+    }
     assert check(WARM, run_program("dev", config).resources) == []
 
 
@@ -415,8 +466,10 @@ def test_scaled_object_at_zero_with_only_vllm_triggers_is_reported(prod: StackRu
 
 def test_scaled_object_at_zero_with_a_cron_window_passes(prod: StackRun) -> None:
     scaled = first(prod, "ScaledObject")
-    cron = {"type": "cron", "metadata": {"timezone": "UTC", "start": "0 8 * * *", "end": "0 20 * * *",
-                                         "desiredReplicas": "1"}}  # fmt: skip
+    cron = {
+        "type": "cron",
+        "metadata": {"timezone": "UTC", "start": "0 8 * * *", "end": "0 20 * * *", "desiredReplicas": "1"},
+    }
     assert check(WAKE, [with_inputs(scaled, batch_at_zero(lambda ts: ts.append(cron)))]) == []
 
 
@@ -457,8 +510,10 @@ def test_fractional_gpu_is_reported(prod: StackRun) -> None:
 @violates(GPU_PODS)
 def test_deployment_asking_for_a_gpu_without_toleration_is_reported(prod: StackRun) -> None:
     deployment = first(prod, "StatefulSet")
-    mutated = with_inputs(deployment, lambda i: i["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
-                          .update({"nvidia.com/gpu": "1"}))
+    mutated = with_inputs(
+        deployment,
+        lambda i: i["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"].update({"nvidia.com/gpu": "1"}),
+    )
     assert_reported(check(GPU_PODS, [mutated]), GPU_PODS, meta_name(deployment), "does not tolerate")
 
 
@@ -494,7 +549,8 @@ def test_pool_of_gpu_families_without_any_gpu_marker_is_still_a_gpu_pool(prod: S
         i["spec"]["template"]["spec"]["taints"] = []
         i["spec"]["template"]["metadata"]["labels"] = {}
         i["spec"]["template"]["spec"]["requirements"] = [
-            r for r in i["spec"]["template"]["spec"]["requirements"] if "instance-gpu" not in r["key"]]
+            r for r in i["spec"]["template"]["spec"]["requirements"] if "instance-gpu" not in r["key"]
+        ]
 
     violations = check_stack(POOLS, prod, spot, with_inputs(spot, bare))
     assert_reported(violations, POOLS, "NodePool gpu-spot", "limits")
@@ -528,8 +584,14 @@ def test_instance_family_outside_the_allowed_list_is_reported(prod: StackRun) ->
 @violates(FAMILIES)
 def test_gpu_pool_without_family_restriction_is_reported(prod: StackRun) -> None:
     spot = pool(prod, "gpu-spot")
-    mutated = with_inputs(spot, lambda i: i["spec"]["template"]["spec"].update(requirements=[
-        r for r in i["spec"]["template"]["spec"]["requirements"] if not r["key"].endswith("/instance-family")]))
+    mutated = with_inputs(
+        spot,
+        lambda i: i["spec"]["template"]["spec"].update(
+            requirements=[
+                r for r in i["spec"]["template"]["spec"]["requirements"] if not r["key"].endswith("/instance-family")
+            ]
+        ),
+    )
     assert_reported(check(FAMILIES, [mutated]), FAMILIES, "NodePool gpu-spot", "does not restrict")
 
 
@@ -556,15 +618,24 @@ def test_models_together_beyond_the_pools_gpu_limits_are_reported(prod: StackRun
     # Each model alone fits the 24 GPUs of the prod pools; together (20 + 12) they do not.
     resources = list(prod.resources)
     for scaled, maximum in zip(of_kind(prod, "ScaledObject"), (20, 12)):
-        resources = swap(resources, scaled, with_inputs(scaled, lambda i, m=maximum: i["spec"].update(maxReplicaCount=m)))
+        resources = swap(
+            resources, scaled, with_inputs(scaled, lambda i, m=maximum: i["spec"].update(maxReplicaCount=m))
+        )
     assert_reported(check(BUDGET, resources), BUDGET, "all autoscalers together", "32 GPUs")
 
 
 def test_init_container_gpus_are_not_added_to_the_replica(dev: StackRun) -> None:
     # dev: maxReplicas 3 x 1 GPU = the 3 GPUs of its pools; a GPU init container keeps it at 1 per replica.
     isvc = first(dev, "InferenceService")
-    mutated = with_inputs(isvc, lambda i: predictor_spec(i)["initContainers"][0].setdefault("resources", {})
-                          .setdefault("limits", {}).update({"nvidia.com/gpu": "1"}))
+    mutated = with_inputs(
+        isvc,
+        lambda i: (
+            predictor_spec(i)["initContainers"][0]
+            .setdefault("resources", {})
+            .setdefault("limits", {})
+            .update({"nvidia.com/gpu": "1"})
+        ),
+    )
     assert check_stack(BUDGET, dev, isvc, mutated) == []
 
 
@@ -625,7 +696,9 @@ def test_bucket_policy_without_tls_deny_is_reported(prod: StackRun) -> None:
 
 def test_settings_of_one_bucket_do_not_cover_another(prod: StackRun) -> None:
     bucket = bucket_setting(prod, ":Bucket")
-    other = Captured(bucket.type, "scratch", {"forceDestroy": True}, bucket.urn.replace(bucket.name, "scratch"), "", True)
+    other = Captured(
+        bucket.type, "scratch", {"forceDestroy": True}, bucket.urn.replace(bucket.name, "scratch"), "", True
+    )
     violations = check_stack(S3, prod, None, other)
     assert_reported(violations, S3, "S3 bucket 'scratch'", "BucketPublicAccessBlock")
     assert all("scratch" in v.message for v in violations)
@@ -684,8 +757,9 @@ def test_helm_chart_without_exact_version_is_reported(prod: StackRun) -> None:
 
 @violates(PINNED)
 def test_floating_node_ami_alias_is_reported() -> None:
-    node_class = k8s_object("karpenter.k8s.aws/v1", "EC2NodeClass", {"name": "gpu"},
-                            {"amiSelectorTerms": [{"alias": "al2023@latest"}]})
+    node_class = k8s_object(
+        "karpenter.k8s.aws/v1", "EC2NodeClass", {"name": "gpu"}, {"amiSelectorTerms": [{"alias": "al2023@latest"}]}
+    )
     assert_reported(check(PINNED, [node_class]), PINNED, "EC2NodeClass gpu", "al2023@latest")
 
 
@@ -697,8 +771,12 @@ ROUTES = "ai-routes-require-api-key-and-rate-limit"
 @violates(ROUTES)
 def test_security_policy_targeting_a_missing_route_is_reported(prod: StackRun) -> None:
     auth = first(prod, "SecurityPolicy")
-    mutated = with_inputs(auth, lambda i: i["spec"].update(
-        targetRefs=[{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "inference-route"}]))
+    mutated = with_inputs(
+        auth,
+        lambda i: i["spec"].update(
+            targetRefs=[{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "inference-route"}]
+        ),
+    )
     violations = check_stack(ROUTES, prod, auth, mutated)
     assert_reported(violations, ROUTES, meta_name(auth), "inference-route", "does not exist")
     assert_reported(violations, ROUTES, meta_name(first(prod, "AIGatewayRoute")), "API-key")
@@ -707,8 +785,12 @@ def test_security_policy_targeting_a_missing_route_is_reported(prod: StackRun) -
 @violates(ROUTES)
 def test_security_policy_targeting_the_ai_gateway_route_kind_is_reported(prod: StackRun) -> None:
     auth, route = first(prod, "SecurityPolicy"), first(prod, "AIGatewayRoute")
-    mutated = with_inputs(auth, lambda i: i["spec"].update(
-        targetRefs=[{"group": "aigateway.envoyproxy.io", "kind": "AIGatewayRoute", "name": meta_name(route)}]))
+    mutated = with_inputs(
+        auth,
+        lambda i: i["spec"].update(
+            targetRefs=[{"group": "aigateway.envoyproxy.io", "kind": "AIGatewayRoute", "name": meta_name(route)}]
+        ),
+    )
     violations = check_stack(ROUTES, prod, auth, mutated)
     assert_reported(violations, ROUTES, meta_name(auth), "cannot attach")
     assert_reported(violations, ROUTES, meta_name(route), "API-key")
@@ -724,10 +806,15 @@ def test_route_without_api_key_policy_is_reported(prod: StackRun) -> None:
 def test_route_level_policy_without_api_key_overrides_the_gateway_one(prod: StackRun) -> None:
     route = first(prod, "AIGatewayRoute")
     namespace = route.inputs["metadata"]["namespace"]
-    cors_only = k8s_object("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy", {"name": "cors", "namespace": namespace}, {
-        "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": meta_name(route)}],
-        "cors": {"allowOrigins": ["https://chat.example.com"]},
-    })
+    cors_only = k8s_object(
+        "gateway.envoyproxy.io/v1alpha1",
+        "SecurityPolicy",
+        {"name": "cors", "namespace": namespace},
+        {
+            "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": meta_name(route)}],
+            "cors": {"allowOrigins": ["https://chat.example.com"]},
+        },
+    )
     assert_reported(check_stack(ROUTES, prod, None, cors_only), ROUTES, meta_name(route), "SecurityPolicy")
 
 
@@ -735,10 +822,15 @@ def test_route_level_policy_without_api_key_overrides_the_gateway_one(prod: Stac
 def test_http_route_to_a_predictor_on_another_gateway_is_reported(prod: StackRun) -> None:
     isvc = first(prod, "InferenceService")
     namespace = isvc.inputs["metadata"]["namespace"]
-    bypass = k8s_object("gateway.networking.k8s.io/v1", "HTTPRoute", {"name": "direct", "namespace": namespace}, {
-        "parentRefs": [{"kind": "Gateway", "name": "debug"}],
-        "rules": [{"backendRefs": [{"name": f"{meta_name(isvc)}-predictor", "port": 80}]}],
-    })
+    bypass = k8s_object(
+        "gateway.networking.k8s.io/v1",
+        "HTTPRoute",
+        {"name": "direct", "namespace": namespace},
+        {
+            "parentRefs": [{"kind": "Gateway", "name": "debug"}],
+            "rules": [{"backendRefs": [{"name": f"{meta_name(isvc)}-predictor", "port": 80}]}],
+        },
+    )
     violations = check_stack(ROUTES, prod, None, bypass)
     assert_reported(violations, ROUTES, f"HTTPRoute {namespace}/direct", "API-key")
     assert_reported(violations, ROUTES, f"HTTPRoute {namespace}/direct", "rate limit")
@@ -747,10 +839,15 @@ def test_http_route_to_a_predictor_on_another_gateway_is_reported(prod: StackRun
 def test_http_route_to_a_predictor_on_the_protected_gateway_is_covered(prod: StackRun) -> None:
     route = first(prod, "AIGatewayRoute")
     namespace, parent = route.inputs["metadata"]["namespace"], route.inputs["spec"]["parentRefs"][0]
-    extra = k8s_object("gateway.networking.k8s.io/v1", "HTTPRoute", {"name": "extra", "namespace": namespace}, {
-        "parentRefs": [dict(parent)],
-        "rules": [{"backendRefs": [{"name": "qwen25-7b-awq-predictor", "port": 80}]}],
-    })
+    extra = k8s_object(
+        "gateway.networking.k8s.io/v1",
+        "HTTPRoute",
+        {"name": "extra", "namespace": namespace},
+        {
+            "parentRefs": [dict(parent)],
+            "rules": [{"backendRefs": [{"name": "qwen25-7b-awq-predictor", "port": 80}]}],
+        },
+    )
     assert check_stack(ROUTES, prod, None, extra) == []
 
 
@@ -758,8 +855,9 @@ def test_http_route_to_a_predictor_on_the_protected_gateway_is_covered(prod: Sta
 def test_route_without_rate_limit_is_reported(prod: StackRun) -> None:
     limits = first(prod, "BackendTrafficPolicy")
     mutated = with_inputs(limits, lambda i: i["spec"].pop("rateLimit"))
-    assert_reported(check_stack(ROUTES, prod, limits, mutated), ROUTES, meta_name(first(prod, "AIGatewayRoute")),
-                    "rate limit")
+    assert_reported(
+        check_stack(ROUTES, prod, limits, mutated), ROUTES, meta_name(first(prod, "AIGatewayRoute")), "rate limit"
+    )
 
 
 # --- predictors drain ---------------------------------------------------------------------------
@@ -792,8 +890,13 @@ def test_predictor_without_prestop_hook_is_reported(prod: StackRun) -> None:
 def test_grace_period_shorter_than_the_route_timeout_is_reported(prod: StackRun) -> None:
     isvc = first(prod, "InferenceService")
     mutated = with_inputs(isvc, lambda i: predictor_spec(i).update(terminationGracePeriodSeconds=30))
-    assert_reported(check_stack(DRAIN, prod, isvc, mutated), DRAIN, meta_name(isvc), "terminationGracePeriodSeconds 30",
-                    "timeouts.request")
+    assert_reported(
+        check_stack(DRAIN, prod, isvc, mutated),
+        DRAIN,
+        meta_name(isvc),
+        "terminationGracePeriodSeconds 30",
+        "timeouts.request",
+    )
 
 
 def test_route_without_timeout_counts_as_the_ai_gateway_default(prod: StackRun) -> None:
@@ -803,16 +906,22 @@ def test_route_without_timeout_counts_as_the_ai_gateway_default(prod: StackRun) 
         for rule in i["spec"]["rules"]:
             rule.pop("timeouts", None)
 
-    resources = swap(swap(prod.resources, route, with_inputs(route, no_timeouts)), isvc,
-                     with_inputs(isvc, lambda i: predictor_spec(i).update(terminationGracePeriodSeconds=45)))
+    resources = swap(
+        swap(prod.resources, route, with_inputs(route, no_timeouts)),
+        isvc,
+        with_inputs(isvc, lambda i: predictor_spec(i).update(terminationGracePeriodSeconds=45)),
+    )
     assert_reported(check(DRAIN, resources), DRAIN, meta_name(isvc), "60s")
 
 
 @violates(DRAIN)
 def test_predictor_without_disruption_budget_is_reported(prod: StackRun) -> None:
     isvc = first(prod, "InferenceService")
-    pdb = next(p for p in of_kind(prod, "PodDisruptionBudget")
-               if p.inputs["spec"]["selector"]["matchLabels"].get("serving.kserve.io/inferenceservice") == meta_name(isvc))
+    pdb = next(
+        p
+        for p in of_kind(prod, "PodDisruptionBudget")
+        if p.inputs["spec"]["selector"]["matchLabels"].get("serving.kserve.io/inferenceservice") == meta_name(isvc)
+    )
     assert_reported(check_stack(DRAIN, prod, pdb, None), DRAIN, meta_name(isvc), "PodDisruptionBudget")
 
 
@@ -839,11 +948,20 @@ def as_aws_cluster(component: Captured) -> Captured:
         "name": i["name"],
         "enabledClusterLogTypes": list(i["enabledClusterLogTypes"]),
         "encryptionConfig": {"provider": {"keyArn": i["encryptionConfigKeyArn"]}, "resources": ["secrets"]},
-        "vpcConfig": {"endpointPrivateAccess": i["endpointPrivateAccess"], "endpointPublicAccess": i["endpointPublicAccess"],
-                      **({"publicAccessCidrs": list(i["publicAccessCidrs"])} if i.get("publicAccessCidrs") else {})},
+        "vpcConfig": {
+            "endpointPrivateAccess": i["endpointPrivateAccess"],
+            "endpointPublicAccess": i["endpointPublicAccess"],
+            **({"publicAccessCidrs": list(i["publicAccessCidrs"])} if i.get("publicAccessCidrs") else {}),
+        },
     }
-    return Captured("aws:eks/cluster:Cluster", f"{component.name}-eksCluster", inputs, component.urn + "-eksCluster",
-                    component.urn, True)
+    return Captured(
+        "aws:eks/cluster:Cluster",
+        f"{component.name}-eksCluster",
+        inputs,
+        component.urn + "-eksCluster",
+        component.urn,
+        True,
+    )
 
 
 @violates(EKS)
@@ -870,8 +988,9 @@ def test_public_endpoint_without_allowlist_is_reported(prod: StackRun) -> None:
 @violates(EKS)
 def test_public_endpoint_open_to_the_internet_is_reported(prod: StackRun) -> None:
     aws_cluster = as_aws_cluster(eks_cluster(prod))
-    mutated = with_inputs(aws_cluster, lambda i: i["vpcConfig"].update(endpointPublicAccess=True,
-                                                                       publicAccessCidrs=["0.0.0.0/0"]))
+    mutated = with_inputs(
+        aws_cluster, lambda i: i["vpcConfig"].update(endpointPublicAccess=True, publicAccessCidrs=["0.0.0.0/0"])
+    )
     assert_reported(check(EKS, [mutated]), EKS, aws_cluster.name, "0.0.0.0/0")
 
 
@@ -885,14 +1004,18 @@ def test_raw_eks_cluster_defaults_to_a_public_endpoint(prod: StackRun) -> None:
 
 
 def test_public_endpoint_with_an_allowlist_passes(prod: StackRun) -> None:
-    cluster = with_inputs(eks_cluster(prod), lambda i: i.update(endpointPublicAccess=True,
-                                                                 publicAccessCidrs=["203.0.113.0/24"]))
+    cluster = with_inputs(
+        eks_cluster(prod), lambda i: i.update(endpointPublicAccess=True, publicAccessCidrs=["203.0.113.0/24"])
+    )
     assert check(EKS, [cluster]) == []
 
 
-@pytest.mark.parametrize(("stack_name", "level"), [("dev", EnforcementLevel.ADVISORY), ("prod", EnforcementLevel.MANDATORY)])
-def test_eks_rule_is_advisory_in_dev_and_mandatory_in_prod(stack_name: str, level: EnforcementLevel,
-                                                          prod: StackRun) -> None:
+@pytest.mark.parametrize(
+    ("stack_name", "level"), [("dev", EnforcementLevel.ADVISORY), ("prod", EnforcementLevel.MANDATORY)]
+)
+def test_eks_rule_is_advisory_in_dev_and_mandatory_in_prod(
+    stack_name: str, level: EnforcementLevel, prod: StackRun
+) -> None:
     cluster = with_inputs(eks_cluster(prod), lambda i: i.update(endpointPublicAccess=True))
     violations = check(EKS, [cluster], load_config(stack_name))
     assert violations and {v.level for v in violations} == {level}
@@ -900,8 +1023,16 @@ def test_eks_rule_is_advisory_in_dev_and_mandatory_in_prod(stack_name: str, leve
 
 def test_stack_policies_are_stack_validation_policies() -> None:
     stack_level = {p.name for p in POLICIES if isinstance(p, StackValidationPolicy)}
-    assert stack_level == {POOLS, BUDGET, S3, ROUTES, DRAIN, "auto-mode-node-class-tags-permitted",
-                           "network-policies-enforced", "predictors-reachable-only-through-gateway"}
+    assert stack_level == {
+        POOLS,
+        BUDGET,
+        S3,
+        ROUTES,
+        DRAIN,
+        "auto-mode-node-class-tags-permitted",
+        "network-policies-enforced",
+        "predictors-reachable-only-through-gateway",
+    }
 
 
 # --- the pack as the Pulumi CLI runs it ----------------------------------------------------------
@@ -922,13 +1053,18 @@ def pack() -> Any:
 
     process = subprocess.Popen(
         [sys.executable, "-u", "-m", "pulumi.policy", "127.0.0.1:1", "."],
-        cwd=ROOT / "policies", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT / "policies",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         # The pack prints its port once it serves; bounded, so a hung start fails instead of hanging.
         ready, _, _ = select.select([process.stdout], [], [], 60)
         port = process.stdout.readline().strip() if ready else ""
-        assert port.isdigit(), f"policy pack did not start: {process.stderr.read() if process.poll() is not None else port}"
+        assert port.isdigit(), (
+            f"policy pack did not start: {process.stderr.read() if process.poll() is not None else port}"
+        )
         channel = grpc.insecure_channel(f"127.0.0.1:{port}")
         grpc.channel_ready_future(channel).result(timeout=20)
         yield analyzer_pb2_grpc.AnalyzerStub(channel)
@@ -974,8 +1110,11 @@ def test_pack_process_reports_a_mutated_scaled_object(pack: Any, prod: StackRun)
 
     _configure(pack, "prod")
     scaled = with_query(first(prod, "ScaledObject"), "kv-cache", "vllm:kv_cache_usage_perc")
-    response = pack.Analyze(analyzer_pb2.AnalyzeRequest(
-        type=scaled.type, properties=_struct(scaled.inputs), urn=scaled.urn, name=scaled.name))
+    response = pack.Analyze(
+        analyzer_pb2.AnalyzeRequest(
+            type=scaled.type, properties=_struct(scaled.inputs), urn=scaled.urn, name=scaled.name
+        )
+    )
     assert [d.policyName for d in response.diagnostics] == [QUERIES]
     assert response.diagnostics[0].enforcementLevel == analyzer_pb2.MANDATORY
 
@@ -984,18 +1123,26 @@ def test_pack_process_finds_prod_clean_and_dev_eks_rule_advisory(pack: Any, prod
     from pulumi.runtime.proto import analyzer_pb2
 
     def analyze_stack(resources: list[Captured]) -> Any:
-        return pack.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(resources=[
-            analyzer_pb2.AnalyzerResource(type=r.type, properties=_struct(r.inputs), urn=r.urn, name=r.name,
-                                          parent=r.parent)
-            for r in resources
-        ]))
+        return pack.AnalyzeStack(
+            analyzer_pb2.AnalyzeStackRequest(
+                resources=[
+                    analyzer_pb2.AnalyzerResource(
+                        type=r.type, properties=_struct(r.inputs), urn=r.urn, name=r.name, parent=r.parent
+                    )
+                    for r in resources
+                ]
+            )
+        )
 
     _configure(pack, "prod")
     assert list(analyze_stack(prod.resources).diagnostics) == []
     _configure(pack, "dev")
     cluster = with_inputs(eks_cluster(prod), lambda i: i.update(endpointPublicAccess=True))
-    response = pack.Analyze(analyzer_pb2.AnalyzeRequest(
-        type=cluster.type, properties=_struct(cluster.inputs), urn=cluster.urn, name=cluster.name))
+    response = pack.Analyze(
+        analyzer_pb2.AnalyzeRequest(
+            type=cluster.type, properties=_struct(cluster.inputs), urn=cluster.urn, name=cluster.name
+        )
+    )
     assert [(d.policyName, d.enforcementLevel) for d in response.diagnostics] == [(EKS, analyzer_pb2.ADVISORY)]
 
 
@@ -1021,7 +1168,9 @@ def prod_linked() -> tuple[StackRun, Dependencies]:
     return record_dependencies("prod")
 
 
-def test_first_preview_with_unknown_bucket_ids_passes_the_model_store(prod_linked: tuple[StackRun, Dependencies]) -> None:
+def test_first_preview_with_unknown_bucket_ids_passes_the_model_store(
+    prod_linked: tuple[StackRun, Dependencies],
+) -> None:
     run, deps = prod_linked
     assert run_policy(policy(S3), unparented(run.resources), None, s3_unknowns(run), deps) == []
 
@@ -1032,7 +1181,9 @@ def test_first_preview_with_unknown_bucket_ids_still_reports_suspended_versionin
     run, deps = prod_linked
     versioning = bucket_setting(run, ":BucketVersioning")
     mutated = with_inputs(versioning, lambda i: i["versioningConfiguration"].update(status="Suspended"))
-    violations = run_policy(policy(S3), unparented(swap(run.resources, versioning, mutated)), None, s3_unknowns(run), deps)
+    violations = run_policy(
+        policy(S3), unparented(swap(run.resources, versioning, mutated)), None, s3_unknowns(run), deps
+    )
     assert_reported(violations, S3, "llm-prod-models-weights", "versioning")
 
 
@@ -1045,8 +1196,9 @@ def test_without_property_dependencies_or_parents_unknown_bucket_ids_link_nothin
 def test_unknown_kms_key_counts_as_secrets_encryption_during_preview(prod: StackRun) -> None:
     cluster = with_inputs(eks_cluster(prod), lambda i: i.update(encryptionConfigKeyArn=UNKNOWN))
     assert check(EKS, [cluster]) == []
-    aws_cluster = with_inputs(as_aws_cluster(eks_cluster(prod)),
-                              lambda i: i["encryptionConfig"]["provider"].update(keyArn=UNKNOWN))
+    aws_cluster = with_inputs(
+        as_aws_cluster(eks_cluster(prod)), lambda i: i["encryptionConfig"]["provider"].update(keyArn=UNKNOWN)
+    )
     assert check(EKS, [aws_cluster]) == []
 
 

@@ -63,7 +63,9 @@ def test_qwen_1_5b_reference_is_not_kv_bound_at_64_concurrent_requests():
 # (+26%). The measured replica is slower than its GPU allows at 64 small sequences, i.e. bound
 # by per-sequence CPU work that the A10G fit (40 large sequences) cannot see; or it ran on a
 # slower card than assumed. See benchmarks/engine_accuracy.py.
-PHYSICS_MISSES_1_5B = pytest.mark.xfail(strict=True, reason="8 GB reference GPU unknown; CPU-bound at 64 small sequences")
+PHYSICS_MISSES_1_5B = pytest.mark.xfail(
+    strict=True, reason="8 GB reference GPU unknown; CPU-bound at 64 small sequences"
+)
 
 
 @PHYSICS_MISSES_1_5B

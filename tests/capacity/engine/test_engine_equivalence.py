@@ -126,7 +126,11 @@ def _trajectory(seed: int, reference: bool) -> list:
     """Everything one random workload makes an engine report, in order."""
     rng = random.Random(seed)
     base = rng.choice(sorted(PROFILES.values(), key=lambda p: p.name))
-    costs = [base.cost, _random_cost(random.Random(seed)), StepCost(step_s=0.002, weights_s=0.005, kv_token_s=2e-6, token_s=3e-3)]
+    costs = [
+        base.cost,
+        _random_cost(random.Random(seed)),
+        StepCost(step_s=0.002, weights_s=0.005, kv_token_s=2e-6, token_s=3e-3),
+    ]
     profile = dataclasses.replace(
         base,
         cost=rng.choice(costs),
@@ -184,8 +188,14 @@ def test_engine_with_the_fast_path_matches_the_step_by_step_engine_on_random_wor
 @pytest.mark.parametrize(
     ("profile", "trace"),
     [
-        ("a10g-r1-14b-awq", "synthetic:step:base=2,peak=9,at=300,length=600,duration=1200,prompt=1024,output=128,sigma=0.6,seed=3"),
-        ("8gb-qwen2.5-3b-eager", "synthetic:step:base=2,peak=8,at=200,length=400,duration=800,prompt=700,output=400,sigma=0.8,seed=5"),
+        (
+            "a10g-r1-14b-awq",
+            "synthetic:step:base=2,peak=9,at=300,length=600,duration=1200,prompt=1024,output=128,sigma=0.6,seed=3",
+        ),
+        (
+            "8gb-qwen2.5-3b-eager",
+            "synthetic:step:base=2,peak=8,at=200,length=400,duration=800,prompt=700,output=400,sigma=0.8,seed=5",
+        ),
     ],
 )
 def test_fast_path_matches_step_by_step_through_the_simulator(profile, trace):

@@ -64,7 +64,11 @@ def test_kv_capacity_is_utilization_times_memory_minus_weights_activations_and_r
 
 def test_kv_capacity_grows_with_memory_and_shrinks_with_utilization():
     small = memory_plan(AWQ14, A10G, 0.80, 2048, 40).kv_tokens()
-    assert small < memory_plan(AWQ14, A10G, 0.90, 2048, 40).kv_tokens() < memory_plan(AWQ14, gpu("l40s"), 0.90, 2048, 40).kv_tokens()
+    assert (
+        small
+        < memory_plan(AWQ14, A10G, 0.90, 2048, 40).kv_tokens()
+        < memory_plan(AWQ14, gpu("l40s"), 0.90, 2048, 40).kv_tokens()
+    )
 
 
 def test_a_replica_whose_weights_do_not_fit_is_refused_naming_why():
@@ -72,7 +76,14 @@ def test_a_replica_whose_weights_do_not_fit_is_refused_naming_why():
     with pytest.raises(ValueError, match=r"weights \(27\.\d GiB\) do not fit 90% of NVIDIA A10G"):
         derive("a10g-qwen2.5-14b", bf16_14b, A10G, max_model_len=15_000, max_num_seqs=40, max_num_batched_tokens=2048)
     with pytest.raises(ValueError, match="fewer than max_model_len"):
-        derive("rtx-3070-7b", checkpoint("Qwen/Qwen2.5-7B-Instruct-AWQ"), gpu("rtx-3070"), max_model_len=32_768, max_num_seqs=64, max_num_batched_tokens=4096)
+        derive(
+            "rtx-3070-7b",
+            checkpoint("Qwen/Qwen2.5-7B-Instruct-AWQ"),
+            gpu("rtx-3070"),
+            max_model_len=32_768,
+            max_num_seqs=64,
+            max_num_batched_tokens=4096,
+        )
 
 
 def test_every_stack_model_has_a_profile_on_every_gpu():
@@ -89,7 +100,12 @@ def test_a_faster_gpu_is_faster_for_the_same_replica():
     def rps(name: str) -> float:
         return explain(get_profile(name), 20, 1024, 256).state.rps
 
-    assert rps("l4-qwen2.5-14b-awq") < rps("a10g-qwen2.5-14b-awq") < rps("a100-80gb-qwen2.5-14b-awq") < rps("h100-qwen2.5-14b-awq")
+    assert (
+        rps("l4-qwen2.5-14b-awq")
+        < rps("a10g-qwen2.5-14b-awq")
+        < rps("a100-80gb-qwen2.5-14b-awq")
+        < rps("h100-qwen2.5-14b-awq")
+    )
 
 
 def test_every_data_entry_cites_its_source():
@@ -121,8 +137,12 @@ def test_roofline_regimes_decode_is_memory_bound_and_prefill_compute_bound():
 
 def test_step_time_is_the_larger_roofline_side_plus_overheads():
     cost = StepCost(step_s=0.001, seq_s=0.0001, weights_s=0.01, kv_token_s=1e-6, token_s=1e-3)
-    assert cost.step_time(seqs=2, tokens=2, sampled=2, kv_tokens=1000, pairs=1000) == pytest.approx(0.001 + 0.0002 + 0.011)
-    assert cost.step_time(seqs=2, tokens=100, sampled=2, kv_tokens=1000, pairs=1000) == pytest.approx(0.001 + 0.0002 + 0.1)
+    assert cost.step_time(seqs=2, tokens=2, sampled=2, kv_tokens=1000, pairs=1000) == pytest.approx(
+        0.001 + 0.0002 + 0.011
+    )
+    assert cost.step_time(seqs=2, tokens=100, sampled=2, kv_tokens=1000, pairs=1000) == pytest.approx(
+        0.001 + 0.0002 + 0.1
+    )
 
 
 def test_decode_span_splits_at_the_crossover_between_compute_and_memory():

@@ -29,9 +29,16 @@ def measured():
         async with serve_replicas(PROFILE, count=2, speedup=SPEEDUP) as replicas:
             with run_prometheus([r.url.removeprefix("http://") for r in replicas], scrape_interval_s=1.0) as prom:
                 await asyncio.to_thread(wait_for_targets, prom, 2)
-                config = LoadConfig(urls=tuple(r.url for r in replicas), concurrency=2 * CONCURRENCY_PER_REPLICA,
-                                    warmup_s=20, duration_s=120, time_scale=SPEEDUP, stream=True,
-                                    prompt_tokens=1024, output_tokens=128)  # fmt: skip
+                config = LoadConfig(
+                    urls=tuple(r.url for r in replicas),
+                    concurrency=2 * CONCURRENCY_PER_REPLICA,
+                    warmup_s=20,
+                    duration_s=120,
+                    time_scale=SPEEDUP,
+                    stream=True,
+                    prompt_tokens=1024,
+                    output_tokens=128,
+                )
                 started = time.time()
                 load = asyncio.create_task(run_load(config))
                 await asyncio.sleep(config.warmup_s / SPEEDUP + 2)
@@ -41,8 +48,11 @@ def measured():
                 # catch requests between a response and the next request: take the best of three.
                 readings_in_flight = []
                 for _ in range(3):
-                    readings_in_flight.append(await asyncio.to_thread(
-                        client.query, "sum(vllm:num_requests_running) + sum(vllm:num_requests_waiting)"))
+                    readings_in_flight.append(
+                        await asyncio.to_thread(
+                            client.query, "sum(vllm:num_requests_running) + sum(vllm:num_requests_waiting)"
+                        )
+                    )
                     await asyncio.sleep(1.1)  # the next scrape
                 running = max(readings_in_flight)
                 result = await load
@@ -50,7 +60,9 @@ def measured():
                 # when it stops, and a gauge read at that edge can catch the drained replicas.
                 end = started + (config.warmup_s + config.duration_s) / SPEEDUP - 1.5
                 await asyncio.sleep(1.0)  # the last scrape of the run
-                queries = scaling_queries(Scope(PROFILE.served_model_name), time_scale=SPEEDUP)  # windows 60 s, 120 s -> 6 s, 12 s
+                queries = scaling_queries(
+                    Scope(PROFILE.served_model_name), time_scale=SPEEDUP
+                )  # windows 60 s, 120 s -> 6 s, 12 s
                 measured_from = started + config.warmup_s / SPEEDUP
                 readings = await asyncio.to_thread(collect, client, queries, measured_from, end, 1.0, SPEEDUP)
                 client.close()

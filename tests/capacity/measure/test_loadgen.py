@@ -15,8 +15,8 @@ from capacity.measure.config import LoadConfig
 from capacity.measure.generator import run_load, trace_arrivals
 from capacity.measure.results import write_outputs
 from capacity.measure.workers import run_load_processes, split_config
-from capacity.runtime import loop_factory
 from capacity.mock.serving import serve_replicas
+from capacity.runtime import loop_factory
 from capacity.workload.prompts import PromptBuilder
 
 FAST = get_profile("8gb-qwen2.5-1.5b")
@@ -24,9 +24,8 @@ SPEEDUP = 5
 
 
 async def _histogram(url: str, name: str) -> tuple[float, float]:
-    async with aiohttp.ClientSession() as session:
-        async with session.get(url + "/metrics") as response:
-            text = await response.text()
+    async with aiohttp.ClientSession() as session, session.get(url + "/metrics") as response:
+        text = await response.text()
     family = next(f for f in text_string_to_metric_families(text) if f.name == name)
     total = next(s.value for s in family.samples if s.name.endswith("_sum"))
     count = next(s.value for s in family.samples if s.name.endswith("_count"))
@@ -37,8 +36,17 @@ async def _histogram(url: str, name: str) -> tuple[float, float]:
 @pytest.mark.parametrize("client", ["aiohttp", "raw"])
 async def test_client_latencies_agree_with_the_servers_e2e_and_ttft_histograms(client):
     async with serve_replicas(FAST, speedup=SPEEDUP) as [replica]:
-        config = LoadConfig(urls=(replica.url,), concurrency=8, warmup_s=0, duration_s=6, time_scale=SPEEDUP,
-                            prompt_tokens=200, output_tokens=150, stream=True, client=client)  # fmt: skip
+        config = LoadConfig(
+            urls=(replica.url,),
+            concurrency=8,
+            warmup_s=0,
+            duration_s=6,
+            time_scale=SPEEDUP,
+            prompt_tokens=200,
+            output_tokens=150,
+            stream=True,
+            client=client,
+        )
         result = await run_load(config)
         e2e_sum, e2e_count = await _histogram(replica.url, "vllm:e2e_request_latency_seconds")
         ttft_sum, ttft_count = await _histogram(replica.url, "vllm:time_to_first_token_seconds")
@@ -58,8 +66,15 @@ async def test_client_latencies_agree_with_the_servers_e2e_and_ttft_histograms(c
 @pytest.mark.asyncio
 async def test_closed_loop_keeps_exactly_the_concurrency_in_flight():
     async with serve_replicas(FAST, speedup=SPEEDUP) as [replica]:
-        config = LoadConfig(urls=(replica.url,), concurrency=6, warmup_s=0.5, duration_s=2, time_scale=SPEEDUP,
-                            prompt_tokens=20, output_tokens=200)  # fmt: skip
+        config = LoadConfig(
+            urls=(replica.url,),
+            concurrency=6,
+            warmup_s=0.5,
+            duration_s=2,
+            time_scale=SPEEDUP,
+            prompt_tokens=20,
+            output_tokens=200,
+        )
         task = asyncio.create_task(run_load(config))
         in_flight = []
         while not task.done():  # sampled through the run: never more than 6, and 6 once all started
@@ -73,8 +88,15 @@ async def test_closed_loop_keeps_exactly_the_concurrency_in_flight():
 @pytest.mark.asyncio
 async def test_poisson_open_loop_issues_about_rate_times_duration_requests():
     async with serve_replicas(FAST, speedup=SPEEDUP) as [replica]:
-        config = LoadConfig(urls=(replica.url,), rate=20.0, warmup_s=0, duration_s=10, time_scale=SPEEDUP,
-                            prompt_tokens=20, output_tokens=5)  # fmt: skip
+        config = LoadConfig(
+            urls=(replica.url,),
+            rate=20.0,
+            warmup_s=0,
+            duration_s=10,
+            time_scale=SPEEDUP,
+            prompt_tokens=20,
+            output_tokens=5,
+        )
         result = await run_load(config)
     assert 140 <= len(result.records) <= 260  # Poisson(200)
     assert result.summary["successful_rps"] == pytest.approx(20, rel=0.3)
@@ -83,8 +105,10 @@ async def test_poisson_open_loop_issues_about_rate_times_duration_requests():
 @pytest.mark.asyncio
 async def test_trace_replay_sends_each_rows_lengths(tmp_path):
     trace = tmp_path / "trace.csv"
-    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
-                     "2023-11-16 18:15:46.0,30,4\n2023-11-16 18:15:46.5,10,7\n2023-11-16 18:15:47.0,25,3\n")  # fmt: skip
+    trace.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2023-11-16 18:15:46.0,30,4\n2023-11-16 18:15:46.5,10,7\n2023-11-16 18:15:47.0,25,3\n"
+    )
     async with serve_replicas(FAST, speedup=SPEEDUP) as [replica]:
         config = LoadConfig(urls=(replica.url,), trace=trace, warmup_s=0, duration_s=5, time_scale=SPEEDUP)
         result = await run_load(config)
@@ -95,8 +119,16 @@ async def test_trace_replay_sends_each_rows_lengths(tmp_path):
 @pytest.mark.asyncio
 async def test_api_key_header_is_sent_and_round_robin_spreads_over_urls(tmp_path):
     async with serve_replicas(FAST, count=2, speedup=SPEEDUP, api_key="k") as replicas:
-        config = LoadConfig(urls=tuple(r.url for r in replicas), concurrency=4, api_key="k", warmup_s=0,
-                            duration_s=1, time_scale=SPEEDUP, prompt_tokens=10, output_tokens=5)  # fmt: skip
+        config = LoadConfig(
+            urls=tuple(r.url for r in replicas),
+            concurrency=4,
+            api_key="k",
+            warmup_s=0,
+            duration_s=1,
+            time_scale=SPEEDUP,
+            prompt_tokens=10,
+            output_tokens=5,
+        )
         result = await run_load(config)
     assert result.summary["errors"] == {}
     assert {r.url for r in result.records} == {r.url for r in replicas}
@@ -109,8 +141,15 @@ async def test_api_key_header_is_sent_and_round_robin_spreads_over_urls(tmp_path
 @pytest.mark.asyncio
 async def test_requests_completing_in_warmup_are_excluded_from_the_measurement():
     async with serve_replicas(FAST, speedup=SPEEDUP) as [replica]:
-        config = LoadConfig(urls=(replica.url,), concurrency=2, warmup_s=2, duration_s=2, time_scale=SPEEDUP,
-                            prompt_tokens=10, output_tokens=5)  # fmt: skip
+        config = LoadConfig(
+            urls=(replica.url,),
+            concurrency=2,
+            warmup_s=2,
+            duration_s=2,
+            time_scale=SPEEDUP,
+            prompt_tokens=10,
+            output_tokens=5,
+        )
         result = await run_load(config)
     phases = {r.phase for r in result.records}
     assert "warmup" in phases and "measure" in phases
@@ -129,7 +168,9 @@ def test_tokenizer_prompts_have_exact_token_length(tmp_path):
 
     tokenizer = Tokenizer(models.BPE(unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["[UNK]"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["[UNK]"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tokenizer.train_from_iterator(["the quick brown fox jumps over the lazy dog"] * 50, trainer)
     from tokenizers import decoders
 
@@ -158,8 +199,17 @@ def test_config_rejects_two_modes_naming_them():
 @pytest.mark.parametrize("stream", [True, False])
 async def test_overhead_is_the_clients_send_plus_receive_lag_from_the_mocks_timing(client, stream):
     async with serve_replicas(FAST, speedup=SPEEDUP) as [replica]:
-        config = LoadConfig(urls=(replica.url,), concurrency=4, warmup_s=0, duration_s=2, time_scale=SPEEDUP,
-                            prompt_tokens=20, output_tokens=10, stream=stream, client=client)  # fmt: skip
+        config = LoadConfig(
+            urls=(replica.url,),
+            concurrency=4,
+            warmup_s=0,
+            duration_s=2,
+            time_scale=SPEEDUP,
+            prompt_tokens=20,
+            output_tokens=10,
+            stream=stream,
+            client=client,
+        )
         result = await run_load(config)
     ok = [r for r in result.records if r.ok]
     assert ok and result.summary["errors"] == {}
@@ -175,13 +225,34 @@ async def test_overhead_is_the_clients_send_plus_receive_lag_from_the_mocks_timi
 @pytest.mark.asyncio
 async def test_raw_client_reports_http_errors_and_non_streaming_usage():
     async with serve_replicas(FAST, speedup=SPEEDUP, api_key="k") as [replica]:
-        denied = LoadConfig(urls=(replica.url,), model=FAST.served_model_name, api_key="wrong", concurrency=2,
-                            warmup_s=0, duration_s=0.5, time_scale=SPEEDUP, prompt_tokens=5, output_tokens=3,
-                            client="raw", max_requests=6)  # fmt: skip
+        denied = LoadConfig(
+            urls=(replica.url,),
+            model=FAST.served_model_name,
+            api_key="wrong",
+            concurrency=2,
+            warmup_s=0,
+            duration_s=0.5,
+            time_scale=SPEEDUP,
+            prompt_tokens=5,
+            output_tokens=3,
+            client="raw",
+            max_requests=6,
+        )
         bad = await run_load(denied)
-        good = await run_load(LoadConfig(urls=(replica.url,), api_key="k", api="chat", concurrency=2, warmup_s=0,
-                                         duration_s=1, time_scale=SPEEDUP, prompt_tokens=5, output_tokens=3,
-                                         client="raw"))  # fmt: skip
+        good = await run_load(
+            LoadConfig(
+                urls=(replica.url,),
+                api_key="k",
+                api="chat",
+                concurrency=2,
+                warmup_s=0,
+                duration_s=1,
+                time_scale=SPEEDUP,
+                prompt_tokens=5,
+                output_tokens=3,
+                client="raw",
+            )
+        )
     assert set(bad.summary["errors"]) == {"401"} and "Unauthorized" in bad.records[0].error
     assert good.summary["errors"] == {} and good.summary["successful"] > 0
     assert {(r.prompt_tokens, r.output_tokens) for r in good.records if r.ok} == {(5, 3)}
@@ -229,8 +300,16 @@ def replica_in_a_thread():
 
 
 def test_worker_processes_share_one_window_and_merge_into_one_result(replica_in_a_thread):
-    config = LoadConfig(urls=(replica_in_a_thread,), concurrency=4, warmup_s=0, duration_s=2, time_scale=SPEEDUP,
-                        prompt_tokens=10, output_tokens=5, stream=True)  # fmt: skip
+    config = LoadConfig(
+        urls=(replica_in_a_thread,),
+        concurrency=4,
+        warmup_s=0,
+        duration_s=2,
+        time_scale=SPEEDUP,
+        prompt_tokens=10,
+        output_tokens=5,
+        stream=True,
+    )
     result = run_load_processes(config, 2, use_uvloop=True)
     assert result.summary["errors"] == {} and result.summary["successful"] > 0
     assert result.summary["concurrency"] == 4 and result.cpu_s > 0
@@ -248,7 +327,7 @@ def http_server():
     answered = threading.Event()
 
     class Ok(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        def do_GET(self) -> None:
             self.send_response(200)
             self.send_header("Content-Length", "2")
             self.end_headers()
@@ -256,7 +335,7 @@ def http_server():
             self.wfile.flush()
             answered.set()
 
-        def log_message(self, *args) -> None:  # noqa: ANN002
+        def log_message(self, *args) -> None:
             """No access log on the test's stderr."""
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Ok)
@@ -289,8 +368,10 @@ async def test_raw_client_stamps_a_read_with_its_arrival_not_with_a_late_dispatc
 @pytest.mark.asyncio
 async def test_open_loop_counts_a_late_dispatch_from_the_scheduled_time(tmp_path):
     trace = tmp_path / "trace.jsonl"
-    trace.write_text('{"offset_s": 0, "prompt_tokens": 8, "output_tokens": 2}\n'
-                     '{"offset_s": 0.3, "prompt_tokens": 8, "output_tokens": 2}\n')  # fmt: skip
+    trace.write_text(
+        '{"offset_s": 0, "prompt_tokens": 8, "output_tokens": 2}\n'
+        '{"offset_s": 0.3, "prompt_tokens": 8, "output_tokens": 2}\n'
+    )
 
     async def block_the_loop() -> None:
         await asyncio.sleep(0.15)
@@ -312,8 +393,18 @@ async def test_a_mid_stream_error_counts_as_a_failure_named_in_the_summary(clien
     from capacity.mock.faults import Faults
 
     async with serve_replicas(FAST, speedup=SPEEDUP, faults=Faults(mid_stream_error=1.0)) as [replica]:
-        config = LoadConfig(urls=(replica.url,), concurrency=2, warmup_s=0, duration_s=20, time_scale=SPEEDUP,
-                            prompt_tokens=10, output_tokens=20, stream=True, client=client, max_requests=6)  # fmt: skip
+        config = LoadConfig(
+            urls=(replica.url,),
+            concurrency=2,
+            warmup_s=0,
+            duration_s=20,
+            time_scale=SPEEDUP,
+            prompt_tokens=10,
+            output_tokens=20,
+            stream=True,
+            client=client,
+            max_requests=6,
+        )
         result = await run_load(config)
     assert result.summary["successful"] == 0
     assert result.summary["errors"] == {"mid-stream error: Internal server error": 6}
@@ -326,8 +417,15 @@ async def test_a_run_of_4xx_stops_the_load_naming_the_url_model_and_status(mode)
     from capacity.measure.generator import LoadStopped
 
     async with serve_replicas(FAST, speedup=SPEEDUP) as [replica]:
-        config = LoadConfig(urls=(replica.url,), model="no-such-model", warmup_s=0, duration_s=600, **mode,
-                            prompt_tokens=5, output_tokens=3)  # fmt: skip
+        config = LoadConfig(
+            urls=(replica.url,),
+            model="no-such-model",
+            warmup_s=0,
+            duration_s=600,
+            **mode,
+            prompt_tokens=5,
+            output_tokens=3,
+        )
         with pytest.raises(LoadStopped) as stopped:
             await asyncio.wait_for(run_load(config), timeout=30)  # the window alone is 600 s
     message = str(stopped.value)
@@ -351,8 +449,17 @@ async def test_answers_of_429_are_overload_and_do_not_stop_the_load():
     await site.start()
     port = site._server.sockets[0].getsockname()[1]
     try:
-        config = LoadConfig(urls=(f"http://127.0.0.1:{port}",), model="m", concurrency=2, warmup_s=0, duration_s=60,
-                            prompt_tokens=5, output_tokens=3, max_requests=15, max_consecutive_4xx=3)  # fmt: skip
+        config = LoadConfig(
+            urls=(f"http://127.0.0.1:{port}",),
+            model="m",
+            concurrency=2,
+            warmup_s=0,
+            duration_s=60,
+            prompt_tokens=5,
+            output_tokens=3,
+            max_requests=15,
+            max_consecutive_4xx=3,
+        )
         result = await run_load(config)
     finally:
         await runner.cleanup()
@@ -363,11 +470,21 @@ async def test_answers_of_429_are_overload_and_do_not_stop_the_load():
 @pytest.mark.parametrize("mode", ["closed", "poisson", "trace"])
 async def test_max_requests_caps_what_is_sent_in_every_mode(mode, tmp_path):
     trace = tmp_path / "trace.jsonl"
-    trace.write_text("".join(f'{{"offset_s": {i * 0.05}, "prompt_tokens": 8, "output_tokens": 2}}\n' for i in range(40)))
+    trace.write_text(
+        "".join(f'{{"offset_s": {i * 0.05}, "prompt_tokens": 8, "output_tokens": 2}}\n' for i in range(40))
+    )
     modes = {"closed": {"concurrency": 4}, "poisson": {"rate": 100.0}, "trace": {"trace": trace}}
     async with serve_replicas(FAST, speedup=SPEEDUP) as [replica]:
-        config = LoadConfig(urls=(replica.url,), warmup_s=0, duration_s=60, time_scale=SPEEDUP, prompt_tokens=8,
-                            output_tokens=2, max_requests=7, **modes[mode])  # fmt: skip
+        config = LoadConfig(
+            urls=(replica.url,),
+            warmup_s=0,
+            duration_s=60,
+            time_scale=SPEEDUP,
+            prompt_tokens=8,
+            output_tokens=2,
+            max_requests=7,
+            **modes[mode],
+        )
         result = await asyncio.wait_for(run_load(config), timeout=30)
     assert len(result.records) == 7 and all(r.ok for r in result.records)
 
@@ -381,8 +498,16 @@ def test_workers_share_max_requests_exactly():
 async def test_the_summary_says_tokens_were_counted_as_whitespace_words_without_a_tokenizer(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))  # an empty cache
     async with serve_replicas(FAST, speedup=SPEEDUP) as [replica]:
-        config = LoadConfig(urls=(replica.url,), concurrency=1, warmup_s=0, duration_s=10, time_scale=SPEEDUP,
-                            prompt_tokens=5, output_tokens=2, max_requests=1)  # fmt: skip
+        config = LoadConfig(
+            urls=(replica.url,),
+            concurrency=1,
+            warmup_s=0,
+            duration_s=10,
+            time_scale=SPEEDUP,
+            prompt_tokens=5,
+            output_tokens=2,
+            max_requests=1,
+        )
         result = await run_load(config)
     assert result.summary["token_counting"] == "whitespace words"
 
@@ -393,7 +518,9 @@ def _tokenizer_file(path):
     tokenizer = Tokenizer(models.BPE(unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel()
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["[UNK]"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["[UNK]"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tokenizer.train_from_iterator(["the quick brown fox jumps over the lazy dog"] * 50, trainer)
     path.parent.mkdir(parents=True, exist_ok=True)
     tokenizer.save(str(path))
@@ -401,13 +528,23 @@ def _tokenizer_file(path):
 
 
 @pytest.mark.asyncio
-async def test_the_models_tokenizer_is_found_in_the_local_hugging_face_cache_and_named_in_the_summary(tmp_path, monkeypatch):
+async def test_the_models_tokenizer_is_found_in_the_local_hugging_face_cache_and_named_in_the_summary(
+    tmp_path, monkeypatch
+):
     cached = tmp_path / "models--org--tiny" / "snapshots" / "abc123" / "tokenizer.json"
     tokenizer = _tokenizer_file(cached)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     async with serve_replicas(FAST, speedup=SPEEDUP, served_model_name="org/tiny", tokenizer=str(cached)) as [replica]:
-        config = LoadConfig(urls=(replica.url,), concurrency=1, warmup_s=0, duration_s=10, time_scale=SPEEDUP,
-                            prompt_tokens=40, output_tokens=2, max_requests=2)  # fmt: skip
+        config = LoadConfig(
+            urls=(replica.url,),
+            concurrency=1,
+            warmup_s=0,
+            duration_s=10,
+            time_scale=SPEEDUP,
+            prompt_tokens=40,
+            output_tokens=2,
+            max_requests=2,
+        )
         result = await run_load(config)
     assert result.summary["token_counting"] == f"tokenizer {cached}"
     # the mock counted the prompts with the same tokenizer: exactly what was asked for

@@ -30,9 +30,14 @@ def test_every_command_uses_the_exact_config_key_paths():
     paths = {m["path"]: m["value"] for m in parsed}
     assert {m["key"] for m in parsed} == {"default"} and {m["stack"] for m in parsed} == {"dev"}
     assert set(paths) == {
-        "triggers.queueDepth.targetPerReplica", "slo.e2eP99Seconds", "triggers.e2eLatency.thresholdSeconds",
-        "slo.ttftP95Seconds", "triggers.ttft.enabled", "triggers.ttft.thresholdSeconds", "maxReplicas",
-    }  # fmt: skip
+        "triggers.queueDepth.targetPerReplica",
+        "slo.e2eP99Seconds",
+        "triggers.e2eLatency.thresholdSeconds",
+        "slo.ttftP95Seconds",
+        "triggers.ttft.enabled",
+        "triggers.ttft.thresholdSeconds",
+        "maxReplicas",
+    }
     assert paths["maxReplicas"] == "4"  # ceil(6 / 1.54)
     assert paths["triggers.ttft.enabled"] == "true"
 
@@ -44,8 +49,10 @@ def test_model_name_selects_the_per_model_block():
 
 def test_a_model_name_with_dots_is_quoted_in_the_path():
     rec = recommend(read_envelope(CALIBRATION_CSV), slo_p99=30)
-    assert all("'autoscaling[\"qwen2.5-7b\"].triggers." in line or "'autoscaling[\"qwen2.5-7b\"].slo." in line
-               for line in commands(rec, "prod", "qwen2.5-7b"))  # fmt: skip
+    assert all(
+        '\'autoscaling["qwen2.5-7b"].triggers.' in line or '\'autoscaling["qwen2.5-7b"].slo.' in line
+        for line in commands(rec, "prod", "qwen2.5-7b")
+    )
 
 
 @pytest.mark.parametrize("slo", [0.3, 1.0, 2.5, 30.0, 120.0])
@@ -127,8 +134,9 @@ def test_current_values_are_optional_and_never_fail(tmp_path):
     assert current is None and "Pulumi.no-such-stack.yaml" in why
 
 
-
 def test_a_default_command_names_the_models_whose_own_block_sets_that_key():
     rec = recommend(read_envelope(CALIBRATION_CSV), slo_p99=30)
     queue = next(line for line in commands(rec, "prod", None) if ".triggers.queueDepth.targetPerReplica'" in line)
-    assert "autoscaling.{qwen25-14b-awq,qwen25-7b-awq} set it themselves: pass --model" in queue  # both planned blocks do
+    assert (
+        "autoscaling.{qwen25-14b-awq,qwen25-7b-awq} set it themselves: pass --model" in queue
+    )  # both planned blocks do

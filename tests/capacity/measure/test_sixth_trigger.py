@@ -12,7 +12,6 @@ from contract.signals import Query, Scope, Vllm
 from contract.triggers import TRIGGERS
 from tests.sixth_trigger import SIX, SixTriggerAutoscaling, SixTriggers, WaitingNowTrigger
 
-
 SCOPE = Scope("m")
 
 

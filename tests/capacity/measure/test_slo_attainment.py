@@ -7,7 +7,9 @@ from contract.settings.autoscaling import Slo
 SLO = Slo(ttft_p95_seconds=1.0, tpot_p95_seconds=0.1)
 
 
-def record(ttft: float | None, latency: float | None, tokens: int, ok: bool = True, phase: str = "measure") -> RequestRecord:
+def record(
+    ttft: float | None, latency: float | None, tokens: int, ok: bool = True, phase: str = "measure"
+) -> RequestRecord:
     return RequestRecord(0, "u", phase, 0.0, ok=ok, ttft_s=ttft, latency_s=latency, output_tokens=tokens)
 
 
@@ -22,8 +24,12 @@ def test_a_one_token_answer_is_judged_on_ttft_alone():
 
 
 def test_attainment_counts_failed_requests_as_misses_and_skips_warmup():
-    records = [record(0.2, 2.0, 20), record(0.2, 2.0, 20, ok=False), record(3.0, 4.0, 20),
-               record(0.1, 0.5, 20, phase="warmup")]  # fmt: skip
+    records = [
+        record(0.2, 2.0, 20),
+        record(0.2, 2.0, 20, ok=False),
+        record(3.0, 4.0, 20),
+        record(0.1, 0.5, 20, phase="warmup"),
+    ]
     assert slo_attainment(records, SLO) == 1 / 3
 
 

@@ -17,8 +17,16 @@ def test_sweep_writes_envelope_csv_plot_and_report(tmp_path):
         async with serve_replicas(FAST, speedup=10) as [replica]:
             # 2 s of wall time per level, requests big enough to hold KV blocks between samples: a busy
             # machine still samples every level several times
-            base = LoadConfig(urls=(replica.url,), concurrency=1, warmup_s=1, duration_s=20, time_scale=10,
-                              prompt_tokens=1000, output_tokens=100, stream=True)  # fmt: skip
+            base = LoadConfig(
+                urls=(replica.url,),
+                concurrency=1,
+                warmup_s=1,
+                duration_s=20,
+                time_scale=10,
+                prompt_tokens=1000,
+                output_tokens=100,
+                stream=True,
+            )
             return await run_sweep(base, SweepOptions([1, 8], sample_interval_s=0.1))
 
     points = asyncio.run(sweep())

@@ -46,29 +46,119 @@ EXPECTED_TYPES = {
     "vllm:request_decode_time_seconds": "histogram",
 }
 EXPECTED_BUCKETS = {
-    "vllm:time_to_first_token_seconds": [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
-                                         2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0],
-    "vllm:inter_token_latency_seconds": [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
-                                         2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0],
-    "vllm:e2e_request_latency_seconds": [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
-                                         50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0],
-    "vllm:request_queue_time_seconds": [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
-                                        50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0],
-}  # fmt: skip
+    "vllm:time_to_first_token_seconds": [
+        0.001,
+        0.005,
+        0.01,
+        0.02,
+        0.04,
+        0.06,
+        0.08,
+        0.1,
+        0.25,
+        0.5,
+        0.75,
+        1.0,
+        2.5,
+        5.0,
+        7.5,
+        10.0,
+        20.0,
+        40.0,
+        80.0,
+        160.0,
+        640.0,
+        2560.0,
+    ],
+    "vllm:inter_token_latency_seconds": [
+        0.01,
+        0.025,
+        0.05,
+        0.075,
+        0.1,
+        0.15,
+        0.2,
+        0.3,
+        0.4,
+        0.5,
+        0.75,
+        1.0,
+        2.5,
+        5.0,
+        7.5,
+        10.0,
+        20.0,
+        40.0,
+        80.0,
+    ],
+    "vllm:e2e_request_latency_seconds": [
+        0.3,
+        0.5,
+        0.8,
+        1.0,
+        1.5,
+        2.0,
+        2.5,
+        5.0,
+        10.0,
+        15.0,
+        20.0,
+        30.0,
+        40.0,
+        50.0,
+        60.0,
+        120.0,
+        240.0,
+        480.0,
+        960.0,
+        1920.0,
+        7680.0,
+    ],
+    "vllm:request_queue_time_seconds": [
+        0.3,
+        0.5,
+        0.8,
+        1.0,
+        1.5,
+        2.0,
+        2.5,
+        5.0,
+        10.0,
+        15.0,
+        20.0,
+        30.0,
+        40.0,
+        50.0,
+        60.0,
+        120.0,
+        240.0,
+        480.0,
+        960.0,
+        1920.0,
+        7680.0,
+    ],
+}
 
 
 async def _families(url: str) -> dict:
-    async with aiohttp.ClientSession() as session:
-        async with session.get(url + "/metrics") as response:
-            text = await response.text()
+    async with aiohttp.ClientSession() as session, session.get(url + "/metrics") as response:
+        text = await response.text()
     return {f.name: f for f in text_string_to_metric_families(text)}
 
 
 @pytest_asyncio.fixture
 async def scraped():
     async with serve_replicas(FAST, speedup=10, served_model_name="m1") as [replica]:
-        config = LoadConfig(urls=(replica.url,), concurrency=4, warmup_s=0, duration_s=1.0, time_scale=10,
-                            prompt_tokens=50, output_tokens=20, stream=True)  # fmt: skip
+        config = LoadConfig(
+            urls=(replica.url,),
+            concurrency=4,
+            warmup_s=0,
+            duration_s=1.0,
+            time_scale=10,
+            prompt_tokens=50,
+            output_tokens=20,
+            stream=True,
+        )
         result = await run_load(config)
         yield result, await _families(replica.url)
 
@@ -100,7 +190,9 @@ async def test_timing_histograms_use_vllms_bucket_boundaries(scraped):
 @pytest.mark.asyncio
 async def test_request_success_has_a_series_per_finish_reason(scraped):
     _, families = scraped
-    reasons = {s.labels["finished_reason"] for s in families["vllm:request_success"].samples if s.name.endswith("_total")}
+    reasons = {
+        s.labels["finished_reason"] for s in families["vllm:request_success"].samples if s.name.endswith("_total")
+    }
     assert reasons == {"stop", "length", "abort", "error", "repetition"}
 
 
@@ -110,8 +202,15 @@ async def test_removed_metric_names_are_absent_and_every_signals_name_is_present
     names = set(families)
     for removed in Vllm.REMOVED:
         assert removed not in names
-    for attr in ("REQUESTS_RUNNING", "REQUESTS_WAITING", "KV_CACHE_USAGE", "TTFT", "INTER_TOKEN_LATENCY",
-                 "E2E_LATENCY", "QUEUE_TIME"):  # fmt: skip
+    for attr in (
+        "REQUESTS_RUNNING",
+        "REQUESTS_WAITING",
+        "KV_CACHE_USAGE",
+        "TTFT",
+        "INTER_TOKEN_LATENCY",
+        "E2E_LATENCY",
+        "QUEUE_TIME",
+    ):
         assert getattr(Vllm, attr) in names
     for attr in ("PREEMPTIONS", "PROMPT_TOKENS", "GENERATION_TOKENS", "REQUEST_SUCCESS"):
         assert getattr(Vllm, attr).removesuffix("_total") in names

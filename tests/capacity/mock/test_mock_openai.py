@@ -14,8 +14,9 @@ MODEL = FAST.served_model_name
 async def test_openai_client_completion_non_streaming_reports_usage_and_length():
     async with serve_replicas(FAST, speedup=10) as [replica]:
         client = openai.AsyncOpenAI(base_url=replica.url + "/v1", api_key="unused")
-        result = await client.completions.create(model=MODEL, prompt="one two three four", max_tokens=7,
-                                                 extra_body={"ignore_eos": True})  # fmt: skip
+        result = await client.completions.create(
+            model=MODEL, prompt="one two three four", max_tokens=7, extra_body={"ignore_eos": True}
+        )
         await client.close()
     assert result.usage.prompt_tokens == 4
     assert result.usage.completion_tokens == 7
@@ -27,8 +28,9 @@ async def test_openai_client_completion_non_streaming_reports_usage_and_length()
 async def test_openai_client_completion_streaming_delivers_every_token_then_usage():
     async with serve_replicas(FAST, speedup=10) as [replica]:
         client = openai.AsyncOpenAI(base_url=replica.url + "/v1", api_key="unused")
-        stream = await client.completions.create(model=MODEL, prompt="a b c", max_tokens=40, stream=True,
-                                                 stream_options={"include_usage": True})  # fmt: skip
+        stream = await client.completions.create(
+            model=MODEL, prompt="a b c", max_tokens=40, stream=True, stream_options={"include_usage": True}
+        )
         texts, usage, reasons = [], None, []
         async for chunk in stream:
             if chunk.choices:
@@ -125,8 +127,9 @@ async def test_a_client_that_goes_away_frees_its_slot_like_vllm_aborts():
         async with aiohttp.ClientSession() as session:
             body = {"model": MODEL, "prompt": "x y", "max_tokens": 5000}
             with pytest.raises(asyncio.TimeoutError):
-                async with session.post(replica.url + "/v1/completions", json=body,
-                                        timeout=aiohttp.ClientTimeout(total=0.3)) as response:  # fmt: skip
+                async with session.post(
+                    replica.url + "/v1/completions", json=body, timeout=aiohttp.ClientTimeout(total=0.3)
+                ) as response:
                     await response.read()
         for _ in range(50):
             if replica.replica.engine.outstanding == 0:
@@ -141,14 +144,13 @@ async def test_responses_end_with_the_servers_own_timing_for_load_generators():
 
     import aiohttp
 
-    async with serve_replicas(FAST, speedup=10) as [replica]:
-        async with aiohttp.ClientSession() as session:
-            body = {"model": MODEL, "prompt": "a b", "max_tokens": 3, "stream": True}
-            async with session.post(replica.url + "/v1/completions", json=body) as response:
-                text = await response.text()
-            body["stream"] = False
-            async with session.post(replica.url + "/v1/completions", json=body) as response:
-                header = response.headers["x-server-timing"]
+    async with serve_replicas(FAST, speedup=10) as [replica], aiohttp.ClientSession() as session:
+        body = {"model": MODEL, "prompt": "a b", "max_tokens": 3, "stream": True}
+        async with session.post(replica.url + "/v1/completions", json=body) as response:
+            text = await response.text()
+        body["stream"] = False
+        async with session.post(replica.url + "/v1/completions", json=body) as response:
+            header = response.headers["x-server-timing"]
     comment = next(line for line in text.split("\n\n") if line.startswith(": server-timing="))
     for value in (comment.removeprefix(": server-timing="), header):
         received, sent = (float(v) for v in value.split(","))

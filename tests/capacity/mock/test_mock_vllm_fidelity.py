@@ -48,9 +48,8 @@ def _tokens(chunk: dict) -> int:
 
 async def _metrics(url: str) -> dict[str, float]:
     """Every sample by name and labels other than model_name/engine, e.g. 'vllm:request_success_total{stop}'."""
-    async with aiohttp.ClientSession() as session:
-        async with session.get(url + "/metrics") as response:
-            text = await response.text()
+    async with aiohttp.ClientSession() as session, session.get(url + "/metrics") as response:
+        text = await response.text()
     out = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
@@ -195,11 +194,19 @@ async def test_every_counter_agrees_with_the_responses_the_mock_sent(faults):
     assert metrics["vllm:generation_tokens_total"] == generated
     assert metrics["vllm:prompt_tokens_total"] == prompts
     assert metrics["vllm:iteration_tokens_total_sum"] == generated + prompts
-    assert metrics["vllm:request_generation_tokens_sum"] == metrics["vllm:request_max_num_generation_tokens_sum"] == generated
+    assert (
+        metrics["vllm:request_generation_tokens_sum"]
+        == metrics["vllm:request_max_num_generation_tokens_sum"]
+        == generated
+    )
     assert metrics["vllm:request_prompt_tokens_sum"] == prompts
-    effective_max = sum(body.get("max_tokens") or FAST.max_model_len - o["prompt"] for (_, body), o in zip(requests, seen))
+    effective_max = sum(
+        body.get("max_tokens") or FAST.max_model_len - o["prompt"] for (_, body), o in zip(requests, seen)
+    )
     assert metrics["vllm:request_params_max_tokens_sum"] == effective_max
-    per_request = [name for name in metrics if re.fullmatch(r"vllm:request_\w+_count|vllm:e2e_request_latency_seconds_count", name)]
+    per_request = [
+        name for name in metrics if re.fullmatch(r"vllm:request_\w+_count|vllm:e2e_request_latency_seconds_count", name)
+    ]
     assert len(per_request) >= 9
     for name in per_request:
         assert metrics[name] == len(seen), name

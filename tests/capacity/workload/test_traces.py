@@ -17,9 +17,7 @@ AZURE = Path(__file__).resolve().parents[3] / ".." / "shared" / "traces" / "azur
 def test_azure_csv_rows_become_sorted_arrivals_from_zero(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text(
-        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
-        "2023-11-16 18:15:50.5000000,20,2\n"
-        "2023-11-16 18:15:46.0000000,10,1\n"
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:50.5000000,20,2\n2023-11-16 18:15:46.0000000,10,1\n"
     )
     trace = traces.load(path)
     assert trace.arrivals.tolist() == [0.0, 4.5]
@@ -50,10 +48,12 @@ def test_jsonl_accepts_seconds_and_iso_timestamps(tmp_path):
 def test_a_2024_azure_trace_with_utc_offsets_loads_in_utc_without_warnings(tmp_path):
     # AzureLLMInferenceTrace_*_1week.csv (2024) writes `2024-05-10 00:00:00.009930+00:00`.
     path = tmp_path / "AzureLLMInferenceTrace_code_1week.csv"
-    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
-                    "2024-05-10 00:00:00.009930+00:00,100,10\n"
-                    "2024-05-10 02:00:01.509930+02:00,200,20\n"  # 1.5 s later, written in another zone
-                    "2024-05-10 00:00:03+00:00,300,30\n")  # fmt: skip
+    path.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2024-05-10 00:00:00.009930+00:00,100,10\n"
+        "2024-05-10 02:00:01.509930+02:00,200,20\n"  # 1.5 s later, written in another zone
+        "2024-05-10 00:00:03+00:00,300,30\n"
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         trace = traces.load(path)
@@ -75,8 +75,11 @@ def test_a_burstgpt_trace_loads_with_its_timestamps_as_seconds(tmp_path):
 def test_a_failed_burstgpt_request_is_named_with_the_file_that_leaves_failures_out(tmp_path):
     path = tmp_path / "BurstGPT_1.csv"
     path.write_text(BURSTGPT_HEADER + "5,ChatGPT,472,18,490,Conversation log\n9,ChatGPT,300,0,300,Conversation log\n")
-    with pytest.raises(ValueError, match=r"line 3: Response tokens must be >= 1 token .*got 0 \(a failed request in "
-                                         r"BurstGPT: use its BurstGPT_without_fails_\*\.csv\)"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"line 3: Response tokens must be >= 1 token .*got 0 \(a failed request in "
+        r"BurstGPT: use its BurstGPT_without_fails_\*\.csv\)",
+    ):
         traces.load(path)
 
 
@@ -84,8 +87,10 @@ def test_a_mooncake_trace_timestamp_is_milliseconds_since_the_first_request(tmp_
     # The two samples of kvcache-ai/Mooncake's README "Open Source Trace"; NVIDIA Dynamo's
     # benchmarks/data_generator/README.md: "The arrival time (in milliseconds) of the request".
     path = tmp_path / "mooncake_trace.jsonl"
-    path.write_text('{"timestamp": 27482, "input_length": 6955, "output_length": 52, "hash_ids": [46, 47, 2353]}\n'
-                    '{"timestamp": 30535, "input_length": 6472, "output_length": 26, "hash_ids": [46, 47, 2366]}\n')  # fmt: skip
+    path.write_text(
+        '{"timestamp": 27482, "input_length": 6955, "output_length": 52, "hash_ids": [46, 47, 2353]}\n'
+        '{"timestamp": 30535, "input_length": 6472, "output_length": 26, "hash_ids": [46, 47, 2366]}\n'
+    )
     trace = traces.load(path)
     assert trace.arrivals.tolist() == pytest.approx([0.0, 3.053])
     assert trace.prompt_tokens.tolist() == [6955, 6472] and trace.output_tokens.tolist() == [52, 26]
@@ -93,7 +98,9 @@ def test_a_mooncake_trace_timestamp_is_milliseconds_since_the_first_request(tmp_
 
 def test_jsonl_offset_s_is_seconds(tmp_path):
     path = tmp_path / "t.jsonl"
-    path.write_text('{"offset_s": 0.5, "prompt_tokens": 5, "output_tokens": 6}\n{"offset_s": 2, "prompt_tokens": 7, "output_tokens": 8}\n')
+    path.write_text(
+        '{"offset_s": 0.5, "prompt_tokens": 5, "output_tokens": 6}\n{"offset_s": 2, "prompt_tokens": 7, "output_tokens": 8}\n'
+    )
     assert traces.load(path).arrivals.tolist() == [0.0, 1.5]
 
 
@@ -185,8 +192,10 @@ def test_missing_trace_file_is_reported(tmp_path):
 def test_offset_csv_and_jsonl_of_the_load_generator_load_as_the_same_trace(tmp_path):
     csv_path, jsonl_path = tmp_path / "t.csv", tmp_path / "t.jsonl"
     csv_path.write_text("offset_s,prompt_tokens,output_tokens\n1.5,20,2\n0.5,10,1\n")
-    jsonl_path.write_text('{"offset_s": 1.5, "prompt_tokens": 20, "output_tokens": 2}\n'
-                          '{"offset_s": 0.5, "prompt_tokens": 10, "output_tokens": 1}\n')  # fmt: skip
+    jsonl_path.write_text(
+        '{"offset_s": 1.5, "prompt_tokens": 20, "output_tokens": 2}\n'
+        '{"offset_s": 0.5, "prompt_tokens": 10, "output_tokens": 1}\n'
+    )
     for path in (csv_path, jsonl_path):
         trace = traces.load(path)
         assert trace.arrivals.tolist() == [0.0, 1.0]
@@ -209,8 +218,10 @@ def test_an_offset_that_is_not_a_number_names_its_line(tmp_path):
 
 def test_jsonl_tokens_must_be_whole_numbers_not_booleans_or_fractions(tmp_path):
     path = tmp_path / "t.jsonl"
-    path.write_text('{"offset_s": 0, "prompt_tokens": 5, "output_tokens": 6}\n\n'
-                    '{"offset_s": 1, "prompt_tokens": true, "output_tokens": 6}\n')  # fmt: skip
+    path.write_text(
+        '{"offset_s": 0, "prompt_tokens": 5, "output_tokens": 6}\n\n'
+        '{"offset_s": 1, "prompt_tokens": true, "output_tokens": 6}\n'
+    )
     with pytest.raises(ValueError, match="line 3: prompt_tokens must be a whole number of tokens, got True"):
         traces.load(path)
 
@@ -235,8 +246,10 @@ def test_a_jsonl_timestamp_that_is_neither_seconds_nor_iso_is_named(tmp_path):
 def _hourly(tmp_path) -> Path:
     """One request at the start of each of 4 hours, from 2024-05-10 00:00 UTC."""
     path = tmp_path / "week.csv"
-    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
-                    + "".join(f"2024-05-10 {h:02d}:00:00+00:00,{100 + h},10\n" for h in range(4)))  # fmt: skip
+    path.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        + "".join(f"2024-05-10 {h:02d}:00:00+00:00,{100 + h},10\n" for h in range(4))
+    )
     return path
 
 
@@ -258,11 +271,14 @@ def test_a_file_whose_name_has_an_at_sign_is_that_file(tmp_path):
     assert len(traces.load(path)) == 4
 
 
-@pytest.mark.parametrize(("window", "message"), [
-    ("@1x:2h", "window bound '1x' is not a duration (e.g. 3600, 90m, 2h, 1d)"),
-    ("@2h:1h", "the window must end after it starts"),
-    ("@5h:6h", "no requests in that window (the trace spans 10800 s)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("window", "message"),
+    [
+        ("@1x:2h", "window bound '1x' is not a duration (e.g. 3600, 90m, 2h, 1d)"),
+        ("@2h:1h", "the window must end after it starts"),
+        ("@5h:6h", "no requests in that window (the trace spans 10800 s)"),
+    ],
+)
 def test_a_bad_window_is_one_line_naming_it(tmp_path, window, message):
     source = f"{_hourly(tmp_path)}{window}"
     with pytest.raises(ValueError, match=re.escape(f"trace {source!r}: {message}")):
