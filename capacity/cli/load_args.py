@@ -24,9 +24,17 @@ def add_load_arguments(parser: argparse.ArgumentParser, *, sweep: bool = False) 
     parser.add_argument("--api-key", default=None, help="sent as 'Authorization: Bearer KEY' (default: none)")
     parser.add_argument("--prompt-tokens", type=int, default=1024, help="prompt length of each request, tokens")
     parser.add_argument("--output-tokens", type=int, default=128, help="max_tokens of each request")
-    parser.add_argument("--warmup", type=float, default=30.0, help="seconds before measuring" + (" (per level)" if sweep else ""))
-    parser.add_argument("--duration", type=float, default=120.0, help="measured seconds" + (" (per level)" if sweep else ""))
-    parser.add_argument("--tokenizer", default=None, help="tokenizer.json (or its folder) for exact token counts (default: N words, about N tokens)")
+    parser.add_argument(
+        "--warmup", type=float, default=30.0, help="seconds before measuring" + (" (per level)" if sweep else "")
+    )
+    parser.add_argument(
+        "--duration", type=float, default=120.0, help="measured seconds" + (" (per level)" if sweep else "")
+    )
+    parser.add_argument(
+        "--tokenizer",
+        default=None,
+        help="tokenizer.json (or its folder) for exact token counts (default: N words, about N tokens)",
+    )
     parser.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, seconds")
     parser.add_argument("--time-scale", type=float, default=1.0,
                         help="model seconds per wall second (a mock's --speedup); times are in model seconds")  # fmt: skip
@@ -43,8 +51,12 @@ def add_load_arguments(parser: argparse.ArgumentParser, *, sweep: bool = False) 
         mode.add_argument("--trace", type=Path,
                           help=f"replay a trace (arrival offsets and lengths): {traces.SOURCES}")  # fmt: skip
         parser.add_argument("--trace-speed", type=float, default=1.0, help="replay this many times faster")
-        parser.add_argument("--max-requests", type=int, default=None, help="stop after sending this many (default: no cap)")
-        parser.add_argument("--out", type=Path, default=Path("out/load"), help="folder for requests.jsonl and summary.json")
+        parser.add_argument(
+            "--max-requests", type=int, default=None, help="stop after sending this many (default: no cap)"
+        )
+        parser.add_argument(
+            "--out", type=Path, default=Path("out/load"), help="folder for requests.jsonl and summary.json"
+        )
 
 
 def check_urls(urls: list[str], timeout_s: float = 5.0) -> None:
@@ -93,7 +105,7 @@ def config_from_args(args: argparse.Namespace, **overrides: object) -> LoadConfi
         if hasattr(args, key):
             values[key] = getattr(args, key)
     values.update(overrides)
-    return LoadConfig(**values)  # type: ignore[arg-type]
+    return LoadConfig(**values)  # type: ignore[arg-type]  # argparse's typed values; LoadConfig validates them
 
 
 def parse_levels(text: str) -> list[int]:

@@ -60,7 +60,7 @@ def read_envelope(path: Path) -> list[EnvelopeRow]:
                     raise ValueError(f"envelope {path} line {line}: {field.name}={text!r} is not a number") from None
             for required in ("total_tokens_per_s", "p95_latency_s"):
                 values[required] = values[required] if values[required] is not None else math.nan
-            rows.append(EnvelopeRow(**values))  # type: ignore[arg-type]
+            rows.append(EnvelopeRow(**values))  # type: ignore[arg-type]  # each column parsed to its field's type above
     return validate(rows, str(path))
 
 

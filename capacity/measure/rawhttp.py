@@ -176,8 +176,9 @@ class RawConnection:
             self._body.append(piece)
 
     def _complete(self) -> None:
-        if not self._future.done():  # type: ignore[union-attr]
-            self._future.set_result((self._status, self._headers or {}, b"".join(self._body)))  # type: ignore[union-attr]
+        future = self._future
+        if future is not None and not future.done():
+            future.set_result((self._status, self._headers or {}, b"".join(self._body)))
 
     def drop(self) -> None:
         """Close, abandoning any response in progress (nobody awaits it any more)."""

@@ -84,7 +84,7 @@ def run_load_processes(
     errors = [part for part in parts.values() if isinstance(part, str)]
     if errors:
         raise RuntimeError("load worker failed: " + errors[0])
-    return merge_results(config, [parts[i] for i in range(workers)])  # type: ignore[misc]
+    return merge_results(config, [parts[i] for i in range(workers)])  # type: ignore[misc]  # every error part raised above: the rest are results
 
 
 def _worker(i: int, config: LoadConfig, use_uvloop: bool, barriers, start, queue) -> None:

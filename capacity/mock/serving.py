@@ -60,7 +60,7 @@ async def serve_replicas(
     running: list[RunningReplica] = []
     try:
         for port in ports:
-            replica = MockReplica(profile, **replica_options)  # type: ignore[arg-type]
+            replica = MockReplica(profile, **replica_options)  # type: ignore[arg-type]  # options are MockReplica's/serve_replicas' keywords, passed through
             # handler_cancellation: a client that disconnects cancels its handler (-> engine abort)
             runner = web.AppRunner(
                 create_app(replica, api_key=api_key),
@@ -88,7 +88,7 @@ async def serve_until_cancelled(
 ) -> None:
     """Serve replicas (`serve_replicas` options) until the task is cancelled (Ctrl-C, a stopped
     process); `on_ready` is told once they listen."""
-    async with serve_replicas(profile, **options) as replicas:  # type: ignore[arg-type]
+    async with serve_replicas(profile, **options) as replicas:  # type: ignore[arg-type]  # options are MockReplica's/serve_replicas' keywords, passed through
         with quiet_gc():  # the startup heap frozen, fewer collection pauses under load
             on_ready(replicas)
             await asyncio.Event().wait()

@@ -267,7 +267,7 @@ class ModelAutoscaling(Section):
     def windows(self) -> dict[str, int]:
         """Every PromQL window in use, by key path, for the scrape-interval rule."""
         return {
-            f"triggers.{key}.windowSeconds": t.window_seconds  # type: ignore[attr-defined]
+            f"triggers.{key}.windowSeconds": t.window_seconds  # type: ignore[attr-defined]  # only sections whose model has the field
             for key, t in self.triggers.sections().items()
             if t.enabled and "window_seconds" in type(t).model_fields
         }

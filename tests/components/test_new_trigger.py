@@ -54,7 +54,7 @@ def test_the_sixth_trigger_gets_a_capacity_panel_per_replica_against_its_target(
     assert len(six) == len(five) + 1
     (panel,) = [p for p in six if p["title"] == "Waiting now per replica (KEDA AverageValue)"]
     exprs = [t["expr"] for t in panel["targets"]]
-    query = WAITING_NOW.signal(m.policy).promql(m.scope)  # type: ignore[union-attr]
+    query = WAITING_NOW.signal(m.policy).promql(m.scope)  # type: ignore[union-attr]  # WAITING_NOW always reads a query
     assert exprs == [signals.per_replica(query, m.workload), signals.constant(20)]
     assert panel["fieldConfig"]["defaults"]["unit"] == "short"
 
@@ -64,5 +64,5 @@ def test_the_capacity_dashboard_carries_the_sixth_triggers_query() -> None:
     m = with_sixth()
     five = dashboards([m], settings.observability, settings.gpu_capacity.pools)["capacity"]
     six = dashboards([m], settings.observability, settings.gpu_capacity.pools, SIX)["capacity"]
-    query = WAITING_NOW.signal(m.policy).promql(m.scope)  # type: ignore[union-attr]
+    query = WAITING_NOW.signal(m.policy).promql(m.scope)  # type: ignore[union-attr]  # WAITING_NOW always reads a query
     assert signals.per_replica(query, m.workload) in set(queries(six)) - set(queries(five))

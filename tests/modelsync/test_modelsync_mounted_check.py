@@ -104,7 +104,7 @@ def test_gate_waits_for_the_manifest_to_appear(tmp_path: Path):
         text=True,
     )
     try:
-        out_line = waiting.stdout.readline()  # type: ignore[union-attr]
+        out_line = waiting.stdout.readline()  # type: ignore[union-attr]  # started with stdout=PIPE
         assert "waiting for the model" in out_line
         publish_locally(tmp_path, {"config.json": b"{}"})
         assert waiting.wait(timeout=20) == 0

@@ -21,7 +21,7 @@ def test_emission_points_follow_make_request_output():
 
 @pytest.mark.asyncio
 async def test_progress_that_comes_again_before_the_writer_took_it_is_merged():
-    pending = PendingRequest(None, True, asyncio.get_running_loop().create_future(), "length", 10)  # type: ignore[arg-type]
+    pending = PendingRequest(None, True, asyncio.get_running_loop().create_future(), "length", 10)  # type: ignore[arg-type]  # no engine request: only the stream state is under test
     pending.advance_to(1)
     assert not pending.lagged  # the writer takes each step's tokens as its own chunk
     pending.advance_to(2)
@@ -30,7 +30,7 @@ async def test_progress_that_comes_again_before_the_writer_took_it_is_merged():
 
 @pytest.mark.asyncio
 async def test_the_writer_takes_the_merged_progress_once_and_then_waits_again():
-    pending = PendingRequest(None, True, asyncio.get_running_loop().create_future(), "length", 10)  # type: ignore[arg-type]
+    pending = PendingRequest(None, True, asyncio.get_running_loop().create_future(), "length", 10)  # type: ignore[arg-type]  # no engine request: only the stream state is under test
     pending.advance_to(1)
     pending.advance_to(3)
     assert await pending.next_output() == (3, True)
