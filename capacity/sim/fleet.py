@@ -18,7 +18,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from capacity.engine import EngineProfile, Request, ReplicaEngine
+from capacity.engine import EngineProfile, ReplicaEngine, Request
 from capacity.sim.cluster.startup import Pool, Startup, interruption_delay, place
 from capacity.sim.events import EventKind, EventQueue
 from capacity.sim.exposition import Exposition

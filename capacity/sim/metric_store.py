@@ -4,15 +4,17 @@ evaluated over them as Prometheus would at an instant.
 Every series of one model carries the same `model_name`/`namespace`, so a `by` over them still
 gives one series; a series whose pod left the scrape targets is stale at once (Prometheus writes
 a staleness marker when a target disappears), so instant vectors skip it while range vectors
-still see its samples.
+still see its samples. A query's result is one value or, when no series is left, empty (None):
+an aggregation over an empty vector is empty, and only a query's own `or vector(0)` turns that
+into 0. Telling empty from NaN is the scaler's job (`capacity.sim.control.scalers`).
 """
 
 from __future__ import annotations
 
-import math
 from bisect import insort
 from collections.abc import Callable, Sequence
 from operator import attrgetter
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +25,7 @@ from capacity.sim.control.promql import (
     max_over_time,
     positive_or_zero,
 )
+from capacity.sim.control.scalers import InstantQuery, PrometheusUnavailable
 from capacity.sim.exposition import cumulative
 from capacity.sim.fleet import SCRAPED, Pod
 from contract.signals import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, Query, Vllm
@@ -36,8 +39,8 @@ HISTOGRAMS = {Vllm.TTFT: ("ttft_counts", TTFT_BUCKETS), Vllm.E2E_LATENCY: ("e2e_
 # Counters the scrapes record: each histogram's observation count (its +Inf bucket), and the
 # prompt tokens, scraped as 1-tuples like a histogram's count.
 COUNTERS = {f"{metric}_count": counts for metric, (counts, _) in HISTOGRAMS.items()} | {Vllm.PROMPT_TOKENS: "prompt_counts"}
-
-InstantQuery = Callable[[float], float]
+# An aggregation across series: of numbers, or element-wise of bucket vectors (one value per `le`).
+Aggregate = Callable[[list], Any]
 
 
 class Series:
@@ -61,11 +64,13 @@ _BY_POD = attrgetter("pod.id")
 
 class MetricStore:
     """The scraped series of every pod that ever served, in pod order (an aggregation adds them
-    up in that order, so a run is reproducible to the last bit)."""
+    up in that order, so a run is reproducible to the last bit); during an outage, (start, end)
+    seconds, the query API does not answer."""
 
-    def __init__(self) -> None:
+    def __init__(self, outages: Sequence[tuple[float, float]] = ()) -> None:
         self._series: list[Series] = []
         self._of_pod: dict[int, Series] = {}
+        self.outages = tuple(outages)
 
     def scrape(self, t: float, pod: Pod) -> None:
         """One scrape of a serving pod: its engine's gauges and its exposition's histograms."""
@@ -83,9 +88,20 @@ class MetricStore:
         series.prompt_counts.append((exposed.prompt_tokens_total,))
 
     def instant_query(self, query: Query) -> InstantQuery:
-        """`query` as a function of the evaluation time. An aggregation over no series is empty
-        (NaN), except `sum`, which reads 0 as the stack's queries always have. A ValueError names
-        what the store cannot evaluate."""
+        """`query` as a function of the evaluation time, which raises PrometheusUnavailable
+        during an outage. A ValueError names what the store cannot evaluate."""
+        evaluate = self._evaluator(query)
+        if not self.outages:
+            return evaluate
+
+        def answered(t: float) -> float | None:
+            if any(start <= t < end for start, end in self.outages):
+                raise PrometheusUnavailable("prometheus query api returned error. status: 503")
+            return evaluate(t)
+
+        return answered
+
+    def _evaluator(self, query: Query) -> InstantQuery:
         aggregate = _AGGREGATE[query.aggregation]
         window = float(query.window_seconds or 0)
         if query.shape == "quantile" and query.metric in HISTOGRAMS:
@@ -127,31 +143,33 @@ class MetricStore:
         return out
 
     def _quantile(self, t: float, q: float, window: float, counts: str, bounds: Sequence[float],
-                  aggregate: Callable[[list], float], guarded: bool) -> float:  # fmt: skip
-        """`histogram_quantile(q, AGG by (le) (rate(metric_bucket[window])))`, and with the guard
-        `(... > 0) or vector(0)`: 0 instead of NaN when nothing was observed."""
+                  aggregate: Aggregate, guarded: bool) -> float | None:  # fmt: skip
+        """`histogram_quantile(q, AGG by (le) (rate(metric_bucket[window])))`: empty without a
+        series, NaN without an observation; with the guard `(... > 0) or vector(0)`, 0 for both."""
         increases = [
             inc for series in self._in_range(t, window)
             if (inc := extrapolated_increase(series.t, getattr(series, counts), t, window)) is not None
         ]  # fmt: skip
-        value = histogram_quantile(q, bounds, aggregate(increases)) if increases else math.nan
+        if not increases:
+            return 0.0 if guarded else None
+        value = histogram_quantile(q, bounds, aggregate(increases))
         return positive_or_zero(value) if guarded else value
 
 
-def _sum(values: list) -> float:
-    return sum(values) if values else 0.0
+# Each aggregation is empty (None) over no series, as in Prometheus.
+def _sum(values: list) -> float | None:
+    return sum(values) if values else None
 
 
-def _mean(values: list) -> float:
-    return sum(values) / len(values) if values else math.nan
+def _mean(values: list) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
-def _extreme(pick: Callable) -> Callable[[list], float]:
-    # Element-wise for bucket vectors (one value per `le`), plain for scalars.
+def _extreme(pick: Callable) -> Aggregate:
     return lambda values: pick(np.vstack(values), axis=0) if values and isinstance(values[0], np.ndarray) else (
-        pick(values) if values else math.nan
+        pick(values) if values else None
     )
 
 
-_AGGREGATE: dict[str, Callable[[list], float]] = {"sum": _sum, "avg": _mean, "max": _extreme(np.max), "min": _extreme(np.min)}
+_AGGREGATE: dict[str, Aggregate] = {"sum": _sum, "avg": _mean, "max": _extreme(np.max), "min": _extreme(np.min)}
 _OVER_TIME = {"sum_avg_over_time": avg_over_time, "sum_max_over_time": max_over_time}

@@ -58,7 +58,7 @@ class NodeSpan:
     gpus: int
     usd_per_gpu_hour: float
 
-    def within(self, start: float, end: float) -> "NodeSpan | None":
+    def within(self, start: float, end: float) -> NodeSpan | None:
         """The part of this node's life inside [start, end), or None if none is."""
         lo, hi = max(self.start, start), min(self.end, end)
         return replace(self, start=lo, end=hi) if hi > lo else None

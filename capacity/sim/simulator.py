@@ -6,7 +6,8 @@ end of drain). Engines advance lazily (analytically inside `ReplicaEngine`) when
 reaches them or a tick reads them.
 
 The event loop joins modules with one job each: the pods and nodes (`capacity.sim.fleet`),
-Prometheus' scraped series and queries (`capacity.sim.metric_store`), KEDA's ScaledObject and
+Prometheus' scraped series and queries (`capacity.sim.metric_store`), a KEDA scaler per trigger
+(`capacity.sim.control.scalers`, built here from each `KedaTrigger`), KEDA's ScaledObject and
 its HPA (`capacity.sim.control.keda`), and what the run returns (`capacity.sim.results`).
 """
 
@@ -17,6 +18,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 import numpy as np
 
@@ -25,6 +27,7 @@ from capacity.sim.cluster.router import RouterName, make_router
 from capacity.sim.cluster.startup import Pool, Startup
 from capacity.sim.control.cron import CronActivity, CronWindow
 from capacity.sim.control.keda import KedaTrigger, ScaledObject
+from capacity.sim.control.scalers import CronScaler, MetricsAndActivity, PrometheusScaler, Scaler
 from capacity.sim.events import EventKind, EventQueue
 from capacity.sim.fleet import SCRAPED, Fleet, Phase, Pod
 from capacity.sim.metric_store import GAUGES, HISTOGRAMS, MetricStore
@@ -74,10 +77,9 @@ class Simulation:
         self.fleet = Fleet(config.profile, config.pools, config.startup, config.gpus_per_replica,
                            config.spot_interruptions_per_hour, np.random.default_rng(config.seed), self.events,
                            spec_replicas=config.initial_replicas)  # fmt: skip
-        self.prometheus = MetricStore()
+        self.prometheus = MetricStore(config.metrics_outages)
         triggers = scaled_object.triggers if scaled_object is not None else ()
-        self._cron = {t.name: self._cron_activity(t.source) for t in triggers if isinstance(t.source, CronWindow)}
-        self._readers = {t.name: self._reader(t) for t in triggers}
+        self.scalers = {t.name: self._scaler(t) for t in triggers}
         self.router = make_router(config.router, config.seed)
         arrival = np.array(trace.arrivals, dtype=np.float64)
         self._clients: list[float] = []  # closed loop: next send time per idle client (heap)
@@ -87,10 +89,11 @@ class Simulation:
         self.requests = RequestLog(arrival)
         self.timeline = Timeline(metrics_outages=config.metrics_outages, spot_reclaims=self.fleet.reclaim_notices)
         self._arrived_since_sync = 0
-        self._on_event: dict[EventKind, Callable[[Pod, float], None]] = {
+        # Each kind's handler, called with the event's pod or node and the time.
+        self._on_event: dict[EventKind, Callable[[Any, float], None]] = {
             EventKind.READY: self.fleet.on_ready,
-            EventKind.RECLAIM: self.fleet.on_reclaim,  # type: ignore[dict-item]
-            EventKind.CONSOLIDATE: self.fleet.on_consolidate,  # type: ignore[dict-item]
+            EventKind.RECLAIM: self.fleet.on_reclaim,
+            EventKind.CONSOLIDATE: self.fleet.on_consolidate,
             EventKind.KILL: self._on_kill,
         }
 
@@ -154,28 +157,22 @@ class Simulation:
                 if pod.phase != Phase.GONE:
                     self.prometheus.scrape(t, pod)
 
-    def _reader(self, trigger: KedaTrigger) -> Callable[[float], float]:
-        """The trigger's metric at t: its Query evaluated as Prometheus would, or its cron window."""
+    def _scaler(self, trigger: KedaTrigger) -> Scaler:
+        """The scaler KEDA runs for the trigger: cron over its window, Prometheus over its Query."""
         source = trigger.source
         if isinstance(source, CronWindow):
-            # desiredReplicas inside the window, 0 outside (KEDA >= 2.18): active exactly inside.
-            inside, activity = float(source.desired_replicas), self._cron[trigger.name]
-            return lambda t: inside if activity.inside(t) else 0.0
+            return CronScaler(self._cron_activity(source), source.desired_replicas)
         if not isinstance(source, Query):
             raise ValueError(f"trigger {trigger.name!r} has neither a query nor a cron window to simulate")
         try:
-            read = self.prometheus.instant_query(source)
+            query = self.prometheus.instant_query(source)
         except ValueError as exc:
             raise ValueError(f"trigger {trigger.name!r} reads {exc}") from None
-        if not trigger.ignore_null_values:
-            return read
-        return lambda t: value if math.isfinite(value := read(t)) else 0.0
+        return PrometheusScaler(query, trigger.activation_threshold, trigger.ignore_null_values)
 
-    def query(self, t: float) -> dict[str, float | None]:
-        """Every trigger's metric, evaluated as Prometheus (or KEDA's cron scaler) would at `t`;
-        None (the scaler fails) for every Prometheus trigger while Prometheus is down."""
-        down = any(start <= t < end for start, end in self.c.metrics_outages)
-        return {name: None if down and name not in self._cron else read(t) for name, read in self._readers.items()}
+    def read_scalers(self, t: float) -> dict[str, MetricsAndActivity]:
+        """Every trigger's scaler reading at `t`, by trigger name."""
+        return {name: scaler.metrics_and_activity(t) for name, scaler in self.scalers.items()}
 
     def _cron_activity(self, window: CronWindow) -> CronActivity:
         """The cron trigger's window over the simulated span (wall clock from the trace)."""
@@ -186,12 +183,13 @@ class Simulation:
         """One HPA sync: the spec replicas (the Deployment's), the status replicas (its pods
         not terminating) and the ready ones."""
         fleet = self.fleet
-        values: dict[str, float | None] = {}
+        readings: dict[str, MetricsAndActivity] = {}
         if self.so is not None:
-            values = self.query(t)
-            desired = self.so.hpa_sync(t, fleet.spec_replicas, len(fleet.alive()), len(fleet.ready), values)
+            readings = self.read_scalers(t)
+            desired = self.so.hpa_sync(t, fleet.spec_replicas, len(fleet.alive()), len(fleet.ready), readings)
             self.set_replicas(desired, t)
-        signals = {name: math.nan if value is None else value for name, value in values.items()}
+        # NaN where the scaler failed (the plot leaves a gap).
+        signals = {name: math.nan if r.value is None else r.value for name, r in readings.items()}
         arrivals_per_s = self._arrived_since_sync / max(t - since, 1e-9)
         self._arrived_since_sync = 0
         self.timeline.sample(t, arrivals_per_s, signals, fleet.spec_replicas, len(fleet.ready), self.requests.latencies())
@@ -200,7 +198,7 @@ class Simulation:
         """KEDA's polling loop: 0 <-> 1 and the floor of minReplicaCount (the HPA leaves a target
         at 0 alone)."""
         assert self.so is not None
-        self.set_replicas(self.so.poll(t, self.fleet.spec_replicas, len(self.fleet.ready), self.query(t)), t)
+        self.set_replicas(self.so.poll(t, self.fleet.spec_replicas, len(self.fleet.ready), self.read_scalers(t)), t)
 
     # --- main loop ---------------------------------------------------------------------
     def run(self) -> SimResult:

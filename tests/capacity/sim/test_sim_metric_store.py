@@ -1,17 +1,15 @@
-"""The metric store evaluates a trigger's Query over the pods' scraped series as Prometheus would."""
+"""The metric store evaluates a trigger's Query over the pods' scraped series as Prometheus would:
+one value, NaN where PromQL gives NaN, or empty (None) where the result has no series."""
 
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from capacity.sim.control.keda import KedaTrigger
+from capacity.sim.control.scalers import PrometheusUnavailable
 from capacity.sim.fleet import Phase, Pod
 from capacity.sim.metric_store import MetricStore
-from capacity.sim.simulator import SimConfig, Simulation
-from capacity.workload.traces import load
 from contract.signals import Query, Vllm
-from tests.capacity.sim.test_sim_sixth_trigger import TOY
 
 
 def engine(waiting: float, kv: float) -> SimpleNamespace:
@@ -47,10 +45,46 @@ def test_max_over_time_holds_the_peak_of_each_series_in_the_window():
     assert read(20.0) == 6.0  # max(0, 3) + max(1, 3)
 
 
-def test_an_empty_result_fails_unless_ignore_null_values_reads_it_as_zero():
-    config = SimConfig(profile=TOY, pools=(), startup=None)  # type: ignore[arg-type]
-    sim = Simulation(config, load("synthetic:step:base=1,peak=1,at=0,length=1,duration=10"), None)
-    two_pods(sim.prometheus, (0.2, 0.8))  # no request observed
-    query = Query(Vllm.E2E_LATENCY, "quantile", 60, 0.99, zero_when_empty=False)
-    assert np.isnan(sim._reader(KedaTrigger("e2e", "Value", 30.0, source=query))(20.0))
-    assert sim._reader(KedaTrigger("e2e", "Value", 30.0, source=query, ignore_null_values=True))(20.0) == 0.0
+def test_a_sum_over_no_live_series_is_empty_not_zero():
+    # Prometheus: an aggregation over an empty instant vector returns no series
+    store = MetricStore()
+    for pod in two_pods(store, (0.2, 0.8)):
+        pod.phase = Phase.GONE  # left the scrape targets: its series is stale
+    assert store.instant_query(Query(Vllm.KV_CACHE_USAGE, "sum"))(20.0) is None
+
+
+def test_a_rate_needs_two_samples_in_its_window():
+    store = MetricStore()
+    two_pods(store, (0.2, 0.8))
+    assert store.instant_query(Query(Vllm.PROMPT_TOKENS, "sum_rate", 30))(20.0) == 0.0
+    assert store.instant_query(Query(Vllm.PROMPT_TOKENS, "sum_rate", 10))(20.0) is None  # one sample each
+
+
+def test_a_quantile_without_observations_is_nan():
+    # histogram_quantile over buckets that counted nothing
+    store = MetricStore()
+    two_pods(store, (0.2, 0.8))
+    value = store.instant_query(Query(Vllm.E2E_LATENCY, "quantile", 60, 0.99, zero_when_empty=False))(20.0)
+    assert np.isnan(value)
+
+
+def test_a_quantile_over_no_series_is_empty():
+    store = MetricStore()
+    assert store.instant_query(Query(Vllm.E2E_LATENCY, "quantile", 60, 0.99, zero_when_empty=False))(20.0) is None
+
+
+@pytest.mark.parametrize("scraped", [False, True], ids=["no series", "no observation"])
+def test_the_or_vector_0_guard_reads_0_for_an_empty_or_nan_quantile(scraped):
+    store = MetricStore()
+    if scraped:
+        two_pods(store, (0.2, 0.8))
+    assert store.instant_query(Query(Vllm.E2E_LATENCY, "quantile", 60, 0.99))(20.0) == 0.0
+
+
+def test_a_query_during_an_outage_gets_no_answer():
+    store = MetricStore(outages=((10.0, 30.0),))
+    two_pods(store, (0.2, 0.8))
+    read = store.instant_query(Query(Vllm.KV_CACHE_USAGE, "sum"))
+    with pytest.raises(PrometheusUnavailable):
+        read(20.0)
+    assert read(30.0) == pytest.approx(1.0)
