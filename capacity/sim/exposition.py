@@ -8,7 +8,9 @@ records them (`vllm/v1/metrics/loggers.py`, PrometheusStatLogger).
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Iterable
 
+from capacity.engine import Finished, Request
 from contract.signals import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS
 
 
@@ -32,11 +34,17 @@ class Exposition:
         self.e2e_buckets = [0] * (len(REQUEST_LATENCY_BUCKETS) + 1)
         self.prompt_tokens_total = 0
 
-    def first_token(self, ttft_s: float, prompt_tokens: int) -> None:
-        """A request's prefill completed: vLLM v1 counts its prompt tokens with its first token
-        (vllm/v1/metrics/stats.py IterationStats.update_from_output: is_prefilling)."""
-        self.ttft_buckets[bisect_left(TTFT_BUCKETS, ttft_s)] += 1
-        self.prompt_tokens_total += prompt_tokens
+    def first_tokens(self, events: Iterable[tuple[Request, float]]) -> None:
+        """Requests whose prefill completed (each with its first token's time): vLLM v1 counts
+        a prompt's tokens with its first token (vllm/v1/metrics/stats.py
+        IterationStats.update_from_output: is_prefilling)."""
+        buckets = self.ttft_buckets
+        for request, when in events:
+            buckets[bisect_left(TTFT_BUCKETS, when - request.arrival)] += 1
+            self.prompt_tokens_total += request.prompt_tokens
 
-    def finished(self, e2e_s: float) -> None:
-        self.e2e_buckets[bisect_left(REQUEST_LATENCY_BUCKETS, e2e_s)] += 1
+    def finished(self, done: Iterable[Finished]) -> None:
+        """Requests that completed: their e2e latencies."""
+        buckets = self.e2e_buckets
+        for f in done:
+            buckets[bisect_left(REQUEST_LATENCY_BUCKETS, f.finish_time - f.request.arrival)] += 1

@@ -4,7 +4,7 @@ the billed nodes."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -81,17 +81,17 @@ class RequestLog:
         self.outcome = np.full(n, UNFINISHED, dtype=np.int8)
         self._recent: list[int] = []
 
-    def finish(self, done: Finished) -> float:
-        """A request completed; its e2e latency is returned (vLLM observes it)."""
-        rid = done.request.id
-        e2e = done.finish_time - done.request.arrival
-        self.ttft[rid] = done.first_token_time - done.request.arrival
-        if done.request.output_tokens > 1:
-            self.tpot[rid] = (done.finish_time - done.first_token_time) / (done.request.output_tokens - 1)
-        self.e2e[rid] = e2e
-        self.outcome[rid] = OK
-        self._recent.append(rid)
-        return e2e
+    def finish(self, done: Iterable[Finished]) -> None:
+        """Requests that completed, with their latencies."""
+        for f in done:
+            request = f.request
+            rid = request.id
+            self.ttft[rid] = f.first_token_time - request.arrival
+            if request.output_tokens > 1:
+                self.tpot[rid] = (f.finish_time - f.first_token_time) / (request.output_tokens - 1)
+            self.e2e[rid] = f.finish_time - request.arrival
+            self.outcome[rid] = OK
+            self._recent.append(rid)
 
     def fail(self, rid: int) -> None:
         self.outcome[rid] = FAILED

@@ -107,14 +107,16 @@ class Simulation:
         if engine is None:
             return
         done = engine.advance(t)
-        exposition = pod.exposition
-        for req, when in engine.first_tokens():
-            exposition.first_token(when - req.arrival, req.prompt_tokens)
+        first_tokens = engine.first_tokens()
+        if first_tokens:
+            pod.exposition.first_tokens(first_tokens)
         if done:
+            self.requests.finish(done)
+            pod.exposition.finished(done)
             for f in done:
-                exposition.finished(self.requests.finish(f))
                 del pod.inflight[f.request.id]
-                if self.c.closed_loop_clients:
+            if self.c.closed_loop_clients:
+                for f in done:
                     heapq.heappush(self._clients, f.finish_time + CLIENT_DELAY_S)
             if pod.phase == Phase.DRAINING and not pod.inflight:
                 self.fleet.release(pod, t)
