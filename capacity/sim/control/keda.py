@@ -1,8 +1,9 @@
 """KEDA's part of the control loop (v2.20.2), as a pure model on top of `capacity.sim.control.hpa`.
 
 KEDA turns each ScaledObject trigger into an External metric of the HPA it owns, and reads every
-scaler in two places: the metrics server, each time the HPA asks (`GetScaledObjectMetrics`), and
-the operator's own loop, every pollingInterval (`checkScalers` -> `RequestScale`). Both go
+scaler (`capacity.sim.control.scalers`: a metric and its activity, or an error) in two places:
+the metrics server, each time the HPA asks (`GetScaledObjectMetrics`), and the operator's own
+loop, every pollingInterval (`checkScalers` -> `RequestScale`). Both go
 through `pkg/fallback.GetMetricsWithFallback`, so both count a failure and both reset the count
 on success. After more than failureThreshold consecutive failures a trigger of either metric
 type reports its fallback value (`doFallback`), and counts as active. The operator loop alone
@@ -20,6 +21,7 @@ from typing import Literal
 
 from capacity.sim.control.cron import CronWindow
 from capacity.sim.control.hpa import DEFAULT_TOLERANCE, HorizontalPodAutoscaler, average_value_replicas, value_replicas
+from capacity.sim.control.scalers import MetricsAndActivity
 from contract.signals import Query
 
 MetricType = Literal["AverageValue", "Value"]
@@ -47,8 +49,8 @@ class KedaTrigger:
     target: float
     activation_threshold: float = 0.0
     source: Query | CronWindow | None = None
-    # The Prometheus scaler's `ignoreNullValues`: an empty or NaN result reads 0 instead of
-    # failing (`prometheus_scaler.go`, ExecutePromQuery; KEDA's default is true).
+    # The Prometheus scaler's `ignoreNullValues`: an empty, NaN or ±Inf result reads 0 instead
+    # of failing (`prometheus_scaler.go`, ExecutePromQuery; KEDA's default is true).
     ignore_null_values: bool = False
 
     @property
@@ -105,8 +107,8 @@ def proposal(
 
 @dataclass
 class ScaledObject:
-    """A ScaledObject with its HPA; feed it metric values (None: the scaler failed), get the
-    replica count to set."""
+    """A ScaledObject with its HPA; feed it each trigger's scaler reading (by trigger name), get
+    the replica count to set."""
 
     triggers: tuple[KedaTrigger, ...]
     hpa: HorizontalPodAutoscaler
@@ -138,15 +140,15 @@ class ScaledObject:
         spec_replicas: int,
         status_replicas: int,
         ready_replicas: int,
-        values: Mapping[str, float | None],
+        readings: Mapping[str, MetricsAndActivity],
     ) -> int:
         """One HPA sync period: the desired replica count. The HPA asks KEDA's metrics server
-        for every trigger's metric only when it scales on metrics."""
+        for every trigger's metric only when it scales on metrics (activity plays no part)."""
 
         def proposals() -> list[int | None]:
             found: list[int | None] = []
             for t in self.triggers:
-                usage, _ = self.read(t, values.get(t.name), spec_replicas, ready_replicas)
+                usage, _ = self.read(t, readings[t.name].value, spec_replicas, ready_replicas)
                 if usage is None:
                     found.append(None)
                 else:
@@ -155,18 +157,19 @@ class ScaledObject:
 
         return self.hpa.reconcile(now, spec_replicas, proposals)
 
-    def poll(self, now: float, spec_replicas: int, ready_replicas: int, values: Mapping[str, float | None]) -> int:
+    def poll(self, now: float, spec_replicas: int, ready_replicas: int,
+             readings: Mapping[str, MetricsAndActivity]) -> int:  # fmt: skip
         """The operator's pollingInterval loop: the replica count after `RequestScale`.
 
-        A trigger is active when its value is above its activation threshold or it is on
-        fallback (`getScalerState`); an error without fallback makes the object erroring."""
+        A trigger is active when its scaler says so or it is on fallback (`getScalerState`:
+        `fallbackActive || isMetricActive`); an error without fallback makes the object erroring."""
         active = error = False
         for t in self.triggers:
-            value = values.get(t.name)
-            usage, on_fallback = self.read(t, value, spec_replicas, ready_replicas)
+            reading = readings[t.name]
+            usage, on_fallback = self.read(t, reading.value, spec_replicas, ready_replicas)
             if usage is None:
                 error = True
-            elif on_fallback or (value is not None and value > t.activation_threshold):
+            elif on_fallback or reading.active:
                 active = True
         return self._request_scale(now, spec_replicas, active, error)
 

@@ -5,7 +5,6 @@
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from capacity.sim.control.hpa import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, HpaScalingPolicy
@@ -13,10 +12,8 @@ from capacity.sim.control.keda import KedaTrigger
 from capacity.planning.stack import load_stack_model
 from capacity.planning.run import RunOptions, feasible_requests, run_scaled_object, summarize
 from capacity.sim.scaledobject import read_scaled_object
-from capacity.sim.simulator import READY, SimConfig, Simulation, _Pod
 from capacity.workload.traces import load
 from contract.signals import Query, Vllm
-from tests.capacity.sim.test_sim_sixth_trigger import TOY
 
 ROOT = Path(__file__).resolve().parents[3]
 REFERENCES = ROOT / "capacity" / "policies" / "reference"
@@ -96,35 +93,3 @@ def test_what_the_simulator_cannot_replay_is_one_line_naming_the_key(tmp_path, e
 def test_a_file_without_a_scaledobject_is_refused(tmp_path):
     with pytest.raises(ValueError, match="exactly one document of kind ScaledObject"):
         read_scaled_object(manifest(tmp_path, "kind: Deployment\n"))
-
-
-def two_pods(kv: tuple[float, float]) -> Simulation:
-    """A simulation with two ready pods whose last scrape recorded these KV fractions."""
-    config = SimConfig(profile=TOY, pools=(), startup=None)  # type: ignore[arg-type]
-    sim = Simulation(config, load("synthetic:step:base=1,peak=1,at=0,length=1,duration=10"), None)
-    for i, value in enumerate(kv):
-        pod = _Pod(i)
-        pod.phase, pod.t, pod.kv, pod.waiting = READY, [0.0, 15.0], [0.0, value], [float(i), 3.0]
-        sim.pods.append(pod)
-    return sim
-
-
-@pytest.mark.parametrize(("aggregation", "value"), [("sum", 1.0), ("avg", 0.5), ("max", 0.8), ("min", 0.2)])
-def test_an_aggregation_across_replicas_is_evaluated_like_prometheus(aggregation, value):
-    sim = two_pods((0.2, 0.8))
-    read = sim._reader(KedaTrigger("kv", "AverageValue", 1.0, source=Query(Vllm.KV_CACHE_USAGE, "sum", aggregation=aggregation)))
-    assert read(20.0) == pytest.approx(value)
-
-
-def test_max_over_time_holds_the_peak_of_each_series_in_the_window():
-    sim = two_pods((0.2, 0.8))
-    read = sim._reader(KedaTrigger("q", "AverageValue", 1.0, source=Query(Vllm.REQUESTS_WAITING, "sum_max_over_time", 60)))
-    assert read(20.0) == 6.0  # max(0, 3) + max(1, 3)
-
-
-def test_an_empty_result_fails_unless_ignore_null_values_reads_it_as_zero():
-    sim = two_pods((0.2, 0.8))
-    query = Query(Vllm.E2E_LATENCY, "quantile", 60, 0.99, zero_when_empty=False)
-    sim.pods[0].e2e_counts = sim.pods[1].e2e_counts = [(0,) * 22, (0,) * 22]
-    assert np.isnan(sim._reader(KedaTrigger("e2e", "Value", 30.0, source=query))(20.0))
-    assert sim._reader(KedaTrigger("e2e", "Value", 30.0, source=query, ignore_null_values=True))(20.0) == 0.0

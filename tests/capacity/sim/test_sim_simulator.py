@@ -1,5 +1,7 @@
 """The simulator's cluster behaviour on small synthetic traces (a fast toy engine profile)."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -254,10 +256,25 @@ def test_an_empty_node_is_billed_until_consolidation():
 
 
 def test_keda_brings_a_target_at_zero_up_to_min_replicas():
+    # With ignoreNullValues (KEDA's default) the empty results of a fleet at zero read 0, no
+    # trigger errors, so RequestScale sets minReplicaCount at its first poll.
     quiet = "synthetic:step:base=0.5,peak=0.5,duration=600,prompt=128,output=16"
-    result = run(trace=quiet, initial_replicas=0)
+    so = scaled_object(POLICY)
+    so = replace(so, triggers=tuple(replace(t, ignore_null_values=True) for t in so.triggers))
+    result = simulate(config(initial_replicas=0), load(quiet), so)
     assert result.timeline.desired[0] == 1
     assert result.timeline.ready[-1] == 1
+
+
+def test_a_target_at_zero_whose_queries_are_empty_waits_for_the_fallback():
+    # ignoreNullValues false (the stack's manifests for minReplicas >= 1): a fleet at zero has
+    # no series, so the queries error (prometheus_scaler.go ExecutePromQuery) and RequestScale
+    # leaves the target alone until more than failureThreshold (3) failed polls, 15 s apart,
+    # put the triggers on fallback, which counts as active (scale_handler.go getScalerState).
+    quiet = "synthetic:step:base=0.5,peak=0.5,duration=600,prompt=128,output=16"
+    tl = run(trace=quiet, initial_replicas=0).timeline
+    assert [d for t, d in zip(tl.t, tl.desired) if t < 45] == [0, 0, 0]
+    assert tl.desired[tl.t.index(50.0)] == 1
 
 
 def outage_from_the_start(behavior: str) -> set[int]:

@@ -1,0 +1,262 @@
+"""The model's pods and their GPU nodes, from the Deployment's replica count to the billed node-hours.
+
+The HPA sets the Deployment's replicas; a new pod binds to an empty GPU node if one is left
+(weights + engine start only), else a node is launched in the highest-weight NodePool with room
+under its `gpuLimit` (else the pod stays Pending): node launch + image pull + weight load +
+engine start; only then does vLLM serve and expose metrics. Scale-in deletes Pending, then
+starting, then the newest ready pods (the ReplicaSet's order); a deleted ready pod leaves the
+router and drains its in-flight requests; its node stays empty (and billed) for the pool's
+`consolidateAfter`. A reclaimed spot node warns 2 minutes ahead: the pod drains, a replacement
+is created at once, and what is still running at the deadline fails. GPU-hours are node-hours x GPUs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from enum import IntEnum
+
+import numpy as np
+
+from capacity.engine import EngineProfile, ReplicaEngine, Request
+from capacity.sim.cluster.startup import Pool, Startup, interruption_delay, place
+from capacity.sim.events import EventKind, EventQueue
+from capacity.sim.exposition import Exposition
+from capacity.sim.results import NodeSpan
+
+SPOT_WARNING_S = 120.0  # EC2 spot interruption notice
+
+
+class Phase(IntEnum):
+    """A pod's life; the order is the ReplicaSet's deletion order (lowest first)."""
+
+    PENDING = 0  # no node yet
+    STARTING = 1  # on a node: image, weights, engine
+    READY = 2  # in the router, serving
+    DRAINING = 3  # out of the router, finishing its in-flight requests
+    GONE = 4
+
+
+# The phases in which vLLM's endpoint is up, so Prometheus scrapes the pod.
+SCRAPED = (Phase.READY, Phase.DRAINING)
+
+
+class Pod:
+    __slots__ = ("id", "phase", "node", "ready_at", "engine", "inflight", "exposition")
+
+    def __init__(self, pod_id: int) -> None:
+        self.id = pod_id
+        self.phase = Phase.PENDING
+        self.node: Node | None = None
+        self.ready_at = math.inf
+        self.engine: ReplicaEngine | None = None
+        self.inflight: dict[int, Request] = {}
+        self.exposition = Exposition()
+
+    @property
+    def outstanding(self) -> int:
+        return len(self.inflight)
+
+
+class Node:
+    """One single-replica GPU node, billed from launch to termination."""
+
+    __slots__ = ("pool", "created", "pod", "idle_since", "reclaimed", "terminated")
+
+    def __init__(self, pool: Pool, created: float) -> None:
+        self.pool = pool
+        self.created = created
+        self.pod: Pod | None = None
+        self.idle_since: float | None = None
+        self.reclaimed = False
+        self.terminated = False
+
+
+class Fleet:
+    """The Deployment's pods (by creation order), the ready ones (the router's backends, oldest
+    first) and the nodes under them; pod and node events go on `events`."""
+
+    def __init__(
+        self,
+        profile: EngineProfile,
+        pools: Sequence[Pool],
+        startup: Startup,
+        gpus_per_replica: int,
+        spot_interruptions_per_hour: float,
+        rng: np.random.Generator,
+        events: EventQueue,
+        spec_replicas: int,
+    ) -> None:
+        self.profile = profile
+        self.pools = pools
+        self.startup = startup
+        self.gpus_per_replica = gpus_per_replica
+        self.spot_interruptions_per_hour = spot_interruptions_per_hour
+        self.rng = rng
+        self.events = events
+        self.pods: list[Pod] = []
+        self.ready: list[Pod] = []
+        self.nodes: list[Node] = []  # launched and not yet terminated
+        self.used_gpus: dict[str, int] = {}
+        self.node_spans: list[NodeSpan] = []
+        self.spec_replicas = spec_replicas  # the Deployment's spec.replicas
+        self.scale_times: list[float] = []  # when spec.replicas changed
+        self.reclaim_notices: list[float] = []  # when a spot node got its 2-minute warning
+        self.max_used = 0  # most pods on nodes at once
+
+    # --- the Deployment and its ReplicaSet ----------------------------------------------
+    def alive(self) -> list[Pod]:
+        """Pods the ReplicaSet counts (not terminating)."""
+        return [p for p in self.pods if p.phase in (Phase.PENDING, Phase.STARTING, Phase.READY)]
+
+    def set_replicas(self, desired: int, t: float) -> None:
+        """Write the Deployment's spec replicas; the ReplicaSet creates or deletes pods at once."""
+        if desired != self.spec_replicas:
+            self.scale_times.append(t)
+        self.spec_replicas = desired
+        alive = self.alive()
+        if desired > len(alive):
+            for _ in range(desired - len(alive)):
+                self.create_pod(t)
+        elif desired < len(alive):
+            # ReplicaSet deletion order: unscheduled, then not ready, then newest ready.
+            order = sorted(alive, key=lambda p: (p.phase, -p.id))
+            for pod in order[: len(alive) - desired]:
+                self._delete(pod, t)
+
+    def create_pod(self, t: float, warm: bool = False) -> None:
+        """A new pod, scheduled at once if a node is free or can be launched; `warm` ones
+        serve from t (the fleet that was running before the simulation starts)."""
+        pod = Pod(len(self.pods))
+        self.pods.append(pod)
+        self._schedule(pod, t, warm)
+
+    def _delete(self, pod: Pod, t: float) -> None:
+        if pod.phase == Phase.READY:
+            self._drain(pod, t)
+        elif pod.node is None:  # Pending: never had a node
+            pod.phase = Phase.GONE
+        else:  # still starting: nothing to drain
+            self.release(pod, t)
+
+    # --- scheduling onto nodes --------------------------------------------------------
+    def _idle_node(self) -> Node | None:
+        """An empty node the scheduler can bind to at once (cheapest pool first, then oldest)."""
+        idle = [n for n in self.nodes if n.pod is None and not n.reclaimed]
+        return min(idle, key=lambda n: (-n.pool.weight, n.created), default=None)
+
+    def _schedule(self, pod: Pod, t: float, warm: bool = False) -> bool:
+        node = self._idle_node()
+        if node is not None:  # the image is already on the node
+            startup = self.startup.sample_on_node(self.rng)
+        else:
+            pool = place(self.pools, self.used_gpus, self.gpus_per_replica)
+            if pool is None:
+                return False  # Pending until a NodePool has room under its GPU limit
+            node = self._launch(pool, t)
+            startup = self.startup.sample(self.rng)
+        node.pod, node.idle_since = pod, None
+        pod.node, pod.phase = node, Phase.STARTING
+        pod.ready_at = t if warm else t + startup
+        self.events.push(pod.ready_at, EventKind.READY, pod)
+        serving = sum(1 for p in self.pods if p.node is not None and p.phase in (Phase.STARTING, Phase.READY, Phase.DRAINING))
+        self.max_used = max(self.max_used, serving)
+        return True
+
+    def _schedule_pending(self, t: float) -> None:
+        for waiting in self.pods:
+            if waiting.phase == Phase.PENDING and not self._schedule(waiting, t):
+                break
+
+    def cancel_pending(self) -> None:
+        """The end of the run: pods still waiting for a node never start."""
+        for pod in self.pods:
+            if pod.phase == Phase.PENDING:
+                pod.phase = Phase.GONE
+
+    # --- nodes ------------------------------------------------------------------------
+    def _launch(self, pool: Pool, t: float) -> Node:
+        node = Node(pool, t)
+        self.nodes.append(node)
+        self.used_gpus[pool.name] = self.used_gpus.get(pool.name, 0) + self.gpus_per_replica
+        if pool.capacity_type == "spot":
+            self.events.push(t + interruption_delay(self.rng, self.spot_interruptions_per_hour), EventKind.RECLAIM, node)
+        return node
+
+    def _terminate(self, node: Node, t: float) -> None:
+        """The instance is gone: bill it from launch, free its slot under the pool's limit."""
+        node.terminated = True
+        self.nodes.remove(node)
+        self.node_spans.append(NodeSpan(node.created, t, node.pool.capacity_type, self.gpus_per_replica,
+                                        node.pool.price_per_gpu_hour))  # fmt: skip
+        self.used_gpus[node.pool.name] -= self.gpus_per_replica
+        self._schedule_pending(t)
+
+    def terminate_nodes(self, t: float) -> None:
+        """The end of the run: every node still up is billed until t."""
+        for node in list(self.nodes):
+            self._terminate(node, t)
+
+    def on_consolidate(self, node: Node, t: float) -> None:
+        if node.terminated or node.pod is not None or node.idle_since is None:
+            return
+        if t >= node.idle_since + node.pool.consolidate_after_s:  # empty for consolidateAfter
+            self._terminate(node, t)
+
+    def on_reclaim(self, node: Node, t: float) -> None:
+        if node.terminated:
+            return
+        node.reclaimed = True  # cordoned: nothing new lands here
+        self.reclaim_notices.append(t)
+        pod = node.pod
+        if pod is None:
+            self._terminate(node, t)
+        elif pod.phase == Phase.DRAINING:  # already being deleted: cut at the deadline
+            self.events.push(t + SPOT_WARNING_S, EventKind.KILL, pod)
+        else:
+            if pod.phase == Phase.READY:
+                self._drain(pod, t, t + SPOT_WARNING_S)
+            else:
+                self.release(pod, t)
+            self.create_pod(t)  # the ReplicaSet replaces it at once
+
+    # --- a pod's end ------------------------------------------------------------------
+    def on_ready(self, pod: Pod, t: float) -> None:
+        if pod.phase != Phase.STARTING or pod.ready_at != t:
+            return
+        pod.phase = Phase.READY
+        pod.engine = ReplicaEngine(self.profile, t)
+        self.ready.append(pod)
+
+    def _drain(self, pod: Pod, t: float, deadline: float = math.inf) -> None:
+        if pod in self.ready:
+            self.ready.remove(pod)
+        pod.phase = Phase.DRAINING
+        if not pod.inflight:
+            self.release(pod, t)
+        elif deadline < math.inf:
+            self.events.push(deadline, EventKind.KILL, pod)
+
+    def cut(self, pod: Pod, t: float) -> list[int]:
+        """A draining pod's deadline passed: it goes, and the ids of the requests it still had
+        in flight (which fail) are returned."""
+        cut = list(pod.inflight)
+        pod.inflight.clear()
+        self.release(pod, t)
+        return cut
+
+    def release(self, pod: Pod, t: float) -> None:
+        """The pod is gone; its node stays, empty, until consolidation (or goes, if reclaimed)."""
+        pod.phase = Phase.GONE
+        node = pod.node
+        if node is None:
+            return
+        node.pod = None
+        after = node.pool.consolidate_after_s
+        if node.reclaimed or after <= 0:
+            self._terminate(node, t)
+            return
+        node.idle_since = t
+        if math.isfinite(after):
+            self.events.push(t + after, EventKind.CONSOLIDATE, node)
+        self._schedule_pending(t)

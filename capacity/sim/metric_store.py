@@ -1,0 +1,175 @@
+"""Prometheus in the simulation: each pod's scraped series, and a `contract.signals.Query`
+evaluated over them as Prometheus would at an instant.
+
+Every series of one model carries the same `model_name`/`namespace`, so a `by` over them still
+gives one series; a series whose pod left the scrape targets is stale at once (Prometheus writes
+a staleness marker when a target disappears), so instant vectors skip it while range vectors
+still see its samples. A query's result is one value or, when no series is left, empty (None):
+an aggregation over an empty vector is empty, and only a query's own `or vector(0)` turns that
+into 0. Telling empty from NaN is the scaler's job (`capacity.sim.control.scalers`).
+"""
+
+from __future__ import annotations
+
+from bisect import insort
+from collections.abc import Callable, Sequence
+from operator import attrgetter
+from typing import Any
+
+import numpy as np
+
+from capacity.sim.control.promql import (
+    avg_over_time,
+    extrapolated_increase,
+    histogram_quantile,
+    max_over_time,
+    positive_or_zero,
+)
+from capacity.sim.control.scalers import InstantQuery, PrometheusUnavailable
+from capacity.sim.exposition import cumulative
+from capacity.sim.fleet import SCRAPED, Pod
+from contract.signals import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, Query, Vllm
+
+LOOKBACK_S = 300.0  # instant-vector lookback of a live series
+
+# The series each pod's scrapes record (`Series`), by the vLLM metric a trigger's Query names:
+# gauges (one value per scrape) and histograms (cumulative bucket counts per scrape, and bounds).
+GAUGES = {Vllm.REQUESTS_RUNNING: "running", Vllm.REQUESTS_WAITING: "waiting", Vllm.KV_CACHE_USAGE: "kv"}
+HISTOGRAMS = {Vllm.TTFT: ("ttft_counts", TTFT_BUCKETS), Vllm.E2E_LATENCY: ("e2e_counts", REQUEST_LATENCY_BUCKETS)}
+# Counters the scrapes record: each histogram's observation count (its +Inf bucket), and the
+# prompt tokens, scraped as 1-tuples like a histogram's count.
+COUNTERS = {f"{metric}_count": counts for metric, (counts, _) in HISTOGRAMS.items()} | {Vllm.PROMPT_TOKENS: "prompt_counts"}
+# An aggregation across series: of numbers, or element-wise of bucket vectors (one value per `le`).
+Aggregate = Callable[[list], Any]
+
+
+class Series:
+    """One pod's samples, one per scrape, in time order."""
+
+    __slots__ = ("pod", "t", "running", "waiting", "kv", "ttft_counts", "e2e_counts", "prompt_counts")
+
+    def __init__(self, pod: Pod) -> None:
+        self.pod = pod  # the scrape target, whose phase says whether the series is live
+        self.t: list[float] = []
+        self.running: list[float] = []
+        self.waiting: list[float] = []
+        self.kv: list[float] = []
+        self.ttft_counts: list[tuple[int, ...]] = []
+        self.e2e_counts: list[tuple[int, ...]] = []
+        self.prompt_counts: list[tuple[int, ...]] = []
+
+
+_BY_POD = attrgetter("pod.id")
+
+
+class MetricStore:
+    """The scraped series of every pod that ever served, in pod order (an aggregation adds them
+    up in that order, so a run is reproducible to the last bit); during an outage, (start, end)
+    seconds, the query API does not answer."""
+
+    def __init__(self, outages: Sequence[tuple[float, float]] = ()) -> None:
+        self._series: list[Series] = []
+        self._of_pod: dict[int, Series] = {}
+        self.outages = tuple(outages)
+
+    def scrape(self, t: float, pod: Pod) -> None:
+        """One scrape of a serving pod: its engine's gauges and its exposition's histograms."""
+        series = self._of_pod.get(pod.id)
+        if series is None:
+            series = self._of_pod[pod.id] = Series(pod)
+            insort(self._series, series, key=_BY_POD)
+        engine, exposed = pod.engine, pod.exposition
+        series.t.append(t)
+        series.running.append(engine.num_running)  # type: ignore[union-attr]
+        series.waiting.append(engine.num_waiting)  # type: ignore[union-attr]
+        series.kv.append(engine.kv_usage)  # type: ignore[union-attr]
+        series.ttft_counts.append(cumulative(exposed.ttft_buckets))
+        series.e2e_counts.append(cumulative(exposed.e2e_buckets))
+        series.prompt_counts.append((exposed.prompt_tokens_total,))
+
+    def instant_query(self, query: Query) -> InstantQuery:
+        """`query` as a function of the evaluation time, which raises PrometheusUnavailable
+        during an outage. A ValueError names what the store cannot evaluate."""
+        evaluate = self._evaluator(query)
+        if not self.outages:
+            return evaluate
+
+        def answered(t: float) -> float | None:
+            if any(start <= t < end for start, end in self.outages):
+                raise PrometheusUnavailable("prometheus query api returned error. status: 503")
+            return evaluate(t)
+
+        return answered
+
+    def _evaluator(self, query: Query) -> InstantQuery:
+        aggregate = _AGGREGATE[query.aggregation]
+        window = float(query.window_seconds or 0)
+        if query.shape == "quantile" and query.metric in HISTOGRAMS:
+            counts, bounds = HISTOGRAMS[query.metric]
+            q, guarded = float(query.quantile), query.zero_when_empty  # type: ignore[arg-type]
+            return lambda t: self._quantile(t, q, window, counts, bounds, aggregate, guarded)
+        gauge = GAUGES.get(query.metric)
+        if gauge is not None and query.shape == "sum":
+            return lambda t: aggregate(self._latest(t, gauge))
+        if gauge is not None and query.shape in _OVER_TIME:
+            over_time = _OVER_TIME[query.shape]
+            return lambda t: aggregate(
+                [v for s in self._in_range(t, window) if (v := over_time(s.t, getattr(s, gauge), t, window)) is not None]
+            )
+        counter = COUNTERS.get(query.metric)
+        if counter is not None and query.shape == "sum_rate":
+            return lambda t: aggregate(self._rates(t, window, counter))
+        raise ValueError(
+            f"{query.metric} ({query.shape}), which the simulator does not record as such: it records the "
+            f"gauges {', '.join(GAUGES)} (sum, avg_over_time, max_over_time), the histograms "
+            f"{', '.join(HISTOGRAMS)} (quantile) and their counters {', '.join(COUNTERS)} (rate)"
+        )
+
+    def _in_range(self, t: float, window: float) -> list[Series]:
+        """The series with a sample in (t - window, t]."""
+        return [s for s in self._series if s.t[-1] > t - window]
+
+    def _latest(self, t: float, gauge: str) -> list[float]:
+        """The latest sample of every live series within the lookback (an instant vector)."""
+        return [getattr(s, gauge)[-1] for s in self._series if s.pod.phase in SCRAPED and s.t[-1] > t - LOOKBACK_S]
+
+    def _rates(self, t: float, window: float, counts: str) -> list[float]:
+        """`rate(metric_count[window])` per series: the +Inf bucket is the observation count."""
+        out = []
+        for series in self._in_range(t, window):
+            inc = extrapolated_increase(series.t, [c[-1:] for c in getattr(series, counts)], t, window)
+            if inc is not None:
+                out.append(float(inc[0]) / window)
+        return out
+
+    def _quantile(self, t: float, q: float, window: float, counts: str, bounds: Sequence[float],
+                  aggregate: Aggregate, guarded: bool) -> float | None:  # fmt: skip
+        """`histogram_quantile(q, AGG by (le) (rate(metric_bucket[window])))`: empty without a
+        series, NaN without an observation; with the guard `(... > 0) or vector(0)`, 0 for both."""
+        increases = [
+            inc for series in self._in_range(t, window)
+            if (inc := extrapolated_increase(series.t, getattr(series, counts), t, window)) is not None
+        ]  # fmt: skip
+        if not increases:
+            return 0.0 if guarded else None
+        value = histogram_quantile(q, bounds, aggregate(increases))
+        return positive_or_zero(value) if guarded else value
+
+
+# Each aggregation is empty (None) over no series, as in Prometheus.
+def _sum(values: list) -> float | None:
+    return sum(values) if values else None
+
+
+def _mean(values: list) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _extreme(pick: Callable) -> Aggregate:
+    return lambda values: pick(np.vstack(values), axis=0) if values and isinstance(values[0], np.ndarray) else (
+        pick(values) if values else None
+    )
+
+
+_AGGREGATE: dict[str, Aggregate] = {"sum": _sum, "avg": _mean, "max": _extreme(np.max), "min": _extreme(np.min)}
+_OVER_TIME = {"sum_avg_over_time": avg_over_time, "sum_max_over_time": max_over_time}

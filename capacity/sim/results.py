@@ -1,0 +1,143 @@
+"""What a simulation returns: each request's outcome and latencies, the controller's timeline and
+the billed nodes."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from capacity.engine.replica import Finished
+from capacity.sim.control.keda import KedaTrigger
+
+# Request outcomes.
+OK, FAILED, REJECTED, UNFINISHED = range(4)
+
+
+@dataclass
+class Timeline:
+    """Sampled at each HPA sync: what the controller saw and did."""
+
+    t: list[float] = field(default_factory=list)
+    arrivals_per_s: list[float] = field(default_factory=list)
+    signals: dict[str, list[float]] = field(default_factory=dict)
+    desired: list[int] = field(default_factory=list)
+    ready: list[int] = field(default_factory=list)
+    ttft_p95_s: list[float] = field(default_factory=list)
+    tpot_p95_s: list[float] = field(default_factory=list)
+    e2e_p99_s: list[float] = field(default_factory=list)
+    # Events between syncs, for the plot to shade: each spot reclaim notice (the pod has
+    # SPOT_WARNING_S left) and each window when the trigger queries failed.
+    spot_reclaims: list[float] = field(default_factory=list)
+    metrics_outages: tuple[tuple[float, float], ...] = ()
+
+    def sample(self, t: float, arrivals_per_s: float, signals: Mapping[str, float], desired: int, ready: int,
+               latencies: tuple[float, float, float]) -> None:  # fmt: skip
+        """One sync's row: `signals` NaN where the scaler failed, `latencies` as `RequestLog.latencies`."""
+        self.t.append(t)
+        self.arrivals_per_s.append(arrivals_per_s)
+        for name, value in signals.items():
+            self.signals.setdefault(name, []).append(value)
+        self.desired.append(desired)
+        self.ready.append(ready)
+        ttft, tpot, e2e = latencies
+        self.ttft_p95_s.append(ttft)
+        self.tpot_p95_s.append(tpot)
+        self.e2e_p99_s.append(e2e)
+
+
+@dataclass(frozen=True)
+class NodeSpan:
+    """One GPU node's billed life."""
+
+    start: float
+    end: float
+    capacity_type: str
+    gpus: int
+    usd_per_gpu_hour: float
+
+    def within(self, start: float, end: float) -> NodeSpan | None:
+        """The part of this node's life inside [start, end), or None if none is."""
+        lo, hi = max(self.start, start), min(self.end, end)
+        return replace(self, start=lo, end=hi) if hi > lo else None
+
+    @property
+    def gpu_seconds(self) -> float:
+        return (self.end - self.start) * self.gpus
+
+
+class RequestLog:
+    """Per request (trace order), filled in as the run goes: arrival, TTFT, TPOT, e2e, outcome,
+    and which requests finished since the timeline's last sample."""
+
+    def __init__(self, arrivals: np.ndarray) -> None:
+        n = len(arrivals)
+        self.arrival = arrivals
+        self.ttft = np.full(n, np.nan)
+        self.tpot = np.full(n, np.nan)
+        self.e2e = np.full(n, np.nan)
+        self.outcome = np.full(n, UNFINISHED, dtype=np.int8)
+        self._recent: list[int] = []
+
+    def finish(self, done: Iterable[Finished]) -> None:
+        """Requests that completed, with their latencies."""
+        for f in done:
+            request = f.request
+            rid = request.id
+            self.ttft[rid] = f.first_token_time - request.arrival
+            if request.output_tokens > 1:
+                self.tpot[rid] = (f.finish_time - f.first_token_time) / (request.output_tokens - 1)
+            self.e2e[rid] = f.finish_time - request.arrival
+            self.outcome[rid] = OK
+            self._recent.append(rid)
+
+    def fail(self, rid: int) -> None:
+        self.outcome[rid] = FAILED
+
+    def latencies(self) -> tuple[float, float, float]:
+        """TTFT p95, TPOT p95 and e2e p99 of the requests finished since the last call (NaN if none)."""
+        recent = self._recent
+        ttft = float(np.percentile(self.ttft[recent], 95)) if recent else math.nan
+        tpot = self.tpot[recent]
+        tpot = tpot[~np.isnan(tpot)]
+        tpot_p95 = float(np.percentile(tpot, 95)) if len(tpot) else math.nan
+        e2e = float(np.percentile(self.e2e[recent], 99)) if recent else math.nan
+        self._recent = []
+        return ttft, tpot_p95, e2e
+
+
+@dataclass
+class SimResult:
+    """Per request (trace order): arrival, TTFT, TPOT = (e2e - TTFT) / (output tokens - 1)
+    (vLLM's per-request `mean_time_per_output_token`; NaN for a single-token output), e2e, outcome."""
+
+    arrival: np.ndarray
+    ttft: np.ndarray
+    tpot: np.ndarray
+    e2e: np.ndarray
+    outcome: np.ndarray
+    max_replicas_used: int
+    end_time: float
+    initial_replicas: int
+    timeline: Timeline
+    triggers: tuple[KedaTrigger, ...]  # what the timeline's signals were compared with
+    nodes: tuple[NodeSpan, ...]  # every GPU node, launch to termination: what is billed
+    scale_times: tuple[float, ...]  # when spec.replicas changed (one per scale event)
+
+    @property
+    def gpu_seconds(self) -> dict[str, float]:
+        """GPU-seconds billed, by capacity type."""
+        billed: dict[str, float] = {}
+        for node in self.nodes:
+            billed[node.capacity_type] = billed.get(node.capacity_type, 0.0) + node.gpu_seconds
+        return billed
+
+    @property
+    def scale_events(self) -> int:
+        return len(self.scale_times)
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(node.gpu_seconds / 3600 * node.usd_per_gpu_hour for node in self.nodes)
