@@ -73,6 +73,7 @@ class RequestLog:
     and which requests finished since the timeline's last sample."""
 
     def __init__(self, arrivals: np.ndarray) -> None:
+        """`arrivals`: the trace's, or NaN until sent in a closed loop."""
         n = len(arrivals)
         self.arrival = arrivals
         self.ttft = np.full(n, np.nan)
@@ -92,6 +93,10 @@ class RequestLog:
             self.e2e[rid] = f.finish_time - request.arrival
             self.outcome[rid] = OK
             self._recent.append(rid)
+
+    def sent(self, rid: int, t: float) -> None:
+        """The gateway forwarded the request at t (a closed-loop client's send time)."""
+        self.arrival[rid] = t
 
     def fail(self, rid: int) -> None:
         self.outcome[rid] = FAILED

@@ -69,6 +69,9 @@ class SimConfig:
 
 
 class Simulation:
+    """One replay of a trace: the event loop over the fleet, Prometheus, the trigger scalers and
+    the ScaledObject; `run` returns the SimResult."""
+
     def __init__(self, config: SimConfig, trace: Trace, scaled_object: ScaledObject | None) -> None:
         self.c = config
         self.trace = trace
@@ -137,7 +140,7 @@ class Simulation:
         for k in candidates:
             self._advance(ready[k], t)
         pod = ready[self.router.pick(ready, candidates)]
-        self.requests.arrival[rid] = t
+        self.requests.sent(rid, t)
         req = Request(rid, t, int(self.trace.prompt_tokens[rid]), int(self.trace.output_tokens[rid]))
         pod.engine.submit(req, t)  # type: ignore[union-attr]
         pod.inflight[rid] = req
