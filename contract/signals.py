@@ -161,7 +161,7 @@ class Scope:
 Aggregation = Literal["sum", "avg", "max", "min"]
 Shape = Literal["sum", "sum_avg_over_time", "sum_max_over_time", "sum_rate", "quantile"]
 # The range function each windowed shape applies to its series.
-RANGE_FUNCTIONS: dict[str, str] = {
+RANGE_FUNCTIONS: dict[Shape, str] = {
     "sum_avg_over_time": "avg_over_time",
     "sum_max_over_time": "max_over_time",
     "sum_rate": "rate",

@@ -27,7 +27,7 @@ class Exposition:
     """One replica's live histogram buckets (non-cumulative, the last one +Inf) and its
     `vllm:prompt_tokens_total`."""
 
-    __slots__ = ("ttft_buckets", "e2e_buckets", "prompt_tokens_total")
+    __slots__ = ("e2e_buckets", "prompt_tokens_total", "ttft_buckets")
 
     def __init__(self) -> None:
         self.ttft_buckets = [0] * (len(TTFT_BUCKETS) + 1)

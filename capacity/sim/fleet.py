@@ -42,7 +42,7 @@ SCRAPED = (Phase.READY, Phase.DRAINING)
 
 
 class Pod:
-    __slots__ = ("id", "phase", "node", "ready_at", "engine", "inflight", "exposition")
+    __slots__ = ("engine", "exposition", "id", "inflight", "node", "phase", "ready_at")
 
     def __init__(self, pod_id: int) -> None:
         self.id = pod_id
@@ -54,6 +54,18 @@ class Pod:
         self.exposition = Exposition()
 
     @property
+    def gone(self) -> bool:
+        """Deleted and drained (a property, so a check after a call that may end it reads it anew)."""
+        return self.phase == Phase.GONE
+
+    @property
+    def serving_engine(self) -> ReplicaEngine:
+        """The engine of a ready or draining pod (it gets one when it becomes ready)."""
+        if self.engine is None:
+            raise RuntimeError(f"pod {self.id} has no engine: it never became ready")
+        return self.engine
+
+    @property
     def outstanding(self) -> int:
         return len(self.inflight)
 
@@ -61,7 +73,7 @@ class Pod:
 class Node:
     """One single-replica GPU node, billed from launch to termination."""
 
-    __slots__ = ("pool", "created", "pod", "idle_since", "reclaimed", "terminated")
+    __slots__ = ("created", "idle_since", "pod", "pool", "reclaimed", "terminated")
 
     def __init__(self, pool: Pool, created: float) -> None:
         self.pool = pool
@@ -159,7 +171,9 @@ class Fleet:
         pod.node, pod.phase = node, Phase.STARTING
         pod.ready_at = t if warm else t + startup
         self.events.push(pod.ready_at, EventKind.READY, pod)
-        serving = sum(1 for p in self.pods if p.node is not None and p.phase in (Phase.STARTING, Phase.READY, Phase.DRAINING))
+        serving = sum(
+            1 for p in self.pods if p.node is not None and p.phase in (Phase.STARTING, Phase.READY, Phase.DRAINING)
+        )
         self.max_used = max(self.max_used, serving)
         return True
 
@@ -180,15 +194,18 @@ class Fleet:
         self.nodes.append(node)
         self.used_gpus[pool.name] = self.used_gpus.get(pool.name, 0) + self.gpus_per_replica
         if pool.capacity_type == "spot":
-            self.events.push(t + interruption_delay(self.rng, self.spot_interruptions_per_hour), EventKind.RECLAIM, node)
+            self.events.push(
+                t + interruption_delay(self.rng, self.spot_interruptions_per_hour), EventKind.RECLAIM, node
+            )
         return node
 
     def _terminate(self, node: Node, t: float) -> None:
         """The instance is gone: bill it from launch, free its slot under the pool's limit."""
         node.terminated = True
         self.nodes.remove(node)
-        self.node_spans.append(NodeSpan(node.created, t, node.pool.capacity_type, self.gpus_per_replica,
-                                        node.pool.price_per_gpu_hour))  # fmt: skip
+        self.node_spans.append(
+            NodeSpan(node.created, t, node.pool.capacity_type, self.gpus_per_replica, node.pool.price_per_gpu_hour)
+        )
         self.used_gpus[node.pool.name] -= self.gpus_per_replica
         self._schedule_pending(t)
 

@@ -38,15 +38,17 @@ GAUGES = {Vllm.REQUESTS_RUNNING: "running", Vllm.REQUESTS_WAITING: "waiting", Vl
 HISTOGRAMS = {Vllm.TTFT: ("ttft_counts", TTFT_BUCKETS), Vllm.E2E_LATENCY: ("e2e_counts", REQUEST_LATENCY_BUCKETS)}
 # Counters the scrapes record: each histogram's observation count (its +Inf bucket), and the
 # prompt tokens, scraped as 1-tuples like a histogram's count.
-COUNTERS = {f"{metric}_count": counts for metric, (counts, _) in HISTOGRAMS.items()} | {Vllm.PROMPT_TOKENS: "prompt_counts"}
+COUNTERS = {f"{metric}_count": counts for metric, (counts, _) in HISTOGRAMS.items()} | {
+    Vllm.PROMPT_TOKENS: "prompt_counts"
+}
 # An aggregation across series: of numbers, or element-wise of bucket vectors (one value per `le`).
-Aggregate = Callable[[list], Any]
+Aggregate = Callable[[list[Any]], Any]
 
 
 class Series:
     """One pod's samples, one per scrape, in time order."""
 
-    __slots__ = ("pod", "t", "running", "waiting", "kv", "ttft_counts", "e2e_counts", "prompt_counts")
+    __slots__ = ("e2e_counts", "kv", "pod", "prompt_counts", "running", "t", "ttft_counts", "waiting")
 
     def __init__(self, pod: Pod) -> None:
         self.pod = pod  # the scrape target, whose phase says whether the series is live
@@ -78,11 +80,11 @@ class MetricStore:
         if series is None:
             series = self._of_pod[pod.id] = Series(pod)
             insort(self._series, series, key=_BY_POD)
-        engine, exposed = pod.engine, pod.exposition
+        engine, exposed = pod.serving_engine, pod.exposition
         series.t.append(t)
-        series.running.append(engine.num_running)  # type: ignore[union-attr]
-        series.waiting.append(engine.num_waiting)  # type: ignore[union-attr]
-        series.kv.append(engine.kv_usage)  # type: ignore[union-attr]
+        series.running.append(engine.num_running)
+        series.waiting.append(engine.num_waiting)
+        series.kv.append(engine.kv_usage)
         series.ttft_counts.append(cumulative(exposed.ttft_buckets))
         series.e2e_counts.append(cumulative(exposed.e2e_buckets))
         series.prompt_counts.append((exposed.prompt_tokens_total,))
@@ -104,9 +106,9 @@ class MetricStore:
     def _evaluator(self, query: Query) -> InstantQuery:
         aggregate = _AGGREGATE[query.aggregation]
         window = float(query.window_seconds or 0)
-        if query.shape == "quantile" and query.metric in HISTOGRAMS:
+        if query.shape == "quantile" and query.metric in HISTOGRAMS and query.quantile is not None:
             counts, bounds = HISTOGRAMS[query.metric]
-            q, guarded = float(query.quantile), query.zero_when_empty  # type: ignore[arg-type]
+            q, guarded = query.quantile, query.zero_when_empty
             return lambda t: self._quantile(t, q, window, counts, bounds, aggregate, guarded)
         gauge = GAUGES.get(query.metric)
         if gauge is not None and query.shape == "sum":
@@ -114,7 +116,11 @@ class MetricStore:
         if gauge is not None and query.shape in _OVER_TIME:
             over_time = _OVER_TIME[query.shape]
             return lambda t: aggregate(
-                [v for s in self._in_range(t, window) if (v := over_time(s.t, getattr(s, gauge), t, window)) is not None]
+                [
+                    v
+                    for s in self._in_range(t, window)
+                    if (v := over_time(s.t, getattr(s, gauge), t, window)) is not None
+                ]
             )
         counter = COUNTERS.get(query.metric)
         if counter is not None and query.shape == "sum_rate":
@@ -142,14 +148,23 @@ class MetricStore:
                 out.append(float(inc[0]) / window)
         return out
 
-    def _quantile(self, t: float, q: float, window: float, counts: str, bounds: Sequence[float],
-                  aggregate: Aggregate, guarded: bool) -> float | None:  # fmt: skip
+    def _quantile(
+        self,
+        t: float,
+        q: float,
+        window: float,
+        counts: str,
+        bounds: Sequence[float],
+        aggregate: Aggregate,
+        guarded: bool,
+    ) -> float | None:
         """`histogram_quantile(q, AGG by (le) (rate(metric_bucket[window])))`: empty without a
         series, NaN without an observation; with the guard `(... > 0) or vector(0)`, 0 for both."""
         increases = [
-            inc for series in self._in_range(t, window)
+            inc
+            for series in self._in_range(t, window)
             if (inc := extrapolated_increase(series.t, getattr(series, counts), t, window)) is not None
-        ]  # fmt: skip
+        ]
         if not increases:
             return 0.0 if guarded else None
         value = histogram_quantile(q, bounds, aggregate(increases))
@@ -157,17 +172,19 @@ class MetricStore:
 
 
 # Each aggregation is empty (None) over no series, as in Prometheus.
-def _sum(values: list) -> float | None:
+def _sum(values: list[Any]) -> float | None:
     return sum(values) if values else None
 
 
-def _mean(values: list) -> float | None:
+def _mean(values: list[Any]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _extreme(pick: Callable) -> Aggregate:
-    return lambda values: pick(np.vstack(values), axis=0) if values and isinstance(values[0], np.ndarray) else (
-        pick(values) if values else None
+def _extreme(pick: Callable[..., Any]) -> Aggregate:
+    return lambda values: (
+        pick(np.vstack(values), axis=0)
+        if values and isinstance(values[0], np.ndarray)
+        else (pick(values) if values else None)
     )
 
 

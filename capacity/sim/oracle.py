@@ -21,6 +21,7 @@ on the real mix.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,7 +65,7 @@ def meets_slo(trace: Trace, profile: EngineProfile, replicas: int, slo: SloTarge
     return attainment(met(result.outcome, result.ttft, result.tpot, slo), everyone) >= slo.objective
 
 
-def fewest_replicas(meets, start: int, cap: int = MAX_REPLICAS) -> tuple[int, bool]:
+def fewest_replicas(meets: Callable[[int], bool], start: int, cap: int = MAX_REPLICAS) -> tuple[int, bool]:
     """Smallest n in [1, cap] with meets(n), searching from a guess; (cap, False) if none."""
     n = max(1, min(start, cap))
     if meets(n):
@@ -114,7 +115,11 @@ def oracle(
         window = sized.window(i * interval_s, (i + 1) * interval_s)
         if not len(window):
             continue
-        count, reachable = fewest_replicas(lambda r: meets_slo(window, profile, r, slo, seed), guess)
+
+        def meets(replicas: int, window: Trace = window) -> bool:
+            return meets_slo(window, profile, replicas, slo, seed)
+
+        count, reachable = fewest_replicas(meets, guess)
         replicas[i], guess = count, count
         infeasible += not reachable
     lengths = np.minimum(interval_s, end - np.arange(n) * interval_s)

@@ -33,8 +33,15 @@ class Timeline:
     spot_reclaims: list[float] = field(default_factory=list)
     metrics_outages: tuple[tuple[float, float], ...] = ()
 
-    def sample(self, t: float, arrivals_per_s: float, signals: Mapping[str, float], desired: int, ready: int,
-               latencies: tuple[float, float, float]) -> None:  # fmt: skip
+    def sample(
+        self,
+        t: float,
+        arrivals_per_s: float,
+        signals: Mapping[str, float],
+        desired: int,
+        ready: int,
+        latencies: tuple[float, float, float],
+    ) -> None:
         """One sync's row: `signals` NaN where the scaler failed, `latencies` as `RequestLog.latencies`."""
         self.t.append(t)
         self.arrivals_per_s.append(arrivals_per_s)

@@ -40,9 +40,16 @@ DEFAULT_POLLING_INTERVAL_S, DEFAULT_COOLDOWN_PERIOD_S = 30, 300
 # replica, which KEDA's Prometheus scaler refuses ("returned multiple elements").
 PER_REPLICA_LABELS = ("pod", "instance", "endpoint", "container", "node", "pod_name")
 _SUPPORTED_SPEC = {
-    "scaleTargetRef", "pollingInterval", "cooldownPeriod", "initialCooldownPeriod", "minReplicaCount",
-    "maxReplicaCount", "advanced", "triggers", "fallback",
-}  # fmt: skip
+    "scaleTargetRef",
+    "pollingInterval",
+    "cooldownPeriod",
+    "initialCooldownPeriod",
+    "minReplicaCount",
+    "maxReplicaCount",
+    "advanced",
+    "triggers",
+    "fallback",
+}
 
 
 @dataclass(frozen=True)
@@ -116,9 +123,13 @@ def _document(path: Path) -> dict[str, Any]:
         raise ValueError(f"ScaledObject {path}: cannot be read: {str(exc).splitlines()[0]}") from None
     objects = [d for d in documents if isinstance(d, dict) and d.get("kind") == "ScaledObject"]
     if len(objects) != 1:
-        raise ValueError(f"ScaledObject {path}: expected exactly one document of kind ScaledObject, found {len(objects)}")
+        raise ValueError(
+            f"ScaledObject {path}: expected exactly one document of kind ScaledObject, found {len(objects)}"
+        )
     if not str(objects[0].get("apiVersion", "")).startswith("keda.sh/"):
-        raise ValueError(f"ScaledObject {path}: apiVersion must be keda.sh/v1alpha1, got {objects[0].get('apiVersion')!r}")
+        raise ValueError(
+            f"ScaledObject {path}: apiVersion must be keda.sh/v1alpha1, got {objects[0].get('apiVersion')!r}"
+        )
     return objects[0]
 
 
@@ -156,8 +167,12 @@ def _trigger(r: _Reader, index: int, raw: Any) -> KedaTrigger:
         for field in ("start", "end", "desiredReplicas"):
             if field not in metadata:
                 raise r.fail(f"{key}.metadata.{field}", "is required for a cron trigger")
-        window = CronWindow(str(metadata["start"]), str(metadata["end"]), str(metadata.get("timezone", "UTC")),
-                            int(r.number(metadata, "desiredReplicas", f"{key}.metadata")))  # fmt: skip
+        window = CronWindow(
+            str(metadata["start"]),
+            str(metadata["end"]),
+            str(metadata.get("timezone", "UTC")),
+            int(r.number(metadata, "desiredReplicas", f"{key}.metadata")),
+        )
         return KedaTrigger(name, "AverageValue", 1.0, source=window)
     if kind != "prometheus":
         raise r.fail(f"{key}.type", f"{kind!r} is not simulated: only prometheus and cron triggers are")
@@ -172,7 +187,9 @@ def _trigger(r: _Reader, index: int, raw: Any) -> KedaTrigger:
         raise r.fail(f"{key}.metadata.query", str(exc)) from None
     per_replica = [label for label in query.by if label in PER_REPLICA_LABELS]
     if per_replica:
-        raise r.fail(f"{key}.metadata.query", f"groups by {per_replica}: one series per replica, and KEDA needs exactly one")
+        raise r.fail(
+            f"{key}.metadata.query", f"groups by {per_replica}: one series per replica, and KEDA needs exactly one"
+        )
     threshold = r.number(metadata, "threshold", f"{key}.metadata")
     if threshold <= 0:
         raise r.fail(f"{key}.metadata.threshold", f"must be > 0, got {threshold:g}")
@@ -198,7 +215,9 @@ def parse_scaled_object(document: dict[str, Any], where: str, unnamed: str | Non
     `unnamed` is its name when its metadata has none."""
     r = _Reader(where)
     if document.get("kind") != "ScaledObject" or not str(document.get("apiVersion", "")).startswith("keda.sh/"):
-        raise r.fail("kind", f"must be a keda.sh ScaledObject, got {document.get('apiVersion')!r} {document.get('kind')!r}")
+        raise r.fail(
+            "kind", f"must be a keda.sh ScaledObject, got {document.get('apiVersion')!r} {document.get('kind')!r}"
+        )
     spec = r.mapping(document.get("spec"), "spec")
     unknown = sorted(set(spec) - _SUPPORTED_SPEC)
     if unknown:

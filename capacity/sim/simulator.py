@@ -17,7 +17,7 @@ import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -36,15 +36,27 @@ from capacity.workload.traces import Trace
 from contract.signals import Query
 
 __all__ = [
-    "DEFAULT_START", "FAILED", "GAUGES", "HISTOGRAMS", "OK", "REJECTED", "UNFINISHED",
-    "NodeSpan", "SimConfig", "SimResult", "Simulation", "Timeline", "admissible", "simulate",
-]  # fmt: skip
+    "DEFAULT_START",
+    "FAILED",
+    "GAUGES",
+    "HISTOGRAMS",
+    "OK",
+    "REJECTED",
+    "UNFINISHED",
+    "NodeSpan",
+    "SimConfig",
+    "SimResult",
+    "Simulation",
+    "Timeline",
+    "admissible",
+    "simulate",
+]
 
 HPA_OFFSET_S = 5.0  # HPA syncs are not aligned with scrapes
 POLL_OFFSET_S = 0.0  # KEDA's polling loop checks the scalers as soon as it starts
 CLIENT_DELAY_S = 0.005  # closed-loop client turnaround
 # Wall clock of t = 0 for traces without one (synthetic): a Monday, 00:00 UTC.
-DEFAULT_START = datetime(2024, 1, 1, tzinfo=timezone.utc)
+DEFAULT_START = datetime(2024, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -77,9 +89,16 @@ class Simulation:
         self.trace = trace
         self.so = scaled_object  # None: a static fleet of `initial_replicas`
         self.events = EventQueue()
-        self.fleet = Fleet(config.profile, config.pools, config.startup, config.gpus_per_replica,
-                           config.spot_interruptions_per_hour, np.random.default_rng(config.seed), self.events,
-                           spec_replicas=config.initial_replicas)  # fmt: skip
+        self.fleet = Fleet(
+            config.profile,
+            config.pools,
+            config.startup,
+            config.gpus_per_replica,
+            config.spot_interruptions_per_hour,
+            np.random.default_rng(config.seed),
+            self.events,
+            spec_replicas=config.initial_replicas,
+        )
         self.prometheus = MetricStore(config.metrics_outages)
         triggers = scaled_object.triggers if scaled_object is not None else ()
         self.scalers = {t.name: self._scaler(t) for t in triggers}
@@ -126,7 +145,7 @@ class Simulation:
 
     @staticmethod
     def _next_engine_event(pod: Pod) -> float:
-        t = pod.engine.next_event_time()  # type: ignore[union-attr]
+        t = pod.serving_engine.next_event_time()
         return math.inf if t is None else t
 
     def _arrive(self, rid: int, t: float) -> None:
@@ -142,14 +161,14 @@ class Simulation:
         pod = ready[self.router.pick(ready, candidates)]
         self.requests.sent(rid, t)
         req = Request(rid, t, int(self.trace.prompt_tokens[rid]), int(self.trace.output_tokens[rid]))
-        pod.engine.submit(req, t)  # type: ignore[union-attr]
+        pod.serving_engine.submit(req, t)
         pod.inflight[rid] = req
 
     def _on_kill(self, pod: Pod, t: float) -> None:
         if pod.phase != Phase.DRAINING:
             return
         self._advance(pod, t)
-        if pod.phase == Phase.GONE:  # drained just in time
+        if pod.gone:  # drained just in time
             return
         for rid in self.fleet.cut(pod, t):
             self.requests.fail(rid)
@@ -197,7 +216,9 @@ class Simulation:
         signals = {name: math.nan if r.value is None else r.value for name, r in readings.items()}
         arrivals_per_s = self._arrived_since_sync / max(t - since, 1e-9)
         self._arrived_since_sync = 0
-        self.timeline.sample(t, arrivals_per_s, signals, fleet.spec_replicas, len(fleet.ready), self.requests.latencies())
+        self.timeline.sample(
+            t, arrivals_per_s, signals, fleet.spec_replicas, len(fleet.ready), self.requests.latencies()
+        )
 
     def _poll(self, t: float) -> None:
         """KEDA's polling loop: 0 <-> 1 and the floor of minReplicaCount (the HPA leaves a target
@@ -220,6 +241,7 @@ class Simulation:
         stop = c.closed_loop_s if closed else (float(arrivals[-1]) if n else 0.0) + c.drain_limit_s
         next_scrape, next_sync, last_sync = 0.0, HPA_OFFSET_S, 0.0
         next_poll = POLL_OFFSET_S if self.so is not None else math.inf
+        polling_interval = self.so.polling_interval_seconds if self.so is not None else math.inf
         i = 0
         while True:
             t_engine = math.inf
@@ -250,7 +272,7 @@ class Simulation:
                     next_sync += c.hpa_sync_s
                 else:
                     self._poll(t)
-                    next_poll += self.so.polling_interval_seconds  # type: ignore[union-attr]
+                    next_poll += polling_interval
             else:
                 if closed:
                     heapq.heappop(self._clients)
@@ -260,9 +282,9 @@ class Simulation:
         end = t if math.isfinite(t) else stop
         fleet.cancel_pending()
         for pod in fleet.pods:
-            if pod.phase != Phase.GONE:
+            if not pod.gone:
                 self._advance(pod, end)
-                if pod.phase != Phase.GONE:
+                if not pod.gone:  # still serving at the end
                     fleet.release(pod, end)
         fleet.terminate_nodes(end)
         requests = self.requests
@@ -285,12 +307,13 @@ class Simulation:
 def admissible(trace: Trace, profile: EngineProfile) -> np.ndarray:
     """Requests vLLM accepts: within max_model_len and the KV cache (others get a 400)."""
     total = trace.prompt_tokens + trace.output_tokens
-    return (
+    accepted: np.ndarray = (
         (trace.prompt_tokens >= 1)
         & (trace.output_tokens >= 1)
         & (total <= profile.max_model_len)
         & (total + profile.block_size <= profile.kv_cache_tokens)
     )
+    return accepted
 
 
 def simulate(config: SimConfig, trace: Trace, scaled_object: ScaledObject | None) -> SimResult:

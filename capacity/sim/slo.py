@@ -33,7 +33,8 @@ def met(outcome: np.ndarray, ttft: np.ndarray, tpot: np.ndarray, slo: SloTargets
     """Per request: finished, TTFT and TPOT within target (NaN TPOT: single token, TTFT only).
     `contract.settings.autoscaling.Slo.met_by` is the same rule for one measured request."""
     with np.errstate(invalid="ignore"):
-        return (outcome == OK) & (ttft <= slo.ttft_s) & ~(tpot > slo.tpot_s)
+        met: np.ndarray = (outcome == OK) & (ttft <= slo.ttft_s) & ~(tpot > slo.tpot_s)
+        return met
 
 
 def attainment(met_mask: np.ndarray, feasible_mask: np.ndarray) -> float:

@@ -38,12 +38,15 @@ class Startup:
 
     def sample_on_node(self, rng: np.random.Generator) -> float:
         """On a node that already ran this image: weights and engine start only."""
-        return self.weight_load_s + rng.uniform(*self.engine_init_s)
+        return self.weight_load_s + float(rng.uniform(*self.engine_init_s))
 
     @property
     def mean_s(self) -> float:
-        mid = lambda r: (r[0] + r[1]) / 2  # noqa: E731
-        return mid(self.node_provisioning_s) + mid(self.image_pull_s) + self.weight_load_s + mid(self.engine_init_s)
+        return _mid(self.node_provisioning_s) + _mid(self.image_pull_s) + self.weight_load_s + _mid(self.engine_init_s)
+
+
+def _mid(bounds: tuple[float, float]) -> float:
+    return (bounds[0] + bounds[1]) / 2
 
 
 def place(pools: Sequence[Pool], used_gpus: dict[str, int], gpus: int) -> Pool | None:

@@ -18,11 +18,14 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-_MONTHS = {name: i + 1 for i, name in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split())}
-_WEEKDAYS = {name: i for i, name in enumerate("sun mon tue wed thu fri sat".split())}
+_MONTHS = {
+    name: i + 1
+    for i, name in enumerate(["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"])
+}
+_WEEKDAYS = {name: i for i, name in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])}
 # (name, min, max, names) per field, in order (`spec.go` bounds).
 _FIELDS = (
     ("minute", 0, 59, None),
@@ -141,7 +144,7 @@ class CronSchedule:
         """`SpecSchedule.Next`: the first whole minute strictly after `after` (aware) whose wall
         clock in `zone` matches, in UTC (aware datetimes of one zone compare by wall clock, which
         a repeated DST hour makes ambiguous); None when none comes within 5 years."""
-        t = after.astimezone(timezone.utc).replace(second=0, microsecond=0) + _MINUTE
+        t = after.astimezone(UTC).replace(second=0, microsecond=0) + _MINUTE
         year_limit = (after + timedelta(seconds=1)).astimezone(zone).year + _YEARS_AHEAD
         while True:
             local = t.astimezone(zone)
@@ -149,10 +152,10 @@ class CronSchedule:
                 return None
             if local.month not in self.month:  # to the local start of the next month
                 first = datetime(local.year + local.month // 12, local.month % 12 + 1, 1)
-                t = first.replace(tzinfo=zone).astimezone(timezone.utc)
+                t = first.replace(tzinfo=zone).astimezone(UTC)
             elif not self.day_matches(local):  # to the next local midnight (its first instant)
                 midnight = datetime(local.year, local.month, local.day) + timedelta(days=1)
-                t = midnight.replace(tzinfo=zone).astimezone(timezone.utc)
+                t = midnight.replace(tzinfo=zone).astimezone(UTC)
             elif local.hour not in self.hour:  # to the next local hour
                 t += (60 - local.minute) * _MINUTE
             elif local.minute not in self.minute:
@@ -177,7 +180,7 @@ class CronActivity:
             raise ValueError(f"cron start and end can not have exactly same time input ({window.start!r})")
         self._zone = _zone(window.timezone)
         self._start, self._end = CronSchedule(window.start), CronSchedule(window.end)
-        self._origin = origin.astimezone(timezone.utc)
+        self._origin = origin.astimezone(UTC)
         horizon = self._origin + timedelta(seconds=span_s)
         fires = set()
         for schedule in (self._start, self._end):

@@ -54,9 +54,7 @@ class HpaBehavior:
 
 
 # API defaults (autoscaling/v2 `SetDefaults_HorizontalPodAutoscalerBehavior`).
-DEFAULT_SCALE_UP = HpaScalingRules(
-    0, "Max", (HpaScalingPolicy("Pods", 4, 15), HpaScalingPolicy("Percent", 100, 15))
-)
+DEFAULT_SCALE_UP = HpaScalingRules(0, "Max", (HpaScalingPolicy("Pods", 4, 15), HpaScalingPolicy("Percent", 100, 15)))
 DEFAULT_SCALE_DOWN = HpaScalingRules(300, "Max", (HpaScalingPolicy("Percent", 100, 15),))
 DEFAULT_BEHAVIOR = HpaBehavior(DEFAULT_SCALE_UP, DEFAULT_SCALE_DOWN)
 
@@ -69,9 +67,7 @@ def within_tolerance(usage_ratio: float, tolerance: float = DEFAULT_TOLERANCE) -
     return 1.0 - tolerance <= usage_ratio <= 1.0 + tolerance
 
 
-def average_value_replicas(
-    usage: int, target: int, status_replicas: int, tolerance: float = DEFAULT_TOLERANCE
-) -> int:
+def average_value_replicas(usage: int, target: int, status_replicas: int, tolerance: float = DEFAULT_TOLERANCE) -> int:
     """`GetExternalPerPodMetricReplicas` (milli-units): ceil(usage / target), unless the
     per-replica average is within the tolerance of the target."""
     if target <= 0:
@@ -144,7 +140,11 @@ def _period_start(
     current: int, up_events: Sequence[ScaleEvent], down_events: Sequence[ScaleEvent], period_seconds: int, now: float
 ) -> int:
     """Replicas at the start of a policy's period (`periodStartReplicas` upstream)."""
-    return current - _change_in_period(up_events, now, period_seconds) + _change_in_period(down_events, now, period_seconds)
+    return (
+        current
+        - _change_in_period(up_events, now, period_seconds)
+        + _change_in_period(down_events, now, period_seconds)
+    )
 
 
 def scale_up_limit(
@@ -221,14 +221,10 @@ def limit_rate(
 ) -> int:
     """`convertDesiredReplicasWithBehaviorRate`: apply the policies and min/max."""
     if desired > current:
-        up_limit = max(
-            scale_up_limit(current, up_events, down_events, behavior.scale_up, now), current
-        )
+        up_limit = max(scale_up_limit(current, up_events, down_events, behavior.scale_up, now), current)
         return min(desired, max_replicas, up_limit)
     if desired < current:
-        down_limit = min(
-            scale_down_limit(current, up_events, down_events, behavior.scale_down, now), current
-        )
+        down_limit = min(scale_down_limit(current, up_events, down_events, behavior.scale_down, now), current)
         return max(desired, min_replicas, down_limit)
     return desired
 
@@ -264,9 +260,7 @@ class HorizontalPodAutoscaler:
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_replicas <= self.max_replicas:
-            raise ValueError(
-                f"maxReplicas ({self.max_replicas}) must be >= minReplicas ({self.min_replicas}) >= 0"
-            )
+            raise ValueError(f"maxReplicas ({self.max_replicas}) must be >= minReplicas ({self.min_replicas}) >= 0")
 
     def reconcile(self, now: float, spec_replicas: int, proposals: Callable[[], Sequence[int | None]]) -> int:
         """One sync: the replica count to set on the scale target (`reconcileAutoscaler`).

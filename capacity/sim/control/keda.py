@@ -120,8 +120,9 @@ class ScaledObject:
     failures: dict[str, int] = field(default_factory=dict)  # status.health[*].numberOfFailures
     last_active: float | None = None  # status.lastActiveTime
 
-    def read(self, trigger: KedaTrigger, value: float | None, spec_replicas: int,
-             ready_replicas: int) -> tuple[int | None, bool]:  # fmt: skip
+    def read(
+        self, trigger: KedaTrigger, value: float | None, spec_replicas: int, ready_replicas: int
+    ) -> tuple[int | None, bool]:
         """`GetMetricsWithFallback`: (the milli-value, or None for an error; on fallback)."""
         if self.fallback is None:  # health is tracked only with a fallback
             return (None if value is None else milli(value)), False
@@ -157,8 +158,9 @@ class ScaledObject:
 
         return self.hpa.reconcile(now, spec_replicas, proposals)
 
-    def poll(self, now: float, spec_replicas: int, ready_replicas: int,
-             readings: Mapping[str, MetricsAndActivity]) -> int:  # fmt: skip
+    def poll(
+        self, now: float, spec_replicas: int, ready_replicas: int, readings: Mapping[str, MetricsAndActivity]
+    ) -> int:
         """The operator's pollingInterval loop: the replica count after `RequestScale`.
 
         A trigger is active when its scaler says so or it is on fallback (`getScalerState`:

@@ -80,7 +80,7 @@ def histogram_quantile(q: float, bounds: Sequence[float], cumulative: np.ndarray
     in_bucket = counts[i] - below
     if in_bucket <= 0:
         return upper
-    return lower + (upper - lower) * (rank - below) / in_bucket
+    return float(lower + (upper - lower) * (rank - below) / in_bucket)
 
 
 def positive_or_zero(value: float) -> float:

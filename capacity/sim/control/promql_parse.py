@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import cast, get_args
 
-from contract.signals import RANGE_FUNCTIONS, Query
+from contract.signals import RANGE_FUNCTIONS, Aggregation, Query, Shape
 
-AGGREGATIONS = ("sum", "avg", "max", "min")
-_SHAPE_OF = {function: shape for shape, function in RANGE_FUNCTIONS.items()}
+AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
+_SHAPE_OF: dict[str, Shape] = {function: shape for shape, function in RANGE_FUNCTIONS.items()}
 _TOKEN = re.compile(
     r"\s*(?:(?P<duration>(?:\d+(?:ms|[smhdwy]))+)(?!\w)|(?P<number>\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
     r"|(?P<name>[A-Za-z_:][\w:]*)|(?P<string>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')"
@@ -42,7 +43,9 @@ def _tokens(text: str) -> list[_Token]:
     while pos < len(text):
         match = _TOKEN.match(text, pos)
         if not match:
-            raise ValueError(f"unsupported PromQL construct {text[pos:].strip()[:20]!r} in {text!r}: not a token of the subset")
+            raise ValueError(
+                f"unsupported PromQL construct {text[pos:].strip()[:20]!r} in {text!r}: not a token of the subset"
+            )
         pos = match.end()
         kind = match.lastgroup
         assert kind is not None
@@ -104,7 +107,9 @@ class _Parser:
                 if self.peek.text != text:
                     raise self.unsupported()
                 self.take()
-            return Query(inner.metric, "quantile", inner.window_seconds, inner.quantile, inner.aggregation, inner.by, True)
+            return Query(
+                inner.metric, "quantile", inner.window_seconds, inner.quantile, inner.aggregation, inner.by, True
+            )
         self.expect(")")
         return inner
 
@@ -144,9 +149,9 @@ class _Parser:
         metric, shape, window = self.inner()
         self.expect(")")
         by = by or self.grouping()
-        return Query(metric, shape, window, aggregation=aggregation, by=by)  # type: ignore[arg-type]
+        return Query(metric, shape, window, aggregation=_aggregation(aggregation), by=by)
 
-    def inner(self) -> tuple[str, str, int | None]:
+    def inner(self) -> tuple[str, Shape, int | None]:
         """A selector, or a range function over a range selector."""
         if self.peek.kind != "name":
             raise self.unsupported()
@@ -226,7 +231,7 @@ class _Parser:
         if not 0 < q < 1:
             raise ValueError(f"histogram_quantile's quantile must be in (0, 1), got {q} in {self.text!r}")
         extra = tuple(label for label in by if label != "le")
-        return Query(bucket.removesuffix("_bucket"), "quantile", window, q, aggregation, extra, False)  # type: ignore[arg-type]
+        return Query(bucket.removesuffix("_bucket"), "quantile", window, q, _aggregation(aggregation), extra, False)
 
 
 _SUBSET = (
@@ -238,3 +243,11 @@ _SUBSET = (
 def parse(text: str) -> Query:
     """The Query a PromQL string within the subset describes; a ValueError naming what is not."""
     return _Parser(text).query()
+
+
+def _aggregation(text: str) -> Aggregation:
+    """A token the parser took from AGGREGATIONS, as the Query's literal type."""
+    for name in get_args(Aggregation):
+        if text == name:
+            return cast(Aggregation, name)
+    raise ValueError(f"{text!r} is not an aggregation the simulator evaluates ({', '.join(AGGREGATIONS)})")

@@ -67,7 +67,9 @@ class PrometheusScaler:
             return MetricsAndActivity.failed(str(exc))
         if value is None:  # len(result.Data.Result) == 0
             if not self.ignore_null_values:
-                return MetricsAndActivity.failed("prometheus metrics 'prometheus' target may be lost, the result is empty")
+                return MetricsAndActivity.failed(
+                    "prometheus metrics 'prometheus' target may be lost, the result is empty"
+                )
             value = 0.0
         elif not math.isfinite(value):  # math.IsInf(v, 0) || math.IsNaN(v)
             if not self.ignore_null_values:

@@ -7,11 +7,13 @@ import numpy as np
 import pytest
 
 from capacity.engine import get_profile
-from capacity.sim.simulator import OK, SimConfig, simulate
 from capacity.sim.cluster.startup import Pool, Startup
+from capacity.sim.simulator import OK, SimConfig, simulate
 from capacity.workload.traces import Trace
 
-CALIBRATION = Path(__file__).resolve().parents[3] / ".." / "shared" / "calibration" / "a10g-deepseek-r1-14b-awq-concurrency.csv"
+CALIBRATION = (
+    Path(__file__).resolve().parents[3] / ".." / "shared" / "calibration" / "a10g-deepseek-r1-14b-awq-concurrency.csv"
+)
 WARMUP_S, MEASURE_S = 30.0, 480.0
 
 

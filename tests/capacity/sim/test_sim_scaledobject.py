@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from capacity.planning.run import RunOptions, feasible_requests, run_scaled_object, summarize
+from capacity.planning.stack import load_stack_model
 from capacity.sim.control.hpa import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, HpaScalingPolicy
 from capacity.sim.control.keda import KedaTrigger
-from capacity.planning.stack import load_stack_model
-from capacity.planning.run import RunOptions, feasible_requests, run_scaled_object, summarize
 from capacity.sim.scaledobject import read_scaled_object
 from capacity.workload.traces import load
 from contract.signals import Query, Vllm
@@ -56,8 +56,17 @@ def test_a_rule_set_with_only_a_window_keeps_the_default_policies(tmp_path):
 
 def test_the_benchmark_derived_reference_reads_as_the_issue_states_it():
     so = read_scaled_object(REFERENCES / "benchmark-derived.yaml")
-    assert (so.min_replicas, so.max_replicas, so.polling_interval_seconds, so.cooldown_period_seconds) == (1, 6, 15, 180)
-    assert [(t.metric_type, t.target) for t in so.triggers] == [("AverageValue", 2.0), ("AverageValue", 0.75), ("Value", 30.0)]
+    assert (so.min_replicas, so.max_replicas, so.polling_interval_seconds, so.cooldown_period_seconds) == (
+        1,
+        6,
+        15,
+        180,
+    )
+    assert [(t.metric_type, t.target) for t in so.triggers] == [
+        ("AverageValue", 2.0),
+        ("AverageValue", 0.75),
+        ("Value", 30.0),
+    ]
     assert so.behavior.scale_up.policies == (HpaScalingPolicy("Percent", 100, 30),)
     assert so.behavior.scale_down.stabilization_window_seconds == 300
 
@@ -75,11 +84,17 @@ def test_each_reference_policy_scales_the_stack_model_on_a_load_step(name):
     ("edit", "key"),
     [
         (("sum(vllm:num_requests_waiting)", "count(vllm:num_requests_waiting)"), "spec.triggers[0].metadata.query"),
-        (("sum(vllm:num_requests_waiting)", "sum by (pod) (vllm:num_requests_waiting)"), "spec.triggers[0].metadata.query"),
+        (
+            ("sum(vllm:num_requests_waiting)", "sum by (pod) (vllm:num_requests_waiting)"),
+            "spec.triggers[0].metadata.query",
+        ),
         (("type: prometheus", "type: kafka"), "spec.triggers[0].type"),
         (('threshold: "4"', 'threshold: "four"'), "spec.triggers[0].metadata.threshold"),
         (("  triggers:", "  idleReplicaCount: 0\n  triggers:"), "spec.idleReplicaCount"),
-        (("  triggers:", "  advanced:\n    scalingModifiers: {formula: a}\n  triggers:"), "spec.advanced.scalingModifiers"),
+        (
+            ("  triggers:", "  advanced:\n    scalingModifiers: {formula: a}\n  triggers:"),
+            "spec.advanced.scalingModifiers",
+        ),
         (("  triggers:", "  minReplicaCount: 5\n  maxReplicaCount: 2\n  triggers:"), "spec.minReplicaCount"),
     ],
 )

@@ -8,16 +8,21 @@ import pytest
 from capacity.engine import EngineProfile
 from capacity.engine.roofline import StepCost
 from capacity.planning.stack import scaled_object
-from capacity.sim.simulator import FAILED, OK, REJECTED, SimConfig, Simulation, simulate
 from capacity.sim.cluster.startup import Pool, Startup
+from capacity.sim.simulator import FAILED, OK, REJECTED, SimConfig, Simulation, simulate
 from capacity.workload.traces import Trace, load
 from contract.settings.autoscaling import ModelAutoscaling
 
 TOY = EngineProfile(
-    "toy", "toy", "toy",
-    max_num_seqs=16, max_num_batched_tokens=2048, kv_cache_tokens=40_000, max_model_len=4096,
+    "toy",
+    "toy",
+    "toy",
+    max_num_seqs=16,
+    max_num_batched_tokens=2048,
+    kv_cache_tokens=40_000,
+    max_model_len=4096,
     cost=StepCost(step_s=0.02, seq_s=0.002, token_s=1e-4),
-)  # fmt: skip
+)
 SPOT = Pool("gpu-spot", "spot", 100, 4, 0.5)
 ON_DEMAND = Pool("gpu-on-demand", "on-demand", 10, 2, 1.0)
 STARTUP = Startup((60, 60), (60, 60), 10.0, (20, 20))  # exactly 150 s
@@ -26,7 +31,12 @@ POLICY = ModelAutoscaling.model_validate(
         "minReplicas": 1,
         "maxReplicas": 6,
         "triggers": {"queueDepth": {"targetPerReplica": 2, "windowSeconds": 30}},
-        "behavior": {"scaleDown": {"stabilizationWindowSeconds": 60, "policies": [{"type": "Pods", "value": 1, "periodSeconds": 30}]}},
+        "behavior": {
+            "scaleDown": {
+                "stabilizationWindowSeconds": 60,
+                "policies": [{"type": "Pods", "value": 1, "periodSeconds": 30}],
+            }
+        },
     }
 )
 STEP = "synthetic:step:base=0.5,peak=12,at=120,length=600,duration=1500,prompt=256,output=64"
@@ -136,7 +146,12 @@ def test_a_prometheus_outage_drives_the_fleet_to_fallback_replicas():
             "maxReplicas": 6,
             "fallbackReplicas": 4,
             "triggers": {"e2eLatency": {"enabled": False}},
-            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 0, "policies": [{"type": "Pods", "value": 4, "periodSeconds": 15}]}},
+            "behavior": {
+                "scaleDown": {
+                    "stabilizationWindowSeconds": 0,
+                    "policies": [{"type": "Pods", "value": 4, "periodSeconds": 15}],
+                }
+            },
         }
     )
     quiet = "synthetic:step:base=0.2,peak=0.2,duration=900,prompt=128,output=16"
@@ -167,9 +182,12 @@ def test_a_value_trigger_falls_back_through_an_outage_too():
 
 def test_a_cron_trigger_reports_0_outside_its_window_and_desired_replicas_inside():
     policy = ModelAutoscaling.model_validate(
-        {"minReplicas": 1, "maxReplicas": 6,
-         "triggers": {"cron": {"enabled": True, "start": "10 0 * * *", "end": "20 0 * * *", "desiredReplicas": 3}}}
-    )  # fmt: skip
+        {
+            "minReplicas": 1,
+            "maxReplicas": 6,
+            "triggers": {"cron": {"enabled": True, "start": "10 0 * * *", "end": "20 0 * * *", "desiredReplicas": 3}},
+        }
+    )
     quiet = "synthetic:step:base=0.2,peak=0.2,duration=1800,prompt=128,output=16"
     tl = run(trace=quiet, policy=policy).timeline
     cron = dict(zip(tl.t, tl.signals["warm-peak"]))
@@ -180,9 +198,12 @@ def test_a_cron_trigger_reports_0_outside_its_window_and_desired_replicas_inside
 def test_a_prometheus_outage_leaves_the_cron_trigger_alone():
     # the cron scaler reads no metric: it keeps reporting its window while the queries fail
     policy = ModelAutoscaling.model_validate(
-        {"minReplicas": 1, "maxReplicas": 6,
-         "triggers": {"cron": {"enabled": True, "start": "10 0 * * *", "end": "20 0 * * *", "desiredReplicas": 3}}}
-    )  # fmt: skip
+        {
+            "minReplicas": 1,
+            "maxReplicas": 6,
+            "triggers": {"cron": {"enabled": True, "start": "10 0 * * *", "end": "20 0 * * *", "desiredReplicas": 3}},
+        }
+    )
     quiet = "synthetic:step:base=0.2,peak=0.2,duration=1800,prompt=128,output=16"
     tl = run(trace=quiet, policy=policy, metrics_outages=((0.0, 1800.0),)).timeline
     inside = [(c, q) for t, c, q in zip(tl.t, tl.signals["warm-peak"], tl.signals["queue-depth"]) if 600 <= t < 1200]
@@ -195,7 +216,12 @@ def test_a_cron_trigger_holds_desired_replicas_inside_its_window():
             "minReplicas": 1,
             "maxReplicas": 6,
             "triggers": {"cron": {"enabled": True, "start": "10 0 * * *", "end": "20 0 * * *", "desiredReplicas": 3}},
-            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 0, "policies": [{"type": "Pods", "value": 4, "periodSeconds": 15}]}},
+            "behavior": {
+                "scaleDown": {
+                    "stabilizationWindowSeconds": 0,
+                    "policies": [{"type": "Pods", "value": 4, "periodSeconds": 15}],
+                }
+            },
         }
     )
     quiet = "synthetic:step:base=0.2,peak=0.2,duration=1800,prompt=128,output=16"
@@ -210,9 +236,14 @@ def test_scale_to_zero_after_the_cooldown_and_requests_then_fail():
     # vLLM's own metrics vanish with the last replica, so nothing can activate it again until
     # the cron window (weekdays 08:00-20:00 by default, the trace runs from midnight).
     policy = ModelAutoscaling.model_validate(
-        {"minReplicas": 0, "maxReplicas": 2, "pollingIntervalSeconds": 30, "cooldownPeriodSeconds": 120,
-         "triggers": {"cron": {"enabled": True}}}
-    )  # fmt: skip
+        {
+            "minReplicas": 0,
+            "maxReplicas": 2,
+            "pollingIntervalSeconds": 30,
+            "cooldownPeriodSeconds": 120,
+            "triggers": {"cron": {"enabled": True}},
+        }
+    )
     trace = Trace("t", np.array([10.0, 400.0]), np.array([100, 100]), np.array([10, 10]))
     result = run(trace=trace, policy=policy)
     assert result.outcome.tolist() == [OK, FAILED]
@@ -222,7 +253,9 @@ def test_scale_to_zero_after_the_cooldown_and_requests_then_fail():
 def scale_in_then_out(consolidate_after_s):
     """Two warm replicas, a forced scale-in to one at ~60 s and back out to two at ~300 s."""
     pool = Pool("gpu-spot", "spot", 100, 4, 0.5, consolidate_after_s=consolidate_after_s)
-    sim = Simulation(config(pools=(pool,), initial_replicas=2), load("synthetic:step:base=0.1,peak=0.1,duration=900"), None)
+    sim = Simulation(
+        config(pools=(pool,), initial_replicas=2), load("synthetic:step:base=0.1,peak=0.1,duration=900"), None
+    )
     original = sim._sync
 
     def forced(t, since):
@@ -286,7 +319,12 @@ def outage_from_the_start(behavior: str) -> set[int]:
             "fallbackReplicas": 2,
             "fallbackBehavior": behavior,
             "triggers": {"e2eLatency": {"enabled": False}},
-            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 0, "policies": [{"type": "Pods", "value": 4, "periodSeconds": 15}]}},
+            "behavior": {
+                "scaleDown": {
+                    "stabilizationWindowSeconds": 0,
+                    "policies": [{"type": "Pods", "value": 4, "periodSeconds": 15}],
+                }
+            },
         }
     )
     quiet = "synthetic:step:base=0.2,peak=0.2,duration=900,prompt=128,output=16"
@@ -310,11 +348,18 @@ def test_the_timeline_records_each_spot_reclaim_notice_and_the_outages():
 
 
 def test_the_prompt_token_rate_follows_the_prefill_work_served():
-    policy = ModelAutoscaling.model_validate({
-        "minReplicas": 4, "maxReplicas": 6,
-        "triggers": {"queueDepth": {"enabled": False}, "kvCache": {"enabled": False}, "e2eLatency": {"enabled": False},
-                     "promptTokens": {"enabled": True, "targetPerReplica": 100000, "windowSeconds": 60}},
-    })  # fmt: skip
+    policy = ModelAutoscaling.model_validate(
+        {
+            "minReplicas": 4,
+            "maxReplicas": 6,
+            "triggers": {
+                "queueDepth": {"enabled": False},
+                "kvCache": {"enabled": False},
+                "e2eLatency": {"enabled": False},
+                "promptTokens": {"enabled": True, "targetPerReplica": 100000, "windowSeconds": 60},
+            },
+        }
+    )
     result = run(policy=policy, initial_replicas=4)
     tl = result.timeline
     signal = dict(zip(tl.t, tl.signals["prompt-tokens"]))

@@ -5,21 +5,26 @@ import pytest
 
 from capacity.engine import EngineProfile
 from capacity.engine.roofline import StepCost
-from capacity.sim.cluster.startup import Pool, Startup
-from capacity.planning.stack import scaled_object
 from capacity.planning.report import plot_timeline
-from capacity.sim.simulator import SimConfig, simulate
+from capacity.planning.stack import scaled_object
 from capacity.planning.tune import _knobs
+from capacity.sim.cluster.startup import Pool, Startup
+from capacity.sim.simulator import SimConfig, simulate
 from capacity.workload.traces import load
 from contract.signals import Query, Vllm
 from contract.triggers import TRIGGERS, Trigger
 from tests.sixth_trigger import SIX, WAITING_NOW, SixTriggerAutoscaling
 
 TOY = EngineProfile(
-    "toy", "toy", "toy",
-    max_num_seqs=16, max_num_batched_tokens=2048, kv_cache_tokens=40_000, max_model_len=4096,
+    "toy",
+    "toy",
+    "toy",
+    max_num_seqs=16,
+    max_num_batched_tokens=2048,
+    kv_cache_tokens=40_000,
+    max_model_len=4096,
     cost=StepCost(step_s=0.02, seq_s=0.002, token_s=1e-4),
-)  # fmt: skip
+)
 STEP = "synthetic:step:base=0.5,peak=12,at=120,length=600,duration=1500,prompt=256,output=64"
 
 
@@ -32,14 +37,21 @@ def only_the_sixth(**overrides) -> SixTriggerAutoscaling:
             "maxReplicas": 6,
             "fallbackReplicas": None,
             "triggers": {**off, WAITING_NOW.key: {"targetPerReplica": 2}},
-            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 60, "policies": [{"type": "Pods", "value": 1, "periodSeconds": 30}]}},
+            "behavior": {
+                "scaleDown": {
+                    "stabilizationWindowSeconds": 60,
+                    "policies": [{"type": "Pods", "value": 1, "periodSeconds": 30}],
+                }
+            },
             **overrides,
         }
     )
 
 
 def run(policy, triggers=SIX):
-    config = SimConfig(profile=TOY, pools=(Pool("gpu-spot", "spot", 100, 6, 0.5),), startup=Startup((60, 60), (60, 60), 10.0, (20, 20)))
+    config = SimConfig(
+        profile=TOY, pools=(Pool("gpu-spot", "spot", 100, 6, 0.5),), startup=Startup((60, 60), (60, 60), 10.0, (20, 20))
+    )
     return simulate(config, load(STEP), scaled_object(policy, triggers))
 
 
@@ -55,7 +67,9 @@ def test_the_sixth_trigger_alone_scales_a_load_step_out_and_back_in(tmp_path):
     assert set(tl.signals) == {"waiting-now"}
     assert max(tl.signals["waiting-now"]) > 2  # waiting requests summed over the pods
     assert max(tl.desired) > 1 and tl.desired[-1] < max(tl.desired)
-    png = plot_timeline(result, tmp_path / "t.png", "sixth trigger", {"ttft_p95_s": 2.0, "tpot_p95_s": 0.1, "e2e_p99_s": None})
+    png = plot_timeline(
+        result, tmp_path / "t.png", "sixth trigger", {"ttft_p95_s": 2.0, "tpot_p95_s": 0.1, "e2e_p99_s": None}
+    )
     assert png.stat().st_size > 10_000
 
 
@@ -68,8 +82,16 @@ def test_the_tuner_searches_the_sixth_triggers_target():
 
 def test_a_query_on_a_metric_the_simulator_does_not_record_is_refused_by_name():
     preemptions = Trigger(
-        key="waitingNow", keda_name="waiting-now", metric_type="AverageValue", why="-", target_key="targetPerReplica",
-        query=lambda t: Query(Vllm.PREEMPTIONS, "sum"), label="Preemptions", unit="short",
-    )  # fmt: skip
-    with pytest.raises(ValueError, match=r"reads vllm:num_preemptions_total \(sum\), which the simulator does not record"):
+        key="waitingNow",
+        keda_name="waiting-now",
+        metric_type="AverageValue",
+        why="-",
+        target_key="targetPerReplica",
+        query=lambda t: Query(Vllm.PREEMPTIONS, "sum"),
+        label="Preemptions",
+        unit="short",
+    )
+    with pytest.raises(
+        ValueError, match=r"reads vllm:num_preemptions_total \(sum\), which the simulator does not record"
+    ):
         run(only_the_sixth(), (*TRIGGERS, preemptions))

@@ -11,9 +11,9 @@ import pytest
 
 from capacity.engine import EngineProfile
 from capacity.engine.roofline import StepCost
-from capacity.sim.cluster.startup import Pool, Startup
-from capacity.planning.stack import load_stack_model
 from capacity.planning.run import feasible_requests, summarize
+from capacity.planning.stack import load_stack_model
+from capacity.sim.cluster.startup import Pool, Startup
 from capacity.sim.simulator import FAILED, OK, SimConfig, simulate
 from capacity.sim.slo import SloTargets, attainment, feasible, idle_latencies, met
 from capacity.workload.traces import Trace
@@ -22,10 +22,15 @@ ROOT = Path(__file__).resolve().parents[3]
 # A decode step of one sequence: 0.02 + 0.002 + 1e-4 = 0.0221 s; prefill of p tokens in one chunk
 # (<= 2048): 0.022 + p x 1e-4 s.
 TOY = EngineProfile(
-    "toy", "toy", "toy",
-    max_num_seqs=16, max_num_batched_tokens=2048, kv_cache_tokens=40_000, max_model_len=4096,
+    "toy",
+    "toy",
+    "toy",
+    max_num_seqs=16,
+    max_num_batched_tokens=2048,
+    kv_cache_tokens=40_000,
+    max_model_len=4096,
     cost=StepCost(step_s=0.02, seq_s=0.002, token_s=1e-4),
-)  # fmt: skip
+)
 DECODE_STEP_S = 0.0221
 SLO = SloTargets(ttft_s=0.3, tpot_s=0.03, objective=0.95)
 
@@ -37,8 +42,12 @@ def trace(*shapes: tuple[float, int, int]) -> Trace:
 
 
 def replay(t: Trace, replicas: int = 1):
-    config = SimConfig(profile=TOY, pools=(Pool("p", "on-demand", 1, 8, 1.0),),
-                       startup=Startup((0, 0), (0, 0), 0.0, (0, 0)), initial_replicas=replicas)  # fmt: skip
+    config = SimConfig(
+        profile=TOY,
+        pools=(Pool("p", "on-demand", 1, 8, 1.0),),
+        startup=Startup((0, 0), (0, 0), 0.0, (0, 0)),
+        initial_replicas=replicas,
+    )
     return simulate(config, t, None)
 
 

@@ -60,7 +60,7 @@ def test_placement_fails_when_every_pool_is_full():
 def test_startup_is_the_sum_of_its_phases_within_their_ranges():
     startup = Startup((60, 120), (60, 180), 20.0, (20, 60))
     draws = [startup.sample(np.random.default_rng(s)) for s in range(50)]
-    assert 160 <= min(draws) and max(draws) <= 380
+    assert min(draws) >= 160 and max(draws) <= 380
     assert startup.mean_s == 90 + 120 + 20 + 40
 
 

@@ -2,7 +2,7 @@
 tables, 5-field rows with their seconds field dropped) and the window of
 pkg/scalers/cron_scaler.go at KEDA 2.20.2."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -11,7 +11,7 @@ from capacity.sim.control.cron import CronActivity, CronSchedule, CronWindow
 
 UTC = ZoneInfo("UTC")
 NEW_YORK = ZoneInfo("America/New_York")
-MONDAY = datetime(2024, 1, 1, tzinfo=timezone.utc)
+MONDAY = datetime(2024, 1, 1, tzinfo=ZoneInfo("UTC"))
 
 
 def at(text: str, zone: ZoneInfo = UTC) -> datetime:
@@ -33,7 +33,14 @@ def test_a_start_with_a_step_runs_to_the_end_of_the_range():
 
 @pytest.mark.parametrize(
     "field, expected",
-    [("5", {5}), ("5-6/2", {5}), ("5-7/2", {5, 7}), ("1,5-7/2,3", {1, 3, 5, 7}), ("*/20", {0, 20, 40}), ("?", set(range(60)))],
+    [
+        ("5", {5}),
+        ("5-6/2", {5}),
+        ("5-7/2", {5, 7}),
+        ("1,5-7/2,3", {1, 3, 5, 7}),
+        ("*/20", {0, 20, 40}),
+        ("?", set(range(60))),
+    ],
 )
 def test_range_and_field_table(field, expected):
     # parser_test.go TestRange / TestField

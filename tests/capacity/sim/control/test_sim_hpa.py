@@ -7,8 +7,8 @@ from capacity.sim.control.hpa import (
     DEFAULT_BEHAVIOR,
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
-    HpaBehavior,
     HorizontalPodAutoscaler,
+    HpaBehavior,
     HpaScalingPolicy,
     HpaScalingRules,
     ScaleEvent,
@@ -144,13 +144,17 @@ def test_all_metrics_invalid_means_no_decision():
 
 
 def test_scale_down_stabilization_uses_highest_recommendation_in_window():
-    behavior = HpaBehavior(DEFAULT_BEHAVIOR.scale_up, HpaScalingRules(300, "Max", (HpaScalingPolicy("Percent", 100, 15),)))
+    behavior = HpaBehavior(
+        DEFAULT_BEHAVIOR.scale_up, HpaScalingRules(300, "Max", (HpaScalingPolicy("Percent", 100, 15),))
+    )
     history = [TimedValue(100, 3), TimedValue(200, 4)]
     assert stabilize(history, now=350, desired=2, current=6, behavior=behavior) == 4
 
 
 def test_scale_down_stabilization_forgets_recommendations_older_than_window():
-    behavior = HpaBehavior(DEFAULT_BEHAVIOR.scale_up, HpaScalingRules(300, "Max", (HpaScalingPolicy("Percent", 100, 15),)))
+    behavior = HpaBehavior(
+        DEFAULT_BEHAVIOR.scale_up, HpaScalingRules(300, "Max", (HpaScalingPolicy("Percent", 100, 15),))
+    )
     history = [TimedValue(0, 6), TimedValue(200, 4)]
     assert stabilize(history, now=301, desired=2, current=6, behavior=behavior) == 4
 
@@ -250,7 +254,9 @@ def test_select_policy_min_picks_the_smallest_change():
 
 
 def test_select_policy_disabled_forbids_scaling_in_that_direction():
-    behavior = HpaBehavior(DEFAULT_BEHAVIOR.scale_up, HpaScalingRules(0, "Disabled", (HpaScalingPolicy("Pods", 1, 60),)))
+    behavior = HpaBehavior(
+        DEFAULT_BEHAVIOR.scale_up, HpaScalingRules(0, "Disabled", (HpaScalingPolicy("Pods", 1, 60),))
+    )
     hpa = HorizontalPodAutoscaler(1, 10, behavior)
     assert hpa.reconcile(0, 5, lambda: [1]) == 5
 
@@ -310,12 +316,23 @@ NOW = 1_000.0
 STORE_SCALE_EVENTS = [
     ("empty entries with two-policy-behavior", rules(10, 60, 100, 60), [], [(5, False)], 0),
     ("one outdated entry to be replaced with behavior", rules(10, 60, 100, 60), [(61, 7)], [(5, False)], 0),
-    ("one actual entry to be not touched with behavior", rules(10, 60, 100, 60), [(58, 7)], [(7, False), (5, False)], 7),
+    (
+        "one actual entry to be not touched with behavior",
+        rules(10, 60, 100, 60),
+        [(58, 7)],
+        [(7, False), (5, False)],
+        7,
+    ),
     ("two entries, one of them to be replaced", rules(10, 60, 0, 0), [(61, 7), (59, 6)], [(5, False), (6, False)], 6),
-    ("replace one entry, use policies with different periods", rules(10, 60, 100, 30),
-     [(29, 8), (59, 6), (61, 7), (61, 9)], [(8, False), (6, False), (7, True), (5, False)], 14),
+    (
+        "replace one entry, use policies with different periods",
+        rules(10, 60, 100, 30),
+        [(29, 8), (59, 6), (61, 7), (61, 9)],
+        [(8, False), (6, False), (7, True), (5, False)],
+        14,
+    ),
     ("two entries, both actual", rules(10, 120, 100, 30), [(58, 7), (59, 6)], [(7, False), (6, False), (5, False)], 13),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("name, scaling, before, after, change", STORE_SCALE_EVENTS)
@@ -347,22 +364,96 @@ def uniform_events(changes, period_s):
 SCALING_WITH_RULES = [
     ("prenormalized desired replicas within range", [], 3, 8, DEFAULT_SCALE_UP, DEFAULT_SCALE_DOWN, 5, 7, 7),
     ("prenormalized desired replicas < minReplicas", [], 2, 8, DEFAULT_SCALE_UP, DEFAULT_SCALE_DOWN, 3, 1, 2),
-    ("scaleUpLimit is the limit because scaleUpLimit < maxReplicas with user policies", [], 1, 2000,
-     rules(0, 0, 1, 60), DEFAULT_SCALE_DOWN, 3, 1000, 4),
-    ("scaleDownLimit is the limit because scaleDownLimit > minReplicas with user defined policies", [], 3, 2000,
-     DEFAULT_SCALE_UP, rules(20, 60, 0, 0), 1000, 3, 980),
+    (
+        "scaleUpLimit is the limit because scaleUpLimit < maxReplicas with user policies",
+        [],
+        1,
+        2000,
+        rules(0, 0, 1, 60),
+        DEFAULT_SCALE_DOWN,
+        3,
+        1000,
+        4,
+    ),
+    (
+        "scaleDownLimit is the limit because scaleDownLimit > minReplicas with user defined policies",
+        [],
+        3,
+        2000,
+        DEFAULT_SCALE_UP,
+        rules(20, 60, 0, 0),
+        1000,
+        3,
+        980,
+    ),
     ("scaleUp with default behavior", [], 1, 1000, DEFAULT_SCALE_UP, DEFAULT_SCALE_DOWN, 10, 50, 20),
-    ("scaleUp with pods policy larger than percent policy", [], 1, 1000, rules(100, 60, 100, 60), DEFAULT_SCALE_DOWN, 10, 500, 110),
-    ("scaleDown with percent policy larger than pod policy", [], 1, 1000, DEFAULT_SCALE_UP, rules(20, 60, 1, 60, 300), 100, 2, 80),
-    ("scaleDown with spec MinReplicas limitation with large percent policy", [], 5, 1000,
-     DEFAULT_SCALE_UP, rules(0, 0, 100, 60, 300), 10, 2, 5),
-    ("scaleUp with spec MaxReplicas limitation with large pod policy and events", uniform_events([1, 5, 9], 120), 1, 200,
-     rules(300, 60, 0, 0), DEFAULT_SCALE_DOWN, 100, 500, 200),
-    ("scaleUp with currentReplicas limitation with rate.PeriodSeconds with a lot of recent scale up events",
-     uniform_events([1, 5, 9], 120), 1, 1000, rules(5, 120, 0, 0), DEFAULT_SCALE_DOWN, 100, 500, 100),
-    ("scaleUp with pod policy and previous scale up events", uniform_events([1, 5, 9], 120), 1, 1000,
-     rules(150, 120, 0, 0), DEFAULT_SCALE_DOWN, 100, 500, 235),
-]  # fmt: skip
+    (
+        "scaleUp with pods policy larger than percent policy",
+        [],
+        1,
+        1000,
+        rules(100, 60, 100, 60),
+        DEFAULT_SCALE_DOWN,
+        10,
+        500,
+        110,
+    ),
+    (
+        "scaleDown with percent policy larger than pod policy",
+        [],
+        1,
+        1000,
+        DEFAULT_SCALE_UP,
+        rules(20, 60, 1, 60, 300),
+        100,
+        2,
+        80,
+    ),
+    (
+        "scaleDown with spec MinReplicas limitation with large percent policy",
+        [],
+        5,
+        1000,
+        DEFAULT_SCALE_UP,
+        rules(0, 0, 100, 60, 300),
+        10,
+        2,
+        5,
+    ),
+    (
+        "scaleUp with spec MaxReplicas limitation with large pod policy and events",
+        uniform_events([1, 5, 9], 120),
+        1,
+        200,
+        rules(300, 60, 0, 0),
+        DEFAULT_SCALE_DOWN,
+        100,
+        500,
+        200,
+    ),
+    (
+        "scaleUp with currentReplicas limitation with rate.PeriodSeconds with a lot of recent scale up events",
+        uniform_events([1, 5, 9], 120),
+        1,
+        1000,
+        rules(5, 120, 0, 0),
+        DEFAULT_SCALE_DOWN,
+        100,
+        500,
+        100,
+    ),
+    (
+        "scaleUp with pod policy and previous scale up events",
+        uniform_events([1, 5, 9], 120),
+        1,
+        1000,
+        rules(150, 120, 0, 0),
+        DEFAULT_SCALE_DOWN,
+        100,
+        500,
+        235,
+    ),
+]
 
 
 @pytest.mark.parametrize("name, up_events, lo, hi, up, down, current, desired, expected", SCALING_WITH_RULES)

@@ -6,13 +6,21 @@ pkg/scaling/executor/scale_scaledobjects.go (RequestScale, scaleToZeroOrIdle),
 pkg/scalers/cron_scaler.go (GetMetricsAndActivity)."""
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from capacity.sim.control.cron import CronActivity, CronWindow
 from capacity.sim.control.hpa import HorizontalPodAutoscaler, HpaBehavior, HpaScalingPolicy, HpaScalingRules
-from capacity.sim.control.keda import Fallback, KedaTrigger, ScaledObject, fallback_metric, fallback_replicas, milli, proposal
+from capacity.sim.control.keda import (
+    Fallback,
+    KedaTrigger,
+    ScaledObject,
+    fallback_metric,
+    fallback_replicas,
+    milli,
+    proposal,
+)
 from capacity.sim.control.scalers import CronScaler, MetricsAndActivity, PrometheusScaler
 
 FAST = HpaBehavior(
@@ -25,14 +33,16 @@ LATENCY = KedaTrigger("e2eLatency", "Value", 40)
 CRON = KedaTrigger("cron", "AverageValue", 1.0)
 # A cron trigger asking for one replica from 08:00 to 20:00 UTC, over a day from a Monday midnight.
 ONE_REPLICA_BY_DAY = CronWindow("0 8 * * *", "0 20 * * *", "UTC", desired_replicas=1)
-MONDAY = datetime(2024, 1, 1, tzinfo=timezone.utc)
+MONDAY = datetime(2024, 1, 1, tzinfo=UTC)
 HOUR = 3600.0
 
 
 def readings(**values: float | None) -> dict[str, MetricsAndActivity]:
     """Each trigger's reading as a Prometheus scaler (activationThreshold 0, ignoreNullValues
     false) returns it for a query result of this value; None, an empty result, is an error."""
-    return {name: PrometheusScaler(lambda t, v=v: v, 0.0, False).metrics_and_activity(0.0) for name, v in values.items()}
+    return {
+        name: PrometheusScaler(lambda t, v=v: v, 0.0, False).metrics_and_activity(0.0) for name, v in values.items()
+    }
 
 
 def cron_reading(t: float) -> MetricsAndActivity:

@@ -26,14 +26,24 @@ def test_every_trigger_query_the_platform_renders_parses_back_to_its_query():
         ("sum(vllm:kv_cache_usage_perc)", Query(Vllm.KV_CACHE_USAGE, "sum")),
         ("max(vllm:kv_cache_usage_perc)", Query(Vllm.KV_CACHE_USAGE, "sum", aggregation="max")),
         ("avg(vllm:kv_cache_usage_perc)", Query(Vllm.KV_CACHE_USAGE, "sum", aggregation="avg")),
-        ("min by (model_name) (vllm:kv_cache_usage_perc)", Query(Vllm.KV_CACHE_USAGE, "sum", aggregation="min", by=("model_name",))),
-        ("sum(max_over_time(vllm:num_requests_waiting[2m])) by (namespace)",
-         Query(Vllm.REQUESTS_WAITING, "sum_max_over_time", 120, by=("namespace",))),
-        ("sum(rate(vllm:e2e_request_latency_seconds_count[1h30m]))", Query(Vllm.E2E_LATENCY + "_count", "sum_rate", 5400)),
-        ("histogram_quantile(0.99, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket[5m])))",
-         Query(Vllm.E2E_LATENCY, "quantile", 300, 0.99, zero_when_empty=False)),
+        (
+            "min by (model_name) (vllm:kv_cache_usage_perc)",
+            Query(Vllm.KV_CACHE_USAGE, "sum", aggregation="min", by=("model_name",)),
+        ),
+        (
+            "sum(max_over_time(vllm:num_requests_waiting[2m])) by (namespace)",
+            Query(Vllm.REQUESTS_WAITING, "sum_max_over_time", 120, by=("namespace",)),
+        ),
+        (
+            "sum(rate(vllm:e2e_request_latency_seconds_count[1h30m]))",
+            Query(Vllm.E2E_LATENCY + "_count", "sum_rate", 5400),
+        ),
+        (
+            "histogram_quantile(0.99, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket[5m])))",
+            Query(Vllm.E2E_LATENCY, "quantile", 300, 0.99, zero_when_empty=False),
+        ),
     ],
-)  # fmt: skip
+)
 def test_queries_within_the_subset_parse(text, query):
     assert parse(text) == query
 

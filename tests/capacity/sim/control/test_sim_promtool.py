@@ -36,8 +36,15 @@ def promtool_values(pods, queries):
     for pod, (times, waiting, kv, buckets) in pods.items():
         stale = " stale" if len(times) < 13 else ""
         labels = f'model_name="m",pod="{pod}"'
-        input_series.append({"series": f"{signals.Vllm.REQUESTS_WAITING}{{{labels}}}", "values": " ".join(f"{v:g}" for v in waiting) + stale})
-        input_series.append({"series": f"{signals.Vllm.KV_CACHE_USAGE}{{{labels}}}", "values": " ".join(f"{v:g}" for v in kv) + stale})
+        input_series.append(
+            {
+                "series": f"{signals.Vllm.REQUESTS_WAITING}{{{labels}}}",
+                "values": " ".join(f"{v:g}" for v in waiting) + stale,
+            }
+        )
+        input_series.append(
+            {"series": f"{signals.Vllm.KV_CACHE_USAGE}{{{labels}}}", "values": " ".join(f"{v:g}" for v in kv) + stale}
+        )
         for j, le in enumerate([*map(str, E2E_LATENCY_BUCKETS), "+Inf"]):
             input_series.append(
                 {

@@ -6,7 +6,7 @@ pkg/scalers/cron_scaler.go (GetMetricsAndActivity), pkg/fallback/fallback.go
 (GetMetricsWithFallback: fallback once numberOfFailures > failureThreshold)."""
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -101,7 +101,7 @@ def test_with_ignore_null_values_an_empty_result_reads_0_and_never_falls_back():
 # --- the cron scaler ------------------------------------------------------------------
 
 NINE_TO_FIVE = CronWindow("0 9 * * *", "0 17 * * *", "UTC", desired_replicas=3)
-MONDAY = datetime(2024, 1, 1, tzinfo=timezone.utc)
+MONDAY = datetime(2024, 1, 1, tzinfo=UTC)
 
 
 def cron(t_hours: float) -> MetricsAndActivity:
