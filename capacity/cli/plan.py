@@ -112,9 +112,9 @@ def plot_frontier(result: plan.PlanResult, front: list[plan.Trial], path: Path, 
 
     fig, ax = plt.subplots(figsize=(9, 6))
     for name in result.types:
-        ran = [t for t in result.trials if t.search and t.params["gpu"] == name]
-        ax.scatter([t.search["cost_usd"] for t in ran], [t.search["slo_attainment"] for t in ran], s=12, alpha=0.5, label=name)  # type: ignore[index]
-    ax.step([t.search["cost_usd"] for t in front], [t.search["slo_attainment"] for t in front], where="post",  # type: ignore[index]
+        ran = [t.summary for t in result.trials if t.summary and t.params["gpu"] == name]
+        ax.scatter([s.cost_usd for s in ran], [s.slo_attainment for s in ran], s=12, alpha=0.5, label=name)
+    ax.step([t.summary.cost_usd for t in front], [t.summary.slo_attainment for t in front], where="post",  # type: ignore[union-attr]
             color="black", label="Pareto frontier")  # fmt: skip
     ax.axhline(result.target, color="tab:red", linestyle="--", linewidth=0.8, label="target")
     ax.set_xlabel("cost on the search traffic, USD")
@@ -159,12 +159,13 @@ def run(args: argparse.Namespace) -> int:
             bar.stop()
     front = plan.frontier(result.trials)
     best = result.best
-    meets = best is not None and best.search["slo_attainment"] >= args.slo_attainment  # type: ignore[index]
+    meets = best is not None and best.summary.slo_attainment >= args.slo_attainment  # type: ignore[union-attr]
+    validation = plan.validate(sm, best, result.types, held, options) if best else None
     payload: dict[str, Any] = {
-        "search": best.search if best else None,
-        "validation": plan.validate(sm, best, result.types, held, options) if best else None,
-        "frontier": [{"gpu": t.params["gpu"], **t.search, "params": t.params} for t in front],  # type: ignore[dict-item]
-        "gpu_types": plan.per_gpu_type(result),
+        "search": best.summary.as_dict() if best else None,  # type: ignore[union-attr]
+        "validation": validation.as_dict() if validation else None,
+        "frontier": [{"gpu": t.params["gpu"], **t.summary.as_dict(), "params": dict(t.params)} for t in front],  # type: ignore[union-attr]
+        "gpu_types": [row.as_dict() for row in plan.per_gpu_type(result)],
         "config_set": [],
         "binding_limit": None,
         "target": args.slo_attainment,
@@ -180,11 +181,11 @@ def run(args: argparse.Namespace) -> int:
         payload["notes"].append(f"resumed {result.resumed} of {len(result.trials)} candidates from {args.journal} "
                                 "(evaluated earlier on the same inputs)")  # fmt: skip
     if meets:
-        payload["config_set"] = config_set_lines(sm, plan.edits_of(sm, best.params))  # type: ignore[union-attr]
+        payload["config_set"] = config_set_lines(sm, list(best.candidate.edits))  # type: ignore[union-attr]
         payload["notes"] += plan.deployment_notes(sm, best.params)  # type: ignore[union-attr]
-        if payload["validation"]["slo_attainment"] < args.slo_attainment:
+        if validation.slo_attainment < args.slo_attainment:  # type: ignore[union-attr]
             payload["notes"].append(
-                f"warning: validation attainment {payload['validation']['slo_attainment']:.1%} is below the target "
+                f"warning: validation attainment {validation.slo_attainment:.1%} is below the target "  # type: ignore[union-attr]
                 f"{args.slo_attainment:.1%} on traffic the search never saw; consider --margin 1.2"
             )
     else:

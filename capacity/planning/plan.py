@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,11 +24,13 @@ import numpy as np
 import yaml
 
 from capacity.engine.hardware import checkpoint, gpus
-from capacity.runtime import ctrl_c_held, worker_pool
+from capacity.runtime import ctrl_c_held
 from capacity.planning import journal
 from capacity.planning.stack import ConfigEdit, StackModel, apply_config_set, gpu_type_edits, model_index, pool_families, rendered_behavior
+from capacity.planning.evaluator import Candidate, Evaluated, evaluators
 from capacity.planning.run import (
-    RunOptions, feasible_requests, held_out, per_trace, run_policy, run_static, slo_targets, summarize, warmed, with_oracle,
+    CombinedSummary, RunOptions, combined, feasible_requests, held_out, per_trace, run_policy, run_static, slo_targets,
+    summarize, warmed,
 )  # fmt: skip
 from capacity.workload.traces import Trace, rate_scale
 from contract.gpu import GPU_OF_FAMILY
@@ -126,7 +128,7 @@ def sharing_models(sm: StackModel) -> list[str]:
     return sorted(m.name for m in settings.models if m.name != sm.model.name and set(m.pools) & set(sm.model.pools))
 
 
-def deployment_notes(sm: StackModel, p: dict[str, Any]) -> list[str]:
+def deployment_notes(sm: StackModel, p: Mapping[str, Any]) -> list[str]:
     """What the winner's commands change beyond this model, and what its profile rests on."""
     notes = []
     sharing = sharing_models(sm)
@@ -156,7 +158,7 @@ def gpu_edits(sm: StackModel, gpu: str) -> list[ConfigEdit]:
     return []
 
 
-def edits_of(sm: StackModel, p: dict[str, Any]) -> list[ConfigEdit]:
+def edits_of(sm: StackModel, p: Mapping[str, Any]) -> list[ConfigEdit]:
     """The `pulumi config set --path` edits (key, value) that deploy candidate `p` (and the
     `pulumi config rm --path` a GPU-type change may need), in the order they must run."""
     scope = f"autoscaling.{sm.model.name}"
@@ -198,14 +200,19 @@ def edits_of(sm: StackModel, p: dict[str, Any]) -> list[ConfigEdit]:
     return edits
 
 
-def candidate(sm: StackModel, p: dict[str, Any], types: dict[str, GpuType]) -> StackModel:
-    """The stack model deploying `p`: validated settings and policies, its profile, priced pools."""
-    # One list-valued leaf replaces the list whole (settings merge), so set it as one policy.
-    deployed = apply_config_set(sm, edits_of(sm, p))
+def candidate_of(sm: StackModel, p: dict[str, Any]) -> Candidate:
+    """The planner's parameters `p` as a candidate: the edits that deploy them, and `p` itself."""
+    return Candidate(tuple(edits_of(sm, p)), p)
+
+
+def deploy(sm: StackModel, candidate: Candidate, types: dict[str, GpuType]) -> StackModel:
+    """The stack model deploying `candidate`: validated settings and policies, its profile, its
+    GPU type's prices on the pools (ValueError: why it would not deploy)."""
+    deployed = apply_config_set(sm, candidate.edits)
     refused = policy_problem(deployed)
     if refused:
         raise ValueError(refused)
-    kind = types[p["gpu"]]
+    kind = types[candidate.params["gpu"]]
     pools = tuple(
         replace(pool, price_per_gpu_hour=kind.spot_usd if pool.capacity_type == "spot" else kind.on_demand_usd)
         for pool in deployed.pools
@@ -239,43 +246,24 @@ def servable(sm: StackModel, trace: Trace, types: dict[str, GpuType]) -> np.ndar
     return per_trace(trace, ("servable", sm.profile, tuple(types), slo_targets(sm)), union)
 
 
-def _summaries(sm: StackModel, traces: Sequence[Trace], options: RunOptions, masks: Sequence[np.ndarray]) -> list[dict[str, Any]]:
-    return [summarize(run_policy(sm, trace, warmed(sm, trace, options)), sm, mask) for trace, mask in zip(traces, masks)]
+@dataclass(frozen=True)
+class PlanJob:
+    """A candidate deployed with its GPU type's prices, run over every searched trace (each from
+    the fleet the oracle needs for its first interval) and scored over the requests some GPU type
+    of the search serves (`servable`)."""
 
+    sm: StackModel
+    traces: tuple[Trace, ...]
+    options: RunOptions
+    types: dict[str, GpuType]
 
-def _combined(summaries: Sequence[dict[str, Any]], output_tokens: float) -> dict[str, Any]:
-    cost = sum(s["cost_usd"] for s in summaries)
-    requests = max(sum(s["requests"] for s in summaries), 1)
-    return {
-        "slo_attainment": min(s["slo_attainment"] for s in summaries),
-        # Left out of slo_attainment: no GPU type of the search serves them within the SLO.
-        "infeasible_share": round(sum(s["infeasible_requests"] for s in summaries) / requests, 4),
-        "rejected_share": round(sum(s["rejected_requests"] for s in summaries) / requests, 4),
-        "gpu_hours": round(sum(s["gpu_hours"] for s in summaries), 3),
-        "cost_usd": round(cost, 2),
-        "scale_events": sum(s["scale_events"] for s in summaries),
-        "usd_per_million_output_tokens": round(cost / output_tokens * 1e6, 3) if output_tokens else None,
-    }
+    def deploy(self, candidate: Candidate) -> StackModel:
+        return deploy(self.sm, candidate, self.types)
 
-
-# Worker state: set once per process, so a trial ships only its parameters.
-_JOB: tuple[StackModel, tuple[Trace, ...], RunOptions, dict[str, GpuType]] | None = None
-
-
-def _init(sm: StackModel, traces: tuple[Trace, ...], options: RunOptions, types: dict[str, GpuType]) -> None:
-    global _JOB
-    _JOB = (sm, traces, options, types)
-
-
-def _evaluate(p: dict[str, Any]) -> dict[str, Any] | str:
-    """The candidate's combined search summary, or why it cannot deploy or start."""
-    sm, traces, options, types = _JOB  # type: ignore[misc]
-    try:
-        chosen = candidate(sm, p, types)
-    except ValueError as exc:
-        return str(exc)
-    tokens = float(sum(t.output_tokens.sum() for t in traces))
-    return _combined(_summaries(chosen, traces, options, [servable(sm, t, types) for t in traces]), tokens)
+    def score(self, deployed: StackModel) -> CombinedSummary:
+        runs = [summarize(run_policy(deployed, t, warmed(deployed, t, self.options)), deployed, servable(self.sm, t, self.types))
+                for t in self.traces]  # fmt: skip
+        return combined(runs, float(sum(t.output_tokens.sum() for t in self.traces)))
 
 
 # --- the search ----------------------------------------------------------------------------
@@ -321,23 +309,18 @@ def _suggest(trial: Any, sm: StackModel, gpu_name: str, search_pools: bool, down
     return p
 
 
-def _objective(result: dict[str, Any] | str, target: float) -> float:
-    if isinstance(result, str):
+def _objective(result: Evaluated[CombinedSummary], target: float) -> float:
+    if result.summary is None:
         return PENALTY_USD * 10  # cannot deploy or start: worse than any run
-    return result["cost_usd"] + PENALTY_USD * max(0.0, target - result["slo_attainment"])
+    return result.summary.cost_usd + PENALTY_USD * max(0.0, target - result.summary.slo_attainment)
 
 
-@dataclass(frozen=True)
-class Trial:
-    number: int
-    params: dict[str, Any]
-    search: dict[str, Any] | None
-    refused: str | None
+Trial = Evaluated[CombinedSummary]  # one evaluated candidate of the search
 
 
 @dataclass(frozen=True)
 class PlanResult:
-    trials: list[Trial]
+    trials: list[Trial]  # in the order evaluated
     best: Trial | None  # cheapest meeting the target in search, else the closest
     target: float
     types: dict[str, GpuType]
@@ -382,15 +365,15 @@ def search(
     done: list[Trial] = []
     resumed = 0
 
-    def keep(p: dict[str, Any], result: dict[str, Any] | str) -> None:
-        done.append(Trial(len(done), p, None if isinstance(result, str) else result, result if isinstance(result, str) else None))
+    def keep(evaluated: Trial) -> None:
+        done.append(evaluated)
         if progress:
             progress(len(done))
 
     storage = journal.storage(journal_path) if journal_path else None
     key = journal.run_key(sm, traces, target, seed, options, types, search_pools, down_windows) if storage else ""
-    args = (sm, tuple(traces), options, types)
-    with worker_pool(workers, _init, args) as pool:
+    rebuild = functools.partial(candidate_of, sm)
+    with evaluators(PlanJob(sm, tuple(traces), options, types), workers) as evaluator:
         for i, (name, share) in enumerate(zip(types, shares)):
             # Ctrl-C lands while candidates run, never while a journal entry is written (Optuna's
             # file lock is not interrupt-safe: a cut-off release leaves the next write failing).
@@ -398,27 +381,27 @@ def search(
                 sampler = optuna.samplers.TPESampler(seed=seed + i, multivariate=True)
                 study = optuna.create_study(direction="minimize", sampler=sampler, storage=storage,
                                             study_name=f"plan-{key}-{name}" if storage else None, load_if_exists=True)  # fmt: skip
-                earlier = journal.evaluated(study)[:share] if storage else []
-            for p, result in earlier:
-                keep(p, result)
+                earlier = journal.evaluated(study, rebuild)[:share] if storage else []
+            for evaluated in earlier:
+                keep(evaluated)
             resumed += len(earlier)
             for start in range(len(earlier), share, workers):
                 with ctrl_c_held():
                     batch = [study.ask() for _ in range(min(workers, share - start))]
-                    params = [journal.plain(_suggest(t, sm, name, search_pools, down_windows)) for t in batch]
-                results = [journal.plain(r) for r in pool.map(_evaluate, params)]
+                    candidates = [rebuild(journal.plain(_suggest(t, sm, name, search_pools, down_windows))) for t in batch]
+                results = list(evaluator.map(candidates))
                 with ctrl_c_held():
-                    for trial, p, result in zip(batch, params, results):
+                    for trial, result in zip(batch, results):
                         if storage:
-                            journal.record(trial, p, result)
+                            journal.record(trial, result)
                         study.tell(trial, _objective(result, target))
-                        keep(p, result)
-    ran = [t for t in done if t.search is not None]
-    meeting = [t for t in ran if t.search["slo_attainment"] >= target]  # type: ignore[index]
+                        keep(result)
+    ran = [t for t in done if t.summary is not None]
+    meeting = [t for t in ran if t.summary.slo_attainment >= target]  # type: ignore[union-attr]
     if meeting:
         best = robust_cheapest(meeting)
     else:
-        best = max(ran, key=lambda t: (t.search["slo_attainment"], -t.search["cost_usd"]), default=None)  # type: ignore[index]
+        best = max(ran, key=lambda t: (t.summary.slo_attainment, -t.summary.cost_usd), default=None)  # type: ignore[union-attr]
     return PlanResult(done, best, target, types, resumed)
 
 
@@ -429,49 +412,60 @@ def robust_cheapest(meeting: Sequence[Trial]) -> Trial:
     """The winner among the candidates meeting the target: of those within COST_TIE of the
     cheapest, the one with the most maxReplicas (headroom for traffic the search never saw costs
     nothing while the triggers stay quiet), then the cheapest, then the first found."""
-    cheapest = min(t.search["cost_usd"] for t in meeting)  # type: ignore[index]
-    tied = [t for t in meeting if t.search["cost_usd"] <= cheapest * (1 + COST_TIE)]  # type: ignore[index]
-    return min(tied, key=lambda t: (-t.params["maxReplicas"], t.search["cost_usd"], t.number))  # type: ignore[index]
+    cheapest = min(t.summary.cost_usd for t in meeting)  # type: ignore[union-attr]
+    tied = [(i, t) for i, t in enumerate(meeting) if t.summary.cost_usd <= cheapest * (1 + COST_TIE)]  # type: ignore[union-attr]
+    return min(tied, key=lambda it: (-it[1].params["maxReplicas"], it[1].summary.cost_usd, it[0]))[1]  # type: ignore[union-attr]
 
 
 def frontier(trials: Sequence[Trial]) -> list[Trial]:
     """The Pareto frontier: no other trial is cheaper with at least the same attainment."""
-    ran = sorted((t for t in trials if t.search), key=lambda t: (t.search["cost_usd"], -t.search["slo_attainment"]))  # type: ignore[index]
+    ran = sorted((t for t in trials if t.summary), key=lambda t: (t.summary.cost_usd, -t.summary.slo_attainment))  # type: ignore[union-attr]
     out, best = [], -1.0
     for t in ran:
-        if t.search["slo_attainment"] > best:  # type: ignore[index]
+        if t.summary.slo_attainment > best:  # type: ignore[union-attr]
             out.append(t)
-            best = t.search["slo_attainment"]  # type: ignore[index]
+            best = t.summary.slo_attainment  # type: ignore[union-attr]
     return out
 
 
-def per_gpu_type(result: PlanResult) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class GpuTypeRow:
+    """Which GPU: one type's prices, how many candidates ran on it, and its pick (None: none ran)."""
+
+    kind: GpuType
+    trials: int
+    meets_target: bool
+    pick: CombinedSummary | None
+
+    def as_dict(self) -> dict[str, Any]:
+        kind, pick = self.kind, self.pick
+        picked = ({"slo_attainment": pick.slo_attainment, "gpu_hours": pick.gpu_hours, "cost_usd": pick.cost_usd,
+                   "usd_per_million_output_tokens": pick.usd_per_million_output_tokens} if pick else {})  # fmt: skip
+        return {"gpu": kind.gpu, "family": kind.family, "on_demand_usd_per_gpu_hour": kind.on_demand_usd,
+                "spot_usd_per_gpu_hour": round(kind.spot_usd, 4), "trials": self.trials,
+                "meets_target": self.meets_target, **picked}  # fmt: skip
+
+
+def per_gpu_type(result: PlanResult) -> list[GpuTypeRow]:
     """Which GPU: each type's cheapest trial meeting the target (else its closest)."""
     rows = []
     for name, kind in result.types.items():
-        ran = [t for t in result.trials if t.search and t.params["gpu"] == name]
-        meeting = [t for t in ran if t.search["slo_attainment"] >= result.target]  # type: ignore[index]
-        pick = min(meeting, key=lambda t: t.search["cost_usd"]) if meeting else max(  # type: ignore[index]
-            ran, key=lambda t: t.search["slo_attainment"], default=None)  # type: ignore[index]  # fmt: skip
-        rows.append({
-            "gpu": name, "family": kind.family, "on_demand_usd_per_gpu_hour": kind.on_demand_usd,
-            "spot_usd_per_gpu_hour": round(kind.spot_usd, 4), "trials": len(ran), "meets_target": bool(meeting),
-            **({k: pick.search[k] for k in ("slo_attainment", "gpu_hours", "cost_usd", "usd_per_million_output_tokens")}
-               if pick else {}),
-        })  # fmt: skip
+        ran = [t.summary for t in result.trials if t.summary and t.params["gpu"] == name]
+        meeting = [s for s in ran if s.slo_attainment >= result.target]
+        pick = min(meeting, key=lambda s: s.cost_usd) if meeting else max(ran, key=lambda s: s.slo_attainment, default=None)
+        rows.append(GpuTypeRow(kind, len(ran), bool(meeting), pick))
     return rows
 
 
 def validate(
     sm: StackModel, best: Trial, types: dict[str, GpuType], held: Sequence[tuple[Trace, float]], options: RunOptions
-) -> dict[str, Any]:
+) -> CombinedSummary:
     """The winner on traffic it never saw: each (trace, fraction) scored after its first
     `fraction` of time (0 for a trace never searched), with the oracle's GPU-hours there."""
-    chosen = candidate(sm, best.params, types)
+    chosen = deploy(sm, best.candidate, types)
     summaries = [held_out(chosen, t, fraction, options, feasible=servable(sm, t, types)) for t, fraction in held]
     tokens = sum(float(t.window(t.duration * f, math.inf).output_tokens.sum()) for t, f in held)
-    out = _combined(summaries, tokens)
-    return with_oracle(out, sum(s["oracle_gpu_hours"] for s in summaries))
+    return combined(summaries, tokens).with_oracle(sum(s.oracle_gpu_hours or 0.0 for s in summaries))
 
 
 def binding_limit(sm: StackModel, result: PlanResult, traces: Sequence[Trace], options: RunOptions) -> str:
@@ -481,16 +475,16 @@ def binding_limit(sm: StackModel, result: PlanResult, traces: Sequence[Trace], o
     if best is None:
         reasons = sorted({t.refused for t in result.trials if t.refused})
         return "no candidate could deploy or start: " + "; ".join(reasons[:3])
-    chosen = candidate(sm, best.params, result.types)
+    chosen = deploy(sm, best.candidate, result.types)
     budget = sm.pool_replicas
     masks = [servable(sm, t, result.types) for t in traces]
     summaries = [summarize(run_static(chosen, t, budget, options), chosen, m) for t, m in zip(traces, masks)]
-    at_budget = min(s["slo_attainment"] for s in summaries)
-    short = f"best searched policy attains {best.search['slo_attainment']:.1%} vs {result.target:.1%}"  # type: ignore[index]
+    at_budget = min(s.slo_attainment for s in summaries)
+    short = f"best searched policy attains {best.summary.slo_attainment:.1%} vs {result.target:.1%}"  # type: ignore[union-attr]
     # Requests vLLM refuses (context length) are left out of the attainment, so they never bind it;
     # `unservable_note` reports them.
     if at_budget < result.target:
-        huge = min(summarize(run_static(chosen, t, 4 * budget, options), chosen, m)["slo_attainment"] for t, m in zip(traces, masks))
+        huge = min(summarize(run_static(chosen, t, 4 * budget, options), chosen, m).slo_attainment for t, m in zip(traces, masks))
         if huge < result.target:
             return (f"SLO below the idle-replica latency: even {4 * budget} warm replicas attain {huge:.1%} "
                     f"(TTFT {sm.policy.slo.ttft_p95_seconds}s, TPOT {sm.policy.slo.tpot_p95_seconds}s per request); {short}")  # fmt: skip
@@ -505,7 +499,7 @@ def unservable_note(sm: StackModel, trial: Trial, target: float) -> str | None:
     too long for maxModelLen or the KV cache, or slower than the SLO even alone on a warm replica,
     on every GPU type searched), as a warning when it is more than the target lets miss: a plan
     "meeting 99%" of 80% of the traffic is not what the operator asked for."""
-    share = (trial.search or {}).get("infeasible_share", 0.0)
+    share = trial.summary.infeasible_share if trial.summary else 0.0
     if not share:
         return None
     slo = sm.policy.slo

@@ -237,9 +237,11 @@ def test_a_servable_trace_has_no_such_note(capsys, monkeypatch, tmp_path):
 
 def test_a_small_unservable_share_is_a_note_and_a_large_one_a_warning():
     from capacity.planning import plan as planner
+    from capacity.planning.evaluator import Candidate
+    from tests.summaries import searched
 
     dev = load_stack_model("dev", root=ROOT)
-    trial = lambda share: planner.Trial(0, {}, {"infeasible_share": share, "rejected_share": 0.0}, None)  # noqa: E731
+    trial = lambda share: planner.Trial(Candidate(()), searched(infeasible_share=share, rejected_share=0.0))  # noqa: E731
     assert planner.unservable_note(dev, trial(0.0), 0.95) is None
     assert planner.unservable_note(dev, trial(0.01), 0.95).startswith("1.0% of the searched requests")
     assert planner.unservable_note(dev, trial(0.08), 0.95).startswith("warning: 8.0% of the searched requests")

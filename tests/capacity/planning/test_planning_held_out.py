@@ -9,6 +9,8 @@ import pytest
 from pathlib import Path
 
 from capacity.planning import plan
+from capacity.planning.evaluator import Candidate
+from tests.summaries import searched
 from capacity.planning.stack import apply_config_set, load_stack_model
 from capacity.planning.run import RunOptions, feasible_requests, held_out, since
 from capacity.workload.traces import load
@@ -67,8 +69,8 @@ def test_held_out_scores_the_tail_of_one_continuous_run():
     options = RunOptions()
     summary = held_out(dev, trace, 0.5, options)
     tail = trace.window(trace.duration * 0.5, math.inf)
-    assert summary["requests"] == len(tail)
-    assert summary["oracle_gpu_hours"] is not None and summary["oracle_gpu_hours"] > 0
+    assert summary.requests == len(tail)
+    assert summary.oracle_gpu_hours is not None and summary.oracle_gpu_hours > 0
 
 
 def _with_behavior(sm, window: int, pods: int, period: int):
@@ -101,10 +103,10 @@ def test_a_window_with_an_end_bills_nothing_after_it():
 
 
 def test_of_candidates_costing_the_same_the_winner_keeps_the_most_headroom():
-    def trial(number, cost, most):
-        return plan.Trial(number, {"maxReplicas": most}, {"cost_usd": cost, "slo_attainment": 1.0}, None)
+    def trial(cost, most):
+        return plan.Trial(Candidate((), {"maxReplicas": most}), searched(cost_usd=cost, slo_attainment=1.0))
 
-    cheap, tied_roomier, dearer_roomiest = trial(0, 2.00, 10), trial(1, 2.01, 14), trial(2, 2.50, 24)
+    cheap, tied_roomier, dearer_roomiest = trial(2.00, 10), trial(2.01, 14), trial(2.50, 24)
     assert plan.robust_cheapest([cheap, tied_roomier, dearer_roomiest]) is tied_roomier
 
 
