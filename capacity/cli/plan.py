@@ -21,9 +21,9 @@ from rich.table import Table
 from capacity.cli import DEFAULT_STACK
 from capacity.planning import plan
 from capacity.sim.cluster.router import ROUTERS
-from capacity.planning.stack import ConfigEdit, apply_config_set, config_command, load_stack_model
+from capacity.planning.stack import ConfigEdit, StackModel, apply_config_set, config_command, load_stack_model
 from capacity.planning.html_report import HtmlFigure, HtmlTable, write_html
-from capacity.planning.run import RunOptions, split
+from capacity.planning.run import CombinedSummary, RunOptions, split
 from capacity.tables import cell
 from capacity.workload import traces
 
@@ -128,6 +128,21 @@ def plot_frontier(result: plan.PlanResult, front: list[plan.Trial], path: Path, 
     return path
 
 
+def _committed(sm: StackModel, result: plan.PlanResult, winner_validation: CombinedSummary | None,
+               held: list[tuple[traces.Trace, float]], options: RunOptions) -> dict[str, Any] | None:  # fmt: skip
+    """The stack's own policy beside the winner: its numbers on the search traffic and on the
+    held-out traffic, or why it did not run; None when its GPU type was not searched."""
+    committed = result.committed
+    if committed is None:
+        return None
+    if committed.summary is None:
+        return {"gpu": committed.params["gpu"], "search": None, "validation": None, "refused": committed.refused}
+    same = committed is result.best and winner_validation is not None
+    validation = winner_validation if same else plan.validate(sm, committed, result.types, held, options)
+    return {"gpu": committed.params["gpu"], "search": committed.summary.as_dict(),
+            "validation": validation.as_dict(), "refused": None}  # type: ignore[union-attr]  # fmt: skip
+
+
 def _scaled(trace: traces.Trace, args: argparse.Namespace) -> traces.Trace:
     return traces.rate_scale(trace, args.rate_scale, seed=args.seed)
 
@@ -159,11 +174,13 @@ def run(args: argparse.Namespace) -> int:
             bar.stop()
     front = plan.frontier(result.trials)
     best = result.best
-    meets = best is not None and best.summary.slo_attainment >= args.slo_attainment  # type: ignore[union-attr]
+    meets = best is not None and plan.meets(best, args.slo_attainment)
     validation = plan.validate(sm, best, result.types, held, options) if best else None
     payload: dict[str, Any] = {
+        "gpu": best.params["gpu"] if best else None,
         "search": best.summary.as_dict() if best else None,  # type: ignore[union-attr]
         "validation": validation.as_dict() if validation else None,
+        "committed": _committed(sm, result, validation, held, options),
         "frontier": [{"gpu": t.params["gpu"], **t.summary.as_dict(), "params": dict(t.params)} for t in front],  # type: ignore[union-attr]
         "gpu_types": [row.as_dict() for row in plan.per_gpu_type(result)],
         "config_set": [],
@@ -180,9 +197,14 @@ def run(args: argparse.Namespace) -> int:
     if result.resumed:
         payload["notes"].append(f"resumed {result.resumed} of {len(result.trials)} candidates from {args.journal} "
                                 "(evaluated earlier on the same inputs)")  # fmt: skip
-    if meets:
+    if meets and best is result.committed:
+        payload["config_set"] = config_set_lines(sm, list(best.candidate.edits))  # type: ignore[union-attr]
+        payload["notes"].append("the committed policy is the cheapest candidate meeting the target: "
+                                + ("nothing to change" if not payload["config_set"] else "only its engine profile moves"))  # fmt: skip
+    elif meets:
         payload["config_set"] = config_set_lines(sm, list(best.candidate.edits))  # type: ignore[union-attr]
         payload["notes"] += plan.deployment_notes(sm, best.params)  # type: ignore[union-attr]
+    if meets:
         if validation.slo_attainment < args.slo_attainment:  # type: ignore[union-attr]
             payload["notes"].append(
                 f"warning: validation attainment {validation.slo_attainment:.1%} is below the target "  # type: ignore[union-attr]
@@ -221,6 +243,29 @@ def _gpu_rows(payload: dict[str, Any]) -> list[list[str]]:
             for row in payload["gpu_types"]]  # fmt: skip
 
 
+WINNER_HEADERS = ("policy", "GPU", "SLO attained (search)", "cost $ (search)", "SLO attained (held out)",
+                  "cost $ (held out)", "GPU-h (held out)", "x oracle")  # fmt: skip
+WINNER_TITLE = "the winner beside the committed policy (the first candidate of its GPU type's study)"
+
+
+def _winner_rows(payload: dict[str, Any]) -> list[list[str]]:
+    """The winner's row, then the committed policy's (its numbers, or why it did not run)."""
+    rows = []
+    if payload["search"]:
+        rows.append(_outcome_row("winner", payload["gpu"], payload["search"], payload["validation"]))
+    committed = payload["committed"]
+    if committed and committed["refused"]:
+        rows.append(["committed (stack)", committed["gpu"], f"refused: {committed['refused']}", *[""] * 5])
+    elif committed:
+        rows.append(_outcome_row("committed (stack)", committed["gpu"], committed["search"], committed["validation"]))
+    return rows
+
+
+def _outcome_row(label: str, gpu: str, search: dict[str, Any], held: dict[str, Any]) -> list[str]:
+    return [label, gpu, cell(search["slo_attainment"], ".1%"), cell(search["cost_usd"], ".2f"), cell(held["slo_attainment"], ".1%"),
+            cell(held["cost_usd"], ".2f"), cell(held["gpu_hours"], ".2f"), cell(held["oracle_ratio"], ".2f")]  # fmt: skip
+
+
 def _verdict(payload: dict[str, Any]) -> list[str]:
     """The winner (search and validation) or the binding limit, then the notes."""
     search, validation = payload["search"], payload["validation"]
@@ -235,27 +280,29 @@ def _verdict(payload: dict[str, Any]) -> list[str]:
 
 
 def _write_html(payload: dict[str, Any], title: str, target: float, path: Path) -> Path:
-    tables = [HtmlTable(f"Pareto frontier (search traffic), target {target:.1%}", FRONTIER_HEADERS, _frontier_rows(payload)),
+    tables = [HtmlTable(WINNER_TITLE, WINNER_HEADERS, _winner_rows(payload)),
+              HtmlTable(f"Pareto frontier (search traffic), target {target:.1%}", FRONTIER_HEADERS, _frontier_rows(payload)),
               HtmlTable(GPU_TITLE, GPU_HEADERS, _gpu_rows(payload))]  # fmt: skip
     figure = HtmlFigure(Path(payload["frontier_png"]), "Each dot a candidate on the search traffic; the line the cheapest "
                         "attainment reachable at each cost.")  # fmt: skip
     return write_html(path, title, _verdict(payload), tables, [figure], payload["config_set"])
 
 
+def _table(title: str, headers: tuple[str, ...], rows: list[list[str]]) -> Table:
+    table = Table(title=title)
+    for header in headers:
+        table.add_column(header, justify="right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
 def _print(payload: dict[str, Any], title: str, target: float) -> None:
     console = Console(width=160) if not Console().is_terminal else Console()
-    table = Table(title=f"{title}: Pareto frontier (search traffic), target {target:.1%}")
-    for header in FRONTIER_HEADERS:
-        table.add_column(header, justify="right")
-    for row in _frontier_rows(payload):
-        table.add_row(*row)
-    console.print(table)
-    gpus = Table(title=GPU_TITLE)
-    for header in GPU_HEADERS:
-        gpus.add_column(header, justify="right")
-    for row in _gpu_rows(payload):
-        gpus.add_row(*row)
-    console.print(gpus)
+    console.print(_table(f"{title}: Pareto frontier (search traffic), target {target:.1%}", FRONTIER_HEADERS, _frontier_rows(payload)))
+    console.print(_table(GPU_TITLE, GPU_HEADERS, _gpu_rows(payload)))
+    if rows := _winner_rows(payload):
+        console.print(_table(WINNER_TITLE, WINNER_HEADERS, rows))
     for line in _verdict(payload):
         style = "yellow" if line.startswith("no candidate") else None
         console.print(line, style=style, highlight=False)

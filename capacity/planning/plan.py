@@ -38,10 +38,8 @@ from contract.scale_down import MIN_SCALE_DOWN_WINDOW_S, scale_down_problems
 
 PRICES = Path(__file__).parent / "data" / "aws_gpu_prices.yaml"
 SEARCH_FRACTION = 0.7  # the first 70% of each trace's time is searched, the rest held out
-PENALTY_USD = 1000.0  # per unit of attainment short of the target: any feasible candidate wins
-MAX_NUM_SEQS = (16, 24, 32, 48, 64, 96, 128)
-MAX_NUM_BATCHED_TOKENS = (1024, 2048, 4096, 8192)
-GPU_MEMORY_UTILIZATION = (0.85, 0.90, 0.95)
+COMMITTED = "committed"  # the parameter marking the trial that runs the stack's own policy
+SCALE_DOWN_WINDOWS = (60, 120, 300, 600, 900, 1200)
 
 
 @dataclass(frozen=True)
@@ -201,7 +199,11 @@ def edits_of(sm: StackModel, p: Mapping[str, Any]) -> list[ConfigEdit]:
 
 
 def candidate_of(sm: StackModel, p: dict[str, Any]) -> Candidate:
-    """The planner's parameters `p` as a candidate: the edits that deploy them, and `p` itself."""
+    """The planner's parameters `p` as a candidate: the edits that deploy them, and `p` itself.
+    The committed policy's point deploys the stack as it is (on its GPU's physics profile, as
+    every candidate of that GPU type runs), not the nearest point of the space."""
+    if p.get(COMMITTED):
+        return Candidate(tuple(gpu_edits(sm, p["gpu"])), p)
     return Candidate(tuple(edits_of(sm, p)), p)
 
 
@@ -269,50 +271,24 @@ class PlanJob:
 # --- the search ----------------------------------------------------------------------------
 
 
-SCALE_DOWN_WINDOWS = (60, 120, 300, 600, 900, 1200)
-
-
-def _suggest(trial: Any, sm: StackModel, gpu_name: str, search_pools: bool, down_windows: Sequence[int]) -> dict[str, Any]:
-    budget = sm.pool_replicas
-    low = trial.suggest_int("minReplicas", 1, budget)
-    up_window = trial.suggest_categorical("scaleUpWindow", [0, 30, 60])
-    p = {
-        "gpu": gpu_name,
-        "maxNumSeqs": trial.suggest_categorical("maxNumSeqs", list(MAX_NUM_SEQS)),
-        "maxNumBatchedTokens": trial.suggest_categorical("maxNumBatchedTokens", list(MAX_NUM_BATCHED_TOKENS)),
-        "gpuMemoryUtilization": trial.suggest_categorical("gpuMemoryUtilization", list(GPU_MEMORY_UTILIZATION)),
-        "minReplicas": low,
-        "maxReplicas": trial.suggest_int("maxReplicas", low, budget),
-        "queueTarget": trial.suggest_int("queueTarget", 1, 12),
-        "queueWindow": trial.suggest_categorical("queueWindow", [30, 60, 120]),
-        "kvEnabled": trial.suggest_categorical("kvEnabled", [True, False]),
-        # Low targets too: a replica's KV use tracks its tokens in flight, so a target far below
-        # a full cache scales in proportion to load before any queue forms.
-        "kvTarget": trial.suggest_float("kvTarget", 0.05, 0.95, step=0.05),
-        "promptEnabled": trial.suggest_categorical("promptEnabled", [True, False]),
-        "promptTarget": trial.suggest_int("promptTarget", 200, 3000, step=100),
-        "promptWindow": trial.suggest_categorical("promptWindow", [30, 60, 120]),
-        # None: the pools' own value (they are not this model's alone to tune)
-        "consolidateAfter": trial.suggest_categorical("consolidateAfter", ["1m", "5m", "15m"]) if search_pools else None,
-        "e2eEnabled": trial.suggest_categorical("e2eEnabled", [True, False]),
-        "e2eFactor": trial.suggest_float("e2eFactor", 1.05, 2.0, step=0.05),
-        "ttftEnabled": trial.suggest_categorical("ttftEnabled", [True, False]),
-        "ttftFactor": trial.suggest_float("ttftFactor", 1.1, 3.0, step=0.1),
-        "scaleUpWindow": up_window,
-        "scaleUpPods": trial.suggest_int("scaleUpPods", 1, 8),
-        "scaleUpPeriod": trial.suggest_categorical("scaleUpPeriod", [15, 30, 60]),
-        "scaleDownWindow": trial.suggest_categorical("scaleDownWindow", list(down_windows)),
-        "scaleDownPods": trial.suggest_int("scaleDownPods", 1, 4),
-        "scaleDownPeriod": trial.suggest_categorical("scaleDownPeriod", [60, 120, 300]),
-    }
-    p["kvTarget"], p["e2eFactor"], p["ttftFactor"] = (round(p[k], 2) for k in ("kvTarget", "e2eFactor", "ttftFactor"))
-    return p
-
-
-def _objective(result: Evaluated[CombinedSummary], target: float) -> float:
+def violations(result: Evaluated[CombinedSummary], target: float) -> dict[str, float]:
+    """The search's constraints as Optuna reads them (a candidate is feasible when every value is
+    <= 0): it deploys, and its attainment on the search traffic reaches the target. A refused
+    candidate attains nothing."""
     if result.summary is None:
-        return PENALTY_USD * 10  # cannot deploy or start: worse than any run
-    return result.summary.cost_usd + PENALTY_USD * max(0.0, target - result.summary.slo_attainment)
+        return {"deploys": 1.0, "attainment": target}
+    return {"deploys": 0.0, "attainment": round(target - result.summary.slo_attainment, 6)}
+
+
+def meets(result: Evaluated[CombinedSummary], target: float) -> bool:
+    return all(value <= 0 for value in violations(result, target).values())
+
+
+def _tell(study: Any, trial: Any, result: Evaluated[CombinedSummary], target: float) -> None:
+    """Cost is the objective (none for a candidate that never ran); the rest are constraints."""
+    for name, value in violations(result, target).items():
+        trial.set_constraint(name, value)
+    study.tell(trial, result.summary.cost_usd if result.summary else math.inf)
 
 
 Trial = Evaluated[CombinedSummary]  # one evaluated candidate of the search
@@ -322,6 +298,7 @@ Trial = Evaluated[CombinedSummary]  # one evaluated candidate of the search
 class PlanResult:
     trials: list[Trial]  # in the order evaluated
     best: Trial | None  # cheapest meeting the target in search, else the closest
+    committed: Trial | None  # the stack's own policy on its GPU type (None: that type was not searched)
     target: float
     types: dict[str, GpuType]
     resumed: int = 0  # candidates taken from the journal, not evaluated again
@@ -348,7 +325,9 @@ def search(
     the same inputs (`capacity.planning.journal`); `PlanResult.resumed` counts those."""
     if search_pools is None:
         search_pools = not sharing_models(sm)
-    import optuna
+    import optuna  # imported when a search runs: it takes a third of a second
+
+    from capacity.planning.space import committed_point, distributions
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     types = {t.gpu: t for t in gpu_types(sm, prices)}
@@ -362,6 +341,7 @@ def search(
     # Windows the stack's policy pack allows (the rest would be refused at `pulumi preview`).
     down_windows = [w for w in SCALE_DOWN_WINDOWS if w >= policy_min_scale_down_window(sm)] or [max(SCALE_DOWN_WINDOWS)]
     shares = [trials // len(types) + (i < trials % len(types)) for i in range(len(types))]
+    space = distributions(sm.pool_replicas, search_pools, down_windows)
     done: list[Trial] = []
     resumed = 0
 
@@ -382,27 +362,44 @@ def search(
                 study = optuna.create_study(direction="minimize", sampler=sampler, storage=storage,
                                             study_name=f"plan-{key}-{name}" if storage else None, load_if_exists=True)  # fmt: skip
                 earlier = journal.evaluated(study, rebuild)[:share] if storage else []
+                if not earlier and name == current_gpu(sm):  # the committed policy is always asked first
+                    study.enqueue_trial(committed_point(sm, space), user_attrs={COMMITTED: True})
             for evaluated in earlier:
                 keep(evaluated)
             resumed += len(earlier)
             for start in range(len(earlier), share, workers):
                 with ctrl_c_held():
                     batch = [study.ask() for _ in range(min(workers, share - start))]
-                    candidates = [rebuild(journal.plain(_suggest(t, sm, name, search_pools, down_windows))) for t in batch]
+                    candidates = [rebuild(journal.plain(_point(t, name, space))) for t in batch]
                 results = list(evaluator.map(candidates))
                 with ctrl_c_held():
                     for trial, result in zip(batch, results):
                         if storage:
                             journal.record(trial, result)
-                        study.tell(trial, _objective(result, target))
+                        _tell(study, trial, result, target)
                         keep(result)
-    ran = [t for t in done if t.summary is not None]
-    meeting = [t for t in ran if t.summary.slo_attainment >= target]  # type: ignore[union-attr]
-    if meeting:
-        best = robust_cheapest(meeting)
-    else:
-        best = max(ran, key=lambda t: (t.summary.slo_attainment, -t.summary.cost_usd), default=None)  # type: ignore[union-attr]
-    return PlanResult(done, best, target, types, resumed)
+    committed = next((t for t in done if t.params.get(COMMITTED)), None)
+    return PlanResult(done, winner(done, target), committed, target, types, resumed)
+
+
+def _point(trial: Any, gpu: str, space: dict[str, Any]) -> dict[str, Any]:
+    """The trial's parameters with the GPU type of its study (and the committed policy's mark)."""
+    from capacity.planning.space import suggest
+
+    p = {"gpu": gpu, **suggest(trial, space)}
+    p.setdefault("consolidateAfter", None)  # not searched: the pools keep their own value
+    if trial.user_attrs.get(COMMITTED):
+        p[COMMITTED] = True
+    return p
+
+
+def winner(trials: Sequence[Trial], target: float) -> Trial | None:
+    """The cheapest candidate meeting every constraint (`robust_cheapest`), else the closest."""
+    feasible = [t for t in trials if meets(t, target)]
+    if feasible:
+        return robust_cheapest(feasible)
+    ran = [t for t in trials if t.summary is not None]
+    return max(ran, key=lambda t: (t.summary.slo_attainment, -t.summary.cost_usd), default=None)  # type: ignore[union-attr]
 
 
 COST_TIE = 0.01  # candidates within 1% of the cheapest cost the same, for the winner's choice
@@ -418,14 +415,22 @@ def robust_cheapest(meeting: Sequence[Trial]) -> Trial:
 
 
 def frontier(trials: Sequence[Trial]) -> list[Trial]:
-    """The Pareto frontier: no other trial is cheaper with at least the same attainment."""
-    ran = sorted((t for t in trials if t.summary), key=lambda t: (t.summary.cost_usd, -t.summary.slo_attainment))  # type: ignore[union-attr]
-    out, best = [], -1.0
-    for t in ran:
-        if t.summary.slo_attainment > best:  # type: ignore[union-attr]
-            out.append(t)
-            best = t.summary.slo_attainment  # type: ignore[union-attr]
-    return out
+    """The Pareto frontier of cost against attainment over the candidates that ran, cheapest
+    first: the best trials of a two-objective Optuna view of them (minimize cost, maximize
+    attainment), one per point (the first found). The search itself is one objective, cost, under
+    constraints: a two-objective search would spend its budget along the whole front, down to the
+    cheap policies far below the target that are never deployed."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    ran = [t for t in trials if t.summary is not None]
+    view = optuna.create_study(directions=["minimize", "maximize"])
+    view.add_trials([optuna.trial.create_trial(values=[t.summary.cost_usd, t.summary.slo_attainment],  # type: ignore[union-attr]
+                                               user_attrs={"index": i}) for i, t in enumerate(ran)])  # fmt: skip
+    points = {}
+    for best in sorted(view.best_trials, key=lambda b: b.user_attrs["index"]):
+        points.setdefault(tuple(best.values), ran[best.user_attrs["index"]])
+    return sorted(points.values(), key=lambda t: (t.summary.cost_usd, -t.summary.slo_attainment))  # type: ignore[union-attr]
 
 
 @dataclass(frozen=True)

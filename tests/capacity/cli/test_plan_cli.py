@@ -64,7 +64,8 @@ def test_the_same_seed_gives_the_same_plan(capsys, monkeypatch, tmp_path):
 
 def test_every_printed_command_deploys_the_winner(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
-    out = plan(capsys, tmp_path, "--trace", STEP, "--slo-attainment", "0.5")
+    # dev's committed policy (one replica) attains 70% of this trace: above that, another candidate wins
+    out = plan(capsys, tmp_path, "--trace", STEP, "--slo-attainment", "0.9")
     assert out["config_set"] and out["binding_limit"] is None
     edits: list = []
     for line in out["config_set"]:
@@ -76,9 +77,30 @@ def test_every_printed_command_deploys_the_winner(capsys, monkeypatch, tmp_path)
         path, value = line.removeprefix("pulumi config set --path '").removesuffix(" -s dev").split("' ")
         edits.append((path, _typed(value)))
     deployed = apply_config_set(load_stack_model("dev", root=ROOT), edits)
-    winner = out["frontier"][-1]["params"] if out["frontier"][-1]["slo_attainment"] >= 0.5 else None
+    winner = out["frontier"][-1]["params"] if out["frontier"][-1]["slo_attainment"] >= 0.9 else None
     assert deployed.policy.max_replicas <= 3  # the pools hold 3 GPUs
     assert winner is None or deployed.policy.min_replicas <= winner["maxReplicas"]
+
+
+def test_the_committed_policy_is_reported_beside_the_winner_on_the_gpu_it_runs_on(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    out = plan(capsys, tmp_path, "--trace", STEP, "--slo-attainment", "0.9")
+    committed = out["committed"]
+    assert committed["gpu"] == "l4" and committed["refused"] is None  # dev pins g6 (L4)
+    assert committed["search"]["slo_attainment"] < 0.9 <= out["search"]["slo_attainment"]
+    assert committed["validation"]["oracle_gpu_hours"] is not None
+
+
+def test_a_committed_policy_that_wins_changes_nothing(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    out = plan(capsys, tmp_path, "--trace", STEP, "--slo-attainment", "0.5")  # its 70% at the lowest cost
+    assert out["search"] == out["committed"]["search"] and out["config_set"] == []
+    assert "the committed policy is the cheapest candidate meeting the target: nothing to change" in out["notes"]
+
+
+def test_no_gpu_type_it_runs_on_searched_no_committed_policy(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    assert plan(capsys, tmp_path, "--trace", STEP, "--gpu", "a10g")["committed"] is None
 
 
 def test_when_nothing_meets_the_target_the_binding_limit_is_named_with_numbers(capsys, monkeypatch, tmp_path):
