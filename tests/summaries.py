@@ -11,7 +11,7 @@ RUN = RunSummary(
     unfinished_requests=0, slo=JudgedSlo(1.0, 0.1, None, 0.95), simulated_s=60.0,
 )  # fmt: skip
 SEARCHED = CombinedSummary(slo_attainment=1.0, infeasible_share=0.0, rejected_share=0.0, gpu_hours=1.0, cost_usd=1.0,
-                           scale_events=0, usd_per_million_output_tokens=None)  # fmt: skip
+                           scale_events=0, max_replicas_used=1, usd_per_million_output_tokens=None)  # fmt: skip
 
 
 def run(**fields) -> RunSummary:

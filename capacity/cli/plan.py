@@ -23,6 +23,7 @@ from capacity.planning import plan
 from capacity.sim.cluster.router import ROUTERS
 from capacity.planning.stack import ConfigEdit, StackModel, apply_config_set, config_command, load_stack_model
 from capacity.planning.html_report import HtmlFigure, HtmlTable, write_html
+from capacity.planning.guardrails import MAX_REPLICAS_RULE, Guardrails
 from capacity.planning.run import CombinedSummary, RunOptions, split
 from capacity.tables import cell
 from capacity.workload import traces
@@ -60,6 +61,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--search-pools", action="store_true", default=None,
                         help="also search the model's pools' consolidateAfter when other models share them "
                              "(default: searched only for pools the model has alone)")  # fmt: skip
+    parser.add_argument("--allow-dropping-guardrails", action="store_true",
+                        help="let candidates turn the kvCache and e2eLatency guardrail triggers off and set them below "
+                             "what healthy traffic reaches, as the search did before it kept them (default: both on, "
+                             "thresholds above a full replica's KV and an SLO-meeting request's latency)")  # fmt: skip
     parser.add_argument("--journal", type=Path,
                         help="keep every evaluated candidate in this file (an Optuna journal); the same command run "
                              "again with it skips what is already evaluated, e.g. after Ctrl-C (default: none)")  # fmt: skip
@@ -135,12 +140,20 @@ def _committed(sm: StackModel, result: plan.PlanResult, winner_validation: Combi
     committed = result.committed
     if committed is None:
         return None
+    broken = list(committed.params.get(plan.RULES_BROKEN, []))
     if committed.summary is None:
-        return {"gpu": committed.params["gpu"], "search": None, "validation": None, "refused": committed.refused}
+        return {"gpu": committed.params["gpu"], "search": None, "validation": None, "refused": committed.refused,
+                "rules_broken": broken}  # fmt: skip
     same = committed is result.best and winner_validation is not None
     validation = winner_validation if same else plan.validate(sm, committed, result.types, held, options)
     return {"gpu": committed.params["gpu"], "search": committed.summary.as_dict(),
-            "validation": validation.as_dict(), "refused": None}  # type: ignore[union-attr]  # fmt: skip
+            "validation": validation.as_dict(), "refused": None, "rules_broken": broken}  # type: ignore[union-attr]  # fmt: skip
+
+
+def _rules(rules: Guardrails) -> dict[str, Any]:
+    """The planner's rules for this search, as `--json` prints them (`capacity.planning.guardrails`)."""
+    return {"guardrails_kept": rules.kept, "max_replicas": rules.max_replicas, "max_replicas_rule": MAX_REPLICAS_RULE,
+            "e2e_bound_s": rules.e2e_bound_s, "tokens_in_flight": rules.tokens_in_flight}  # fmt: skip
 
 
 def _scaled(trace: traces.Trace, args: argparse.Namespace) -> traces.Trace:
@@ -168,7 +181,8 @@ def run(args: argparse.Namespace) -> int:
         bar.start()
     try:
         result = plan.search(sm, searched, args.slo_attainment, args.trials, args.seed, args.workers, options,
-                             dict(args.price), progress, args.gpu, args.search_pools, args.journal)  # fmt: skip
+                             dict(args.price), progress, args.gpu, args.search_pools, args.journal,
+                             keep_guardrails=not args.allow_dropping_guardrails)  # fmt: skip
     finally:
         if bar:
             bar.stop()
@@ -185,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
         "gpu_types": [row.as_dict() for row in plan.per_gpu_type(result)],
         "config_set": [],
         "binding_limit": None,
+        "rules": _rules(result.rules),
         "target": args.slo_attainment,
         "trials": len(result.trials),
         "refused_trials": sum(1 for t in result.trials if t.refused),
@@ -203,6 +218,8 @@ def run(args: argparse.Namespace) -> int:
                                 + ("nothing to change" if not payload["config_set"] else "only its engine profile moves"))  # fmt: skip
     elif meets:
         payload["config_set"] = config_set_lines(sm, list(best.candidate.edits))  # type: ignore[union-attr]
+        planned = plan.deploy(sm, best.candidate, result.types)  # type: ignore[union-attr]
+        payload["notes"].append(result.rules.describe(planned.policy, planned.profile, best.summary.max_replicas_used))  # type: ignore[union-attr]
         payload["notes"] += plan.deployment_notes(sm, best.params)  # type: ignore[union-attr]
     if meets:
         if validation.slo_attainment < args.slo_attainment:  # type: ignore[union-attr]
@@ -274,6 +291,9 @@ def _verdict(payload: dict[str, Any]) -> list[str]:
         lines.append(f"winner: search {search['slo_attainment']:.1%} at ${search['cost_usd']:.2f} ({search['gpu_hours']:.2f} GPU-h); "
                      f"validation {validation['slo_attainment']:.1%} at ${validation['cost_usd']:.2f} ({validation['gpu_hours']:.2f} GPU-h, "
                      f"{validation['oracle_ratio']}x the oracle)")  # fmt: skip
+    committed = payload["committed"]
+    if committed and committed["rules_broken"]:
+        lines.append("the committed policy breaks the planner's rules (so it cannot win): " + "; ".join(committed["rules_broken"]))
     if payload["binding_limit"]:
         lines.append(f"no candidate meets the target; binding limit: {payload['binding_limit']}")
     return lines + payload["notes"]

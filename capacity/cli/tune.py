@@ -6,6 +6,7 @@ Prints the before/after table and the `pulumi config set --path ...` lines that 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from rich.console import Console
 
@@ -33,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     apply_config_set(sm, [(f"autoscaling.{sm.model.name}.{path}", after) for path, _, after in result.changes])
     lines = config_set_lines(result, sm.model.name, sm.stack)
     before, after = (e.summary.with_oracle(orc.gpu_hours) for e in (result.baseline, result.best))  # type: ignore[union-attr]
-    payload = {
+    payload: dict[str, Any] = {
         "target_slo_attainment": result.target,
         "evaluated_policies": result.evaluated,
         "before": before.as_dict(),

@@ -4,9 +4,10 @@ A journal is an Optuna journal file (optuna.storages.JournalStorage over Journal
 append-only, safe to cut at any point). Each GPU type's study is named after a digest of
 everything that decides a candidate's result: the stack's config, the model and its engine
 profile, the searched traffic, the target, the seed, the simulation options, the prices, the
-policy pack's windows and the simulator's own source. A rerun with other inputs, or after the
-tool changed, starts a fresh study in the same file instead of reusing results that no longer
-hold; a rerun with the same inputs skips what is already evaluated and evaluates the rest.
+policy pack's windows, whether the guardrails are kept, and the tooling's own source. A rerun
+with other inputs, or after the tool changed, starts a fresh study in the same file instead of
+reusing results that no longer hold; a rerun with the same inputs skips what is already
+evaluated and evaluates the rest.
 
 Each evaluated trial carries its candidate's parameters and its result as user attributes
 (JSON), so the frontier and the winner are rebuilt from the file without re-running anything.
@@ -56,7 +57,7 @@ def source_digest(roots: Sequence[Path] = SOURCE_ROOTS) -> str:
 
 
 def run_key(sm: StackModel, traces: Sequence[Trace], target: float, seed: int, options: RunOptions,
-            types: dict[str, Any], search_pools: bool, down_windows: Sequence[int]) -> str:  # fmt: skip
+            types: dict[str, Any], search_pools: bool, down_windows: Sequence[int], keep_guardrails: bool) -> str:  # fmt: skip
     """A short digest naming this search's inputs (the study names start with it)."""
     inputs = {
         "config": sm.source.config,
@@ -69,6 +70,7 @@ def run_key(sm: StackModel, traces: Sequence[Trace], target: float, seed: int, o
         "types": {name: dataclasses.asdict(kind) for name, kind in types.items()},
         "search_pools": search_pools,
         "down_windows": list(down_windows),
+        "keep_guardrails": keep_guardrails,
         "source": source_digest(),
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]

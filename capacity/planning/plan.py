@@ -23,11 +23,13 @@ from typing import Any
 import numpy as np
 import yaml
 
+from capacity.engine import EngineProfile
 from capacity.engine.hardware import checkpoint, gpus
 from capacity.runtime import ctrl_c_held
 from capacity.planning import journal
 from capacity.planning.stack import ConfigEdit, StackModel, apply_config_set, gpu_type_edits, model_index, pool_families, rendered_behavior
 from capacity.planning.evaluator import Candidate, Evaluated, evaluators
+from capacity.planning.guardrails import KV_CEILING, Guardrails, guardrails
 from capacity.planning.run import (
     CombinedSummary, RunOptions, combined, feasible_requests, held_out, per_trace, run_policy, run_static, slo_targets,
     summarize, warmed,
@@ -39,7 +41,9 @@ from contract.scale_down import MIN_SCALE_DOWN_WINDOW_S, scale_down_problems
 PRICES = Path(__file__).parent / "data" / "aws_gpu_prices.yaml"
 SEARCH_FRACTION = 0.7  # the first 70% of each trace's time is searched, the rest held out
 COMMITTED = "committed"  # the parameter marking the trial that runs the stack's own policy
+RULES_BROKEN = "rulesBroken"  # the committed policy's: which of the planner's rules it breaks
 SCALE_DOWN_WINDOWS = (60, 120, 300, 600, 900, 1200)
+ENGINE_FLAGS = ("maxNumSeqs", "maxNumBatchedTokens", "gpuMemoryUtilization")  # the vLLM flags searched
 
 
 @dataclass(frozen=True)
@@ -162,7 +166,7 @@ def edits_of(sm: StackModel, p: Mapping[str, Any]) -> list[ConfigEdit]:
     scope = f"autoscaling.{sm.model.name}"
     index = model_index(sm)
     edits = gpu_edits(sm, p["gpu"])
-    edits += [(f"models[{index}].engine.{k}", p[k]) for k in ("maxNumSeqs", "maxNumBatchedTokens", "gpuMemoryUtilization")]
+    edits += [(f"models[{index}].engine.{k}", p[k]) for k in ENGINE_FLAGS]
     # Karpenter's consolidateAfter: how long an emptied node stays billed (and reusable, image cached).
     if p["consolidateAfter"] is not None:
         edits += [(f"gpuCapacity.pools[{i}].consolidateAfter", p["consolidateAfter"]) for i in pool_indices(sm)]
@@ -182,9 +186,7 @@ def edits_of(sm: StackModel, p: Mapping[str, Any]) -> list[ConfigEdit]:
         edits.append((f"{scope}.triggers.promptTokens.targetPerReplica", p["promptTarget"]))
         edits.append((f"{scope}.triggers.promptTokens.windowSeconds", p["promptWindow"]))
     if p["e2eEnabled"]:
-        # a guardrail above the e2e target where the stack has one, else around its current threshold
-        base = sm.policy.slo.e2e_p99_seconds or sm.policy.triggers.e2e_latency.threshold_seconds
-        edits.append((f"{scope}.triggers.e2eLatency.thresholdSeconds", round(base * p["e2eFactor"], 1)))
+        edits.append((f"{scope}.triggers.e2eLatency.thresholdSeconds", p["e2eThreshold"]))
     if p["ttftEnabled"]:
         edits.append((f"{scope}.triggers.ttft.thresholdSeconds", round(sm.policy.slo.ttft_p95_seconds * p["ttftFactor"], 2)))
     for direction in ("scaleUp", "scaleDown"):
@@ -273,11 +275,13 @@ class PlanJob:
 
 def violations(result: Evaluated[CombinedSummary], target: float) -> dict[str, float]:
     """The search's constraints as Optuna reads them (a candidate is feasible when every value is
-    <= 0): it deploys, and its attainment on the search traffic reaches the target. A refused
-    candidate attains nothing."""
+    <= 0): it deploys, its attainment on the search traffic reaches the target (a refused
+    candidate attains nothing), and it keeps the planner's rules (`guardrails`; only the
+    committed policy, which the search did not draw, can break them)."""
+    rules = float(len(result.params.get(RULES_BROKEN, ())))
     if result.summary is None:
-        return {"deploys": 1.0, "attainment": target}
-    return {"deploys": 0.0, "attainment": round(target - result.summary.slo_attainment, 6)}
+        return {"deploys": 1.0, "attainment": target, "rules": rules}
+    return {"deploys": 0.0, "attainment": round(target - result.summary.slo_attainment, 6), "rules": rules}
 
 
 def meets(result: Evaluated[CombinedSummary], target: float) -> bool:
@@ -301,6 +305,7 @@ class PlanResult:
     committed: Trial | None  # the stack's own policy on its GPU type (None: that type was not searched)
     target: float
     types: dict[str, GpuType]
+    rules: Guardrails
     resumed: int = 0  # candidates taken from the journal, not evaluated again
 
 
@@ -317,17 +322,20 @@ def search(
     only: Sequence[str] = (),
     search_pools: bool | None = None,
     journal_path: Path | None = None,
+    keep_guardrails: bool = True,
 ) -> PlanResult:
     """`only`: search just these GPU types (names as `gpu_types` gives them); empty: all.
     `search_pools`: search the pools' consolidateAfter too; None: only when no other model of
     the stack runs on them (a shared pool's value is planned once, with one of its models).
     `journal_path`: keep every evaluated candidate there and skip the ones it already holds for
-    the same inputs (`capacity.planning.journal`); `PlanResult.resumed` counts those."""
+    the same inputs (`capacity.planning.journal`); `PlanResult.resumed` counts those.
+    `keep_guardrails`: every candidate keeps the guardrail triggers on above healthy traffic
+    (`capacity.planning.guardrails`); False lets them be drawn off, as before they were kept."""
     if search_pools is None:
         search_pools = not sharing_models(sm)
     import optuna  # imported when a search runs: it takes a third of a second
 
-    from capacity.planning.space import committed_point, distributions
+    from capacity.planning.space import distributions
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     types = {t.gpu: t for t in gpu_types(sm, prices)}
@@ -341,7 +349,8 @@ def search(
     # Windows the stack's policy pack allows (the rest would be refused at `pulumi preview`).
     down_windows = [w for w in SCALE_DOWN_WINDOWS if w >= policy_min_scale_down_window(sm)] or [max(SCALE_DOWN_WINDOWS)]
     shares = [trials // len(types) + (i < trials % len(types)) for i in range(len(types))]
-    space = distributions(sm.pool_replicas, search_pools, down_windows)
+    rules = guardrails(sm, traces, keep_guardrails)
+    points = Points(sm, rules, distributions(rules.max_replicas, search_pools, down_windows, keep_guardrails))
     done: list[Trial] = []
     resumed = 0
 
@@ -351,7 +360,7 @@ def search(
             progress(len(done))
 
     storage = journal.storage(journal_path) if journal_path else None
-    key = journal.run_key(sm, traces, target, seed, options, types, search_pools, down_windows) if storage else ""
+    key = journal.run_key(sm, traces, target, seed, options, types, search_pools, down_windows, keep_guardrails) if storage else ""
     rebuild = functools.partial(candidate_of, sm)
     with evaluators(PlanJob(sm, tuple(traces), options, types), workers) as evaluator:
         for i, (name, share) in enumerate(zip(types, shares)):
@@ -363,14 +372,14 @@ def search(
                                             study_name=f"plan-{key}-{name}" if storage else None, load_if_exists=True)  # fmt: skip
                 earlier = journal.evaluated(study, rebuild)[:share] if storage else []
                 if not earlier and name == current_gpu(sm):  # the committed policy is always asked first
-                    study.enqueue_trial(committed_point(sm, space), user_attrs={COMMITTED: True})
+                    study.enqueue_trial(points.committed(name), user_attrs={COMMITTED: True})
             for evaluated in earlier:
                 keep(evaluated)
             resumed += len(earlier)
             for start in range(len(earlier), share, workers):
                 with ctrl_c_held():
                     batch = [study.ask() for _ in range(min(workers, share - start))]
-                    candidates = [rebuild(journal.plain(_point(t, name, space))) for t in batch]
+                    candidates = [rebuild(journal.plain(points.of(t, name))) for t in batch]
                 results = list(evaluator.map(candidates))
                 with ctrl_c_held():
                     for trial, result in zip(batch, results):
@@ -379,39 +388,77 @@ def search(
                         _tell(study, trial, result, target)
                         keep(result)
     committed = next((t for t in done if t.params.get(COMMITTED)), None)
-    return PlanResult(done, winner(done, target), committed, target, types, resumed)
+    return PlanResult(done, winner(done, target), committed, target, types, points.rules, resumed)
 
 
-def _point(trial: Any, gpu: str, space: dict[str, Any]) -> dict[str, Any]:
-    """The trial's parameters with the GPU type of its study (and the committed policy's mark)."""
-    from capacity.planning.space import suggest
+class Points:
+    """The planner's parameters of a trial: the values its study drew, then those the rules set
+    (maxReplicas; with the guardrails kept, both on and the KV target from its headroom over what
+    a full replica of the candidate's engine flags holds), and the e2e threshold in seconds."""
 
-    p = {"gpu": gpu, **suggest(trial, space)}
-    p.setdefault("consolidateAfter", None)  # not searched: the pools keep their own value
-    if trial.user_attrs.get(COMMITTED):
-        p[COMMITTED] = True
-    return p
+    def __init__(self, sm: StackModel, rules: Guardrails, space: dict[str, Any]) -> None:
+        self.sm, self.rules, self.space = sm, rules, space
+        self._profiles: dict[tuple[Any, ...], EngineProfile | None] = {}
+
+    def of(self, trial: Any, gpu: str) -> dict[str, Any]:
+        from capacity.planning.space import suggest
+
+        p = {"gpu": gpu, **suggest(trial, self.space)}
+        p.setdefault("consolidateAfter", None)  # not searched: the pools keep their own value
+        p["maxReplicas"] = self.rules.max_replicas
+        if self.rules.kept:
+            profile = self._profile(gpu, p)
+            p["kvEnabled"], p["e2eEnabled"] = True, True
+            p["kvTarget"] = self.rules.kv_target(profile, p["kvHeadroom"]) if profile else KV_CEILING
+        p["e2eThreshold"] = round(self._e2e_base() * p["e2eFactor"], 1)
+        if trial.user_attrs.get(COMMITTED):
+            p.update(self._as_committed(gpu))
+        return p
+
+    def committed(self, gpu: str) -> dict[str, Any]:
+        """The committed policy as the nearest point of the space: the study's first trial."""
+        from capacity.planning.space import committed_point
+
+        return committed_point(self.sm, self.space, self.rules.kv_floor(self._committed_profile(gpu)), self._e2e_base())
+
+    def _as_committed(self, gpu: str) -> dict[str, Any]:
+        """What the committed trial reports as it is, not as its nearest point."""
+        policy = self.sm.policy
+        return {COMMITTED: True, "maxReplicas": policy.max_replicas,
+                RULES_BROKEN: self.rules.breaks(policy, self._committed_profile(gpu))}  # fmt: skip
+
+    def _e2e_base(self) -> float:
+        """The seconds e2eFactor scales: the healthy-traffic bound, or (guardrails droppable, as the
+        search did before it kept them) the e2e target, else the stack's own threshold."""
+        if self.rules.kept:
+            return self.rules.e2e_bound_s
+        return self.sm.policy.slo.e2e_p99_seconds or self.sm.policy.triggers.e2e_latency.threshold_seconds
+
+    def _committed_profile(self, gpu: str) -> EngineProfile:
+        edits = gpu_edits(self.sm, gpu)
+        return apply_config_set(self.sm, edits).profile if edits else self.sm.profile
+
+    def _profile(self, gpu: str, p: dict[str, Any]) -> EngineProfile | None:
+        """The engine profile of `p`'s GPU and flags (None: they would not deploy), once each."""
+        flags = tuple(p[k] for k in ENGINE_FLAGS)
+        if (gpu, *flags) not in self._profiles:
+            index = model_index(self.sm)
+            edits = gpu_edits(self.sm, gpu) + [(f"models[{index}].engine.{k}", p[k]) for k in ENGINE_FLAGS]
+            try:
+                self._profiles[gpu, *flags] = apply_config_set(self.sm, edits).profile
+            except ValueError:
+                self._profiles[gpu, *flags] = None
+        return self._profiles[gpu, *flags]
 
 
 def winner(trials: Sequence[Trial], target: float) -> Trial | None:
-    """The cheapest candidate meeting every constraint (`robust_cheapest`), else the closest."""
+    """The cheapest candidate meeting every constraint (the first found of equal cost), else the
+    one attaining the most. Every drawn candidate has the same maxReplicas, the pools' budget."""
     feasible = [t for t in trials if meets(t, target)]
     if feasible:
-        return robust_cheapest(feasible)
+        return min(feasible, key=lambda t: t.summary.cost_usd)  # type: ignore[union-attr]
     ran = [t for t in trials if t.summary is not None]
     return max(ran, key=lambda t: (t.summary.slo_attainment, -t.summary.cost_usd), default=None)  # type: ignore[union-attr]
-
-
-COST_TIE = 0.01  # candidates within 1% of the cheapest cost the same, for the winner's choice
-
-
-def robust_cheapest(meeting: Sequence[Trial]) -> Trial:
-    """The winner among the candidates meeting the target: of those within COST_TIE of the
-    cheapest, the one with the most maxReplicas (headroom for traffic the search never saw costs
-    nothing while the triggers stay quiet), then the cheapest, then the first found."""
-    cheapest = min(t.summary.cost_usd for t in meeting)  # type: ignore[union-attr]
-    tied = [(i, t) for i, t in enumerate(meeting) if t.summary.cost_usd <= cheapest * (1 + COST_TIE)]  # type: ignore[union-attr]
-    return min(tied, key=lambda it: (-it[1].params["maxReplicas"], it[1].summary.cost_usd, it[0]))[1]  # type: ignore[union-attr]
 
 
 def frontier(trials: Sequence[Trial]) -> list[Trial]:
@@ -427,7 +474,7 @@ def frontier(trials: Sequence[Trial]) -> list[Trial]:
     view = optuna.create_study(directions=["minimize", "maximize"])
     view.add_trials([optuna.trial.create_trial(values=[t.summary.cost_usd, t.summary.slo_attainment],  # type: ignore[union-attr]
                                                user_attrs={"index": i}) for i, t in enumerate(ran)])  # fmt: skip
-    points = {}
+    points: dict[tuple[float, ...], Trial] = {}
     for best in sorted(view.best_trials, key=lambda b: b.user_attrs["index"]):
         points.setdefault(tuple(best.values), ran[best.user_attrs["index"]])
     return sorted(points.values(), key=lambda t: (t.summary.cost_usd, -t.summary.slo_attainment))  # type: ignore[union-attr]

@@ -230,6 +230,7 @@ class CombinedSummary:
     gpu_hours: float
     cost_usd: float
     scale_events: int
+    max_replicas_used: int  # the most ready replicas on any of the traces
     usd_per_million_output_tokens: float | None
     oracle_gpu_hours: float | None = None
     oracle_ratio: float | None = None
@@ -262,6 +263,7 @@ def combined(summaries: Sequence[RunSummary], output_tokens: float) -> CombinedS
         gpu_hours=round(sum(s.gpu_hours for s in summaries), 3),
         cost_usd=round(cost, 2),
         scale_events=sum(s.scale_events for s in summaries),
+        max_replicas_used=max(s.max_replicas_used for s in summaries),
         usd_per_million_output_tokens=round(cost / output_tokens * 1e6, 3) if output_tokens else None,
     )
 

@@ -7,6 +7,11 @@ The committed policy is enqueued as the first trial of its GPU type's study: its
 to the nearest the space holds, since Optuna refuses a categorical value it was not given and the
 sampler learns only from points of the space (the planner still runs the committed policy as it
 is; the snapped point is where the sampler files its result).
+
+Not searched, by the planner's rules (`guardrails`): maxReplicas (the pools' replica budget) and,
+unless the guardrails may be dropped, whether the kvCache and e2eLatency triggers are on (they
+are); their thresholds are drawn relative to what healthy traffic reaches: `kvHeadroom` places
+the KV target between a full replica's KV and the ceiling, `e2eFactor` scales the latency bound.
 """
 
 from __future__ import annotations
@@ -21,34 +26,31 @@ from optuna.distributions import (
     IntDistribution,
 )
 
+from capacity.planning.guardrails import KV_CEILING
 from capacity.planning.stack import StackModel
 
 MAX_NUM_SEQS = (16, 24, 32, 48, 64, 96, 128)
 MAX_NUM_BATCHED_TOKENS = (1024, 2048, 4096, 8192)
 GPU_MEMORY_UTILIZATION = (0.85, 0.90, 0.95)
 CONSOLIDATE_AFTER_S = {"1m": 60, "5m": 300, "15m": 900}  # the pools' consolidateAfter choices, in seconds
-ROUNDED = ("kvTarget", "e2eFactor", "ttftFactor")  # floats kept to two decimals, as the commands print them
+ROUNDED = ("kvHeadroom", "kvTarget", "e2eFactor", "ttftFactor")  # floats kept to two decimals, as printed
 
 
-def distributions(budget: int, search_pools: bool, down_windows: Sequence[int]) -> dict[str, BaseDistribution]:
+def distributions(budget: int, search_pools: bool, down_windows: Sequence[int], guardrails: bool = True) -> dict[str, BaseDistribution]:
     """Every searched parameter and what it is drawn from, in the order drawn. `budget`: the
-    replicas the pools hold; maxReplicas is drawn from minReplicas up to it (`suggest`)."""
+    replicas the pools hold (minReplicas is drawn up to it). `guardrails`: the kvCache and
+    e2eLatency triggers stay on (else each may be drawn off, the KV target down to 0.05)."""
     space: dict[str, BaseDistribution] = {
         "maxNumSeqs": CategoricalDistribution(MAX_NUM_SEQS),
         "maxNumBatchedTokens": CategoricalDistribution(MAX_NUM_BATCHED_TOKENS),
         "gpuMemoryUtilization": CategoricalDistribution(GPU_MEMORY_UTILIZATION),
         "minReplicas": IntDistribution(1, budget),
-        "maxReplicas": IntDistribution(1, budget),
         "queueTarget": IntDistribution(1, 12),
         "queueWindow": CategoricalDistribution((30, 60, 120)),
-        "kvEnabled": CategoricalDistribution((True, False)),
-        # Low targets too: a replica's KV use tracks its tokens in flight, so a target far below
-        # a full cache scales in proportion to load before any queue forms.
-        "kvTarget": FloatDistribution(0.05, 0.95, step=0.05),
+        **(_kept_guardrails() if guardrails else _droppable_guardrails()),
         "promptEnabled": CategoricalDistribution((True, False)),
         "promptTarget": IntDistribution(200, 3000, step=100),
         "promptWindow": CategoricalDistribution((30, 60, 120)),
-        "e2eEnabled": CategoricalDistribution((True, False)),
         "e2eFactor": FloatDistribution(1.05, 2.0, step=0.05),
         "ttftEnabled": CategoricalDistribution((True, False)),
         "ttftFactor": FloatDistribution(1.1, 3.0, step=0.1),
@@ -64,21 +66,28 @@ def distributions(budget: int, search_pools: bool, down_windows: Sequence[int]) 
     return space
 
 
-def _within(distribution: BaseDistribution, drawn: dict[str, Any], name: str) -> BaseDistribution:
-    """maxReplicas is drawn at or above the minReplicas already drawn."""
-    if name == "maxReplicas" and isinstance(distribution, IntDistribution):
-        return IntDistribution(drawn["minReplicas"], distribution.high)
-    return distribution
+def _kept_guardrails() -> dict[str, BaseDistribution]:
+    # Where the KV target sits between what a full replica holds (0) and the ceiling (1).
+    return {"kvHeadroom": FloatDistribution(0.0, 1.0, step=0.1)}
+
+
+def _droppable_guardrails() -> dict[str, BaseDistribution]:
+    return {
+        "kvEnabled": CategoricalDistribution((True, False)),
+        # Low targets too: a replica's KV use tracks its tokens in flight, so a target far below
+        # a full cache scales in proportion to load before any queue forms.
+        "kvTarget": FloatDistribution(0.05, 0.95, step=0.05),
+        "e2eEnabled": CategoricalDistribution((True, False)),
+    }
 
 
 def suggest(trial: Any, space: dict[str, BaseDistribution]) -> dict[str, Any]:
     """A point of `space` drawn by an Optuna trial (an enqueued trial returns its fixed values)."""
-    drawn: dict[str, Any] = {}
-    for name, distribution in space.items():
-        drawn[name] = _draw(trial, name, _within(distribution, drawn, name))
-    for name in ROUNDED:
-        drawn[name] = round(drawn[name], 2)
-    return drawn
+    return _rounded({name: _draw(trial, name, distribution) for name, distribution in space.items()})
+
+
+def _rounded(point: dict[str, Any]) -> dict[str, Any]:
+    return {name: round(value, 2) if name in ROUNDED else value for name, value in point.items()}
 
 
 def _draw(trial: Any, name: str, distribution: BaseDistribution) -> Any:
@@ -108,22 +117,23 @@ def snap(value: Any, distribution: BaseDistribution) -> Any:
     return int(point) if isinstance(distribution, IntDistribution) else round(point, 6)
 
 
-def committed_values(sm: StackModel) -> dict[str, Any]:
-    """The stack's policy for the model, by the planner's parameter names (before snapping)."""
+def committed_values(sm: StackModel, kv_floor: float, e2e_base: float) -> dict[str, Any]:
+    """The stack's policy for the model, by the planner's parameter names (before snapping):
+    `kv_floor` and `e2e_base` are what its KV target and latency threshold are drawn relative to."""
     policy, engine = sm.policy, sm.model.engine
     triggers, up, down = policy.triggers, policy.behavior.scale_up, policy.behavior.scale_down
-    e2e_base = policy.slo.e2e_p99_seconds or triggers.e2e_latency.threshold_seconds
     consolidate = sm.pools[0].consolidate_after_s if sm.pools else 0.0
+    kv = triggers.kv_cache.target_per_replica
     return {
         "maxNumSeqs": engine.max_num_seqs,
         "maxNumBatchedTokens": engine.max_num_batched_tokens,
         "gpuMemoryUtilization": engine.gpu_memory_utilization,
         "minReplicas": policy.min_replicas,
-        "maxReplicas": policy.max_replicas,
         "queueTarget": triggers.queue_depth.target_per_replica,
         "queueWindow": triggers.queue_depth.window_seconds,
+        "kvHeadroom": (kv - kv_floor) / (KV_CEILING - kv_floor) if kv_floor < KV_CEILING else 0.0,
         "kvEnabled": triggers.kv_cache.enabled,
-        "kvTarget": triggers.kv_cache.target_per_replica,
+        "kvTarget": kv,
         "promptEnabled": triggers.prompt_tokens.enabled,
         "promptTarget": triggers.prompt_tokens.target_per_replica,
         "promptWindow": triggers.prompt_tokens.window_seconds,
@@ -141,12 +151,7 @@ def committed_values(sm: StackModel) -> dict[str, Any]:
     }
 
 
-def committed_point(sm: StackModel, space: dict[str, BaseDistribution]) -> dict[str, Any]:
+def committed_point(sm: StackModel, space: dict[str, BaseDistribution], kv_floor: float, e2e_base: float) -> dict[str, Any]:
     """The committed policy as the point of `space` nearest to it (what a study is given first)."""
-    values = committed_values(sm)
-    point: dict[str, Any] = {}
-    for name, distribution in space.items():
-        point[name] = snap(values[name], _within(distribution, point, name))
-    for name in ROUNDED:
-        point[name] = round(point[name], 2)
-    return point
+    values = committed_values(sm, kv_floor, e2e_base)
+    return _rounded({name: snap(values[name], distribution) for name, distribution in space.items()})

@@ -17,6 +17,7 @@ from capacity.planning import journal
 from tests.html_page import Report, embeds
 from capacity.planning.stack import apply_config_set, load_stack_model
 from contract.settings.config_path import ConfigRemove
+from tests.stacks import edited
 
 ROOT = Path(__file__).resolve().parents[3]
 STEP = "synthetic:step:base=2,peak=12,at=300,length=300,duration=900,prompt=512,output=128"
@@ -91,11 +92,35 @@ def test_the_committed_policy_is_reported_beside_the_winner_on_the_gpu_it_runs_o
     assert committed["validation"]["oracle_gpu_hours"] is not None
 
 
-def test_a_committed_policy_that_wins_changes_nothing(capsys, monkeypatch, tmp_path):
+def test_a_committed_policy_that_keeps_the_rules_and_wins_changes_nothing(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
-    out = plan(capsys, tmp_path, "--trace", STEP, "--slo-attainment", "0.5")  # its 70% at the lowest cost
+    stack = edited("dev", tmp_path, [("autoscaling.qwen25-1p5b.maxReplicas", 3)])  # the pools' budget
+    out = plan(capsys, tmp_path, "--stack", str(stack), "--trace", STEP, "--slo-attainment", "0.5")  # 70%, cheapest
+    assert out["committed"]["rules_broken"] == []
     assert out["search"] == out["committed"]["search"] and out["config_set"] == []
     assert "the committed policy is the cheapest candidate meeting the target: nothing to change" in out["notes"]
+
+
+def test_a_committed_policy_that_breaks_the_rules_cannot_win_and_says_which(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    out = plan(capsys, tmp_path, "--trace", STEP, "--slo-attainment", "0.5")  # dev's: maxReplicas 1 of 3
+    assert out["committed"]["rules_broken"] == ["maxReplicas 1 is not the pools' replica budget for the model (3)"]
+    assert out["committed"]["search"]["cost_usd"] < out["search"]["cost_usd"] and out["config_set"]
+
+
+def test_the_plan_states_the_rules_its_winner_follows(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    out = plan(capsys, tmp_path, "--trace", STEP, "--slo-attainment", "0.9")
+    assert out["rules"]["guardrails_kept"] and out["rules"]["max_replicas"] == 3
+    rule = next(n for n in out["notes"] if n.startswith("maxReplicas 3: the pools' replica budget for the model"))
+    assert "kvCache" in rule and "e2eLatency" in rule
+
+
+def test_allow_dropping_guardrails_says_so(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    out = plan(capsys, tmp_path, "--trace", STEP, "--slo-attainment", "0.9", "--allow-dropping-guardrails")
+    assert out["rules"]["guardrails_kept"] is False
+    assert any(n.endswith("guardrails may be off (--allow-dropping-guardrails)") for n in out["notes"])
 
 
 def test_no_gpu_type_it_runs_on_searched_no_committed_policy(capsys, monkeypatch, tmp_path):

@@ -9,8 +9,6 @@ import pytest
 from pathlib import Path
 
 from capacity.planning import plan
-from capacity.planning.evaluator import Candidate
-from tests.summaries import searched
 from capacity.planning.stack import apply_config_set, load_stack_model
 from capacity.planning.run import RunOptions, feasible_requests, held_out, since
 from capacity.workload.traces import load
@@ -100,14 +98,6 @@ def test_a_window_with_an_end_bills_nothing_after_it():
     expected = sum(max(0.0, min(n.end, 1000.0) - max(n.start, 700.0)) * n.gpus for n in result.nodes)
     assert sum(view.gpu_seconds.values()) == pytest.approx(expected)
     assert sum(view.gpu_seconds.values()) < sum(since(result, 700.0)[0].gpu_seconds.values())
-
-
-def test_of_candidates_costing_the_same_the_winner_keeps_the_most_headroom():
-    def trial(cost, most):
-        return plan.Trial(Candidate((), {"maxReplicas": most}), searched(cost_usd=cost, slo_attainment=1.0))
-
-    cheap, tied_roomier, dearer_roomiest = trial(2.00, 10), trial(2.01, 14), trial(2.50, 24)
-    assert plan.robust_cheapest([cheap, tied_roomier, dearer_roomiest]) is tied_roomier
 
 
 def test_every_gpu_type_is_scored_over_the_same_requests_those_some_type_serves():

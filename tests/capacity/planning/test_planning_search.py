@@ -24,15 +24,20 @@ ROOT = Path(__file__).resolve().parents[3]
 STEP = "synthetic:step:base=2,peak=12,at=300,length=300,duration=900,prompt=512,output=128"
 
 
-def ran(cost: float, attainment: float) -> Evaluated:
-    return Evaluated(Candidate((), {"maxReplicas": 1}), searched(cost_usd=cost, slo_attainment=attainment))
+def ran(cost: float, attainment: float, broken: tuple[str, ...] = ()) -> Evaluated:
+    return Evaluated(Candidate((), {plan.RULES_BROKEN: list(broken)}), searched(cost_usd=cost, slo_attainment=attainment))
 
 
 REFUSED = Evaluated(Candidate(()), None, "would not deploy: (test)")
 
 
 def test_a_refused_candidate_violates_deploying_and_attains_nothing():
-    assert plan.violations(REFUSED, 0.95) == {"deploys": 1.0, "attainment": 0.95}
+    assert plan.violations(REFUSED, 0.95) == {"deploys": 1.0, "attainment": 0.95, "rules": 0.0}
+
+
+def test_each_broken_rule_is_a_violation():
+    assert plan.violations(ran(1.0, 1.0, ("the kvCache guardrail is off", "maxReplicas 1 is not ...")), 0.95)["rules"] == 2
+    assert not plan.meets(ran(1.0, 1.0, ("the kvCache guardrail is off",)), 0.95)
 
 
 def test_attainment_short_of_the_target_is_a_violation_and_reaching_it_is_not():
@@ -42,7 +47,8 @@ def test_attainment_short_of_the_target_is_a_violation_and_reaching_it_is_not():
 
 def test_the_winner_is_the_cheapest_feasible_candidate_else_the_closest():
     cheap_short, dear_meeting, cheaper_meeting = ran(1.0, 0.9), ran(3.0, 0.99), ran(2.0, 0.96)
-    assert plan.winner([REFUSED, cheap_short, dear_meeting, cheaper_meeting], 0.95) is cheaper_meeting
+    cheapest_breaking_a_rule = ran(0.5, 1.0, ("the e2eLatency guardrail is off",))
+    assert plan.winner([REFUSED, cheap_short, dear_meeting, cheaper_meeting, cheapest_breaking_a_rule], 0.95) is cheaper_meeting
     assert plan.winner([REFUSED, cheap_short, ran(0.5, 0.8)], 0.95) is cheap_short
     assert plan.winner([REFUSED], 0.95) is None
 
@@ -60,9 +66,15 @@ def test_the_committed_point_snaps_to_the_space():
 
 def test_the_committed_point_holds_the_stacks_values_where_the_space_does():
     dev = load_stack_model("dev", root=ROOT)  # its block: queue target 2, window 30, kv 0.75, scale-down 600 s
-    point = committed_point(dev, distributions(dev.pool_replicas, True, (300, 600, 900)))
+    point = committed_point(dev, distributions(dev.pool_replicas, True, (300, 600, 900), guardrails=False), 0.05, 34.5)
     assert (point["queueTarget"], point["queueWindow"], point["kvTarget"], point["scaleDownWindow"]) == (2, 30, 0.75, 600)
     assert (point["maxNumSeqs"], point["maxNumBatchedTokens"], point["consolidateAfter"]) == (32, 4096, "15m")
+
+
+def test_the_committed_kv_target_is_filed_as_its_headroom_over_the_floor():
+    dev = load_stack_model("dev", root=ROOT)  # kv 0.75
+    point = committed_point(dev, distributions(dev.pool_replicas, False, (600,)), 0.55, 34.5)
+    assert point["kvHeadroom"] == 0.5 and "kvTarget" not in point  # 0.75 is halfway from 0.55 to 0.95
 
 
 @pytest.fixture(scope="module")
@@ -88,9 +100,11 @@ def test_every_told_trial_carries_its_cost_and_constraints(searched_dev):
             for t in optuna.load_study(study_name=s.study_name, storage=storage).trials]  # fmt: skip
     assert len(told) == len(result.trials) == 4
     for trial in told:
-        kept = trial.user_attrs[journal.RESULT]
-        if isinstance(kept, str):  # refused: no cost, and both constraints violated
-            assert (trial.value, trial.constraints) == (math.inf, {"deploys": 1.0, "attainment": 0.9})
+        kept, params = trial.user_attrs[journal.RESULT], trial.user_attrs[journal.CANDIDATE]
+        rules = len(params.get(plan.RULES_BROKEN, []))  # the committed dev policy's maxReplicas 1 of 3
+        if isinstance(kept, str):  # refused: no cost, and it attains nothing
+            assert (trial.value, trial.constraints) == (math.inf, {"deploys": 1.0, "attainment": 0.9, "rules": rules})
             continue
         assert trial.value == kept["cost_usd"]
-        assert trial.constraints == {"deploys": 0.0, "attainment": pytest.approx(0.9 - kept["slo_attainment"])}
+        assert trial.constraints == {"deploys": 0.0, "attainment": pytest.approx(0.9 - kept["slo_attainment"]), "rules": rules}
+    assert sum(t.constraints["rules"] for t in told) == 1
