@@ -20,9 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from capacity.planning.stack import load_stack_model  # noqa: E402
+from capacity.planning.stack import apply_config_set, load_stack_model  # noqa: E402
 from capacity.planning.run import RunOptions, feasible_requests, run_policy, summarize  # noqa: E402
-from capacity.planning.tune import set_path  # noqa: E402
+from capacity.planning.tune import knob_edits  # noqa: E402
 from capacity.workload import traces  # noqa: E402
 
 AZURE = ROOT.parent / "shared" / "traces" / "azure-llm-2023-conv.csv"
@@ -34,8 +34,7 @@ CASES = {
 
 def stack_model():
     sm = load_stack_model("prod", profile="a10g-r1-14b-awq", root=ROOT)
-    raw = set_path(sm.raw_autoscaling, sm.model.name, "minReplicas", 1)
-    return sm.with_policy(set_path(raw, sm.model.name, "maxReplicas", 10))
+    return apply_config_set(sm, knob_edits(sm.model.name, {"minReplicas": 1, "maxReplicas": 10}))
 
 
 def bench(case: str, repeat: int) -> dict:
@@ -52,8 +51,8 @@ def bench(case: str, repeat: int) -> dict:
         "requests": len(trace),
         "median_s": round(statistics.median(times), 2),
         "runs_s": [round(t, 2) for t in times],
-        "max_replicas_used": summary["max_replicas_used"],
-        "slo_attainment": summary["slo_attainment"],
+        "max_replicas_used": summary.max_replicas_used,
+        "slo_attainment": summary.slo_attainment,
     }
 
 

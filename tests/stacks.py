@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from contract.settings.config_path import edited_config
 from contract.settings.stack_file import StackFile, read_stack
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,4 +30,12 @@ def unplanned(stack: str, directory: Path) -> Path:
     """`unplanned_file(stack)` written to `directory` as `Pulumi.<stack>.yaml` (for CLI tests)."""
     path = Path(directory) / f"Pulumi.{stack}.yaml"
     path.write_text(yaml.safe_dump({"config": unplanned_file(stack).config}, sort_keys=False))
+    return path
+
+
+def edited(stack: str, directory: Path, edits: list) -> Path:
+    """`Pulumi.<stack>.yaml` after `pulumi config set --path` edits, written to `directory` (for CLI tests)."""
+    path = Path(directory) / f"Pulumi.{stack}.yaml"
+    config = edited_config(read_stack(stack, ROOT).config, edits)
+    path.write_text(yaml.safe_dump({"config": config}, sort_keys=False))
     return path

@@ -15,7 +15,7 @@ from capacity.runtime import worker_pool
 from capacity.planning.stack import StackModel, read_policy_file
 from capacity.planning.html_report import HtmlFigure, write_html
 from capacity.planning.report import COMPARISON_CAPTION, plot_comparison, summary_html_table
-from capacity.planning.run import RunOptions, run_oracle, run_policy, run_scaled_object, run_static, since, summarize, with_oracle
+from capacity.planning.run import RunOptions, RunSummary, run_oracle, run_policy, run_scaled_object, run_static, since, summarize
 from capacity.sim.scaledobject import Manifest, read_scaled_object
 from capacity.workload import traces
 
@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 Job = tuple[str, StackModel, traces.Trace, RunOptions, "int | Manifest | None", np.ndarray, float]
 
 
-def _job(job: Job) -> dict[str, Any]:
+def _job(job: Job) -> RunSummary:
     name, sm, trace, options, how, feasible, cut = job
     if isinstance(how, Manifest):
         result = run_scaled_object(sm, how, trace, options)
@@ -98,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
     jobs.append((f"static {static}", sm, trace, options, static, feasible, cut))
     with worker_pool(2) as pool:
         summaries = list(pool.map(_job, jobs))
-    rows = [(name, with_oracle(summary, orc.gpu_hours)) for (name, *_), summary in zip(jobs, summaries)]
+    rows: list[tuple[str, dict[str, Any]]] = [(name, summary.with_oracle(orc.gpu_hours).as_dict())
+                                             for (name, *_), summary in zip(jobs, summaries)]  # fmt: skip
     oracle_row = {
         "gpu_hours": round(orc.gpu_hours, 3),
         "oracle_ratio": 1.0,
@@ -111,8 +112,8 @@ def run(args: argparse.Namespace) -> int:
     part = f", scored after {args.score_after:.0%} of its time ({scored} requests)" if cut else ""
     title = f"{sm.stack}/{sm.model.name} ({sm.profile.name}) on {trace.name}: {len(trace)} requests{part}"
     # the table names a policy pinned at its ceiling; the JSON keys stay the plain names
-    table = [(row_name(name, summary, model) if how is None else name, summary)
-             for (name, model, _, _, how, _, _), (_, summary) in zip(jobs, rows)]  # fmt: skip
+    table = [(row_name(name, summary, model) if how is None else name, row)
+             for (name, model, _, _, how, _, _), summary, (_, row) in zip(jobs, summaries, rows)]  # fmt: skip
     table.append(rows[-1])
     emit(args, {name: s for name, s in rows}, table, f"{title}\n{start_note(sm.manifest, options)}")
     html = args.html or Path("out") / f"compare-{sm.stack}-{sm.model.name}.html"

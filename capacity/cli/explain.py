@@ -26,7 +26,7 @@ from capacity.planning import sensitivity
 from capacity.planning.evidence import Evidence, Traffic, evidence, evidence_traffic, for_key, key_of
 from capacity.planning.stack import StackModel, load_stack_model
 from capacity.planning.plan import SEARCH_FRACTION
-from capacity.planning.run import RunOptions
+from capacity.planning.run import RunOptions, RunSummary
 from capacity.tables import cell
 
 METRICS = ("slo_attainment", "cost_usd", "gpu_hours")
@@ -70,8 +70,8 @@ def _show(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _metrics(summary: dict[str, Any] | None) -> dict[str, Any] | None:
-    return None if summary is None else {k: summary[k] for k in METRICS}
+def _metrics(summary: RunSummary | None) -> dict[str, Any] | None:
+    return None if summary is None else {k: getattr(summary, k) for k in METRICS}
 
 
 def payload(sm: StackModel, used: Traffic, result: sensitivity.Explanation, blocks: dict[str, Evidence]) -> dict[str, Any]:
@@ -95,7 +95,7 @@ def payload(sm: StackModel, used: Traffic, result: sensitivity.Explanation, bloc
     return {
         "model": sm.model.name, "profile": sm.profile.name, "trace": used.spec, "rate_scale": used.rate_scale,
         "search_fraction": used.search_fraction, "seed": used.seed, "traffic_from_evidence_of": used.source,
-        "held_out_requests": result.baseline["requests"], "committed": _metrics(result.baseline),
+        "held_out_requests": result.baseline.requests, "committed": _metrics(result.baseline),
         "thresholds": rows,
         "evidence": {k: {"text": e.text, "command": e.command, "date": e.date, "profile": e.profile} for k, e in cited.items()},
         "notes": notes,

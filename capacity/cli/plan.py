@@ -21,9 +21,10 @@ from rich.table import Table
 from capacity.cli import DEFAULT_STACK
 from capacity.planning import plan
 from capacity.sim.cluster.router import ROUTERS
-from capacity.planning.stack import ConfigEdit, apply_config_set, config_command, load_stack_model
+from capacity.planning.stack import ConfigEdit, StackModel, apply_config_set, config_command, load_stack_model
 from capacity.planning.html_report import HtmlFigure, HtmlTable, write_html
-from capacity.planning.run import RunOptions, split
+from capacity.planning.guardrails import MAX_REPLICAS_RULE, Guardrails
+from capacity.planning.run import CombinedSummary, RunOptions, split
 from capacity.tables import cell
 from capacity.workload import traces
 
@@ -60,6 +61,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--search-pools", action="store_true", default=None,
                         help="also search the model's pools' consolidateAfter when other models share them "
                              "(default: searched only for pools the model has alone)")  # fmt: skip
+    parser.add_argument("--allow-dropping-guardrails", action="store_true",
+                        help="let candidates turn the kvCache and e2eLatency guardrail triggers off and set them below "
+                             "what healthy traffic reaches, as the search did before it kept them (default: both on, "
+                             "thresholds above a full replica's KV and an SLO-meeting request's latency)")  # fmt: skip
     parser.add_argument("--journal", type=Path,
                         help="keep every evaluated candidate in this file (an Optuna journal); the same command run "
                              "again with it skips what is already evaluated, e.g. after Ctrl-C (default: none)")  # fmt: skip
@@ -112,9 +117,9 @@ def plot_frontier(result: plan.PlanResult, front: list[plan.Trial], path: Path, 
 
     fig, ax = plt.subplots(figsize=(9, 6))
     for name in result.types:
-        ran = [t for t in result.trials if t.search and t.params["gpu"] == name]
-        ax.scatter([t.search["cost_usd"] for t in ran], [t.search["slo_attainment"] for t in ran], s=12, alpha=0.5, label=name)  # type: ignore[index]
-    ax.step([t.search["cost_usd"] for t in front], [t.search["slo_attainment"] for t in front], where="post",  # type: ignore[index]
+        ran = [t.summary for t in result.trials if t.summary and t.params["gpu"] == name]
+        ax.scatter([s.cost_usd for s in ran], [s.slo_attainment for s in ran], s=12, alpha=0.5, label=name)
+    ax.step([t.summary.cost_usd for t in front], [t.summary.slo_attainment for t in front], where="post",  # type: ignore[union-attr]
             color="black", label="Pareto frontier")  # fmt: skip
     ax.axhline(result.target, color="tab:red", linestyle="--", linewidth=0.8, label="target")
     ax.set_xlabel("cost on the search traffic, USD")
@@ -126,6 +131,29 @@ def plot_frontier(result: plan.PlanResult, front: list[plan.Trial], path: Path, 
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
+
+
+def _committed(sm: StackModel, result: plan.PlanResult, winner_validation: CombinedSummary | None,
+               held: list[tuple[traces.Trace, float]], options: RunOptions) -> dict[str, Any] | None:  # fmt: skip
+    """The stack's own policy beside the winner: its numbers on the search traffic and on the
+    held-out traffic, or why it did not run; None when its GPU type was not searched."""
+    committed = result.committed
+    if committed is None:
+        return None
+    broken = list(committed.params.get(plan.RULES_BROKEN, []))
+    if committed.summary is None:
+        return {"gpu": committed.params["gpu"], "search": None, "validation": None, "refused": committed.refused,
+                "rules_broken": broken}  # fmt: skip
+    same = committed is result.best and winner_validation is not None
+    validation = winner_validation if same else plan.validate(sm, committed, result.types, held, options)
+    return {"gpu": committed.params["gpu"], "search": committed.summary.as_dict(),
+            "validation": validation.as_dict(), "refused": None, "rules_broken": broken}  # type: ignore[union-attr]  # fmt: skip
+
+
+def _rules(rules: Guardrails) -> dict[str, Any]:
+    """The planner's rules for this search, as `--json` prints them (`capacity.planning.guardrails`)."""
+    return {"guardrails_kept": rules.kept, "max_replicas": rules.max_replicas, "max_replicas_rule": MAX_REPLICAS_RULE,
+            "e2e_bound_s": rules.e2e_bound_s, "tokens_in_flight": rules.tokens_in_flight}  # fmt: skip
 
 
 def _scaled(trace: traces.Trace, args: argparse.Namespace) -> traces.Trace:
@@ -153,20 +181,25 @@ def run(args: argparse.Namespace) -> int:
         bar.start()
     try:
         result = plan.search(sm, searched, args.slo_attainment, args.trials, args.seed, args.workers, options,
-                             dict(args.price), progress, args.gpu, args.search_pools, args.journal)  # fmt: skip
+                             dict(args.price), progress, args.gpu, args.search_pools, args.journal,
+                             keep_guardrails=not args.allow_dropping_guardrails)  # fmt: skip
     finally:
         if bar:
             bar.stop()
     front = plan.frontier(result.trials)
     best = result.best
-    meets = best is not None and best.search["slo_attainment"] >= args.slo_attainment  # type: ignore[index]
+    meets = best is not None and plan.meets(best, args.slo_attainment)
+    validation = plan.validate(sm, best, result.types, held, options) if best else None
     payload: dict[str, Any] = {
-        "search": best.search if best else None,
-        "validation": plan.validate(sm, best, result.types, held, options) if best else None,
-        "frontier": [{"gpu": t.params["gpu"], **t.search, "params": t.params} for t in front],  # type: ignore[dict-item]
-        "gpu_types": plan.per_gpu_type(result),
+        "gpu": best.params["gpu"] if best else None,
+        "search": best.summary.as_dict() if best else None,  # type: ignore[union-attr]
+        "validation": validation.as_dict() if validation else None,
+        "committed": _committed(sm, result, validation, held, options),
+        "frontier": [{"gpu": t.params["gpu"], **t.summary.as_dict(), "params": dict(t.params)} for t in front],  # type: ignore[union-attr]
+        "gpu_types": [row.as_dict() for row in plan.per_gpu_type(result)],
         "config_set": [],
         "binding_limit": None,
+        "rules": _rules(result.rules),
         "target": args.slo_attainment,
         "trials": len(result.trials),
         "refused_trials": sum(1 for t in result.trials if t.refused),
@@ -179,12 +212,19 @@ def run(args: argparse.Namespace) -> int:
     if result.resumed:
         payload["notes"].append(f"resumed {result.resumed} of {len(result.trials)} candidates from {args.journal} "
                                 "(evaluated earlier on the same inputs)")  # fmt: skip
-    if meets:
-        payload["config_set"] = config_set_lines(sm, plan.edits_of(sm, best.params))  # type: ignore[union-attr]
+    if meets and best is result.committed:
+        payload["config_set"] = config_set_lines(sm, list(best.candidate.edits))  # type: ignore[union-attr]
+        payload["notes"].append("the committed policy is the cheapest candidate meeting the target: "
+                                + ("nothing to change" if not payload["config_set"] else "only its engine profile moves"))  # fmt: skip
+    elif meets:
+        payload["config_set"] = config_set_lines(sm, list(best.candidate.edits))  # type: ignore[union-attr]
+        planned = plan.deploy(sm, best.candidate, result.types)  # type: ignore[union-attr]
+        payload["notes"].append(result.rules.describe(planned.policy, planned.profile, best.summary.max_replicas_used))  # type: ignore[union-attr]
         payload["notes"] += plan.deployment_notes(sm, best.params)  # type: ignore[union-attr]
-        if payload["validation"]["slo_attainment"] < args.slo_attainment:
+    if meets:
+        if validation.slo_attainment < args.slo_attainment:  # type: ignore[union-attr]
             payload["notes"].append(
-                f"warning: validation attainment {payload['validation']['slo_attainment']:.1%} is below the target "
+                f"warning: validation attainment {validation.slo_attainment:.1%} is below the target "  # type: ignore[union-attr]
                 f"{args.slo_attainment:.1%} on traffic the search never saw; consider --margin 1.2"
             )
     else:
@@ -220,6 +260,29 @@ def _gpu_rows(payload: dict[str, Any]) -> list[list[str]]:
             for row in payload["gpu_types"]]  # fmt: skip
 
 
+WINNER_HEADERS = ("policy", "GPU", "SLO attained (search)", "cost $ (search)", "SLO attained (held out)",
+                  "cost $ (held out)", "GPU-h (held out)", "x oracle")  # fmt: skip
+WINNER_TITLE = "the winner beside the committed policy (the first candidate of its GPU type's study)"
+
+
+def _winner_rows(payload: dict[str, Any]) -> list[list[str]]:
+    """The winner's row, then the committed policy's (its numbers, or why it did not run)."""
+    rows = []
+    if payload["search"]:
+        rows.append(_outcome_row("winner", payload["gpu"], payload["search"], payload["validation"]))
+    committed = payload["committed"]
+    if committed and committed["refused"]:
+        rows.append(["committed (stack)", committed["gpu"], f"refused: {committed['refused']}", *[""] * 5])
+    elif committed:
+        rows.append(_outcome_row("committed (stack)", committed["gpu"], committed["search"], committed["validation"]))
+    return rows
+
+
+def _outcome_row(label: str, gpu: str, search: dict[str, Any], held: dict[str, Any]) -> list[str]:
+    return [label, gpu, cell(search["slo_attainment"], ".1%"), cell(search["cost_usd"], ".2f"), cell(held["slo_attainment"], ".1%"),
+            cell(held["cost_usd"], ".2f"), cell(held["gpu_hours"], ".2f"), cell(held["oracle_ratio"], ".2f")]  # fmt: skip
+
+
 def _verdict(payload: dict[str, Any]) -> list[str]:
     """The winner (search and validation) or the binding limit, then the notes."""
     search, validation = payload["search"], payload["validation"]
@@ -228,33 +291,38 @@ def _verdict(payload: dict[str, Any]) -> list[str]:
         lines.append(f"winner: search {search['slo_attainment']:.1%} at ${search['cost_usd']:.2f} ({search['gpu_hours']:.2f} GPU-h); "
                      f"validation {validation['slo_attainment']:.1%} at ${validation['cost_usd']:.2f} ({validation['gpu_hours']:.2f} GPU-h, "
                      f"{validation['oracle_ratio']}x the oracle)")  # fmt: skip
+    committed = payload["committed"]
+    if committed and committed["rules_broken"]:
+        lines.append("the committed policy breaks the planner's rules (so it cannot win): " + "; ".join(committed["rules_broken"]))
     if payload["binding_limit"]:
         lines.append(f"no candidate meets the target; binding limit: {payload['binding_limit']}")
     return lines + payload["notes"]
 
 
 def _write_html(payload: dict[str, Any], title: str, target: float, path: Path) -> Path:
-    tables = [HtmlTable(f"Pareto frontier (search traffic), target {target:.1%}", FRONTIER_HEADERS, _frontier_rows(payload)),
+    tables = [HtmlTable(WINNER_TITLE, WINNER_HEADERS, _winner_rows(payload)),
+              HtmlTable(f"Pareto frontier (search traffic), target {target:.1%}", FRONTIER_HEADERS, _frontier_rows(payload)),
               HtmlTable(GPU_TITLE, GPU_HEADERS, _gpu_rows(payload))]  # fmt: skip
     figure = HtmlFigure(Path(payload["frontier_png"]), "Each dot a candidate on the search traffic; the line the cheapest "
                         "attainment reachable at each cost.")  # fmt: skip
     return write_html(path, title, _verdict(payload), tables, [figure], payload["config_set"])
 
 
+def _table(title: str, headers: tuple[str, ...], rows: list[list[str]]) -> Table:
+    table = Table(title=title)
+    for header in headers:
+        table.add_column(header, justify="right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
 def _print(payload: dict[str, Any], title: str, target: float) -> None:
     console = Console(width=160) if not Console().is_terminal else Console()
-    table = Table(title=f"{title}: Pareto frontier (search traffic), target {target:.1%}")
-    for header in FRONTIER_HEADERS:
-        table.add_column(header, justify="right")
-    for row in _frontier_rows(payload):
-        table.add_row(*row)
-    console.print(table)
-    gpus = Table(title=GPU_TITLE)
-    for header in GPU_HEADERS:
-        gpus.add_column(header, justify="right")
-    for row in _gpu_rows(payload):
-        gpus.add_row(*row)
-    console.print(gpus)
+    console.print(_table(f"{title}: Pareto frontier (search traffic), target {target:.1%}", FRONTIER_HEADERS, _frontier_rows(payload)))
+    console.print(_table(GPU_TITLE, GPU_HEADERS, _gpu_rows(payload)))
+    if rows := _winner_rows(payload):
+        console.print(_table(WINNER_TITLE, WINNER_HEADERS, rows))
     for line in _verdict(payload):
         style = "yellow" if line.startswith("no candidate") else None
         console.print(line, style=style, highlight=False)

@@ -17,7 +17,7 @@ import numpy as np
 from capacity.cli.sim_args import add_common_arguments, emit, load_inputs
 from capacity.planning.stack import StackModel, apply_config_set, config_command
 from capacity.sim.oracle import OracleResult
-from capacity.planning.run import RunOptions, run_oracle, run_policy, summarize, with_oracle
+from capacity.planning.run import RunOptions, run_oracle, run_policy, summarize
 from capacity.planning.schedule import DAY_S, EVERY_DAY, Schedule, daily_needs, derive, later_part, origin_utc, whole_days
 from capacity.workload import traces
 
@@ -83,30 +83,30 @@ def run(args: argparse.Namespace) -> int:
     first_slot = int((origin_utc(judge) - origin_utc(judge).replace(hour=0, minute=0, second=0, microsecond=0))
                      .total_seconds() // orc.interval_s)  # fmt: skip
     judge_options: RunOptions = replace(options, warm_start=int(needs[first_slot]))
-    reactive = with_oracle(summarize(run_policy(sm, judge, judge_options), sm, feasible), day.oracle_gpu_hours)
-    payload: dict[str, Any] = {"split": split, "schedule": None, "reactive": reactive, "reactive_schedule": None,
+    reactive = summarize(run_policy(sm, judge, judge_options), sm, feasible).with_oracle(day.oracle_gpu_hours)
+    payload: dict[str, Any] = {"split": split, "schedule": None, "reactive": reactive.as_dict(), "reactive_schedule": None,
                                "recommended": False, "reason": None, "pulumi_config_set": []}  # fmt: skip
-    rows = [("reactive (stack)", reactive)]
+    rows = [("reactive (stack)", payload["reactive"])]
     if schedule is None:
         payload["reason"] = (f"no time of day needs more than minReplicas {sm.policy.min_replicas} often enough "
                              "to be worth a window")  # fmt: skip
     else:
         scheduled_sm = apply_config_set(sm, schedule.config_edits(sm.model.name))
         scheduled_run = run_policy(scheduled_sm, judge, judge_options)
-        scheduled = with_oracle(summarize(scheduled_run, sm, feasible), day.oracle_gpu_hours)
-        rows.append(("reactive + schedule", scheduled))
-        cheaper = scheduled["cost_usd"] < reactive["cost_usd"]
-        as_good = scheduled["slo_attainment"] >= reactive["slo_attainment"]
+        scheduled = summarize(scheduled_run, sm, feasible).with_oracle(day.oracle_gpu_hours)
+        rows.append(("reactive + schedule", scheduled.as_dict()))
+        cheaper = scheduled.cost_usd < reactive.cost_usd
+        as_good = scheduled.slo_attainment >= reactive.slo_attainment
         payload.update(schedule={"start": schedule.start, "end": schedule.end, "timezone": schedule.timezone,
                                  "desiredReplicas": schedule.desired_replicas, "lead_s": schedule.lead_s,
                                  "other_windows_wanted": schedule.other_windows},  # fmt: skip
-                       reactive_schedule=scheduled, recommended=cheaper and as_good)
+                       reactive_schedule=scheduled.as_dict(), recommended=cheaper and as_good)
         if not as_good:
-            payload["reason"] = (f"lower SLO attainment with the schedule ({scheduled['slo_attainment']:.2%} vs "
-                                 f"{reactive['slo_attainment']:.2%})")  # fmt: skip
+            payload["reason"] = (f"lower SLO attainment with the schedule ({scheduled.slo_attainment:.2%} vs "
+                                 f"{reactive.slo_attainment:.2%})")  # fmt: skip
         elif not cheaper:
-            payload["reason"] = (f"not cheaper with the schedule (${scheduled['cost_usd']:.2f} vs "
-                                 f"${reactive['cost_usd']:.2f}) at equal or better attainment")  # fmt: skip
+            payload["reason"] = (f"not cheaper with the schedule (${scheduled.cost_usd:.2f} vs "
+                                 f"${reactive.cost_usd:.2f}) at equal or better attainment")  # fmt: skip
         else:
             payload["pulumi_config_set"] = config_set_lines(schedule, sm)
     title = f"schedule {sm.stack}/{sm.model.name} on {trace.name}: {split}"

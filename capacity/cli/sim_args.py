@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from capacity.planning.stack import StackModel, load_stack_model
 from capacity.sim.oracle import OracleResult
 from capacity.sim.scaledobject import Manifest
 from capacity.planning.report import print_table
-from capacity.planning.run import RunOptions, initial_replicas, run_oracle
+from capacity.planning.run import RunOptions, RunSummary, initial_replicas, run_oracle
 from capacity.workload import traces
 
 
@@ -60,12 +61,11 @@ def fleet_ceiling(sm: StackModel) -> tuple[int, str]:
     return sm.policy.max_replicas, f"maxReplicas {sm.policy.max_replicas}"
 
 
-def row_name(name: str, summary: dict[str, Any], sm: StackModel) -> str:
+def row_name(name: str, summary: RunSummary, sm: StackModel) -> str:
     """A table row's name, saying so when the fleet was pinned at its ceiling (more demand than
     the policy may serve: its SLO misses are capacity, not reaction)."""
     ceiling, what = fleet_ceiling(sm)
-    used = summary.get("max_replicas_used")
-    return f"{name} (pinned at {what})" if used is not None and used >= ceiling else name
+    return f"{name} (pinned at {what})" if summary.max_replicas_used >= ceiling else name
 
 
 def start_note(manifest: Manifest, options: RunOptions) -> str:
@@ -131,7 +131,8 @@ def load_inputs(
     return sm, trace, replace(options, warm_start=warm), orc
 
 
-def emit(args: argparse.Namespace, payload: Any, rows: list[tuple[str, dict]], title: str) -> None:
+def emit(args: argparse.Namespace, payload: Any, rows: Sequence[tuple[str, Mapping[str, Any]]], title: str) -> None:
+    """The JSON payload with --json, else the table of `rows` (each a summary as its JSON gives it)."""
     if args.json:
         json.dump(payload, sys.stdout, indent=2)
         sys.stdout.write("\n")

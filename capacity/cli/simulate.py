@@ -7,6 +7,7 @@ their targets, desired and ready replicas, latency against the SLO; and one HTML
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
@@ -14,7 +15,7 @@ from rich.console import Console
 from capacity.cli.sim_args import add_common_arguments, add_scaledobject_argument, emit, load_inputs, row_name, start_note
 from capacity.planning.html_report import HtmlFigure, write_html
 from capacity.planning.report import plot_timeline, summary_html_table, timeline_caption
-from capacity.planning.run import run_policy, run_scaled_object, summarize, with_oracle
+from capacity.planning.run import run_scaled_object, summarize
 from capacity.sim.scaledobject import read_scaled_object
 
 
@@ -40,17 +41,17 @@ def run(args: argparse.Namespace) -> int:
     sm, trace, options, orc = load_inputs(args, args.policy)
     manifest = given or sm.manifest
     result = run_scaled_object(sm, manifest, trace, options)
-    summary = with_oracle(summarize(result, sm, orc.feasible), orc.gpu_hours)
-    summary["oracle_infeasible_intervals"] = orc.infeasible_intervals
+    summary = summarize(result, sm, orc.feasible).with_oracle(orc.gpu_hours)
     png = args.png or Path("out") / f"simulate-{sm.stack}-{sm.model.name}.png"
     title = f"{sm.stack}/{sm.model.name} ({sm.profile.name}) on {trace.name}"
-    summary["timeline_png"] = str(plot_timeline(result, png, title, summary["slo"]))
-    summary["policy"] = str(args.policy or args.scaledobject or f"stack {sm.stack}")
-    name = summary["policy"] if given else row_name(summary["policy"], summary, sm)
+    policy = str(args.policy or args.scaledobject or f"stack {sm.stack}")
     html = args.html or png.with_suffix(".html")
-    summary["html_report"] = str(html)
-    emit(args, summary, [(name, summary)], f"{title}\n{start_note(manifest, options)}")
-    write_html(html, title, [start_note(manifest, options)], [summary_html_table([(name, summary)], "summary")],
+    payload = {**summary.as_dict(), "oracle_infeasible_intervals": orc.infeasible_intervals,
+               "timeline_png": str(plot_timeline(result, png, title, asdict(summary.slo))),
+               "policy": policy, "html_report": str(html)}  # fmt: skip
+    name = policy if given else row_name(policy, summary, sm)
+    emit(args, payload, [(name, payload)], f"{title}\n{start_note(manifest, options)}")
+    write_html(html, title, [start_note(manifest, options)], [summary_html_table([(name, payload)], "summary")],
                [HtmlFigure(png, timeline_caption(result))])  # fmt: skip
     if not args.json:
         Console().print(f"timeline: {png}\nreport: {html}")

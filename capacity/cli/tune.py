@@ -6,12 +6,12 @@ Prints the before/after table and the `pulumi config set --path ...` lines that 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from rich.console import Console
 
 from capacity.cli.sim_args import add_common_arguments, emit, load_inputs, row_name, start_note
 from capacity.planning.stack import apply_config_set
-from capacity.planning.run import with_oracle
 from capacity.planning.tune import config_set_lines, tune
 
 
@@ -33,21 +33,21 @@ def run(args: argparse.Namespace) -> int:
     # Every printed command must deploy: the stack file with all of them applied is validated.
     apply_config_set(sm, [(f"autoscaling.{sm.model.name}.{path}", after) for path, _, after in result.changes])
     lines = config_set_lines(result, sm.model.name, sm.stack)
-    for summary in (result.baseline.summary, result.best.summary):
-        with_oracle(summary, orc.gpu_hours)
-    payload = {
+    before, after = (e.summary.with_oracle(orc.gpu_hours) for e in (result.baseline, result.best))  # type: ignore[union-attr]
+    payload: dict[str, Any] = {
         "target_slo_attainment": result.target,
         "evaluated_policies": result.evaluated,
-        "before": result.baseline.summary,
-        "after": result.best.summary,
+        "before": before.as_dict(),
+        "after": after.as_dict(),
         "changes": [{"path": p, "before": b, "after": a} for p, b, a in result.changes],
         "pulumi_config_set": lines,
-        "meets_target": result.best.summary["slo_attainment"] >= result.target,
+        "meets_target": after.slo_attainment >= result.target,
         "oracle_infeasible_intervals": orc.infeasible_intervals,
     }
     title = f"tune {sm.stack}/{sm.model.name}: cheapest policy with SLO attainment >= {result.target:.1%}"
-    rows = [(row_name("before (stack)", result.baseline.summary, sm), result.baseline.summary),
-            (row_name("after (tuned)", result.best.summary, sm.with_policy(result.best.raw)), result.best.summary)]
+    tuned = apply_config_set(sm, result.best.candidate.edits)
+    rows = [(row_name("before (stack)", before, sm), payload["before"]),
+            (row_name("after (tuned)", after, tuned), payload["after"])]
     emit(args, payload, rows, f"{title}\n{start_note(sm.manifest, options)}")
     if not args.json:
         console = Console()

@@ -16,7 +16,7 @@ from typing import Any
 
 from capacity.planning import plan
 from capacity.planning.stack import StackModel
-from capacity.planning.run import RunOptions, held_out, split
+from capacity.planning.run import CombinedSummary, RunOptions, RunSummary, held_out, split
 from capacity.planning.sensitivity import thresholds
 from capacity.workload.traces import Trace
 
@@ -28,8 +28,8 @@ class Audit:
     stack: str
     model: str
     target: float
-    committed: dict[str, Any]  # the committed policy on the held-out part
-    replanned: dict[str, Any] | None  # the planner's winner now, on the same part (None: nothing ran)
+    committed: RunSummary  # the committed policy on the held-out part
+    replanned: CombinedSummary | None  # the planner's winner now, on the same part (None: nothing ran)
     moves: list[tuple[str, Any, Any]]  # (config path, committed, what the planner sets now)
     command: str | None  # the evidence command, to re-plan with
     problems: list[str]
@@ -49,7 +49,7 @@ class Audit:
 class Replan:
     """The planner's answer now: its winner's held-out summary and stack model (None: nothing ran)."""
 
-    summary: dict[str, Any] | None
+    summary: CombinedSummary | None
     planned: StackModel | None
     trials: int
 
@@ -63,7 +63,7 @@ def replan(sm: StackModel, trace: Trace, fraction: float, trials: int, seed: int
     if result.best is None:
         return Replan(None, None, trials)
     summary = plan.validate(sm, result.best, result.types, [(trace, fraction)], options)
-    return Replan(summary, plan.candidate(sm, result.best.params, result.types), trials)
+    return Replan(summary, plan.deploy(sm, result.best.candidate, result.types), trials)
 
 
 def audit(sm: StackModel, trace: Trace, fraction: float, now: Replan, seed: int, command: str | None = None) -> Audit:
@@ -72,12 +72,12 @@ def audit(sm: StackModel, trace: Trace, fraction: float, now: Replan, seed: int,
     committed = held_out(sm, trace, fraction, _options(sm, seed))
     replanned = now.summary
     problems = []
-    if committed["slo_attainment"] < target:
-        problems.append(f"the committed policy attains {committed['slo_attainment']:.2%} < the target {target:.2%} "
-                        f"on the held-out part ({committed['requests']} requests)")  # fmt: skip
-    if replanned and replanned["slo_attainment"] >= target and committed["cost_usd"] > (1 + COST_SLACK) * replanned["cost_usd"]:
-        problems.append(f"the committed policy costs ${committed['cost_usd']:.2f}, more than {COST_SLACK:.0%} above the "
-                        f"${replanned['cost_usd']:.2f} the planner finds now ({now.trials} candidates)")  # fmt: skip
+    if committed.slo_attainment < target:
+        problems.append(f"the committed policy attains {committed.slo_attainment:.2%} < the target {target:.2%} "
+                        f"on the held-out part ({committed.requests} requests)")  # fmt: skip
+    if replanned and replanned.slo_attainment >= target and committed.cost_usd > (1 + COST_SLACK) * replanned.cost_usd:
+        problems.append(f"the committed policy costs ${committed.cost_usd:.2f}, more than {COST_SLACK:.0%} above the "
+                        f"${replanned.cost_usd:.2f} the planner finds now ({now.trials} candidates)")  # fmt: skip
     moves = _moves(sm, now.planned) if now.planned else []
     return Audit(sm.stack, sm.model.name, target, committed, replanned, moves, command, problems)
 

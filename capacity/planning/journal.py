@@ -4,12 +4,13 @@ A journal is an Optuna journal file (optuna.storages.JournalStorage over Journal
 append-only, safe to cut at any point). Each GPU type's study is named after a digest of
 everything that decides a candidate's result: the stack's config, the model and its engine
 profile, the searched traffic, the target, the seed, the simulation options, the prices, the
-policy pack's windows and the simulator's own source. A rerun with other inputs, or after the
-tool changed, starts a fresh study in the same file instead of reusing results that no longer
-hold; a rerun with the same inputs skips what is already evaluated and evaluates the rest.
+policy pack's windows, whether the guardrails are kept, and the tooling's own source. A rerun
+with other inputs, or after the tool changed, starts a fresh study in the same file instead of
+reusing results that no longer hold; a rerun with the same inputs skips what is already
+evaluated and evaluates the rest.
 
-Each evaluated trial carries its candidate and its result as user attributes (JSON), so the
-frontier and the winner are rebuilt from the file without re-running anything.
+Each evaluated trial carries its candidate's parameters and its result as user attributes
+(JSON), so the frontier and the winner are rebuilt from the file without re-running anything.
 """
 
 from __future__ import annotations
@@ -17,14 +18,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from capacity.planning.evaluator import Candidate, Evaluated
+from capacity.planning.run import CombinedSummary, RunOptions
 from capacity.planning.stack import StackModel
-from capacity.planning.run import RunOptions
 from capacity.workload.traces import Trace
 
 CANDIDATE, RESULT = "candidate", "result"
@@ -55,7 +57,7 @@ def source_digest(roots: Sequence[Path] = SOURCE_ROOTS) -> str:
 
 
 def run_key(sm: StackModel, traces: Sequence[Trace], target: float, seed: int, options: RunOptions,
-            types: dict[str, Any], search_pools: bool, down_windows: Sequence[int]) -> str:  # fmt: skip
+            types: dict[str, Any], search_pools: bool, down_windows: Sequence[int], keep_guardrails: bool) -> str:  # fmt: skip
     """A short digest naming this search's inputs (the study names start with it)."""
     inputs = {
         "config": sm.source.config,
@@ -68,6 +70,7 @@ def run_key(sm: StackModel, traces: Sequence[Trace], target: float, seed: int, o
         "types": {name: dataclasses.asdict(kind) for name, kind in types.items()},
         "search_pools": search_pools,
         "down_windows": list(down_windows),
+        "keep_guardrails": keep_guardrails,
         "source": source_digest(),
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -99,21 +102,30 @@ def _check_lines(path: Path) -> None:
                 raise ValueError(f"--journal {path}: line {number} is not an Optuna journal entry{cut}")
 
 
-def evaluated(study: Any) -> list[tuple[dict[str, Any], dict[str, Any] | str]]:
-    """The candidates the study has evaluated and their results, in the order they were asked;
-    a trial left running by an interruption is marked failed (its candidate is evaluated anew)."""
+def evaluated(study: Any, rebuild: Callable[[dict[str, Any]], Candidate]) -> list[Evaluated[CombinedSummary]]:
+    """The candidates the study has evaluated and their results, in the order they were asked
+    (`rebuild` turns a kept candidate's parameters back into the candidate); a trial left
+    running by an interruption is marked failed (its candidate is evaluated anew)."""
     from optuna.trial import TrialState
 
     done = []
     for trial in study.get_trials(deepcopy=False):
         if trial.state == TrialState.COMPLETE and CANDIDATE in trial.user_attrs:
-            done.append((trial.user_attrs[CANDIDATE], trial.user_attrs[RESULT]))
+            done.append(_kept(rebuild(trial.user_attrs[CANDIDATE]), trial.user_attrs[RESULT]))
         elif trial.state in (TrialState.RUNNING, TrialState.WAITING):
             study.tell(trial.number, state=TrialState.FAIL)
     return done
 
 
-def record(trial: Any, candidate: dict[str, Any], result: dict[str, Any] | str) -> None:
-    """Keep the candidate and its result on the trial (before it is told, so a told trial has both)."""
-    trial.set_user_attr(CANDIDATE, candidate)
-    trial.set_user_attr(RESULT, result)
+def _kept(candidate: Candidate, result: dict[str, Any] | str) -> Evaluated[CombinedSummary]:
+    """A kept result: the summary's `as_dict`, or the refusal's line."""
+    if isinstance(result, str):
+        return Evaluated(candidate, None, result)
+    return Evaluated(candidate, CombinedSummary.from_dict(result))
+
+
+def record(trial: Any, result: Evaluated[CombinedSummary]) -> None:
+    """Keep the candidate's parameters and its result on the trial (before it is told, so a told
+    trial has both)."""
+    trial.set_user_attr(CANDIDATE, plain(dict(result.params)))
+    trial.set_user_attr(RESULT, result.summary.as_dict() if result.summary else result.refused)

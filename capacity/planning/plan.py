@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -23,12 +23,16 @@ from typing import Any
 import numpy as np
 import yaml
 
+from capacity.engine import EngineProfile
 from capacity.engine.hardware import checkpoint, gpus
-from capacity.runtime import ctrl_c_held, worker_pool
+from capacity.runtime import ctrl_c_held
 from capacity.planning import journal
 from capacity.planning.stack import ConfigEdit, StackModel, apply_config_set, gpu_type_edits, model_index, pool_families, rendered_behavior
+from capacity.planning.evaluator import Candidate, Evaluated, evaluators
+from capacity.planning.guardrails import KV_CEILING, Guardrails, guardrails
 from capacity.planning.run import (
-    RunOptions, feasible_requests, held_out, per_trace, run_policy, run_static, slo_targets, summarize, warmed, with_oracle,
+    CombinedSummary, RunOptions, combined, feasible_requests, held_out, per_trace, run_policy, run_static, slo_targets,
+    summarize, warmed,
 )  # fmt: skip
 from capacity.workload.traces import Trace, rate_scale
 from contract.gpu import GPU_OF_FAMILY
@@ -36,10 +40,10 @@ from contract.scale_down import MIN_SCALE_DOWN_WINDOW_S, scale_down_problems
 
 PRICES = Path(__file__).parent / "data" / "aws_gpu_prices.yaml"
 SEARCH_FRACTION = 0.7  # the first 70% of each trace's time is searched, the rest held out
-PENALTY_USD = 1000.0  # per unit of attainment short of the target: any feasible candidate wins
-MAX_NUM_SEQS = (16, 24, 32, 48, 64, 96, 128)
-MAX_NUM_BATCHED_TOKENS = (1024, 2048, 4096, 8192)
-GPU_MEMORY_UTILIZATION = (0.85, 0.90, 0.95)
+COMMITTED = "committed"  # the parameter marking the trial that runs the stack's own policy
+RULES_BROKEN = "rulesBroken"  # the committed policy's: which of the planner's rules it breaks
+SCALE_DOWN_WINDOWS = (60, 120, 300, 600, 900, 1200)
+ENGINE_FLAGS = ("maxNumSeqs", "maxNumBatchedTokens", "gpuMemoryUtilization")  # the vLLM flags searched
 
 
 @dataclass(frozen=True)
@@ -126,7 +130,7 @@ def sharing_models(sm: StackModel) -> list[str]:
     return sorted(m.name for m in settings.models if m.name != sm.model.name and set(m.pools) & set(sm.model.pools))
 
 
-def deployment_notes(sm: StackModel, p: dict[str, Any]) -> list[str]:
+def deployment_notes(sm: StackModel, p: Mapping[str, Any]) -> list[str]:
     """What the winner's commands change beyond this model, and what its profile rests on."""
     notes = []
     sharing = sharing_models(sm)
@@ -156,13 +160,13 @@ def gpu_edits(sm: StackModel, gpu: str) -> list[ConfigEdit]:
     return []
 
 
-def edits_of(sm: StackModel, p: dict[str, Any]) -> list[ConfigEdit]:
+def edits_of(sm: StackModel, p: Mapping[str, Any]) -> list[ConfigEdit]:
     """The `pulumi config set --path` edits (key, value) that deploy candidate `p` (and the
     `pulumi config rm --path` a GPU-type change may need), in the order they must run."""
     scope = f"autoscaling.{sm.model.name}"
     index = model_index(sm)
     edits = gpu_edits(sm, p["gpu"])
-    edits += [(f"models[{index}].engine.{k}", p[k]) for k in ("maxNumSeqs", "maxNumBatchedTokens", "gpuMemoryUtilization")]
+    edits += [(f"models[{index}].engine.{k}", p[k]) for k in ENGINE_FLAGS]
     # Karpenter's consolidateAfter: how long an emptied node stays billed (and reusable, image cached).
     if p["consolidateAfter"] is not None:
         edits += [(f"gpuCapacity.pools[{i}].consolidateAfter", p["consolidateAfter"]) for i in pool_indices(sm)]
@@ -182,9 +186,7 @@ def edits_of(sm: StackModel, p: dict[str, Any]) -> list[ConfigEdit]:
         edits.append((f"{scope}.triggers.promptTokens.targetPerReplica", p["promptTarget"]))
         edits.append((f"{scope}.triggers.promptTokens.windowSeconds", p["promptWindow"]))
     if p["e2eEnabled"]:
-        # a guardrail above the e2e target where the stack has one, else around its current threshold
-        base = sm.policy.slo.e2e_p99_seconds or sm.policy.triggers.e2e_latency.threshold_seconds
-        edits.append((f"{scope}.triggers.e2eLatency.thresholdSeconds", round(base * p["e2eFactor"], 1)))
+        edits.append((f"{scope}.triggers.e2eLatency.thresholdSeconds", p["e2eThreshold"]))
     if p["ttftEnabled"]:
         edits.append((f"{scope}.triggers.ttft.thresholdSeconds", round(sm.policy.slo.ttft_p95_seconds * p["ttftFactor"], 2)))
     for direction in ("scaleUp", "scaleDown"):
@@ -198,14 +200,23 @@ def edits_of(sm: StackModel, p: dict[str, Any]) -> list[ConfigEdit]:
     return edits
 
 
-def candidate(sm: StackModel, p: dict[str, Any], types: dict[str, GpuType]) -> StackModel:
-    """The stack model deploying `p`: validated settings and policies, its profile, priced pools."""
-    # One list-valued leaf replaces the list whole (settings merge), so set it as one policy.
-    deployed = apply_config_set(sm, edits_of(sm, p))
+def candidate_of(sm: StackModel, p: dict[str, Any]) -> Candidate:
+    """The planner's parameters `p` as a candidate: the edits that deploy them, and `p` itself.
+    The committed policy's point deploys the stack as it is (on its GPU's physics profile, as
+    every candidate of that GPU type runs), not the nearest point of the space."""
+    if p.get(COMMITTED):
+        return Candidate(tuple(gpu_edits(sm, p["gpu"])), p)
+    return Candidate(tuple(edits_of(sm, p)), p)
+
+
+def deploy(sm: StackModel, candidate: Candidate, types: dict[str, GpuType]) -> StackModel:
+    """The stack model deploying `candidate`: validated settings and policies, its profile, its
+    GPU type's prices on the pools (ValueError: why it would not deploy)."""
+    deployed = apply_config_set(sm, candidate.edits)
     refused = policy_problem(deployed)
     if refused:
         raise ValueError(refused)
-    kind = types[p["gpu"]]
+    kind = types[candidate.params["gpu"]]
     pools = tuple(
         replace(pool, price_per_gpu_hour=kind.spot_usd if pool.capacity_type == "spot" else kind.on_demand_usd)
         for pool in deployed.pools
@@ -239,108 +250,62 @@ def servable(sm: StackModel, trace: Trace, types: dict[str, GpuType]) -> np.ndar
     return per_trace(trace, ("servable", sm.profile, tuple(types), slo_targets(sm)), union)
 
 
-def _summaries(sm: StackModel, traces: Sequence[Trace], options: RunOptions, masks: Sequence[np.ndarray]) -> list[dict[str, Any]]:
-    return [summarize(run_policy(sm, trace, warmed(sm, trace, options)), sm, mask) for trace, mask in zip(traces, masks)]
+@dataclass(frozen=True)
+class PlanJob:
+    """A candidate deployed with its GPU type's prices, run over every searched trace (each from
+    the fleet the oracle needs for its first interval) and scored over the requests some GPU type
+    of the search serves (`servable`)."""
 
+    sm: StackModel
+    traces: tuple[Trace, ...]
+    options: RunOptions
+    types: dict[str, GpuType]
 
-def _combined(summaries: Sequence[dict[str, Any]], output_tokens: float) -> dict[str, Any]:
-    cost = sum(s["cost_usd"] for s in summaries)
-    requests = max(sum(s["requests"] for s in summaries), 1)
-    return {
-        "slo_attainment": min(s["slo_attainment"] for s in summaries),
-        # Left out of slo_attainment: no GPU type of the search serves them within the SLO.
-        "infeasible_share": round(sum(s["infeasible_requests"] for s in summaries) / requests, 4),
-        "rejected_share": round(sum(s["rejected_requests"] for s in summaries) / requests, 4),
-        "gpu_hours": round(sum(s["gpu_hours"] for s in summaries), 3),
-        "cost_usd": round(cost, 2),
-        "scale_events": sum(s["scale_events"] for s in summaries),
-        "usd_per_million_output_tokens": round(cost / output_tokens * 1e6, 3) if output_tokens else None,
-    }
+    def deploy(self, candidate: Candidate) -> StackModel:
+        return deploy(self.sm, candidate, self.types)
 
-
-# Worker state: set once per process, so a trial ships only its parameters.
-_JOB: tuple[StackModel, tuple[Trace, ...], RunOptions, dict[str, GpuType]] | None = None
-
-
-def _init(sm: StackModel, traces: tuple[Trace, ...], options: RunOptions, types: dict[str, GpuType]) -> None:
-    global _JOB
-    _JOB = (sm, traces, options, types)
-
-
-def _evaluate(p: dict[str, Any]) -> dict[str, Any] | str:
-    """The candidate's combined search summary, or why it cannot deploy or start."""
-    sm, traces, options, types = _JOB  # type: ignore[misc]
-    try:
-        chosen = candidate(sm, p, types)
-    except ValueError as exc:
-        return str(exc)
-    tokens = float(sum(t.output_tokens.sum() for t in traces))
-    return _combined(_summaries(chosen, traces, options, [servable(sm, t, types) for t in traces]), tokens)
+    def score(self, deployed: StackModel) -> CombinedSummary:
+        runs = [summarize(run_policy(deployed, t, warmed(deployed, t, self.options)), deployed, servable(self.sm, t, self.types))
+                for t in self.traces]  # fmt: skip
+        return combined(runs, float(sum(t.output_tokens.sum() for t in self.traces)))
 
 
 # --- the search ----------------------------------------------------------------------------
 
 
-SCALE_DOWN_WINDOWS = (60, 120, 300, 600, 900, 1200)
+def violations(result: Evaluated[CombinedSummary], target: float) -> dict[str, float]:
+    """The search's constraints as Optuna reads them (a candidate is feasible when every value is
+    <= 0): it deploys, its attainment on the search traffic reaches the target (a refused
+    candidate attains nothing), and it keeps the planner's rules (`guardrails`; only the
+    committed policy, which the search did not draw, can break them)."""
+    rules = float(len(result.params.get(RULES_BROKEN, ())))
+    if result.summary is None:
+        return {"deploys": 1.0, "attainment": target, "rules": rules}
+    return {"deploys": 0.0, "attainment": round(target - result.summary.slo_attainment, 6), "rules": rules}
 
 
-def _suggest(trial: Any, sm: StackModel, gpu_name: str, search_pools: bool, down_windows: Sequence[int]) -> dict[str, Any]:
-    budget = sm.pool_replicas
-    low = trial.suggest_int("minReplicas", 1, budget)
-    up_window = trial.suggest_categorical("scaleUpWindow", [0, 30, 60])
-    p = {
-        "gpu": gpu_name,
-        "maxNumSeqs": trial.suggest_categorical("maxNumSeqs", list(MAX_NUM_SEQS)),
-        "maxNumBatchedTokens": trial.suggest_categorical("maxNumBatchedTokens", list(MAX_NUM_BATCHED_TOKENS)),
-        "gpuMemoryUtilization": trial.suggest_categorical("gpuMemoryUtilization", list(GPU_MEMORY_UTILIZATION)),
-        "minReplicas": low,
-        "maxReplicas": trial.suggest_int("maxReplicas", low, budget),
-        "queueTarget": trial.suggest_int("queueTarget", 1, 12),
-        "queueWindow": trial.suggest_categorical("queueWindow", [30, 60, 120]),
-        "kvEnabled": trial.suggest_categorical("kvEnabled", [True, False]),
-        # Low targets too: a replica's KV use tracks its tokens in flight, so a target far below
-        # a full cache scales in proportion to load before any queue forms.
-        "kvTarget": trial.suggest_float("kvTarget", 0.05, 0.95, step=0.05),
-        "promptEnabled": trial.suggest_categorical("promptEnabled", [True, False]),
-        "promptTarget": trial.suggest_int("promptTarget", 200, 3000, step=100),
-        "promptWindow": trial.suggest_categorical("promptWindow", [30, 60, 120]),
-        # None: the pools' own value (they are not this model's alone to tune)
-        "consolidateAfter": trial.suggest_categorical("consolidateAfter", ["1m", "5m", "15m"]) if search_pools else None,
-        "e2eEnabled": trial.suggest_categorical("e2eEnabled", [True, False]),
-        "e2eFactor": trial.suggest_float("e2eFactor", 1.05, 2.0, step=0.05),
-        "ttftEnabled": trial.suggest_categorical("ttftEnabled", [True, False]),
-        "ttftFactor": trial.suggest_float("ttftFactor", 1.1, 3.0, step=0.1),
-        "scaleUpWindow": up_window,
-        "scaleUpPods": trial.suggest_int("scaleUpPods", 1, 8),
-        "scaleUpPeriod": trial.suggest_categorical("scaleUpPeriod", [15, 30, 60]),
-        "scaleDownWindow": trial.suggest_categorical("scaleDownWindow", list(down_windows)),
-        "scaleDownPods": trial.suggest_int("scaleDownPods", 1, 4),
-        "scaleDownPeriod": trial.suggest_categorical("scaleDownPeriod", [60, 120, 300]),
-    }
-    p["kvTarget"], p["e2eFactor"], p["ttftFactor"] = (round(p[k], 2) for k in ("kvTarget", "e2eFactor", "ttftFactor"))
-    return p
+def meets(result: Evaluated[CombinedSummary], target: float) -> bool:
+    return all(value <= 0 for value in violations(result, target).values())
 
 
-def _objective(result: dict[str, Any] | str, target: float) -> float:
-    if isinstance(result, str):
-        return PENALTY_USD * 10  # cannot deploy or start: worse than any run
-    return result["cost_usd"] + PENALTY_USD * max(0.0, target - result["slo_attainment"])
+def _tell(study: Any, trial: Any, result: Evaluated[CombinedSummary], target: float) -> None:
+    """Cost is the objective (none for a candidate that never ran); the rest are constraints."""
+    for name, value in violations(result, target).items():
+        trial.set_constraint(name, value)
+    study.tell(trial, result.summary.cost_usd if result.summary else math.inf)
 
 
-@dataclass(frozen=True)
-class Trial:
-    number: int
-    params: dict[str, Any]
-    search: dict[str, Any] | None
-    refused: str | None
+Trial = Evaluated[CombinedSummary]  # one evaluated candidate of the search
 
 
 @dataclass(frozen=True)
 class PlanResult:
-    trials: list[Trial]
+    trials: list[Trial]  # in the order evaluated
     best: Trial | None  # cheapest meeting the target in search, else the closest
+    committed: Trial | None  # the stack's own policy on its GPU type (None: that type was not searched)
     target: float
     types: dict[str, GpuType]
+    rules: Guardrails
     resumed: int = 0  # candidates taken from the journal, not evaluated again
 
 
@@ -357,15 +322,20 @@ def search(
     only: Sequence[str] = (),
     search_pools: bool | None = None,
     journal_path: Path | None = None,
+    keep_guardrails: bool = True,
 ) -> PlanResult:
     """`only`: search just these GPU types (names as `gpu_types` gives them); empty: all.
     `search_pools`: search the pools' consolidateAfter too; None: only when no other model of
     the stack runs on them (a shared pool's value is planned once, with one of its models).
     `journal_path`: keep every evaluated candidate there and skip the ones it already holds for
-    the same inputs (`capacity.planning.journal`); `PlanResult.resumed` counts those."""
+    the same inputs (`capacity.planning.journal`); `PlanResult.resumed` counts those.
+    `keep_guardrails`: every candidate keeps the guardrail triggers on above healthy traffic
+    (`capacity.planning.guardrails`); False lets them be drawn off, as before they were kept."""
     if search_pools is None:
         search_pools = not sharing_models(sm)
-    import optuna
+    import optuna  # imported when a search runs: it takes a third of a second
+
+    from capacity.planning.space import distributions
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     types = {t.gpu: t for t in gpu_types(sm, prices)}
@@ -379,18 +349,20 @@ def search(
     # Windows the stack's policy pack allows (the rest would be refused at `pulumi preview`).
     down_windows = [w for w in SCALE_DOWN_WINDOWS if w >= policy_min_scale_down_window(sm)] or [max(SCALE_DOWN_WINDOWS)]
     shares = [trials // len(types) + (i < trials % len(types)) for i in range(len(types))]
+    rules = guardrails(sm, traces, keep_guardrails)
+    points = Points(sm, rules, distributions(rules.max_replicas, search_pools, down_windows, keep_guardrails))
     done: list[Trial] = []
     resumed = 0
 
-    def keep(p: dict[str, Any], result: dict[str, Any] | str) -> None:
-        done.append(Trial(len(done), p, None if isinstance(result, str) else result, result if isinstance(result, str) else None))
+    def keep(evaluated: Trial) -> None:
+        done.append(evaluated)
         if progress:
             progress(len(done))
 
     storage = journal.storage(journal_path) if journal_path else None
-    key = journal.run_key(sm, traces, target, seed, options, types, search_pools, down_windows) if storage else ""
-    args = (sm, tuple(traces), options, types)
-    with worker_pool(workers, _init, args) as pool:
+    key = journal.run_key(sm, traces, target, seed, options, types, search_pools, down_windows, keep_guardrails) if storage else ""
+    rebuild = functools.partial(candidate_of, sm)
+    with evaluators(PlanJob(sm, tuple(traces), options, types), workers) as evaluator:
         for i, (name, share) in enumerate(zip(types, shares)):
             # Ctrl-C lands while candidates run, never while a journal entry is written (Optuna's
             # file lock is not interrupt-safe: a cut-off release leaves the next write failing).
@@ -398,80 +370,154 @@ def search(
                 sampler = optuna.samplers.TPESampler(seed=seed + i, multivariate=True)
                 study = optuna.create_study(direction="minimize", sampler=sampler, storage=storage,
                                             study_name=f"plan-{key}-{name}" if storage else None, load_if_exists=True)  # fmt: skip
-                earlier = journal.evaluated(study)[:share] if storage else []
-            for p, result in earlier:
-                keep(p, result)
+                earlier = journal.evaluated(study, rebuild)[:share] if storage else []
+                if not earlier and name == current_gpu(sm):  # the committed policy is always asked first
+                    study.enqueue_trial(points.committed(name), user_attrs={COMMITTED: True})
+            for evaluated in earlier:
+                keep(evaluated)
             resumed += len(earlier)
             for start in range(len(earlier), share, workers):
                 with ctrl_c_held():
                     batch = [study.ask() for _ in range(min(workers, share - start))]
-                    params = [journal.plain(_suggest(t, sm, name, search_pools, down_windows)) for t in batch]
-                results = [journal.plain(r) for r in pool.map(_evaluate, params)]
+                    candidates = [rebuild(journal.plain(points.of(t, name))) for t in batch]
+                results = list(evaluator.map(candidates))
                 with ctrl_c_held():
-                    for trial, p, result in zip(batch, params, results):
+                    for trial, result in zip(batch, results):
                         if storage:
-                            journal.record(trial, p, result)
-                        study.tell(trial, _objective(result, target))
-                        keep(p, result)
-    ran = [t for t in done if t.search is not None]
-    meeting = [t for t in ran if t.search["slo_attainment"] >= target]  # type: ignore[index]
-    if meeting:
-        best = robust_cheapest(meeting)
-    else:
-        best = max(ran, key=lambda t: (t.search["slo_attainment"], -t.search["cost_usd"]), default=None)  # type: ignore[index]
-    return PlanResult(done, best, target, types, resumed)
+                            journal.record(trial, result)
+                        _tell(study, trial, result, target)
+                        keep(result)
+    committed = next((t for t in done if t.params.get(COMMITTED)), None)
+    return PlanResult(done, winner(done, target), committed, target, types, points.rules, resumed)
 
 
-COST_TIE = 0.01  # candidates within 1% of the cheapest cost the same, for the winner's choice
+class Points:
+    """The planner's parameters of a trial: the values its study drew, then those the rules set
+    (maxReplicas; with the guardrails kept, both on and the KV target from its headroom over what
+    a full replica of the candidate's engine flags holds), and the e2e threshold in seconds."""
+
+    def __init__(self, sm: StackModel, rules: Guardrails, space: dict[str, Any]) -> None:
+        self.sm, self.rules, self.space = sm, rules, space
+        self._profiles: dict[tuple[Any, ...], EngineProfile | None] = {}
+
+    def of(self, trial: Any, gpu: str) -> dict[str, Any]:
+        from capacity.planning.space import suggest
+
+        p = {"gpu": gpu, **suggest(trial, self.space)}
+        p.setdefault("consolidateAfter", None)  # not searched: the pools keep their own value
+        p["maxReplicas"] = self.rules.max_replicas
+        if self.rules.kept:
+            profile = self._profile(gpu, p)
+            p["kvEnabled"], p["e2eEnabled"] = True, True
+            p["kvTarget"] = self.rules.kv_target(profile, p["kvHeadroom"]) if profile else KV_CEILING
+        p["e2eThreshold"] = round(self._e2e_base() * p["e2eFactor"], 1)
+        if trial.user_attrs.get(COMMITTED):
+            p.update(self._as_committed(gpu))
+        return p
+
+    def committed(self, gpu: str) -> dict[str, Any]:
+        """The committed policy as the nearest point of the space: the study's first trial."""
+        from capacity.planning.space import committed_point
+
+        return committed_point(self.sm, self.space, self.rules.kv_floor(self._committed_profile(gpu)), self._e2e_base())
+
+    def _as_committed(self, gpu: str) -> dict[str, Any]:
+        """What the committed trial reports as it is, not as its nearest point."""
+        policy = self.sm.policy
+        return {COMMITTED: True, "maxReplicas": policy.max_replicas,
+                RULES_BROKEN: self.rules.breaks(policy, self._committed_profile(gpu))}  # fmt: skip
+
+    def _e2e_base(self) -> float:
+        """The seconds e2eFactor scales: the healthy-traffic bound, or (guardrails droppable, as the
+        search did before it kept them) the e2e target, else the stack's own threshold."""
+        if self.rules.kept:
+            return self.rules.e2e_bound_s
+        return self.sm.policy.slo.e2e_p99_seconds or self.sm.policy.triggers.e2e_latency.threshold_seconds
+
+    def _committed_profile(self, gpu: str) -> EngineProfile:
+        edits = gpu_edits(self.sm, gpu)
+        return apply_config_set(self.sm, edits).profile if edits else self.sm.profile
+
+    def _profile(self, gpu: str, p: dict[str, Any]) -> EngineProfile | None:
+        """The engine profile of `p`'s GPU and flags (None: they would not deploy), once each."""
+        flags = tuple(p[k] for k in ENGINE_FLAGS)
+        if (gpu, *flags) not in self._profiles:
+            index = model_index(self.sm)
+            edits = gpu_edits(self.sm, gpu) + [(f"models[{index}].engine.{k}", p[k]) for k in ENGINE_FLAGS]
+            try:
+                self._profiles[gpu, *flags] = apply_config_set(self.sm, edits).profile
+            except ValueError:
+                self._profiles[gpu, *flags] = None
+        return self._profiles[gpu, *flags]
 
 
-def robust_cheapest(meeting: Sequence[Trial]) -> Trial:
-    """The winner among the candidates meeting the target: of those within COST_TIE of the
-    cheapest, the one with the most maxReplicas (headroom for traffic the search never saw costs
-    nothing while the triggers stay quiet), then the cheapest, then the first found."""
-    cheapest = min(t.search["cost_usd"] for t in meeting)  # type: ignore[index]
-    tied = [t for t in meeting if t.search["cost_usd"] <= cheapest * (1 + COST_TIE)]  # type: ignore[index]
-    return min(tied, key=lambda t: (-t.params["maxReplicas"], t.search["cost_usd"], t.number))  # type: ignore[index]
+def winner(trials: Sequence[Trial], target: float) -> Trial | None:
+    """The cheapest candidate meeting every constraint (the first found of equal cost), else the
+    one attaining the most. Every drawn candidate has the same maxReplicas, the pools' budget."""
+    feasible = [t for t in trials if meets(t, target)]
+    if feasible:
+        return min(feasible, key=lambda t: t.summary.cost_usd)  # type: ignore[union-attr]
+    ran = [t for t in trials if t.summary is not None]
+    return max(ran, key=lambda t: (t.summary.slo_attainment, -t.summary.cost_usd), default=None)  # type: ignore[union-attr]
 
 
 def frontier(trials: Sequence[Trial]) -> list[Trial]:
-    """The Pareto frontier: no other trial is cheaper with at least the same attainment."""
-    ran = sorted((t for t in trials if t.search), key=lambda t: (t.search["cost_usd"], -t.search["slo_attainment"]))  # type: ignore[index]
-    out, best = [], -1.0
-    for t in ran:
-        if t.search["slo_attainment"] > best:  # type: ignore[index]
-            out.append(t)
-            best = t.search["slo_attainment"]  # type: ignore[index]
-    return out
+    """The Pareto frontier of cost against attainment over the candidates that ran, cheapest
+    first: the best trials of a two-objective Optuna view of them (minimize cost, maximize
+    attainment), one per point (the first found). The search itself is one objective, cost, under
+    constraints: a two-objective search would spend its budget along the whole front, down to the
+    cheap policies far below the target that are never deployed."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    ran = [t for t in trials if t.summary is not None]
+    view = optuna.create_study(directions=["minimize", "maximize"])
+    view.add_trials([optuna.trial.create_trial(values=[t.summary.cost_usd, t.summary.slo_attainment],  # type: ignore[union-attr]
+                                               user_attrs={"index": i}) for i, t in enumerate(ran)])  # fmt: skip
+    points: dict[tuple[float, ...], Trial] = {}
+    for best in sorted(view.best_trials, key=lambda b: b.user_attrs["index"]):
+        points.setdefault(tuple(best.values), ran[best.user_attrs["index"]])
+    return sorted(points.values(), key=lambda t: (t.summary.cost_usd, -t.summary.slo_attainment))  # type: ignore[union-attr]
 
 
-def per_gpu_type(result: PlanResult) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class GpuTypeRow:
+    """Which GPU: one type's prices, how many candidates ran on it, and its pick (None: none ran)."""
+
+    kind: GpuType
+    trials: int
+    meets_target: bool
+    pick: CombinedSummary | None
+
+    def as_dict(self) -> dict[str, Any]:
+        kind, pick = self.kind, self.pick
+        picked = ({"slo_attainment": pick.slo_attainment, "gpu_hours": pick.gpu_hours, "cost_usd": pick.cost_usd,
+                   "usd_per_million_output_tokens": pick.usd_per_million_output_tokens} if pick else {})  # fmt: skip
+        return {"gpu": kind.gpu, "family": kind.family, "on_demand_usd_per_gpu_hour": kind.on_demand_usd,
+                "spot_usd_per_gpu_hour": round(kind.spot_usd, 4), "trials": self.trials,
+                "meets_target": self.meets_target, **picked}  # fmt: skip
+
+
+def per_gpu_type(result: PlanResult) -> list[GpuTypeRow]:
     """Which GPU: each type's cheapest trial meeting the target (else its closest)."""
     rows = []
     for name, kind in result.types.items():
-        ran = [t for t in result.trials if t.search and t.params["gpu"] == name]
-        meeting = [t for t in ran if t.search["slo_attainment"] >= result.target]  # type: ignore[index]
-        pick = min(meeting, key=lambda t: t.search["cost_usd"]) if meeting else max(  # type: ignore[index]
-            ran, key=lambda t: t.search["slo_attainment"], default=None)  # type: ignore[index]  # fmt: skip
-        rows.append({
-            "gpu": name, "family": kind.family, "on_demand_usd_per_gpu_hour": kind.on_demand_usd,
-            "spot_usd_per_gpu_hour": round(kind.spot_usd, 4), "trials": len(ran), "meets_target": bool(meeting),
-            **({k: pick.search[k] for k in ("slo_attainment", "gpu_hours", "cost_usd", "usd_per_million_output_tokens")}
-               if pick else {}),
-        })  # fmt: skip
+        ran = [t.summary for t in result.trials if t.summary and t.params["gpu"] == name]
+        meeting = [s for s in ran if s.slo_attainment >= result.target]
+        pick = min(meeting, key=lambda s: s.cost_usd) if meeting else max(ran, key=lambda s: s.slo_attainment, default=None)
+        rows.append(GpuTypeRow(kind, len(ran), bool(meeting), pick))
     return rows
 
 
 def validate(
     sm: StackModel, best: Trial, types: dict[str, GpuType], held: Sequence[tuple[Trace, float]], options: RunOptions
-) -> dict[str, Any]:
+) -> CombinedSummary:
     """The winner on traffic it never saw: each (trace, fraction) scored after its first
     `fraction` of time (0 for a trace never searched), with the oracle's GPU-hours there."""
-    chosen = candidate(sm, best.params, types)
+    chosen = deploy(sm, best.candidate, types)
     summaries = [held_out(chosen, t, fraction, options, feasible=servable(sm, t, types)) for t, fraction in held]
     tokens = sum(float(t.window(t.duration * f, math.inf).output_tokens.sum()) for t, f in held)
-    out = _combined(summaries, tokens)
-    return with_oracle(out, sum(s["oracle_gpu_hours"] for s in summaries))
+    return combined(summaries, tokens).with_oracle(sum(s.oracle_gpu_hours or 0.0 for s in summaries))
 
 
 def binding_limit(sm: StackModel, result: PlanResult, traces: Sequence[Trace], options: RunOptions) -> str:
@@ -481,16 +527,16 @@ def binding_limit(sm: StackModel, result: PlanResult, traces: Sequence[Trace], o
     if best is None:
         reasons = sorted({t.refused for t in result.trials if t.refused})
         return "no candidate could deploy or start: " + "; ".join(reasons[:3])
-    chosen = candidate(sm, best.params, result.types)
+    chosen = deploy(sm, best.candidate, result.types)
     budget = sm.pool_replicas
     masks = [servable(sm, t, result.types) for t in traces]
     summaries = [summarize(run_static(chosen, t, budget, options), chosen, m) for t, m in zip(traces, masks)]
-    at_budget = min(s["slo_attainment"] for s in summaries)
-    short = f"best searched policy attains {best.search['slo_attainment']:.1%} vs {result.target:.1%}"  # type: ignore[index]
+    at_budget = min(s.slo_attainment for s in summaries)
+    short = f"best searched policy attains {best.summary.slo_attainment:.1%} vs {result.target:.1%}"  # type: ignore[union-attr]
     # Requests vLLM refuses (context length) are left out of the attainment, so they never bind it;
     # `unservable_note` reports them.
     if at_budget < result.target:
-        huge = min(summarize(run_static(chosen, t, 4 * budget, options), chosen, m)["slo_attainment"] for t, m in zip(traces, masks))
+        huge = min(summarize(run_static(chosen, t, 4 * budget, options), chosen, m).slo_attainment for t, m in zip(traces, masks))
         if huge < result.target:
             return (f"SLO below the idle-replica latency: even {4 * budget} warm replicas attain {huge:.1%} "
                     f"(TTFT {sm.policy.slo.ttft_p95_seconds}s, TPOT {sm.policy.slo.tpot_p95_seconds}s per request); {short}")  # fmt: skip
@@ -505,7 +551,7 @@ def unservable_note(sm: StackModel, trial: Trial, target: float) -> str | None:
     too long for maxModelLen or the KV cache, or slower than the SLO even alone on a warm replica,
     on every GPU type searched), as a warning when it is more than the target lets miss: a plan
     "meeting 99%" of 80% of the traffic is not what the operator asked for."""
-    share = (trial.search or {}).get("infeasible_share", 0.0)
+    share = trial.summary.infeasible_share if trial.summary else 0.0
     if not share:
         return None
     slo = sm.policy.slo

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +37,11 @@ CAPTION = (
 )
 
 
-def _cells(name: str, summary: dict[str, Any]) -> list[str]:
+def _cells(name: str, summary: Mapping[str, Any]) -> list[str]:
     return [name, *(cell(summary.get(key), fmt) for _, key, fmt in COLUMNS)]
 
 
-def summary_table(rows: Sequence[tuple[str, dict[str, Any]]], title: str) -> Table:
+def summary_table(rows: Sequence[tuple[str, Mapping[str, Any]]], title: str) -> Table:
     table = Table(title=title, caption=CAPTION)
     table.add_column("policy", no_wrap=True)
     for header, _, _ in COLUMNS:
@@ -51,13 +51,13 @@ def summary_table(rows: Sequence[tuple[str, dict[str, Any]]], title: str) -> Tab
     return table
 
 
-def summary_html_table(rows: Sequence[tuple[str, dict[str, Any]]], title: str) -> HtmlTable:
+def summary_html_table(rows: Sequence[tuple[str, Mapping[str, Any]]], title: str) -> HtmlTable:
     """The same table for the HTML report."""
     headers = ["policy", *(header for header, _, _ in COLUMNS)]
     return HtmlTable(title, headers, [_cells(name, summary) for name, summary in rows], CAPTION)
 
 
-def print_table(rows: Sequence[tuple[str, dict[str, Any]]], title: str, console: Console | None = None) -> None:
+def print_table(rows: Sequence[tuple[str, Mapping[str, Any]]], title: str, console: Console | None = None) -> None:
     console = console or Console()
     if not console.is_terminal:  # piped: do not squeeze the table into 80 columns
         console = Console(width=160)
@@ -70,7 +70,7 @@ COMPARISON_CAPTION = (
 )
 
 
-def plot_comparison(rows: Sequence[tuple[str, dict[str, Any]]], path: Path, title: str, objective: float) -> Path:
+def plot_comparison(rows: Sequence[tuple[str, Mapping[str, Any]]], path: Path, title: str, objective: float) -> Path:
     """Each policy's SLO attainment and GPU-hours as bars side by side, one row per policy."""
     import matplotlib
 
@@ -136,7 +136,7 @@ def _log_floor(values: Sequence[float], *floors: float | None) -> float:
     return min(positive) / 1.5 if positive else 0.01
 
 
-def plot_timeline(result: SimResult, path: Path, title: str, slo: dict[str, float | None]) -> Path:
+def plot_timeline(result: SimResult, path: Path, title: str, slo: Mapping[str, float | None]) -> Path:
     """Five stacked panels: load, signals / targets, desired and ready replicas, TTFT and
     end-to-end latency, TPOT; each latency against its SLO target (e2e only when one is set).
     Legends sit right of the panels, off the curves; outages and spot reclaims are shaded."""

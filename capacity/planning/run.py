@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -133,53 +133,139 @@ def _percentile(values: np.ndarray, q: float) -> float | None:
     return round(float(np.percentile(values, q)), 3) if len(values) else None
 
 
-def summarize(result: SimResult, sm: StackModel, feasible_mask: np.ndarray) -> dict[str, Any]:
-    """The JSON summary. `slo_attainment` is the share of feasible requests (`feasible_mask`,
+@dataclass(frozen=True)
+class JudgedSlo:
+    """The service level a summary was judged against (`slo.*` of the model's policy)."""
+
+    ttft_p95_s: float
+    tpot_p95_s: float
+    e2e_p99_s: float | None
+    objective: float
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run scored as the commands report it (see `summarize`); `as_dict` is the JSON shape."""
+
+    requests: int
+    slo_attainment: float
+    infeasible_requests: int
+    ttft_p95_s: float | None
+    tpot_p95_s: float | None
+    e2e_p99_s: float | None
+    gpu_hours: float
+    spot_gpu_hours: float
+    on_demand_gpu_hours: float
+    cost_usd: float
+    oracle_gpu_hours: float | None
+    oracle_ratio: float | None
+    scale_events: int
+    initial_replicas: int
+    max_replicas_used: int
+    failed_requests: int
+    rejected_requests: int
+    unfinished_requests: int
+    slo: JudgedSlo
+    simulated_s: float
+
+    def with_oracle(self, oracle_gpu_hours: float) -> RunSummary:
+        """The summary with the oracle's GPU-hours and the ratio of the policy's to them."""
+        return replace(self, oracle_gpu_hours=round(oracle_gpu_hours, 3),
+                       oracle_ratio=oracle_ratio(self.gpu_hours, oracle_gpu_hours))  # fmt: skip
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary as the commands print it with --json (the keys in this order)."""
+        return asdict(self)
+
+
+def summarize(result: SimResult, sm: StackModel, feasible_mask: np.ndarray) -> RunSummary:
+    """The run's summary. `slo_attainment` is the share of feasible requests (`feasible_mask`,
     from `feasible_requests`) whose TTFT and TPOT meet the SLO; a failed or unfinished request
     misses. Infeasible requests, which no fleet serves within the SLO, are counted apart
     (`infeasible_requests`, which include the `rejected_requests` vLLM refuses). The latency
-    percentiles are over served requests. The oracle's keys stay None until `with_oracle`."""
+    percentiles are over served requests. The oracle's fields stay None until `RunSummary.with_oracle`."""
     targets = slo_targets(sm)
-    slo = sm.policy.slo
     accepted = result.outcome != REJECTED
     ok = result.outcome == OK
     gpu_hours = sum(result.gpu_seconds.values()) / 3600
-    summary: dict[str, Any] = {
-        "requests": int(len(result.outcome)),
-        "slo_attainment": round(attainment(met(result.outcome, result.ttft, result.tpot, targets), feasible_mask), 4),
-        "infeasible_requests": int((~feasible_mask).sum()),
-        "ttft_p95_s": _percentile(result.ttft[ok], 95),
-        "tpot_p95_s": _percentile(result.tpot[ok], 95),
-        "e2e_p99_s": _percentile(result.e2e[ok], 99),
-        "gpu_hours": round(gpu_hours, 3),
-        "spot_gpu_hours": round(result.gpu_seconds.get("spot", 0.0) / 3600, 3),
-        "on_demand_gpu_hours": round(result.gpu_seconds.get("on-demand", 0.0) / 3600, 3),
-        "cost_usd": round(result.cost_usd, 2),
-        "oracle_gpu_hours": None,
-        "oracle_ratio": None,
-        "scale_events": result.scale_events,
-        "initial_replicas": result.initial_replicas,
-        "max_replicas_used": result.max_replicas_used,
-        "failed_requests": int((result.outcome == FAILED).sum()),
-        "rejected_requests": int((~accepted).sum()),
-        "unfinished_requests": int((accepted & ~ok & (result.outcome != FAILED)).sum()),
-        "slo": {
-            "ttft_p95_s": targets.ttft_s,
-            "tpot_p95_s": targets.tpot_s,
-            "e2e_p99_s": slo.e2e_p99_seconds,
-            "objective": targets.objective,
-        },
-        "simulated_s": round(result.end_time, 1),
-    }
-    return summary
+    return RunSummary(
+        requests=int(len(result.outcome)),
+        slo_attainment=round(attainment(met(result.outcome, result.ttft, result.tpot, targets), feasible_mask), 4),
+        infeasible_requests=int((~feasible_mask).sum()),
+        ttft_p95_s=_percentile(result.ttft[ok], 95),
+        tpot_p95_s=_percentile(result.tpot[ok], 95),
+        e2e_p99_s=_percentile(result.e2e[ok], 99),
+        gpu_hours=round(gpu_hours, 3),
+        spot_gpu_hours=round(result.gpu_seconds.get("spot", 0.0) / 3600, 3),
+        on_demand_gpu_hours=round(result.gpu_seconds.get("on-demand", 0.0) / 3600, 3),
+        cost_usd=round(result.cost_usd, 2),
+        oracle_gpu_hours=None,
+        oracle_ratio=None,
+        scale_events=result.scale_events,
+        initial_replicas=result.initial_replicas,
+        max_replicas_used=result.max_replicas_used,
+        failed_requests=int((result.outcome == FAILED).sum()),
+        rejected_requests=int((~accepted).sum()),
+        unfinished_requests=int((accepted & ~ok & (result.outcome != FAILED)).sum()),
+        slo=JudgedSlo(targets.ttft_s, targets.tpot_s, sm.policy.slo.e2e_p99_seconds, targets.objective),
+        simulated_s=round(result.end_time, 1),
+    )
 
 
-def with_oracle(summary: dict[str, Any], oracle_gpu_hours: float) -> dict[str, Any]:
-    """The summary with the oracle's GPU-hours and the ratio of the policy's to them (the
-    price of reacting instead of knowing), from the GPU-hours the summary reports."""
-    summary["oracle_gpu_hours"] = round(oracle_gpu_hours, 3)
-    summary["oracle_ratio"] = round(summary["gpu_hours"] / oracle_gpu_hours, 3) if oracle_gpu_hours else None
-    return summary
+def oracle_ratio(gpu_hours: float, oracle_gpu_hours: float) -> float | None:
+    """The policy's GPU-hours over the oracle's: the price of reacting instead of knowing."""
+    return round(gpu_hours / oracle_gpu_hours, 3) if oracle_gpu_hours else None
+
+
+@dataclass(frozen=True)
+class CombinedSummary:
+    """Several runs of one candidate (one per trace) as the planner scores them: the worst
+    trace's attainment, the sums of the rest. The oracle's fields are set on held-out traffic
+    only (`with_oracle`), and `as_dict` leaves them out until then."""
+
+    slo_attainment: float
+    # Left out of slo_attainment: no GPU type of the search serves them within the SLO.
+    infeasible_share: float
+    rejected_share: float
+    gpu_hours: float
+    cost_usd: float
+    scale_events: int
+    max_replicas_used: int  # the most ready replicas on any of the traces
+    usd_per_million_output_tokens: float | None
+    oracle_gpu_hours: float | None = None
+    oracle_ratio: float | None = None
+
+    def with_oracle(self, oracle_gpu_hours: float) -> CombinedSummary:
+        """The summary with the oracle's GPU-hours on the same traffic and the ratio to them."""
+        return replace(self, oracle_gpu_hours=round(oracle_gpu_hours, 3),
+                       oracle_ratio=oracle_ratio(self.gpu_hours, oracle_gpu_hours))  # fmt: skip
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        if self.oracle_gpu_hours is None:
+            del out["oracle_gpu_hours"], out["oracle_ratio"]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CombinedSummary:
+        """The summary `as_dict` gave (a journal keeps it as JSON)."""
+        return cls(**data)
+
+
+def combined(summaries: Sequence[RunSummary], output_tokens: float) -> CombinedSummary:
+    """One candidate's runs on several traces, scored together."""
+    cost = sum(s.cost_usd for s in summaries)
+    requests = max(sum(s.requests for s in summaries), 1)
+    return CombinedSummary(
+        slo_attainment=min(s.slo_attainment for s in summaries),
+        infeasible_share=round(sum(s.infeasible_requests for s in summaries) / requests, 4),
+        rejected_share=round(sum(s.rejected_requests for s in summaries) / requests, 4),
+        gpu_hours=round(sum(s.gpu_hours for s in summaries), 3),
+        cost_usd=round(cost, 2),
+        scale_events=sum(s.scale_events for s in summaries),
+        max_replicas_used=max(s.max_replicas_used for s in summaries),
+        usd_per_million_output_tokens=round(cost / output_tokens * 1e6, 3) if output_tokens else None,
+    )
 
 
 def split(trace: Trace, fraction: float) -> tuple[Trace, Trace]:
@@ -210,15 +296,15 @@ def warmed(sm: StackModel, trace: Trace, options: RunOptions) -> RunOptions:
 
 
 def held_out(sm: StackModel, trace: Trace, fraction: float, options: RunOptions, oracle: bool = True,
-             feasible: np.ndarray | None = None) -> dict[str, Any]:  # fmt: skip
+             feasible: np.ndarray | None = None) -> RunSummary:  # fmt: skip
     """The policy's summary on the part of `trace` after its first `fraction` of time, with the
     oracle's GPU-hours on that part. The policy runs the whole trace, as a deployed policy would,
     and only the held-out part is scored and billed: its fleet at the cut is the one the policy
     built on the traffic before (a replay of the part alone would start it cold or guessed).
-    `oracle=False` leaves the oracle's keys None (it costs more than the run). `feasible`: the
+    `oracle=False` leaves the oracle's fields None (it costs more than the run). `feasible`: the
     requests of `trace` the attainment is over (default: those some fleet of `sm` serves)."""
     cut = trace.duration * fraction
     run = run_policy(sm, trace, warmed(sm, trace, options))
     tail, keep = since(run, cut, trace.duration)
     summary = summarize(tail, sm, (feasible_requests(sm, trace) if feasible is None else feasible)[keep])
-    return with_oracle(summary, run_oracle(sm, trace.window(cut, math.inf), options).gpu_hours) if oracle else summary
+    return summary.with_oracle(run_oracle(sm, trace.window(cut, math.inf), options).gpu_hours) if oracle else summary

@@ -20,9 +20,9 @@ from typing import Any, Literal
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from capacity.runtime import worker_pool
+from capacity.planning.evaluator import Candidate, Evaluated, evaluate, evaluators
+from capacity.planning.run import RunOptions, RunSummary, held_out
 from capacity.planning.stack import StackModel, apply_config_set, model_index, scope_sets, with_engine_flags
-from capacity.planning.run import RunOptions, held_out
 from capacity.workload.traces import Trace
 from contract.triggers import TRIGGERS, enabled_triggers
 
@@ -60,13 +60,13 @@ class Outcome:
     """A variant's held-out summary, or the one line saying why there is none."""
 
     variant: Variant
-    summary: dict[str, Any] | None
+    summary: RunSummary | None
     reason: str | None
 
 
 @dataclass(frozen=True)
 class Explanation:
-    baseline: dict[str, Any]
+    baseline: RunSummary
     rows: list[tuple[Threshold, list[Outcome]]]
     engine_refusal: str | None  # why the engine flags' variants did not run (engine_refusal)
 
@@ -182,35 +182,34 @@ def engine_refusal(sm: StackModel) -> str | None:
     return None
 
 
-# Worker state: set once per process, so a job ships only its variant.
-_JOB: tuple[StackModel, Trace, float, RunOptions, str | None] | None = None
+@dataclass(frozen=True)
+class ExplainJob:
+    """A variant's edits on the stack, simulated on the held-out part. An engine flag's variant
+    runs on the profile re-derived with it, unless `engine_reason` says it cannot be."""
 
+    sm: StackModel
+    trace: Trace
+    fraction: float
+    options: RunOptions
+    engine_reason: str | None = None
 
-def _init(sm: StackModel, trace: Trace, fraction: float, options: RunOptions, engine_reason: str | None) -> None:
-    global _JOB
-    _JOB = (sm, trace, fraction, options, engine_reason)
+    def deploy(self, candidate: Candidate) -> StackModel:
+        if not candidate.edits:
+            return self.sm  # the baseline: the stack as committed
+        engine = any(".engine." in edit[0] for edit in candidate.edits if isinstance(edit, tuple))  # `models[i].engine.<flag>`
+        if engine and self.engine_reason:
+            raise ValueError(self.engine_reason)
+        return apply_config_set(self.sm, candidate.edits)  # re-derives a physics profile's flags
+
+    def score(self, deployed: StackModel) -> RunSummary:
+        return held_out(deployed, self.trace, self.fraction, self.options, oracle=False)
 
 
 def outcome(sm: StackModel, variant: Variant, trace: Trace, fraction: float, options: RunOptions,
             engine_reason: str | None = None) -> Outcome:  # fmt: skip
-    """One variant deployed (or why not) and simulated on the held-out part; an engine flag's
-    variant runs on the profile re-derived with it, unless `engine_reason` says it cannot be."""
-    engine = any(".engine." in path for path, _ in variant.edits)  # `models[i].engine.<flag>`
-    if engine and engine_reason:
-        return Outcome(variant, None, engine_reason)
-    try:
-        deployed = apply_config_set(sm, variant.edits)  # re-derives a physics profile's flags
-    except ValueError as error:
-        return Outcome(variant, None, str(error))
-    return Outcome(variant, held_out(deployed, trace, fraction, options, oracle=False), None)
-
-
-def _run(variant: Variant | None) -> Outcome | dict[str, Any]:
-    """The baseline's summary (None) or the variant's outcome."""
-    sm, trace, fraction, options, engine_reason = _JOB  # type: ignore[misc]
-    if variant is None:
-        return held_out(sm, trace, fraction, options, oracle=False)
-    return outcome(sm, variant, trace, fraction, options, engine_reason)
+    """One variant deployed (or why not) and simulated on the held-out part, in this process."""
+    done = evaluate(ExplainJob(sm, trace, fraction, options, engine_reason), Candidate(variant.edits))
+    return Outcome(variant, done.summary, done.refused)
 
 
 def explain(
@@ -224,15 +223,18 @@ def explain(
     """The baseline and every threshold's variants on the held-out part, over `workers`
     processes; `progress(done, total)` after each run."""
     rows = [(t, variants(sm, t)) for t in thresholds(sm)]
-    jobs: list[Variant | None] = [None, *(v for t, vs in rows for v in vs if v.value != t.value)]
+    simulated = [v for t, vs in rows for v in vs if v.value != t.value]
+    candidates = [Candidate(()), *(Candidate(v.edits) for v in simulated)]  # the baseline first
     refusal = engine_refusal(sm)
-    args = (sm, trace, fraction, options, refusal)
-    results: list[Any] = []
-    with worker_pool(max(1, min(workers, len(jobs))), _init, args) as pool:
-        for result in pool.map(_run, jobs):
-            results.append(result)
+    results: list[Evaluated[RunSummary]] = []
+    with evaluators(ExplainJob(sm, trace, fraction, options, refusal), max(1, min(workers, len(candidates)))) as evaluator:
+        for done in evaluator.map(candidates):
+            results.append(done)
             if progress:
-                progress(len(results), len(jobs))
-    ran = iter(results[1:])  # in the order of `jobs`
-    return Explanation(results[0], [(t, [next(ran) if v.value != t.value else Outcome(v, None, SAME_VALUE) for v in vs])
-                                    for t, vs in rows], refusal)  # fmt: skip
+                progress(len(results), len(candidates))
+    baseline, *ran = results
+    if baseline.summary is None:
+        raise ValueError(f"the committed policy does not run: {baseline.refused}")
+    outcomes = iter(Outcome(v, done.summary, done.refused) for v, done in zip(simulated, ran))  # in the order simulated
+    return Explanation(baseline.summary, [(t, [next(outcomes) if v.value != t.value else Outcome(v, None, SAME_VALUE)
+                                               for v in vs]) for t, vs in rows], refusal)  # fmt: skip

@@ -11,6 +11,7 @@ No other module of the capacity tooling's simulator or planner reads settings.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -247,6 +248,26 @@ def pool_families(sm: StackModel) -> dict[str, tuple[str, ...]]:
     the choice itself; where the pinned model can run now is `sm.pools`."""
     pools = sm.source.settings(sm.raw_autoscaling).gpu_capacity.pools
     return {p.name: tuple(p.instance_families) for p in pools if p.name in sm.model.pools}
+
+
+def replica_budget(sm: StackModel) -> int:
+    """The most maxReplicas the stack lets this model have: what its pools hold (`pool_replicas`)
+    after the ceilings it gives the other models there. The settings' GPU-budget rule: for every
+    set of pools, the models confined to it fit its gpuLimit (maxReplicas x gpusPerReplica each)."""
+    settings = sm.source.settings(sm.raw_autoscaling)
+    pools = {p.name: p.gpu_limit for p in settings.gpu_capacity.pools}
+    hosts = {m.name: {p.name for p in settings.gpu_capacity.pools if m.families_in(p)} for m in settings.models}
+    others = {m.name: settings.autoscaling_for(m.name).max_replicas * m.gpus_per_replica
+              for m in settings.models if m.name != sm.model.name}  # fmt: skip
+    room = min(sum(pools[p] for p in within) - sum(gpus for name, gpus in others.items() if hosts[name] and hosts[name] <= within)
+               for within in _pool_sets_holding(set(pools), hosts[sm.model.name]))  # fmt: skip
+    return max(1, min(sm.pool_replicas, room // sm.model.gpus_per_replica))
+
+
+def _pool_sets_holding(names: set[str], own: set[str]) -> list[set[str]]:
+    """Every set of pools that contains all of `own`."""
+    rest = sorted(names - own)
+    return [own | set(extra) for size in range(len(rest) + 1) for extra in itertools.combinations(rest, size)]
 
 
 def scope_sets(sm: StackModel, scope: str, path: str) -> bool:

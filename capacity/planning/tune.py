@@ -12,18 +12,15 @@ rules, so the winner deploys as simulated; edits go into the model's own autosca
 
 from __future__ import annotations
 
-import copy
-import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from pydantic import ValidationError
 
-from capacity.runtime import worker_pool
-from capacity.planning.stack import Policy, StackModel, config_command
-from capacity.planning.run import RunOptions, feasible_requests, run_policy, slo_targets, summarize
+from capacity.planning.evaluator import Candidate, Evaluated, evaluators
+from capacity.planning.run import RunOptions, RunSummary, feasible_requests, run_policy, slo_targets, summarize
+from capacity.planning.stack import ConfigEdit, Policy, StackModel, apply_config_set, config_command
 from capacity.workload.traces import Trace
 from contract.triggers import TRIGGERS, Trigger, enabled_triggers
 
@@ -60,56 +57,65 @@ def _spread(lo: int, hi: int, count: int) -> list[int]:
     return sorted({round(lo + (hi - lo) * i / (count - 1)) for i in range(count)})
 
 
-def set_path(raw: dict[str, Any], model: str, path: str, value: Any) -> dict[str, Any]:
-    """A copy of the autoscaling section with `<model>.<path>` set (the model's override block)."""
-    out = copy.deepcopy(raw)
-    node = out.setdefault(model, {})
-    *parents, leaf = path.split(".")
-    for key in parents:
-        node = node.setdefault(key, {})
-    node[leaf] = value
-    return out
+def knob_edits(model: str, knobs: Mapping[str, Any]) -> tuple[ConfigEdit, ...]:
+    """The edits setting each knob (a key path under a scope) in the model's own block."""
+    return tuple((f"autoscaling.{model}.{path}", value) for path, value in knobs.items())
 
 
-@dataclass(frozen=True)
-class Candidate:
-    raw: dict[str, Any]
-    summary: dict[str, Any]
+def knob_candidate(model: str, knobs: Mapping[str, Any]) -> Candidate:
+    return Candidate(knob_edits(model, knobs), dict(knobs))
+
+
+_UNSET = object()
+
+
+def _written(block: Any, path: str) -> Any:
+    """The value a scope's block, as written, holds at a dotted key path (`_UNSET`: none)."""
+    for key in path.split("."):
+        if not isinstance(block, dict) or key not in block:
+            return _UNSET
+        block = block[key]
+    return block
+
+
+def identity(sm: StackModel, knobs: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """What a candidate changes in the model's block as written: a knob set to the value the
+    block already holds deploys the same section, so it is the same candidate."""
+    own = sm.raw_autoscaling.get(sm.model.name)
+    return tuple(sorted((path, v) for path, v in knobs.items() if _written(own, path) != v))
 
 
 @dataclass(frozen=True)
 class TuneResult:
-    baseline: Candidate
-    best: Candidate
+    baseline: Evaluated[RunSummary]
+    best: Evaluated[RunSummary]
     changes: list[tuple[str, Any, Any]]  # (path, before, after)
     evaluated: int
     target: float
 
 
-def _score(summary: dict[str, Any], target: float) -> tuple:
-    meets = summary["slo_attainment"] >= target
+def _score(summary: RunSummary, target: float) -> tuple:
+    meets = summary.slo_attainment >= target
     if meets:
-        return (0, summary["cost_usd"], summary["gpu_hours"])
-    return (1, -summary["slo_attainment"], summary["cost_usd"])
+        return (0, summary.cost_usd, summary.gpu_hours)
+    return (1, -summary.slo_attainment, summary.cost_usd)
 
 
-# Worker state: set once per process (fork), so a candidate ships only its policy dict. The
-# feasible requests are the same for every candidate (the knobs never touch the SLO).
-_JOB: tuple[StackModel, Trace, RunOptions, np.ndarray] | None = None
+@dataclass(frozen=True)
+class TuneJob:
+    """A candidate's edits on the stack, run once over the whole trace. The feasible requests
+    are the same for every candidate (the knobs never touch the SLO)."""
 
+    sm: StackModel
+    trace: Trace
+    options: RunOptions
+    feasible: np.ndarray
 
-def _init(sm: StackModel, trace: Trace, options: RunOptions, feasible: np.ndarray) -> None:
-    global _JOB
-    _JOB = (sm, trace, options, feasible)
+    def deploy(self, candidate: Candidate) -> StackModel:
+        return apply_config_set(self.sm, candidate.edits)
 
-
-def _evaluate(raw: dict[str, Any]) -> dict[str, Any] | None:
-    sm, trace, options, feasible = _JOB  # type: ignore[misc]
-    try:
-        candidate = sm.with_policy(raw)
-    except (ValidationError, ValueError):
-        return None  # a policy the program would refuse to deploy
-    return summarize(run_policy(candidate, trace, options), candidate, feasible)
+    def score(self, deployed: StackModel) -> RunSummary:
+        return summarize(run_policy(deployed, self.trace, self.options), deployed, self.feasible)
 
 
 def tune(
@@ -123,42 +129,46 @@ def tune(
     """`target`: the attainment to reach (share of feasible requests within the SLO); default
     the SLO's own objective (the P95 of its key names)."""
     target = slo_targets(sm).objective if target is None else target
-    job = (sm, trace, options, feasible_requests(sm, trace))
-    _init(*job)
-    cache: dict[str, dict[str, Any] | None] = {}
-    key = lambda raw: json.dumps(raw, sort_keys=True)  # noqa: E731
+    job = TuneJob(sm, trace, options, feasible_requests(sm, trace))
+    cache: dict[tuple[tuple[str, Any], ...], Evaluated[RunSummary]] = {}
+    model = sm.model.name
 
-    with worker_pool(workers, _init, job) as pool:
+    def key(candidate: Candidate) -> tuple[tuple[str, Any], ...]:
+        return identity(sm, candidate.params)
 
-        def evaluate_all(raws: Iterable[dict[str, Any]]) -> None:
-            todo = [r for r in raws if key(r) not in cache]
-            for raw, summary in zip(todo, pool.map(_evaluate, todo)):
-                cache[key(raw)] = summary
+    with evaluators(job, workers) as evaluator:
 
-        base_raw = sm.raw_autoscaling
-        evaluate_all([base_raw])
-        baseline = Candidate(base_raw, cache[key(base_raw)])  # type: ignore[arg-type]
-        best = baseline
+        def evaluate_all(candidates: Iterable[Candidate]) -> None:
+            todo = list({key(c): c for c in candidates if key(c) not in cache}.values())
+            for done in evaluator.map(todo):
+                cache[key(done.candidate)] = done
+
+        evaluate_all([Candidate(())])  # the stack as it is
+        baseline = best = cache[()]
+        if baseline.summary is None:
+            raise ValueError(f"the stack's own policy does not run: {baseline.refused}")
+        knobs: dict[str, Any] = {}
         for _ in range(max_passes):
             improved = False
-            policy = sm.with_policy(best.raw).policy
+            policy = apply_config_set(sm, best.candidate.edits).policy
             for path, candidates, _ in _knobs(policy):
-                raws = [set_path(best.raw, sm.model.name, path, v) for v in candidates(policy)]
-                evaluate_all(raws)
-                for raw in raws:
-                    summary = cache[key(raw)]
-                    if summary is not None and _score(summary, target) < _score(best.summary, target):
-                        best, improved = Candidate(raw, summary), True
-                policy = sm.with_policy(best.raw).policy
+                tried = [knob_candidate(model, {**knobs, path: v}) for v in candidates(policy)]
+                evaluate_all(tried)
+                for candidate in tried:
+                    done = cache[key(candidate)]
+                    if done.summary is not None and _score(done.summary, target) < _score(best.summary, target):  # type: ignore[arg-type]
+                        best, improved = done, True
+                knobs = dict(best.params)
+                policy = apply_config_set(sm, best.candidate.edits).policy
             if not improved:
                 break
-    before, after = sm.policy, sm.with_policy(best.raw).policy
+    before, after = sm.policy, apply_config_set(sm, best.candidate.edits).policy
     changes = [
         (path, current(before), current(after))
         for path, _, current in _knobs(before)
         if current(before) != current(after)
     ]
-    return TuneResult(baseline, best, changes, sum(1 for v in cache.values() if v is not None), target)
+    return TuneResult(baseline, best, changes, sum(1 for e in cache.values() if e.summary is not None), target)
 
 
 def config_set_lines(result: TuneResult, model: str, stack: str) -> list[str]:

@@ -17,6 +17,7 @@ from capacity.planning import journal
 from tests.html_page import Report, embeds
 from capacity.planning.stack import apply_config_set, load_stack_model
 from contract.settings.config_path import ConfigRemove
+from tests.stacks import edited
 
 ROOT = Path(__file__).resolve().parents[3]
 STEP = "synthetic:step:base=2,peak=12,at=300,length=300,duration=900,prompt=512,output=128"
@@ -64,7 +65,8 @@ def test_the_same_seed_gives_the_same_plan(capsys, monkeypatch, tmp_path):
 
 def test_every_printed_command_deploys_the_winner(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
-    out = plan(capsys, tmp_path, "--trace", STEP, "--slo-attainment", "0.5")
+    # dev's committed policy (one replica) attains 70% of this trace: above that, another candidate wins
+    out = plan(capsys, tmp_path, "--trace", STEP, "--slo-attainment", "0.9")
     assert out["config_set"] and out["binding_limit"] is None
     edits: list = []
     for line in out["config_set"]:
@@ -76,9 +78,54 @@ def test_every_printed_command_deploys_the_winner(capsys, monkeypatch, tmp_path)
         path, value = line.removeprefix("pulumi config set --path '").removesuffix(" -s dev").split("' ")
         edits.append((path, _typed(value)))
     deployed = apply_config_set(load_stack_model("dev", root=ROOT), edits)
-    winner = out["frontier"][-1]["params"] if out["frontier"][-1]["slo_attainment"] >= 0.5 else None
+    winner = out["frontier"][-1]["params"] if out["frontier"][-1]["slo_attainment"] >= 0.9 else None
     assert deployed.policy.max_replicas <= 3  # the pools hold 3 GPUs
     assert winner is None or deployed.policy.min_replicas <= winner["maxReplicas"]
+
+
+def test_the_committed_policy_is_reported_beside_the_winner_on_the_gpu_it_runs_on(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    out = plan(capsys, tmp_path, "--trace", STEP, "--slo-attainment", "0.9")
+    committed = out["committed"]
+    assert committed["gpu"] == "l4" and committed["refused"] is None  # dev pins g6 (L4)
+    assert committed["search"]["slo_attainment"] < 0.9 <= out["search"]["slo_attainment"]
+    assert committed["validation"]["oracle_gpu_hours"] is not None
+
+
+def test_a_committed_policy_that_keeps_the_rules_and_wins_changes_nothing(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    stack = edited("dev", tmp_path, [("autoscaling.qwen25-1p5b.maxReplicas", 3)])  # the pools' budget
+    out = plan(capsys, tmp_path, "--stack", str(stack), "--trace", STEP, "--slo-attainment", "0.5")  # 70%, cheapest
+    assert out["committed"]["rules_broken"] == []
+    assert out["search"] == out["committed"]["search"] and out["config_set"] == []
+    assert "the committed policy is the cheapest candidate meeting the target: nothing to change" in out["notes"]
+
+
+def test_a_committed_policy_that_breaks_the_rules_cannot_win_and_says_which(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    out = plan(capsys, tmp_path, "--trace", STEP, "--slo-attainment", "0.5")  # dev's: maxReplicas 1 of 3
+    assert out["committed"]["rules_broken"] == ["maxReplicas 1 is not the pools' replica budget for the model (3)"]
+    assert out["committed"]["search"]["cost_usd"] < out["search"]["cost_usd"] and out["config_set"]
+
+
+def test_the_plan_states_the_rules_its_winner_follows(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    out = plan(capsys, tmp_path, "--trace", STEP, "--slo-attainment", "0.9")
+    assert out["rules"]["guardrails_kept"] and out["rules"]["max_replicas"] == 3
+    rule = next(n for n in out["notes"] if n.startswith("maxReplicas 3: the pools' replica budget for the model"))
+    assert "kvCache" in rule and "e2eLatency" in rule
+
+
+def test_allow_dropping_guardrails_says_so(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    out = plan(capsys, tmp_path, "--trace", STEP, "--slo-attainment", "0.9", "--allow-dropping-guardrails")
+    assert out["rules"]["guardrails_kept"] is False
+    assert any(n.endswith("guardrails may be off (--allow-dropping-guardrails)") for n in out["notes"])
+
+
+def test_no_gpu_type_it_runs_on_searched_no_committed_policy(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    assert plan(capsys, tmp_path, "--trace", STEP, "--gpu", "a10g")["committed"] is None
 
 
 def test_when_nothing_meets_the_target_the_binding_limit_is_named_with_numbers(capsys, monkeypatch, tmp_path):
@@ -237,9 +284,11 @@ def test_a_servable_trace_has_no_such_note(capsys, monkeypatch, tmp_path):
 
 def test_a_small_unservable_share_is_a_note_and_a_large_one_a_warning():
     from capacity.planning import plan as planner
+    from capacity.planning.evaluator import Candidate
+    from tests.summaries import searched
 
     dev = load_stack_model("dev", root=ROOT)
-    trial = lambda share: planner.Trial(0, {}, {"infeasible_share": share, "rejected_share": 0.0}, None)  # noqa: E731
+    trial = lambda share: planner.Trial(Candidate(()), searched(infeasible_share=share, rejected_share=0.0))  # noqa: E731
     assert planner.unservable_note(dev, trial(0.0), 0.95) is None
     assert planner.unservable_note(dev, trial(0.01), 0.95).startswith("1.0% of the searched requests")
     assert planner.unservable_note(dev, trial(0.08), 0.95).startswith("warning: 8.0% of the searched requests")

@@ -111,8 +111,8 @@ def test_a_refused_half_value_shows_the_contracts_reason_instead_of_numbers(expl
 
 def test_every_simulated_variant_reports_attainment_cost_and_gpu_hours(explained):
     ran = [o.summary for _, row in explained.rows for o in row if o.summary]
-    assert ran and all({"slo_attainment", "cost_usd", "gpu_hours"} <= set(s) for s in ran)
-    assert {"slo_attainment", "cost_usd", "gpu_hours"} <= set(explained.baseline)
+    assert ran and all({"slo_attainment", "cost_usd", "gpu_hours"} <= set(s.as_dict()) for s in ran)
+    assert {"slo_attainment", "cost_usd", "gpu_hours"} <= set(explained.baseline.as_dict())
 
 
 def test_a_value_that_rounds_to_itself_is_not_simulated(explained):
@@ -122,7 +122,7 @@ def test_a_value_that_rounds_to_itself_is_not_simulated(explained):
 
 def test_more_replicas_at_once_cost_no_less_on_a_step(explained):
     _, double = outcomes(explained, "minReplicas")
-    assert double.summary["gpu_hours"] >= explained.baseline["gpu_hours"]
+    assert double.summary.gpu_hours >= explained.baseline.gpu_hours
 
 
 def test_an_engine_flag_variant_carries_the_refusal_when_the_profile_cannot_be_varied(explained):

@@ -2,17 +2,19 @@
 
 from pathlib import Path
 
+from capacity.planning.evaluator import Candidate, Evaluated
 from capacity.planning.stack import load_stack_model
 from capacity.planning.run import RunOptions
-from capacity.planning.tune import Candidate, TuneResult, _score, _spread, config_set_lines, set_path, tune
+from capacity.planning.tune import TuneResult, _score, _spread, config_set_lines, identity, knob_edits, tune
 from capacity.workload.traces import load
+from tests.summaries import run
 
 ROOT = Path(__file__).resolve().parents[3]
 PROFILE = "8gb-qwen2.5-1.5b"
 
 
 def summary(attainment, cost, gpu_hours=1.0):
-    return {"slo_attainment": attainment, "cost_usd": cost, "gpu_hours": gpu_hours}
+    return run(slo_attainment=attainment, cost_usd=cost, gpu_hours=gpu_hours)
 
 
 def test_a_policy_meeting_the_target_beats_any_that_misses_it():
@@ -34,7 +36,7 @@ def test_candidates_spread_over_the_range_with_both_ends():
 
 
 def test_config_set_lines_use_the_model_block_and_plain_numbers():
-    base = Candidate({}, summary(0.9, 1.0))
+    base = Evaluated(Candidate(()), summary(0.9, 1.0))
     result = TuneResult(base, base, [("triggers.queueDepth.targetPerReplica", 8.0, 3.0), ("minReplicas", 2, 4)], 5, 0.99)
     assert config_set_lines(result, "m", "prod") == [
         "pulumi config set --path 'autoscaling.m.triggers.queueDepth.targetPerReplica' 3 -s prod",
@@ -42,11 +44,15 @@ def test_config_set_lines_use_the_model_block_and_plain_numbers():
     ]
 
 
-def test_set_path_edits_only_the_model_block():
-    raw = {"default": {"maxReplicas": 3}}
-    edited = set_path(raw, "m", "triggers.queueDepth.targetPerReplica", 2)
-    assert edited == {"default": {"maxReplicas": 3}, "m": {"triggers": {"queueDepth": {"targetPerReplica": 2}}}}
-    assert raw == {"default": {"maxReplicas": 3}}
+def test_knob_edits_go_into_the_model_block_only():
+    edits = knob_edits("m", {"triggers.queueDepth.targetPerReplica": 2, "minReplicas": 3})
+    assert edits == (("autoscaling.m.triggers.queueDepth.targetPerReplica", 2), ("autoscaling.m.minReplicas", 3))
+
+
+def test_a_knob_at_the_value_the_model_block_holds_is_the_same_candidate():
+    sm = load_stack_model("dev", root=ROOT)  # its block sets triggers.queueDepth.targetPerReplica: 2
+    assert identity(sm, {"triggers.queueDepth.targetPerReplica": 2}) == ()
+    assert identity(sm, {"triggers.queueDepth.targetPerReplica": 3}) == (("triggers.queueDepth.targetPerReplica", 3),)
 
 
 def test_tune_finds_a_policy_no_worse_than_the_stack_and_prints_config_set_lines():
@@ -54,8 +60,8 @@ def test_tune_finds_a_policy_no_worse_than_the_stack_and_prints_config_set_lines
     trace = load("synthetic:step:base=2,peak=20,at=60,length=240,duration=420,prompt=512,output=128")
     result = tune(sm, trace, target=0.9, options=RunOptions(), workers=2, max_passes=1)
     before, after = result.baseline.summary, result.best.summary
-    assert (after["slo_attainment"] >= 0.9 and after["cost_usd"] <= before["cost_usd"]) or (
-        after["slo_attainment"] >= before["slo_attainment"]
+    assert (after.slo_attainment >= 0.9 and after.cost_usd <= before.cost_usd) or (
+        after.slo_attainment >= before.slo_attainment
     )
     for line in config_set_lines(result, sm.model.name, "dev"):
         assert line.startswith(f"pulumi config set --path 'autoscaling.{sm.model.name}.") and line.endswith(" -s dev")

@@ -77,7 +77,7 @@ def test_each_reference_policy_scales_the_stack_model_on_a_load_step(name):
     trace = load("synthetic:step:base=2,peak=60,at=120,length=600,duration=1200,prompt=512,output=256")
     result = run_scaled_object(sm, read_scaled_object(REFERENCES / f"{name}.yaml"), trace, RunOptions())
     assert max(result.timeline.desired) > 1
-    assert summarize(result, sm, feasible_requests(sm, trace))["slo_attainment"] > 0
+    assert summarize(result, sm, feasible_requests(sm, trace)).slo_attainment > 0
 
 
 @pytest.mark.parametrize(

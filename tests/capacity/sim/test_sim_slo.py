@@ -107,12 +107,12 @@ def test_the_summary_leaves_infeasible_requests_out_of_attainment_and_counts_the
     sm = replace(load_stack_model("dev", root=ROOT), profile=TOY)
     t = trace((0.0, 256, 11), (1.0, 256, 11), (2.0, 4000, 200))  # the last is longer than the context
     summary = summarize(replay(t), sm, feasible_requests(sm, t))
-    assert summary["slo_attainment"] == 1.0
-    assert summary["infeasible_requests"] == 1 and summary["rejected_requests"] == 1
+    assert summary.slo_attainment == 1.0
+    assert summary.infeasible_requests == 1 and summary.rejected_requests == 1
 
 
 def test_the_summary_states_the_slo_it_judged_against():
     sm = replace(load_stack_model("dev", root=ROOT), profile=TOY)
     t = trace((0.0, 256, 11))
-    slo = summarize(replay(t), sm, feasible_requests(sm, t))["slo"]
+    slo = summarize(replay(t), sm, feasible_requests(sm, t)).as_dict()["slo"]
     assert slo == {"ttft_p95_s": 1.0, "tpot_p95_s": 0.1, "e2e_p99_s": None, "objective": 0.95}

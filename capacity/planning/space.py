@@ -1,0 +1,157 @@
+"""The planner's search space: each parameter it searches, as the Optuna distribution it is
+drawn from, and the stack's committed policy as a point of that space.
+
+One TPE study per GPU type draws every parameter in `SPACE` order (so a seed gives the same
+search); `plan.edits_of` turns a point into the `pulumi config set --path` edits that deploy it.
+The committed policy is enqueued as the first trial of its GPU type's study: its values snapped
+to the nearest the space holds, since Optuna refuses a categorical value it was not given and the
+sampler learns only from points of the space (the planner still runs the committed policy as it
+is; the snapped point is where the sampler files its result).
+
+Not searched, by the planner's rules (`guardrails`): maxReplicas (the pools' replica budget) and,
+unless the guardrails may be dropped, whether the kvCache and e2eLatency triggers are on (they
+are); their thresholds are drawn relative to what healthy traffic reaches: `kvHeadroom` places
+the KV target between a full replica's KV and the ceiling, `e2eFactor` scales the latency bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
+
+from capacity.planning.guardrails import KV_CEILING
+from capacity.planning.stack import StackModel
+
+MAX_NUM_SEQS = (16, 24, 32, 48, 64, 96, 128)
+MAX_NUM_BATCHED_TOKENS = (1024, 2048, 4096, 8192)
+GPU_MEMORY_UTILIZATION = (0.85, 0.90, 0.95)
+CONSOLIDATE_AFTER_S = {"1m": 60, "5m": 300, "15m": 900}  # the pools' consolidateAfter choices, in seconds
+ROUNDED = ("kvHeadroom", "kvTarget", "e2eFactor", "ttftFactor")  # floats kept to two decimals, as printed
+
+
+def distributions(budget: int, search_pools: bool, down_windows: Sequence[int], guardrails: bool = True) -> dict[str, BaseDistribution]:
+    """Every searched parameter and what it is drawn from, in the order drawn. `budget`: the
+    replicas the pools hold (minReplicas is drawn up to it). `guardrails`: the kvCache and
+    e2eLatency triggers stay on (else each may be drawn off, the KV target down to 0.05)."""
+    space: dict[str, BaseDistribution] = {
+        "maxNumSeqs": CategoricalDistribution(MAX_NUM_SEQS),
+        "maxNumBatchedTokens": CategoricalDistribution(MAX_NUM_BATCHED_TOKENS),
+        "gpuMemoryUtilization": CategoricalDistribution(GPU_MEMORY_UTILIZATION),
+        "minReplicas": IntDistribution(1, budget),
+        "queueTarget": IntDistribution(1, 12),
+        "queueWindow": CategoricalDistribution((30, 60, 120)),
+        **(_kept_guardrails() if guardrails else _droppable_guardrails()),
+        "promptEnabled": CategoricalDistribution((True, False)),
+        "promptTarget": IntDistribution(200, 3000, step=100),
+        "promptWindow": CategoricalDistribution((30, 60, 120)),
+        "e2eFactor": FloatDistribution(1.05, 2.0, step=0.05),
+        "ttftEnabled": CategoricalDistribution((True, False)),
+        "ttftFactor": FloatDistribution(1.1, 3.0, step=0.1),
+        "scaleUpWindow": CategoricalDistribution((0, 30, 60)),
+        "scaleUpPods": IntDistribution(1, 8),
+        "scaleUpPeriod": CategoricalDistribution((15, 30, 60)),
+        "scaleDownWindow": CategoricalDistribution(tuple(down_windows)),
+        "scaleDownPods": IntDistribution(1, 4),
+        "scaleDownPeriod": CategoricalDistribution((60, 120, 300)),
+    }
+    if search_pools:  # else the pools' own value: they are not this model's alone to tune
+        space["consolidateAfter"] = CategoricalDistribution(tuple(CONSOLIDATE_AFTER_S))
+    return space
+
+
+def _kept_guardrails() -> dict[str, BaseDistribution]:
+    # Where the KV target sits between what a full replica holds (0) and the ceiling (1).
+    return {"kvHeadroom": FloatDistribution(0.0, 1.0, step=0.1)}
+
+
+def _droppable_guardrails() -> dict[str, BaseDistribution]:
+    return {
+        "kvEnabled": CategoricalDistribution((True, False)),
+        # Low targets too: a replica's KV use tracks its tokens in flight, so a target far below
+        # a full cache scales in proportion to load before any queue forms.
+        "kvTarget": FloatDistribution(0.05, 0.95, step=0.05),
+        "e2eEnabled": CategoricalDistribution((True, False)),
+    }
+
+
+def suggest(trial: Any, space: dict[str, BaseDistribution]) -> dict[str, Any]:
+    """A point of `space` drawn by an Optuna trial (an enqueued trial returns its fixed values)."""
+    return _rounded({name: _draw(trial, name, distribution) for name, distribution in space.items()})
+
+
+def _rounded(point: dict[str, Any]) -> dict[str, Any]:
+    return {name: round(value, 2) if name in ROUNDED else value for name, value in point.items()}
+
+
+def _draw(trial: Any, name: str, distribution: BaseDistribution) -> Any:
+    if isinstance(distribution, CategoricalDistribution):
+        return trial.suggest_categorical(name, list(distribution.choices))
+    if isinstance(distribution, IntDistribution):
+        return trial.suggest_int(name, distribution.low, distribution.high, step=distribution.step)
+    assert isinstance(distribution, FloatDistribution)
+    return trial.suggest_float(name, distribution.low, distribution.high, step=distribution.step)
+
+
+def snap(value: Any, distribution: BaseDistribution) -> Any:
+    """The value of `distribution` nearest to `value`: a choice (a number by distance, anything
+    else as it is or the first choice), or a step of a range clamped to its ends."""
+    if isinstance(distribution, CategoricalDistribution):
+        choices = distribution.choices
+        if value in choices and type(value) is type(choices[choices.index(value)]):
+            return value
+        numbers = [c for c in choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
+        if numbers and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return min(numbers, key=lambda c: abs(c - value))
+        return choices[0]
+    assert isinstance(distribution, (IntDistribution, FloatDistribution))
+    step = distribution.step or 1
+    steps = round((min(max(value, distribution.low), distribution.high) - distribution.low) / step)
+    point = distribution.low + steps * step
+    return int(point) if isinstance(distribution, IntDistribution) else round(point, 6)
+
+
+def committed_values(sm: StackModel, kv_floor: float, e2e_base: float) -> dict[str, Any]:
+    """The stack's policy for the model, by the planner's parameter names (before snapping):
+    `kv_floor` and `e2e_base` are what its KV target and latency threshold are drawn relative to."""
+    policy, engine = sm.policy, sm.model.engine
+    triggers, up, down = policy.triggers, policy.behavior.scale_up, policy.behavior.scale_down
+    consolidate = sm.pools[0].consolidate_after_s if sm.pools else 0.0
+    kv = triggers.kv_cache.target_per_replica
+    return {
+        "maxNumSeqs": engine.max_num_seqs,
+        "maxNumBatchedTokens": engine.max_num_batched_tokens,
+        "gpuMemoryUtilization": engine.gpu_memory_utilization,
+        "minReplicas": policy.min_replicas,
+        "queueTarget": triggers.queue_depth.target_per_replica,
+        "queueWindow": triggers.queue_depth.window_seconds,
+        "kvHeadroom": (kv - kv_floor) / (KV_CEILING - kv_floor) if kv_floor < KV_CEILING else 0.0,
+        "kvEnabled": triggers.kv_cache.enabled,
+        "kvTarget": kv,
+        "promptEnabled": triggers.prompt_tokens.enabled,
+        "promptTarget": triggers.prompt_tokens.target_per_replica,
+        "promptWindow": triggers.prompt_tokens.window_seconds,
+        "e2eEnabled": triggers.e2e_latency.enabled,
+        "e2eFactor": triggers.e2e_latency.threshold_seconds / e2e_base,
+        "ttftEnabled": triggers.ttft.enabled,
+        "ttftFactor": triggers.ttft.threshold_seconds / policy.slo.ttft_p95_seconds,
+        "scaleUpWindow": up.stabilization_window_seconds,
+        "scaleUpPods": up.policies[0].value,
+        "scaleUpPeriod": up.policies[0].period_seconds,
+        "scaleDownWindow": down.stabilization_window_seconds,
+        "scaleDownPods": down.policies[0].value,
+        "scaleDownPeriod": down.policies[0].period_seconds,
+        "consolidateAfter": min(CONSOLIDATE_AFTER_S, key=lambda k: abs(CONSOLIDATE_AFTER_S[k] - consolidate)),
+    }
+
+
+def committed_point(sm: StackModel, space: dict[str, BaseDistribution], kv_floor: float, e2e_base: float) -> dict[str, Any]:
+    """The committed policy as the point of `space` nearest to it (what a study is given first)."""
+    values = committed_values(sm, kv_floor, e2e_base)
+    return _rounded({name: snap(values[name], distribution) for name, distribution in space.items()})
