@@ -452,11 +452,12 @@ class Points:
 
 
 def winner(trials: Sequence[Trial], target: float) -> Trial | None:
-    """The cheapest candidate meeting every constraint (the first found of equal cost), else the
-    one attaining the most. Every drawn candidate has the same maxReplicas, the pools' budget."""
+    """The cheapest candidate meeting every constraint (of equal cost, the one attaining the most,
+    then the first found), else the one attaining the most. Every drawn candidate has the same
+    maxReplicas, the pools' budget."""
     feasible = [t for t in trials if meets(t, target)]
     if feasible:
-        return min(feasible, key=lambda t: t.summary.cost_usd)  # type: ignore[union-attr]
+        return min(feasible, key=lambda t: (t.summary.cost_usd, -t.summary.slo_attainment))  # type: ignore[union-attr]
     ran = [t for t in trials if t.summary is not None]
     return max(ran, key=lambda t: (t.summary.slo_attainment, -t.summary.cost_usd), default=None)  # type: ignore[union-attr]
 

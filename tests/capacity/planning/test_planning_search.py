@@ -53,6 +53,11 @@ def test_the_winner_is_the_cheapest_feasible_candidate_else_the_closest():
     assert plan.winner([REFUSED], 0.95) is None
 
 
+def test_of_candidates_costing_the_same_the_one_attaining_more_wins():
+    first, better = ran(2.0, 0.96), ran(2.0, 0.99)
+    assert plan.winner([first, better], 0.95) is better
+
+
 def test_the_frontier_is_the_pareto_front_cheapest_first_one_per_point():
     a, b, dominated, cheapest, same_as_a = ran(1.0, 0.9), ran(2.0, 0.95), ran(2.0, 0.9), ran(0.5, 0.5), ran(1.0, 0.9)
     assert plan.frontier([a, b, dominated, REFUSED, cheapest, same_as_a]) == [cheapest, a, b]
