@@ -500,13 +500,13 @@ class GpuTypeRow:
 
 
 def per_gpu_type(result: PlanResult) -> list[GpuTypeRow]:
-    """Which GPU: each type's cheapest trial meeting the target (else its closest)."""
+    """Which GPU: each type's winner by the search's own rule (`winner`: the cheapest candidate
+    meeting every constraint, else the closest)."""
     rows = []
     for name, kind in result.types.items():
-        ran = [t.summary for t in result.trials if t.summary and t.params["gpu"] == name]
-        meeting = [s for s in ran if s.slo_attainment >= result.target]
-        pick = min(meeting, key=lambda s: s.cost_usd) if meeting else max(ran, key=lambda s: s.slo_attainment, default=None)
-        rows.append(GpuTypeRow(kind, len(ran), bool(meeting), pick))
+        ran = [t for t in result.trials if t.summary and t.params["gpu"] == name]
+        pick = winner(ran, result.target)
+        rows.append(GpuTypeRow(kind, len(ran), any(meets(t, result.target) for t in ran), pick.summary if pick else None))
     return rows
 
 

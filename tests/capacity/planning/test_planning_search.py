@@ -25,7 +25,8 @@ STEP = "synthetic:step:base=2,peak=12,at=300,length=300,duration=900,prompt=512,
 
 
 def ran(cost: float, attainment: float, broken: tuple[str, ...] = ()) -> Evaluated:
-    return Evaluated(Candidate((), {plan.RULES_BROKEN: list(broken)}), searched(cost_usd=cost, slo_attainment=attainment))
+    params = {"gpu": "l4", plan.RULES_BROKEN: list(broken)}
+    return Evaluated(Candidate((), params), searched(cost_usd=cost, slo_attainment=attainment))
 
 
 REFUSED = Evaluated(Candidate(()), None, "would not deploy: (test)")
@@ -113,3 +114,11 @@ def test_every_told_trial_carries_its_cost_and_constraints(searched_dev):
         assert trial.value == kept["cost_usd"]
         assert trial.constraints == {"deploys": 0.0, "attainment": pytest.approx(0.9 - kept["slo_attainment"]), "rules": rules}
     assert sum(t.constraints["rules"] for t in told) == 1
+
+
+def test_the_gpu_table_picks_each_types_winner_by_the_same_constraints():
+    breaking, planned = ran(0.5, 1.0, ("the kvCache guardrail is off",)), ran(1.0, 0.99)
+    kind = plan.GpuType("g6", "l4", 0.8, 0.36)
+    result = plan.PlanResult([breaking, planned], planned, breaking, 0.95, {"l4": kind}, rules=None)  # type: ignore[arg-type]
+    (row,) = plan.per_gpu_type(result)
+    assert row.meets_target and row.pick is planned.summary
