@@ -16,7 +16,7 @@ from capacity.planning import journal, plan
 from capacity.planning.evaluator import Candidate, Evaluated, evaluate
 from capacity.planning.run import RunOptions
 from capacity.planning.space import committed_point, distributions, snap
-from capacity.planning.stack import load_stack_model
+from capacity.planning.stack import apply_config_set, load_stack_model
 from capacity.workload.traces import load
 from tests.summaries import searched
 
@@ -70,22 +70,34 @@ def test_the_committed_point_snaps_to_the_space():
     assert snap(12, IntDistribution(1, 8)) == 8 and snap(False, CategoricalDistribution((True, False))) is False
 
 
+def known(sm):
+    """dev with a policy and engine flags the space holds, set here rather than by the last plan."""
+    scope, model = "autoscaling.qwen25-1p5b", "models[0]"
+    return apply_config_set(sm, [
+        (f"{scope}.triggers.queueDepth.targetPerReplica", 2), (f"{scope}.triggers.queueDepth.windowSeconds", 30),
+        (f"{scope}.triggers.kvCache.targetPerReplica", 0.75), (f"{scope}.behavior.scaleDown.stabilizationWindowSeconds", 600),
+        (f"{model}.engine.maxNumSeqs", 32), (f"{model}.engine.maxNumBatchedTokens", 4096),
+        ("gpuCapacity.pools[0].consolidateAfter", "15m"), ("gpuCapacity.pools[1].consolidateAfter", "15m")])  # fmt: skip
+
+
 def test_the_committed_point_holds_the_stacks_values_where_the_space_does():
-    dev = load_stack_model("dev", root=ROOT)  # its block: queue target 2, window 30, kv 0.75, scale-down 600 s
+    dev = known(load_stack_model("dev", root=ROOT))
     point = committed_point(dev, distributions(dev.pool_replicas, True, (300, 600, 900), guardrails=False), 0.05, 34.5)
     assert (point["queueTarget"], point["queueWindow"], point["kvTarget"], point["scaleDownWindow"]) == (2, 30, 0.75, 600)
     assert (point["maxNumSeqs"], point["maxNumBatchedTokens"], point["consolidateAfter"]) == (32, 4096, "15m")
 
 
 def test_the_committed_kv_target_is_filed_as_its_headroom_over_the_floor():
-    dev = load_stack_model("dev", root=ROOT)  # kv 0.75
+    dev = known(load_stack_model("dev", root=ROOT))  # kv 0.75
     point = committed_point(dev, distributions(dev.pool_replicas, False, (600,)), 0.55, 34.5)
     assert point["kvHeadroom"] == 0.5 and "kvTarget" not in point  # 0.75 is halfway from 0.55 to 0.95
 
 
 @pytest.fixture(scope="module")
 def searched_dev(tmp_path_factory):
-    dev = load_stack_model("dev", root=ROOT)
+    scope = "autoscaling.qwen25-1p5b"  # pinned at one replica: it breaks the ceiling rule (the pools hold 3)
+    dev = apply_config_set(load_stack_model("dev", root=ROOT),
+                           [(f"{scope}.minReplicas", 1), (f"{scope}.maxReplicas", 1), (f"{scope}.fallbackReplicas", 1)])  # fmt: skip
     path = tmp_path_factory.mktemp("journal") / "plan.journal"
     result = plan.search(dev, [load(STEP)], 0.9, trials=4, seed=0, workers=2, options=RunOptions(), journal_path=path)
     return dev, result, path
@@ -107,7 +119,7 @@ def test_every_told_trial_carries_its_cost_and_constraints(searched_dev):
     assert len(told) == len(result.trials) == 4
     for trial in told:
         kept, params = trial.user_attrs[journal.RESULT], trial.user_attrs[journal.CANDIDATE]
-        rules = len(params.get(plan.RULES_BROKEN, []))  # the committed dev policy's maxReplicas 1 of 3
+        rules = len(params.get(plan.RULES_BROKEN, []))  # the committed policy's maxReplicas 1 of 3
         if isinstance(kept, str):  # refused: no cost, and it attains nothing
             assert (trial.value, trial.constraints) == (math.inf, {"deploys": 1.0, "attainment": 0.9, "rules": rules})
             continue
