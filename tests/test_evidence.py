@@ -1,7 +1,9 @@
 """The committed thresholds stand on their evidence (issue 17).
 
 For each stack and model: the committed policy, simulated with the current engine model and
-control loop on the held-out part of the traffic its evidence command names, meets the stack's
+control loop on the held-out part of the traffic its evidence command names, keeps the planner's
+rules (`capacity.planning.guardrails`: the kvCache and e2eLatency guardrails on above healthy
+traffic, maxReplicas the pools' budget for the model), meets the stack's
 `capacityPlanning.attainmentTarget`, and costs at most 10% more than what the planner finds now
 with a reduced budget (REPLAN_TRIALS candidates, same seed and GPU type; about 20 s per model on
 2 cores). A failure says which thresholds the planner now sets differently and the command to
@@ -78,10 +80,18 @@ def test_a_fleet_capped_below_its_evidence_misses_the_target_and_says_what_to_re
 
 def test_a_fleet_held_far_above_its_evidence_costs_too_much_and_says_what_to_rerun():
     base = committed("prod", "qwen25-14b-awq")
-    most = 2 * base.sm.policy.max_replicas  # twice the committed ceiling, warm all along
+    most = base.sm.policy.max_replicas  # the committed ceiling, warm all along
     padded = apply_config_set(base.sm, [("autoscaling.qwen25-14b-awq.maxReplicas", most),
                                         ("autoscaling.qwen25-14b-awq.minReplicas", most),
                                         ("autoscaling.qwen25-14b-awq.fallbackReplicas", most)])  # fmt: skip
     result = base.audit(padded)
     assert any("more than 10% above" in p for p in result.problems)
     assert f"autoscaling.qwen25-14b-awq.minReplicas {most} ->" in result.message()
+
+
+def test_a_guardrail_turned_off_breaks_the_planners_rules_and_says_what_to_rerun():
+    base = committed("prod", "qwen25-14b-awq")
+    unguarded = apply_config_set(base.sm, [("autoscaling.qwen25-14b-awq.triggers.kvCache.enabled", False)])
+    result = base.audit(unguarded)
+    assert "the committed policy breaks the planner's rules: the kvCache guardrail is off" in result.problems
+    assert f"re-plan with: {base.proof.command}" in result.message()

@@ -4,9 +4,11 @@ The evidence comment above a model's autoscaling block names the `plan` command 
 thresholds. The audit replays the committed policy on the held-out part of that command's
 traffic with the current engine model and control loop, and runs the planner again on the
 search part (a reduced candidate budget, same seed, same GPU type). It fails when the committed
-policy misses the stack's `capacityPlanning.attainmentTarget`, or costs more than `COST_SLACK`
-above what the planner finds now; its message names the thresholds the planner now sets
-differently and the command to re-plan with.
+policy breaks the planner's rules (`guardrails`: the guardrail triggers on above healthy
+traffic, maxReplicas the pools' budget for the model), misses the stack's
+`capacityPlanning.attainmentTarget`, or costs more than `COST_SLACK` above what the planner
+finds now; its message names the thresholds the planner now sets differently and the command to
+re-plan with.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from capacity.planning import plan
+from capacity.planning.guardrails import guardrails
 from capacity.planning.stack import StackModel
 from capacity.planning.run import CombinedSummary, RunOptions, RunSummary, held_out, split
 from capacity.planning.sensitivity import thresholds
@@ -72,6 +75,9 @@ def audit(sm: StackModel, trace: Trace, fraction: float, now: Replan, seed: int,
     committed = held_out(sm, trace, fraction, _options(sm, seed))
     replanned = now.summary
     problems = []
+    broken = guardrails(sm, [split(trace, fraction)[0]]).breaks(sm.policy, sm.profile)
+    if broken:
+        problems.append("the committed policy breaks the planner's rules: " + "; ".join(broken))
     if committed.slo_attainment < target:
         problems.append(f"the committed policy attains {committed.slo_attainment:.2%} < the target {target:.2%} "
                         f"on the held-out part ({committed.requests} requests)")  # fmt: skip

@@ -452,11 +452,12 @@ class Points:
 
 
 def winner(trials: Sequence[Trial], target: float) -> Trial | None:
-    """The cheapest candidate meeting every constraint (the first found of equal cost), else the
-    one attaining the most. Every drawn candidate has the same maxReplicas, the pools' budget."""
+    """The cheapest candidate meeting every constraint (of equal cost, the one attaining the most,
+    then the first found), else the one attaining the most. Every drawn candidate has the same
+    maxReplicas, the pools' budget."""
     feasible = [t for t in trials if meets(t, target)]
     if feasible:
-        return min(feasible, key=lambda t: t.summary.cost_usd)  # type: ignore[union-attr]
+        return min(feasible, key=lambda t: (t.summary.cost_usd, -t.summary.slo_attainment))  # type: ignore[union-attr]
     ran = [t for t in trials if t.summary is not None]
     return max(ran, key=lambda t: (t.summary.slo_attainment, -t.summary.cost_usd), default=None)  # type: ignore[union-attr]
 
@@ -499,13 +500,13 @@ class GpuTypeRow:
 
 
 def per_gpu_type(result: PlanResult) -> list[GpuTypeRow]:
-    """Which GPU: each type's cheapest trial meeting the target (else its closest)."""
+    """Which GPU: each type's winner by the search's own rule (`winner`: the cheapest candidate
+    meeting every constraint, else the closest)."""
     rows = []
     for name, kind in result.types.items():
-        ran = [t.summary for t in result.trials if t.summary and t.params["gpu"] == name]
-        meeting = [s for s in ran if s.slo_attainment >= result.target]
-        pick = min(meeting, key=lambda s: s.cost_usd) if meeting else max(ran, key=lambda s: s.slo_attainment, default=None)
-        rows.append(GpuTypeRow(kind, len(ran), bool(meeting), pick))
+        ran = [t for t in result.trials if t.summary and t.params["gpu"] == name]
+        pick = winner(ran, result.target)
+        rows.append(GpuTypeRow(kind, len(ran), any(meets(t, result.target) for t in ran), pick.summary if pick else None))
     return rows
 
 

@@ -62,7 +62,8 @@ def test_max_replicas_is_the_pools_budget(dev, rules):
 def test_a_model_sharing_pools_gets_what_the_other_models_ceilings_leave():
     prod = load_stack_model("prod", "qwen25-14b-awq", root=ROOT)  # 24 GPUs shared with the 7B (maxReplicas 4)
     assert replica_budget(prod) == 24 - load_stack_model("prod", "qwen25-7b-awq", root=ROOT).policy.max_replicas
-    roomier = apply_config_set(prod, [("autoscaling.qwen25-7b-awq.maxReplicas", 2)])
+    seven = "autoscaling.qwen25-7b-awq"
+    roomier = apply_config_set(prod, [(f"{seven}.minReplicas", 1), (f"{seven}.fallbackReplicas", 1), (f"{seven}.maxReplicas", 2)])
     assert replica_budget(roomier) == 22
 
 
@@ -88,8 +89,10 @@ def test_each_rule_a_policy_breaks_is_one_line(dev, rules):
 
 def test_with_guardrails_droppable_only_the_ceiling_is_a_rule(dev, rules):
     droppable = replace(rules, kept=False)
-    sm = apply_config_set(dev, [("autoscaling.qwen25-1p5b.triggers.kvCache.enabled", False)])
-    assert droppable.breaks(sm.policy, sm.profile) == ["maxReplicas 1 is not the pools' replica budget for the model (3)"]
+    scope = "autoscaling.qwen25-1p5b"
+    sm = apply_config_set(dev, [(f"{scope}.triggers.kvCache.enabled", False), (f"{scope}.minReplicas", 1),
+                                (f"{scope}.fallbackReplicas", 1), (f"{scope}.maxReplicas", 2)])  # fmt: skip
+    assert droppable.breaks(sm.policy, sm.profile) == ["maxReplicas 2 is not the pools' replica budget for the model (3)"]
 
 
 def test_only_a_droppable_search_draws_the_guardrails_on_or_off():

@@ -1,10 +1,12 @@
-"""Tune's search rules, and one short search through the dev stack's policy."""
+"""Tune's search rules, and a short search that must lower a padded fleet and print lines that deploy it."""
 
 from pathlib import Path
 
+import pytest
+
 from capacity.planning.evaluator import Candidate, Evaluated
-from capacity.planning.stack import load_stack_model
-from capacity.planning.run import RunOptions
+from capacity.planning.stack import apply_config_set, load_stack_model
+from capacity.planning.run import RunOptions, feasible_requests, run_policy, summarize
 from capacity.planning.tune import TuneResult, _score, _spread, config_set_lines, identity, knob_edits, tune
 from capacity.workload.traces import load
 from tests.summaries import run
@@ -50,18 +52,37 @@ def test_knob_edits_go_into_the_model_block_only():
 
 
 def test_a_knob_at_the_value_the_model_block_holds_is_the_same_candidate():
-    sm = load_stack_model("dev", root=ROOT)  # its block sets triggers.queueDepth.targetPerReplica: 2
-    assert identity(sm, {"triggers.queueDepth.targetPerReplica": 2}) == ()
-    assert identity(sm, {"triggers.queueDepth.targetPerReplica": 3}) == (("triggers.queueDepth.targetPerReplica", 3),)
+    sm = load_stack_model("dev", root=ROOT)
+    path, own = "triggers.queueDepth.targetPerReplica", sm.raw_autoscaling[sm.model.name]["triggers"]["queueDepth"]["targetPerReplica"]
+    assert identity(sm, {path: own}) == ()
+    assert identity(sm, {path: own + 1}) == ((path, own + 1),)
 
 
-def test_tune_finds_a_policy_no_worse_than_the_stack_and_prints_config_set_lines():
+LIGHT = "synthetic:step:base=1,peak=2,at=60,length=120,duration=420,prompt=512,output=128"  # one replica serves it
+
+
+@pytest.fixture(scope="module")
+def padded():
+    """dev's policy held at its ceiling, three warm replicas, on traffic one replica serves."""
     sm = load_stack_model("dev", profile=PROFILE, root=ROOT)
-    trace = load("synthetic:step:base=2,peak=20,at=60,length=240,duration=420,prompt=512,output=128")
-    result = tune(sm, trace, target=0.9, options=RunOptions(), workers=2, max_passes=1)
-    before, after = result.baseline.summary, result.best.summary
-    assert (after.slo_attainment >= 0.9 and after.cost_usd <= before.cost_usd) or (
-        after.slo_attainment >= before.slo_attainment
-    )
-    for line in config_set_lines(result, sm.model.name, "dev"):
-        assert line.startswith(f"pulumi config set --path 'autoscaling.{sm.model.name}.") and line.endswith(" -s dev")
+    return apply_config_set(sm, knob_edits(sm.model.name, {"minReplicas": 3, "maxReplicas": 3, "fallbackReplicas": 3}))
+
+
+@pytest.fixture(scope="module")
+def tuned(padded):
+    return tune(padded, load(LIGHT), target=0.9, options=RunOptions(), workers=2, max_passes=1)
+
+
+def test_tune_lowers_a_padded_fleet_to_a_cheaper_policy_that_still_meets_the_target(tuned):
+    before, after = tuned.baseline.summary, tuned.best.summary
+    assert before.slo_attainment >= 0.9 and after.slo_attainment >= 0.9
+    assert after.cost_usd < before.cost_usd
+    assert ("minReplicas", 3, 1) in tuned.changes
+
+
+def test_the_printed_lines_deploy_the_policy_tune_simulated(padded, tuned):
+    lines = config_set_lines(tuned, padded.model.name, "dev")
+    assert lines and all(line.startswith(f"pulumi config set --path 'autoscaling.{padded.model.name}.") for line in lines)
+    deployed = apply_config_set(padded, [(f"autoscaling.{padded.model.name}.{path}", after) for path, _, after in tuned.changes])
+    replayed = summarize(run_policy(deployed, load(LIGHT), RunOptions()), deployed, feasible_requests(deployed, load(LIGHT)))
+    assert replayed == tuned.best.summary
