@@ -12,7 +12,7 @@ POLICY_PACK := --policy-pack policies --policy-pack-config policies/config/$(STA
 PULUMI_INSTALL_URL := https://www.pulumi.com/docs/iac/download-install/
 
 .DEFAULT_GOAL := help
-.PHONY: help setup system-packages test preview up destroy lab pulumi-cli
+.PHONY: help setup system-packages lint test preview up destroy lab pulumi-cli
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -31,7 +31,12 @@ system-packages:
 
 setup: system-packages $(VENV)/.installed ## create the virtualenv and install the test tools
 
-test: setup ## run the whole test suite (no cloud account needed)
+lint: setup ## ruff (lint + format check) and mypy (strict on contract/ and the simulator)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+test: lint ## lint, then run the whole test suite (no cloud account needed)
 	$(VENV)/bin/pytest -n 2
 
 # Checked before anything is created: no half-made state folder or virtualenv without the CLI.

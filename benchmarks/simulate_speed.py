@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from capacity.planning.stack import apply_config_set, load_stack_model  # noqa: E402
 from capacity.planning.run import RunOptions, feasible_requests, run_policy, summarize  # noqa: E402
+from capacity.planning.stack import apply_config_set, load_stack_model  # noqa: E402
 from capacity.planning.tune import knob_edits  # noqa: E402
 from capacity.workload import traces  # noqa: E402
 

@@ -37,12 +37,19 @@ class Committed:
         blocks = evidence(self.sm.source.path)
         self.proof = for_key(blocks, f"autoscaling.{model}")
         self.traffic = evidence_traffic(self.sm, blocks)
-        self.now = replan(self.sm, self.traffic.trace, self.traffic.search_fraction, REPLAN_TRIALS,
-                          self.traffic.seed, workers=2)  # fmt: skip
+        self.now = replan(
+            self.sm, self.traffic.trace, self.traffic.search_fraction, REPLAN_TRIALS, self.traffic.seed, workers=2
+        )
 
     def audit(self, sm=None):
-        return audit(sm or self.sm, self.traffic.trace, self.traffic.search_fraction, self.now, self.traffic.seed,
-                     self.proof.command if self.proof else None)  # fmt: skip
+        return audit(
+            sm or self.sm,
+            self.traffic.trace,
+            self.traffic.search_fraction,
+            self.now,
+            self.traffic.seed,
+            self.proof.command if self.proof else None,
+        )
 
 
 _COMMITTED: dict[tuple[str, str], Committed] = {}
@@ -69,9 +76,14 @@ def test_the_committed_policy_meets_the_target_within_ten_percent_of_the_planner
 
 def test_a_fleet_capped_below_its_evidence_misses_the_target_and_says_what_to_rerun():
     base = committed("prod", "qwen25-14b-awq")
-    capped = apply_config_set(base.sm, [("autoscaling.qwen25-14b-awq.minReplicas", 1),
-                                        ("autoscaling.qwen25-14b-awq.fallbackReplicas", 1),
-                                        ("autoscaling.qwen25-14b-awq.maxReplicas", 2)])  # fmt: skip
+    capped = apply_config_set(
+        base.sm,
+        [
+            ("autoscaling.qwen25-14b-awq.minReplicas", 1),
+            ("autoscaling.qwen25-14b-awq.fallbackReplicas", 1),
+            ("autoscaling.qwen25-14b-awq.maxReplicas", 2),
+        ],
+    )
     result = base.audit(capped)
     assert any("attains" in p for p in result.problems)
     assert "autoscaling.qwen25-14b-awq.maxReplicas 2 ->" in result.message()
@@ -81,9 +93,14 @@ def test_a_fleet_capped_below_its_evidence_misses_the_target_and_says_what_to_re
 def test_a_fleet_held_far_above_its_evidence_costs_too_much_and_says_what_to_rerun():
     base = committed("prod", "qwen25-14b-awq")
     most = base.sm.policy.max_replicas  # the committed ceiling, warm all along
-    padded = apply_config_set(base.sm, [("autoscaling.qwen25-14b-awq.maxReplicas", most),
-                                        ("autoscaling.qwen25-14b-awq.minReplicas", most),
-                                        ("autoscaling.qwen25-14b-awq.fallbackReplicas", most)])  # fmt: skip
+    padded = apply_config_set(
+        base.sm,
+        [
+            ("autoscaling.qwen25-14b-awq.maxReplicas", most),
+            ("autoscaling.qwen25-14b-awq.minReplicas", most),
+            ("autoscaling.qwen25-14b-awq.fallbackReplicas", most),
+        ],
+    )
     result = base.audit(padded)
     assert any("more than 10% above" in p for p in result.problems)
     assert f"autoscaling.qwen25-14b-awq.minReplicas {most} ->" in result.message()

@@ -20,11 +20,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namespace", default=None, help="namespace label inside a cluster (default: any namespace)")
     parser.add_argument("--last", type=float, default=300.0, help="window: the last N seconds")
     parser.add_argument("--step", type=float, default=15.0, help="range step, seconds (KEDA polls every 15 s)")
-    parser.add_argument("--time-scale", type=float, default=1.0,
-                        help="model seconds per wall second (a mock's --speedup): windows shrink by it")  # fmt: skip
-    parser.add_argument("--stack", default=None,
-                        help="take windows and quantiles from this stack's autoscaling policy for --model "
-                             "(default: the settings' defaults)")  # fmt: skip
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="model seconds per wall second (a mock's --speedup): windows shrink by it",
+    )
+    parser.add_argument(
+        "--stack",
+        default=None,
+        help="take windows and quantiles from this stack's autoscaling policy for --model "
+        "(default: the settings' defaults)",
+    )
     parser.add_argument("--json", action="store_true", help="print the readings (with their samples) as JSON")
 
 
@@ -46,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({k: asdict(v) for k, v in readings.items()}, indent=2))
         return 0
     for r in readings.values():
-        print(f"{r.name:30s} now {cell(r.instant, '.3g'):>8s}  mean {cell(r.mean, '.3g'):>8s}  "
-              f"max {cell(r.max, '.3g'):>8s}   {r.query}")  # fmt: skip
+        print(
+            f"{r.name:30s} now {cell(r.instant, '.3g'):>8s}  mean {cell(r.mean, '.3g'):>8s}  "
+            f"max {cell(r.max, '.3g'):>8s}   {r.query}"
+        )
     return 0

@@ -10,12 +10,28 @@ from typing import Any
 
 import numpy as np
 
-from capacity.cli.sim_args import add_common_arguments, add_scaledobject_argument, emit, load_inputs, row_name, start_note
-from capacity.runtime import worker_pool
-from capacity.planning.stack import StackModel, read_policy_file
+from capacity.cli.sim_args import (
+    add_common_arguments,
+    add_scaledobject_argument,
+    emit,
+    load_inputs,
+    row_name,
+    start_note,
+)
 from capacity.planning.html_report import HtmlFigure, write_html
 from capacity.planning.report import COMPARISON_CAPTION, plot_comparison, summary_html_table
-from capacity.planning.run import RunOptions, RunSummary, run_oracle, run_policy, run_scaled_object, run_static, since, summarize
+from capacity.planning.run import (
+    RunOptions,
+    RunSummary,
+    run_oracle,
+    run_policy,
+    run_scaled_object,
+    run_static,
+    since,
+    summarize,
+)
+from capacity.planning.stack import StackModel, read_policy_file
+from capacity.runtime import worker_pool
 from capacity.sim.scaledobject import Manifest, read_scaled_object
 from capacity.workload import traces
 
@@ -25,19 +41,32 @@ REFERENCE_POLICIES = Path(__file__).resolve().parents[1] / "policies" / "referen
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser)
-    parser.add_argument("--policy", type=Path, action="append", default=[],
-                        help="autoscaling section file, shaped like the stack's; repeatable (default: none)")  # fmt: skip
+    parser.add_argument(
+        "--policy",
+        type=Path,
+        action="append",
+        default=[],
+        help="autoscaling section file, shaped like the stack's; repeatable (default: none)",
+    )
     add_scaledobject_argument(parser, repeatable=True)
-    parser.add_argument("--no-references", action="store_true",
-                        help=f"leave out the reference ScaledObjects ({REFERENCE_POLICIES})")  # fmt: skip
-    parser.add_argument("--score-after", type=float, default=0.0, metavar="FRACTION",
-                        help="score and bill only the trace after this fraction of its time, in [0, 1); every policy "
-                             "still runs from the start (the planner's validation part: 0.7; default: 0, all of it)")  # fmt: skip
-    parser.add_argument("--static", type=int, metavar="N",
-                        help="static fleet size, >= 1 (default: the oracle's peak)")  # fmt: skip
-    parser.add_argument("--html", type=Path,
-                        help="self-contained HTML report (table and comparison chart) path, in an existing directory; "
-                             "the chart's PNG is written next to it (default: out/compare-<stack>-<model>.html)")  # fmt: skip
+    parser.add_argument(
+        "--no-references", action="store_true", help=f"leave out the reference ScaledObjects ({REFERENCE_POLICIES})"
+    )
+    parser.add_argument(
+        "--score-after",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="score and bill only the trace after this fraction of its time, in [0, 1); every policy "
+        "still runs from the start (the planner's validation part: 0.7; default: 0, all of it)",
+    )
+    parser.add_argument("--static", type=int, metavar="N", help="static fleet size, >= 1 (default: the oracle's peak)")
+    parser.add_argument(
+        "--html",
+        type=Path,
+        help="self-contained HTML report (table and comparison chart) path, in an existing directory; "
+        "the chart's PNG is written next to it (default: out/compare-<stack>-<model>.html)",
+    )
 
 
 # (row name, stack model, trace, options, how: a static size | a raw ScaledObject | None = the stack's
@@ -46,7 +75,7 @@ Job = tuple[str, StackModel, traces.Trace, RunOptions, "int | Manifest | None", 
 
 
 def _job(job: Job) -> RunSummary:
-    name, sm, trace, options, how, feasible, cut = job
+    _name, sm, trace, options, how, feasible, cut = job
     if isinstance(how, Manifest):
         result = run_scaled_object(sm, how, trace, options)
     else:
@@ -77,8 +106,10 @@ def run(args: argparse.Namespace) -> int:
     sm, trace, options, orc = load_inputs(args)
     held = sm.pool_replicas
     if args.static is not None and args.static > held:
-        raise ValueError(f"--static {args.static} is more replicas than the GPU limits of "
-                         f"{sm.stack}/{sm.model.name}'s pools hold ({held})")  # fmt: skip
+        raise ValueError(
+            f"--static {args.static} is more replicas than the GPU limits of "
+            f"{sm.stack}/{sm.model.name}'s pools hold ({held})"
+        )
     static = args.static if args.static is not None else orc.peak_replicas
     cut = trace.duration * args.score_after
     feasible = orc.feasible  # per request of the whole trace; each run keeps its scored part's
@@ -93,13 +124,23 @@ def run(args: argparse.Namespace) -> int:
         if path in references and manifest.max_replicas < held:
             # The reference's signals and behaviour with this stack's fleet limit: a fair match
             # for a design written for a smaller cluster.
-            jobs.append((f"{label} at the pools' limit ({held})", sm, trace, options,
-                         replace(manifest, max_replicas=held), feasible, cut))  # fmt: skip
+            jobs.append(
+                (
+                    f"{label} at the pools' limit ({held})",
+                    sm,
+                    trace,
+                    options,
+                    replace(manifest, max_replicas=held),
+                    feasible,
+                    cut,
+                )
+            )
     jobs.append((f"static {static}", sm, trace, options, static, feasible, cut))
     with worker_pool(2) as pool:
         summaries = list(pool.map(_job, jobs))
-    rows: list[tuple[str, dict[str, Any]]] = [(name, summary.with_oracle(orc.gpu_hours).as_dict())
-                                             for (name, *_), summary in zip(jobs, summaries)]  # fmt: skip
+    rows: list[tuple[str, dict[str, Any]]] = [
+        (name, summary.with_oracle(orc.gpu_hours).as_dict()) for (name, *_), summary in zip(jobs, summaries)
+    ]
     oracle_row = {
         "gpu_hours": round(orc.gpu_hours, 3),
         "oracle_ratio": 1.0,
@@ -112,14 +153,21 @@ def run(args: argparse.Namespace) -> int:
     part = f", scored after {args.score_after:.0%} of its time ({scored} requests)" if cut else ""
     title = f"{sm.stack}/{sm.model.name} ({sm.profile.name}) on {trace.name}: {len(trace)} requests{part}"
     # the table names a policy pinned at its ceiling; the JSON keys stay the plain names
-    table = [(row_name(name, summary, model) if how is None else name, row)
-             for (name, model, _, _, how, _, _), summary, (_, row) in zip(jobs, summaries, rows)]  # fmt: skip
+    table = [
+        (row_name(name, summary, model) if how is None else name, row)
+        for (name, model, _, _, how, _, _), summary, (_, row) in zip(jobs, summaries, rows)
+    ]
     table.append(rows[-1])
     emit(args, {name: s for name, s in rows}, table, f"{title}\n{start_note(sm.manifest, options)}")
     html = args.html or Path("out") / f"compare-{sm.stack}-{sm.model.name}.html"
     png = plot_comparison(table, html.with_suffix(".png"), title, rows[0][1]["slo"]["objective"])
-    write_html(html, title, [start_note(sm.manifest, options)], [summary_html_table(table, "policies")],
-               [HtmlFigure(png, COMPARISON_CAPTION)])  # fmt: skip
+    write_html(
+        html,
+        title,
+        [start_note(sm.manifest, options)],
+        [summary_html_table(table, "policies")],
+        [HtmlFigure(png, COMPARISON_CAPTION)],
+    )
     if not args.json:
         print(f"report: {html}")
     return 0

@@ -24,24 +24,36 @@ from rich.text import Text
 from capacity.cli import DEFAULT_STACK
 from capacity.planning import sensitivity
 from capacity.planning.evidence import Evidence, Traffic, evidence, evidence_traffic, for_key, key_of
-from capacity.planning.stack import StackModel, load_stack_model
 from capacity.planning.plan import SEARCH_FRACTION
 from capacity.planning.run import RunOptions, RunSummary
+from capacity.planning.stack import StackModel, load_stack_model
 from capacity.tables import cell
 
 METRICS = ("slo_attainment", "cost_usd", "gpu_hours")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--stack", "-s", default=DEFAULT_STACK, help="stack name (reads Pulumi.<stack>.yaml) or a stack file path")
+    parser.add_argument(
+        "--stack", "-s", default=DEFAULT_STACK, help="stack name (reads Pulumi.<stack>.yaml) or a stack file path"
+    )
     parser.add_argument("--model", help="served model name (default: every model of the stack)")
-    parser.add_argument("--trace", help="trace to simulate (default: the evidence command's --trace, relative to the project root)")
-    parser.add_argument("--rate-scale", type=float,
-                        help="x times the requests over the same duration (default: the evidence command's, else 1)")  # fmt: skip
-    parser.add_argument("--search-fraction", type=float,
-                        help="the trace's first fraction the planner searched on; the rest is simulated "
-                             f"(default: the evidence command's, else {SEARCH_FRACTION})")  # fmt: skip
-    parser.add_argument("--seed", type=int, help="seed of the simulation's random draws (default: the evidence command's, else 0)")
+    parser.add_argument(
+        "--trace", help="trace to simulate (default: the evidence command's --trace, relative to the project root)"
+    )
+    parser.add_argument(
+        "--rate-scale",
+        type=float,
+        help="x times the requests over the same duration (default: the evidence command's, else 1)",
+    )
+    parser.add_argument(
+        "--search-fraction",
+        type=float,
+        help="the trace's first fraction the planner searched on; the rest is simulated "
+        f"(default: the evidence command's, else {SEARCH_FRACTION})",
+    )
+    parser.add_argument(
+        "--seed", type=int, help="seed of the simulation's random draws (default: the evidence command's, else 0)"
+    )
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel simulations")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
@@ -58,8 +70,9 @@ def _progress(enabled: bool, label: str) -> Iterator[Callable[[int, int], None] 
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    with Progress(label, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True,
-                  console=Console(stderr=True)) as bar:  # fmt: skip
+    with Progress(
+        label, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True, console=Console(stderr=True)
+    ) as bar:
         task = bar.add_task(label, total=None)
         yield lambda done, total: bar.update(task, completed=done, total=total)
 
@@ -74,7 +87,9 @@ def _metrics(summary: RunSummary | None) -> dict[str, Any] | None:
     return None if summary is None else {k: getattr(summary, k) for k in METRICS}
 
 
-def payload(sm: StackModel, used: Traffic, result: sensitivity.Explanation, blocks: dict[str, Evidence]) -> dict[str, Any]:
+def payload(
+    sm: StackModel, used: Traffic, result: sensitivity.Explanation, blocks: dict[str, Evidence]
+) -> dict[str, Any]:
     """One model's explanation as the JSON output contract."""
     cited: dict[str, Evidence] = {}
     rows = []
@@ -82,24 +97,47 @@ def payload(sm: StackModel, used: Traffic, result: sensitivity.Explanation, bloc
         key = key_of(blocks, for_key(blocks, threshold.set_in) if threshold.set_in else None)
         if key is not None:
             cited[key] = blocks[key]
-        rows.append({
-            "name": threshold.name, "path": threshold.path, "value": threshold.value, "set_in": threshold.set_in,
-            "purpose": threshold.purpose, "evidence": key,
-            "variants": [{"label": o.variant.label, "value": o.variant.value, "result": _metrics(o.summary),
-                          "reason": o.reason} for o in outcomes],
-        })  # fmt: skip
+        rows.append(
+            {
+                "name": threshold.name,
+                "path": threshold.path,
+                "value": threshold.value,
+                "set_in": threshold.set_in,
+                "purpose": threshold.purpose,
+                "evidence": key,
+                "variants": [
+                    {
+                        "label": o.variant.label,
+                        "value": o.variant.value,
+                        "result": _metrics(o.summary),
+                        "reason": o.reason,
+                    }
+                    for o in outcomes
+                ],
+            }
+        )
     notes = [] if result.engine_refusal is None else [f"engine flags not varied: {result.engine_refusal}"]
     profiles = {e.profile for e in cited.values() if e.profile}
     if profiles and sm.profile.name not in profiles:
-        notes.append(f"the evidence names engine profile {', '.join(sorted(profiles))}; the stack simulates {sm.profile.name}")
+        notes.append(
+            f"the evidence names engine profile {', '.join(sorted(profiles))}; the stack simulates {sm.profile.name}"
+        )
     return {
-        "model": sm.model.name, "profile": sm.profile.name, "trace": used.spec, "rate_scale": used.rate_scale,
-        "search_fraction": used.search_fraction, "seed": used.seed, "traffic_from_evidence_of": used.source,
-        "held_out_requests": result.baseline.requests, "committed": _metrics(result.baseline),
+        "model": sm.model.name,
+        "profile": sm.profile.name,
+        "trace": used.spec,
+        "rate_scale": used.rate_scale,
+        "search_fraction": used.search_fraction,
+        "seed": used.seed,
+        "traffic_from_evidence_of": used.source,
+        "held_out_requests": result.baseline.requests,
+        "committed": _metrics(result.baseline),
         "thresholds": rows,
-        "evidence": {k: {"text": e.text, "command": e.command, "date": e.date, "profile": e.profile} for k, e in cited.items()},
+        "evidence": {
+            k: {"text": e.text, "command": e.command, "date": e.date, "profile": e.profile} for k, e in cited.items()
+        },
         "notes": notes,
-    }  # fmt: skip
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -131,33 +169,57 @@ def _variant_cell(variant: dict[str, Any], engine_note: bool) -> str:
     if variant["result"] is not None:
         r = variant["result"]
         return f"{value}: {cell(r['slo_attainment'], '.1%')}, ${cell(r['cost_usd'], '.2f')}, {cell(r['gpu_hours'], '.2f')} GPU-h"
-    reason = "not varied (see the note below)" if engine_note and variant["reason"].startswith("engine profile") else variant["reason"]
+    reason = (
+        "not varied (see the note below)"
+        if engine_note and variant["reason"].startswith("engine profile")
+        else variant["reason"]
+    )
     return f"{value}: {reason}"
 
 
 def _print(console: Console, stack: str, model: dict[str, Any]) -> None:
     c = model["committed"]
     rate = f" x{model['rate_scale']:g} the rate," if model["rate_scale"] != 1.0 else ""
-    whose = f"; traffic from the evidence of {model['traffic_from_evidence_of']}" if model["traffic_from_evidence_of"] else ""
-    title = (f"explain {stack}/{model['model']} ({model['profile']}): the last {1 - model['search_fraction']:.0%} of "
-             f"{model['trace']},{rate} {model['held_out_requests']} requests{whose}\n"
-             f"committed: SLO attained {cell(c['slo_attainment'], '.1%')}, ${cell(c['cost_usd'], '.2f')}, "
-             f"{cell(c['gpu_hours'], '.2f')} GPU-h")  # fmt: skip
+    whose = (
+        f"; traffic from the evidence of {model['traffic_from_evidence_of']}"
+        if model["traffic_from_evidence_of"]
+        else ""
+    )
+    title = (
+        f"explain {stack}/{model['model']} ({model['profile']}): the last {1 - model['search_fraction']:.0%} of "
+        f"{model['trace']},{rate} {model['held_out_requests']} requests{whose}\n"
+        f"committed: SLO attained {cell(c['slo_attainment'], '.1%')}, ${cell(c['cost_usd'], '.2f')}, "
+        f"{cell(c['gpu_hours'], '.2f')} GPU-h"
+    )
     footnotes = {key: i + 1 for i, key in enumerate(model["evidence"])}
-    table = Table(title=title, caption="each variant: value: SLO attained (share of feasible requests within TTFT and "
-                  "TPOT), cost USD, GPU-hours on the held-out traffic; or why it was not simulated")  # fmt: skip
+    table = Table(
+        title=title,
+        caption="each variant: value: SLO attained (share of feasible requests within TTFT and "
+        "TPOT), cost USD, GPU-hours on the held-out traffic; or why it was not simulated",
+    )
     for header in ("threshold", "value", "set in", "what it is for", "evidence", "half, or flipped", "double"):
         table.add_column(header, overflow="fold")
     engine_note = any(n.startswith("engine flags not varied") for n in model["notes"])
     for row in model["thresholds"]:
         variants = [_variant_cell(v, engine_note) for v in row["variants"]]
         scope = row["set_in"].removesuffix("." + row["name"]) if row["set_in"] else "built-in default"
-        cells = [row["name"], _show(row["value"]), scope, row["purpose"],
-                 f"[{footnotes[row['evidence']]}]" if row["evidence"] else "-", *variants, *[""] * (2 - len(variants))]
+        cells = [
+            row["name"],
+            _show(row["value"]),
+            scope,
+            row["purpose"],
+            f"[{footnotes[row['evidence']]}]" if row["evidence"] else "-",
+            *variants,
+            *[""] * (2 - len(variants)),
+        ]
         table.add_row(*map(Text, cells))
     console.print(table)
     for key, number in footnotes.items():
-        console.print(f"[{number}] above {key}:\n" + "\n".join("    " + line for line in model["evidence"][key]["text"].splitlines()),
-                      highlight=False, markup=False)  # fmt: skip
+        console.print(
+            f"[{number}] above {key}:\n"
+            + "\n".join("    " + line for line in model["evidence"][key]["text"].splitlines()),
+            highlight=False,
+            markup=False,
+        )
     for note in model["notes"]:
         console.print(note, style="yellow", highlight=False, markup=False)

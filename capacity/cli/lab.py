@@ -19,7 +19,9 @@ from capacity.lab.loop import LabOptions, run_lab
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile", default=DEFAULT_PROFILE, help=f"engine profile, one of: {', '.join(sorted(PROFILES))}")
+    parser.add_argument(
+        "--profile", default=DEFAULT_PROFILE, help=f"engine profile, one of: {', '.join(sorted(PROFILES))}"
+    )
     parser.add_argument("--replicas", type=int, default=2, help="mock replicas; levels are per replica")
     parser.add_argument("--speedup", type=float, default=20.0, help="model seconds per wall second")
     # past the profile's max-num-seqs (40), so the sweep reaches the plateau and the knee shows
@@ -28,14 +30,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-tokens", type=int, default=128, help="max_tokens of each request")
     parser.add_argument("--warmup", type=float, default=30.0, help="model seconds before measuring, per level")
     parser.add_argument("--duration", type=float, default=180.0, help="measured model seconds per level")
-    parser.add_argument("--slo-p99", type=float, default=None,
-                        help="end-to-end p99 SLO, seconds (default: the stack's slo.e2eP99Seconds for the model)")  # fmt: skip
-    parser.add_argument("--slo-ttft-p95", type=float, default=None,
-                        help="TTFT p95 SLO, seconds (default: the stack's slo.ttftP95Seconds for the model)")  # fmt: skip
-    parser.add_argument("--peak-rps", type=float, default=None, help="size maxReplicas for this peak load, req/s (default: not sized)")
-    parser.add_argument("--stack", default=DEFAULT_STACK, help="stack whose SLO is defended and whose thresholds the commands retune")
-    parser.add_argument("--model", default=None,
-                        help="autoscaling block to target (default: the stack's model served with --profile, else 'default')")
+    parser.add_argument(
+        "--slo-p99",
+        type=float,
+        default=None,
+        help="end-to-end p99 SLO, seconds (default: the stack's slo.e2eP99Seconds for the model)",
+    )
+    parser.add_argument(
+        "--slo-ttft-p95",
+        type=float,
+        default=None,
+        help="TTFT p95 SLO, seconds (default: the stack's slo.ttftP95Seconds for the model)",
+    )
+    parser.add_argument(
+        "--peak-rps", type=float, default=None, help="size maxReplicas for this peak load, req/s (default: not sized)"
+    )
+    parser.add_argument(
+        "--stack", default=DEFAULT_STACK, help="stack whose SLO is defended and whose thresholds the commands retune"
+    )
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="autoscaling block to target (default: the stack's model served with --profile, else 'default')",
+    )
     parser.add_argument("--no-prometheus", action="store_true", help="skip Prometheus even if installed")
     parser.add_argument("--no-progress", action="store_true", help="no live progress bar (shown only on a terminal)")
     parser.add_argument("--out", type=Path, default=Path("out/lab"), help="folder for the envelope CSV, PNG and report")

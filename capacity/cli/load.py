@@ -16,9 +16,14 @@ from capacity.workload import traces
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_load_arguments(parser)
-    parser.add_argument("--stop-after-4xx", type=int, default=10, metavar="N",
-                        help="stop when N answers in a row are HTTP 4xx other than 408/429 (an unknown model, a "
-                             "wrong key): the server refuses what is sent (default: 10)")  # fmt: skip
+    parser.add_argument(
+        "--stop-after-4xx",
+        type=int,
+        default=10,
+        metavar="N",
+        help="stop when N answers in a row are HTTP 4xx other than 408/429 (an unknown model, a "
+        "wrong key): the server refuses what is sent (default: 10)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,7 +35,22 @@ def run(args: argparse.Namespace) -> int:
         result = run_main(functools.partial(run_load, config, update))
     write_outputs(result, args.out / "requests.jsonl", args.out / "summary.json")
     s = result.summary
-    print(json.dumps({k: s[k] for k in ("successful", "successful_rps", "total_tokens_per_s", "latency_s", "ttft_s", "errors",
-                                        "token_counting")}, indent=2))
+    print(
+        json.dumps(
+            {
+                k: s[k]
+                for k in (
+                    "successful",
+                    "successful_rps",
+                    "total_tokens_per_s",
+                    "latency_s",
+                    "ttft_s",
+                    "errors",
+                    "token_counting",
+                )
+            },
+            indent=2,
+        )
+    )
     print(f"wrote {args.out / 'requests.jsonl'} and {args.out / 'summary.json'}")
     return 0 if s["successful"] else 1

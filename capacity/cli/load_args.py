@@ -14,13 +14,22 @@ from capacity.workload import traces
 
 def add_load_arguments(parser: argparse.ArgumentParser, *, sweep: bool = False) -> None:
     """Options shared by `load` and `sweep`."""
-    parser.add_argument("--url", action="append", required=True,
-                        help="base URL (e.g. http://127.0.0.1:8000); repeat for round-robin over replicas")  # fmt: skip
+    parser.add_argument(
+        "--url",
+        action="append",
+        required=True,
+        help="base URL (e.g. http://127.0.0.1:8000); repeat for round-robin over replicas",
+    )
     parser.add_argument("--model", default=None, help="model name to request (default: the first in /v1/models)")
-    parser.add_argument("--api", choices=("completions", "chat"), default="completions",
-                        help="/v1/completions or /v1/chat/completions")  # fmt: skip
-    parser.add_argument("--stream", action=argparse.BooleanOptionalAction, default=sweep,
-                        help="streaming requests (measure TTFT and ITL)")  # fmt: skip
+    parser.add_argument(
+        "--api", choices=("completions", "chat"), default="completions", help="/v1/completions or /v1/chat/completions"
+    )
+    parser.add_argument(
+        "--stream",
+        action=argparse.BooleanOptionalAction,
+        default=sweep,
+        help="streaming requests (measure TTFT and ITL)",
+    )
     parser.add_argument("--api-key", default=None, help="sent as 'Authorization: Bearer KEY' (default: none)")
     parser.add_argument("--prompt-tokens", type=int, default=1024, help="prompt length of each request, tokens")
     parser.add_argument("--output-tokens", type=int, default=128, help="max_tokens of each request")
@@ -36,20 +45,27 @@ def add_load_arguments(parser: argparse.ArgumentParser, *, sweep: bool = False) 
         help="tokenizer.json (or its folder) for exact token counts (default: N words, about N tokens)",
     )
     parser.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, seconds")
-    parser.add_argument("--time-scale", type=float, default=1.0,
-                        help="model seconds per wall second (a mock's --speedup); times are in model seconds")  # fmt: skip
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="model seconds per wall second (a mock's --speedup); times are in model seconds",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the prompts and arrival draws")
     parser.add_argument("--no-progress", action="store_true", help="no live progress bar (shown only on a terminal)")
-    parser.add_argument("--client", choices=("auto", "aiohttp", "raw"), default="auto",
-                        help="raw: a lean HTTP/1.1 client for plain http:// URLs that takes arrival times from "
-                             "the kernel (no client queueing in the latencies); aiohttp: any URL; "
-                             "auto (default): raw when every URL is http://")  # fmt: skip
+    parser.add_argument(
+        "--client",
+        choices=("auto", "aiohttp", "raw"),
+        default="auto",
+        help="raw: a lean HTTP/1.1 client for plain http:// URLs that takes arrival times from "
+        "the kernel (no client queueing in the latencies); aiohttp: any URL; "
+        "auto (default): raw when every URL is http://",
+    )
     if not sweep:
         mode = parser.add_mutually_exclusive_group(required=True)
         mode.add_argument("--concurrency", type=int, help="closed loop with this many requests in flight")
         mode.add_argument("--rate", type=float, help="open loop, Poisson arrivals at this many requests/s")
-        mode.add_argument("--trace", type=Path,
-                          help=f"replay a trace (arrival offsets and lengths): {traces.SOURCES}")  # fmt: skip
+        mode.add_argument("--trace", type=Path, help=f"replay a trace (arrival offsets and lengths): {traces.SOURCES}")
         parser.add_argument("--trace-speed", type=float, default=1.0, help="replay this many times faster")
         parser.add_argument(
             "--max-requests", type=int, default=None, help="stop after sending this many (default: no cap)"

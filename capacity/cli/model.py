@@ -15,9 +15,12 @@ from capacity.engine.explain import Explained, explain
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile", default=DEFAULT_PROFILE, help=f"engine profile, one of: {', '.join(sorted(PROFILES))}")
-    parser.add_argument("--concurrency", required=True,
-                        help="requests in flight (closed loop): one level or a list like 1,5,10,20,40")  # fmt: skip
+    parser.add_argument(
+        "--profile", default=DEFAULT_PROFILE, help=f"engine profile, one of: {', '.join(sorted(PROFILES))}"
+    )
+    parser.add_argument(
+        "--concurrency", required=True, help="requests in flight (closed loop): one level or a list like 1,5,10,20,40"
+    )
     parser.add_argument("--prompt-tokens", type=int, default=1024, help="prompt length of each request, tokens")
     parser.add_argument("--output-tokens", type=int, default=128, help="output length of each request, tokens")
     parser.add_argument("--seed", type=int, default=0, help="seed of the engine model's random draws")
@@ -31,15 +34,26 @@ def table(points: list[Explained]) -> Table:
         out.add_column(column, justify="left" if column in ("bound", "why") else "right")
     for p in points:
         s = p.state
-        out.add_row(str(s.concurrency), f"{s.rps:.2f}", f"{s.total_tokens_per_s:.0f}", f"{s.p99_latency_s:.2f}",
-                    f"{s.ttft_p95_s:.2f}", f"{s.avg_waiting:.2f}", f"{s.avg_kv_usage:.0%}", p.bound, p.why)
+        out.add_row(
+            str(s.concurrency),
+            f"{s.rps:.2f}",
+            f"{s.total_tokens_per_s:.0f}",
+            f"{s.p99_latency_s:.2f}",
+            f"{s.ttft_p95_s:.2f}",
+            f"{s.avg_waiting:.2f}",
+            f"{s.avg_kv_usage:.0%}",
+            p.bound,
+            p.why,
+        )
     return out
 
 
 def run(args: argparse.Namespace) -> int:
     profile = get_profile(args.profile)
-    points = [explain(profile, c, args.prompt_tokens, args.output_tokens, seed=args.seed)
-              for c in parse_levels(str(args.concurrency))]  # fmt: skip
+    points = [
+        explain(profile, c, args.prompt_tokens, args.output_tokens, seed=args.seed)
+        for c in parse_levels(str(args.concurrency))
+    ]
     if args.json:
         print(json.dumps([{**asdict(p.state), "bound": p.bound, "why": p.why} for p in points], indent=2))
         return 0

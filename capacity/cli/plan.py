@@ -20,11 +20,11 @@ from rich.table import Table
 
 from capacity.cli import DEFAULT_STACK
 from capacity.planning import plan
-from capacity.sim.cluster.router import ROUTERS
-from capacity.planning.stack import ConfigEdit, StackModel, apply_config_set, config_command, load_stack_model
-from capacity.planning.html_report import HtmlFigure, HtmlTable, write_html
 from capacity.planning.guardrails import MAX_REPLICAS_RULE, Guardrails
+from capacity.planning.html_report import HtmlFigure, HtmlTable, write_html
 from capacity.planning.run import CombinedSummary, RunOptions, split
+from capacity.planning.stack import ConfigEdit, StackModel, apply_config_set, config_command, load_stack_model
+from capacity.sim.cluster.router import ROUTERS
 from capacity.tables import cell
 from capacity.workload import traces
 
@@ -41,39 +41,88 @@ def _price(text: str) -> tuple[str, float]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--stack", "-s", default=DEFAULT_STACK, help="stack name (reads Pulumi.<stack>.yaml) or a stack file path")
+    parser.add_argument(
+        "--stack", "-s", default=DEFAULT_STACK, help="stack name (reads Pulumi.<stack>.yaml) or a stack file path"
+    )
     parser.add_argument("--model", help="served model name (default: the stack's first model)")
-    parser.add_argument("--trace", action="append", required=True, help=f"trace to plan for (repeatable: meet the target on every one): {traces.SOURCES}")
-    parser.add_argument("--validate-trace", action="append", default=[], help="extra traffic the winner is replayed on, never searched; repeatable (default: none)")
-    parser.add_argument("--slo-attainment", type=float,
-                        help="target share of requests within the SLO (default: the stack's capacityPlanning.attainmentTarget)")
-    parser.add_argument("--search-fraction", type=float, default=plan.SEARCH_FRACTION, help="first fraction of each trace's time to search on")
-    parser.add_argument("--rate-scale", type=float, default=1.0,
-                        help="replay every trace at this many times its requests, same duration (e.g. to size a smaller stack)")
-    parser.add_argument("--margin", type=float, default=1.0, help="search against this many times the request rate (robustness)")
+    parser.add_argument(
+        "--trace",
+        action="append",
+        required=True,
+        help=f"trace to plan for (repeatable: meet the target on every one): {traces.SOURCES}",
+    )
+    parser.add_argument(
+        "--validate-trace",
+        action="append",
+        default=[],
+        help="extra traffic the winner is replayed on, never searched; repeatable (default: none)",
+    )
+    parser.add_argument(
+        "--slo-attainment",
+        type=float,
+        help="target share of requests within the SLO (default: the stack's capacityPlanning.attainmentTarget)",
+    )
+    parser.add_argument(
+        "--search-fraction",
+        type=float,
+        default=plan.SEARCH_FRACTION,
+        help="first fraction of each trace's time to search on",
+    )
+    parser.add_argument(
+        "--rate-scale",
+        type=float,
+        default=1.0,
+        help="replay every trace at this many times its requests, same duration (e.g. to size a smaller stack)",
+    )
+    parser.add_argument(
+        "--margin", type=float, default=1.0, help="search against this many times the request rate (robustness)"
+    )
     parser.add_argument("--trials", type=int, default=300, help="candidates to evaluate")
     parser.add_argument("--seed", type=int, default=0, help="sampler and simulation seed (same seed, same plan)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel simulations")
-    parser.add_argument("--price", type=_price, action="append", default=[], metavar="FAMILY=USD",
-                        help="on-demand USD per GPU-hour of an instance family; repeatable (default: the cited price list)")  # fmt: skip
-    parser.add_argument("--gpu", action="append", default=[],
-                        help="search only this GPU type (e.g. a10g, l4); repeatable (default: every type the pools allow)")
-    parser.add_argument("--search-pools", action="store_true", default=None,
-                        help="also search the model's pools' consolidateAfter when other models share them "
-                             "(default: searched only for pools the model has alone)")  # fmt: skip
-    parser.add_argument("--allow-dropping-guardrails", action="store_true",
-                        help="let candidates turn the kvCache and e2eLatency guardrail triggers off and set them below "
-                             "what healthy traffic reaches, as the search did before it kept them (default: both on, "
-                             "thresholds above a full replica's KV and an SLO-meeting request's latency)")  # fmt: skip
-    parser.add_argument("--journal", type=Path,
-                        help="keep every evaluated candidate in this file (an Optuna journal); the same command run "
-                             "again with it skips what is already evaluated, e.g. after Ctrl-C (default: none)")  # fmt: skip
+    parser.add_argument(
+        "--price",
+        type=_price,
+        action="append",
+        default=[],
+        metavar="FAMILY=USD",
+        help="on-demand USD per GPU-hour of an instance family; repeatable (default: the cited price list)",
+    )
+    parser.add_argument(
+        "--gpu",
+        action="append",
+        default=[],
+        help="search only this GPU type (e.g. a10g, l4); repeatable (default: every type the pools allow)",
+    )
+    parser.add_argument(
+        "--search-pools",
+        action="store_true",
+        default=None,
+        help="also search the model's pools' consolidateAfter when other models share them "
+        "(default: searched only for pools the model has alone)",
+    )
+    parser.add_argument(
+        "--allow-dropping-guardrails",
+        action="store_true",
+        help="let candidates turn the kvCache and e2eLatency guardrail triggers off and set them below "
+        "what healthy traffic reaches, as the search did before it kept them (default: both on, "
+        "thresholds above a full replica's KV and an SLO-meeting request's latency)",
+    )
+    parser.add_argument(
+        "--journal",
+        type=Path,
+        help="keep every evaluated candidate in this file (an Optuna journal); the same command run "
+        "again with it skips what is already evaluated, e.g. after Ctrl-C (default: none)",
+    )
     parser.add_argument("--router", choices=ROUTERS, default="least-request", help="how the gateway spreads requests")
     parser.add_argument("--oracle-interval", type=float, default=300.0, help="seconds per oracle interval")
     parser.add_argument("--png", type=Path, help="frontier PNG path (default: out/plan-<stack>-<model>.png)")
-    parser.add_argument("--html", type=Path,
-                        help="self-contained HTML report (tables, commands, frontier) path, in an existing directory "
-                             "(default: next to the PNG, <png name>.html)")  # fmt: skip
+    parser.add_argument(
+        "--html",
+        type=Path,
+        help="self-contained HTML report (tables, commands, frontier) path, in an existing directory "
+        "(default: next to the PNG, <png name>.html)",
+    )
     parser.add_argument("--json", action="store_true", help="print the JSON output contract instead of tables")
 
 
@@ -103,8 +152,9 @@ def _progress(total: int, enabled: bool):
         return None, None
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    bar = Progress("planning", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True,
-                   console=Console(stderr=True))  # fmt: skip
+    bar = Progress(
+        "planning", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True, console=Console(stderr=True)
+    )
     task = bar.add_task("plan", total=total)
     return bar, lambda done: bar.update(task, completed=done)
 
@@ -119,8 +169,14 @@ def plot_frontier(result: plan.PlanResult, front: list[plan.Trial], path: Path, 
     for name in result.types:
         ran = [t.summary for t in result.trials if t.summary and t.params["gpu"] == name]
         ax.scatter([s.cost_usd for s in ran], [s.slo_attainment for s in ran], s=12, alpha=0.5, label=name)
-    ax.step([t.summary.cost_usd for t in front], [t.summary.slo_attainment for t in front], where="post",  # type: ignore[union-attr]
-            color="black", label="Pareto frontier")  # fmt: skip
+    ran_front = [t.summary for t in front if t.summary is not None]  # the frontier holds only candidates that ran
+    ax.step(
+        [s.cost_usd for s in ran_front],
+        [s.slo_attainment for s in ran_front],
+        where="post",
+        color="black",
+        label="Pareto frontier",
+    )
     ax.axhline(result.target, color="tab:red", linestyle="--", linewidth=0.8, label="target")
     ax.set_xlabel("cost on the search traffic, USD")
     ax.set_ylabel("SLO attainment (search)")
@@ -133,8 +189,13 @@ def plot_frontier(result: plan.PlanResult, front: list[plan.Trial], path: Path, 
     return path
 
 
-def _committed(sm: StackModel, result: plan.PlanResult, winner_validation: CombinedSummary | None,
-               held: list[tuple[traces.Trace, float]], options: RunOptions) -> dict[str, Any] | None:  # fmt: skip
+def _committed(
+    sm: StackModel,
+    result: plan.PlanResult,
+    winner_validation: CombinedSummary | None,
+    held: list[tuple[traces.Trace, float]],
+    options: RunOptions,
+) -> dict[str, Any] | None:
     """The stack's own policy beside the winner: its numbers on the search traffic and on the
     held-out traffic, or why it did not run; None when its GPU type was not searched."""
     committed = result.committed
@@ -142,18 +203,33 @@ def _committed(sm: StackModel, result: plan.PlanResult, winner_validation: Combi
         return None
     broken = list(committed.params.get(plan.RULES_BROKEN, []))
     if committed.summary is None:
-        return {"gpu": committed.params["gpu"], "search": None, "validation": None, "refused": committed.refused,
-                "rules_broken": broken}  # fmt: skip
+        return {
+            "gpu": committed.params["gpu"],
+            "search": None,
+            "validation": None,
+            "refused": committed.refused,
+            "rules_broken": broken,
+        }
     same = committed is result.best and winner_validation is not None
     validation = winner_validation if same else plan.validate(sm, committed, result.types, held, options)
-    return {"gpu": committed.params["gpu"], "search": committed.summary.as_dict(),
-            "validation": validation.as_dict(), "refused": None, "rules_broken": broken}  # type: ignore[union-attr]  # fmt: skip
+    return {
+        "gpu": committed.params["gpu"],
+        "search": committed.summary.as_dict() if committed.summary else None,
+        "validation": validation.as_dict() if validation else None,
+        "refused": None,
+        "rules_broken": broken,
+    }
 
 
 def _rules(rules: Guardrails) -> dict[str, Any]:
     """The planner's rules for this search, as `--json` prints them (`capacity.planning.guardrails`)."""
-    return {"guardrails_kept": rules.kept, "max_replicas": rules.max_replicas, "max_replicas_rule": MAX_REPLICAS_RULE,
-            "e2e_bound_s": rules.e2e_bound_s, "tokens_in_flight": rules.tokens_in_flight}  # fmt: skip
+    return {
+        "guardrails_kept": rules.kept,
+        "max_replicas": rules.max_replicas,
+        "max_replicas_rule": MAX_REPLICAS_RULE,
+        "e2e_bound_s": rules.e2e_bound_s,
+        "tokens_in_flight": rules.tokens_in_flight,
+    }
 
 
 def _scaled(trace: traces.Trace, args: argparse.Namespace) -> traces.Trace:
@@ -169,20 +245,37 @@ def run(args: argparse.Namespace) -> int:
     parts = [split(t, args.search_fraction) for t in loaded]
     searched = plan.margin_traces([s for s, _ in parts], args.margin, args.seed)
     # Each searched trace is scored after its search part; an extra validation trace whole.
-    held = [(t, args.search_fraction) for t in loaded] + [(_scaled(traces.load(t), args), 0.0) for t in args.validate_trace]
+    held = [(t, args.search_fraction) for t in loaded] + [
+        (_scaled(traces.load(t), args), 0.0) for t in args.validate_trace
+    ]
     if any(len(t) == 0 for t in [*searched, *(v for _, v in parts), *(t for t, _ in held)]):
-        raise ValueError("a search or validation part of a trace has no requests: lengthen the trace or move --search-fraction")
+        raise ValueError(
+            "a search or validation part of a trace has no requests: lengthen the trace or move --search-fraction"
+        )
     # The oracle sizes for the same attainment target as the search, so their ratio is the price
     # of reacting, not of a weaker bar.
-    options = RunOptions(router=args.router, seed=args.seed, oracle_interval_s=args.oracle_interval,
-                         oracle_objective=args.slo_attainment)  # fmt: skip
+    options = RunOptions(
+        router=args.router, seed=args.seed, oracle_interval_s=args.oracle_interval, oracle_objective=args.slo_attainment
+    )
     bar, progress = _progress(args.trials, not args.json)
     if bar:
         bar.start()
     try:
-        result = plan.search(sm, searched, args.slo_attainment, args.trials, args.seed, args.workers, options,
-                             dict(args.price), progress, args.gpu, args.search_pools, args.journal,
-                             keep_guardrails=not args.allow_dropping_guardrails)  # fmt: skip
+        result = plan.search(
+            sm,
+            searched,
+            args.slo_attainment,
+            args.trials,
+            args.seed,
+            args.workers,
+            options,
+            dict(args.price),
+            progress,
+            args.gpu,
+            args.search_pools,
+            args.journal,
+            keep_guardrails=not args.allow_dropping_guardrails,
+        )
     finally:
         if bar:
             bar.stop()
@@ -192,10 +285,10 @@ def run(args: argparse.Namespace) -> int:
     validation = plan.validate(sm, best, result.types, held, options) if best else None
     payload: dict[str, Any] = {
         "gpu": best.params["gpu"] if best else None,
-        "search": best.summary.as_dict() if best else None,  # type: ignore[union-attr]
+        "search": best.summary.as_dict() if best else None,  # type: ignore[union-attr]  # a winner exists on this path: best is set and ran
         "validation": validation.as_dict() if validation else None,
         "committed": _committed(sm, result, validation, held, options),
-        "frontier": [{"gpu": t.params["gpu"], **t.summary.as_dict(), "params": dict(t.params)} for t in front],  # type: ignore[union-attr]
+        "frontier": [{"gpu": t.params["gpu"], **t.summary.as_dict(), "params": dict(t.params)} for t in front],  # type: ignore[union-attr]  # a winner exists on this path: best is set and ran
         "gpu_types": [row.as_dict() for row in plan.per_gpu_type(result)],
         "config_set": [],
         "binding_limit": None,
@@ -210,21 +303,25 @@ def run(args: argparse.Namespace) -> int:
     if unservable:
         payload["notes"].append(unservable)
     if result.resumed:
-        payload["notes"].append(f"resumed {result.resumed} of {len(result.trials)} candidates from {args.journal} "
-                                "(evaluated earlier on the same inputs)")  # fmt: skip
+        payload["notes"].append(
+            f"resumed {result.resumed} of {len(result.trials)} candidates from {args.journal} "
+            "(evaluated earlier on the same inputs)"
+        )
     if meets and best is result.committed:
-        payload["config_set"] = config_set_lines(sm, list(best.candidate.edits))  # type: ignore[union-attr]
-        payload["notes"].append("the committed policy is the cheapest candidate meeting the target: "
-                                + ("nothing to change" if not payload["config_set"] else "only its engine profile moves"))  # fmt: skip
+        payload["config_set"] = config_set_lines(sm, list(best.candidate.edits))  # type: ignore[union-attr]  # a winner exists on this path: best is set and ran
+        payload["notes"].append(
+            "the committed policy is the cheapest candidate meeting the target: "
+            + ("nothing to change" if not payload["config_set"] else "only its engine profile moves")
+        )
     elif meets:
-        payload["config_set"] = config_set_lines(sm, list(best.candidate.edits))  # type: ignore[union-attr]
-        planned = plan.deploy(sm, best.candidate, result.types)  # type: ignore[union-attr]
-        payload["notes"].append(result.rules.describe(planned.policy, planned.profile, best.summary.max_replicas_used))  # type: ignore[union-attr]
-        payload["notes"] += plan.deployment_notes(sm, best.params)  # type: ignore[union-attr]
+        payload["config_set"] = config_set_lines(sm, list(best.candidate.edits))  # type: ignore[union-attr]  # a winner exists on this path: best is set and ran
+        planned = plan.deploy(sm, best.candidate, result.types)  # type: ignore[union-attr]  # a winner exists on this path: best is set and ran
+        payload["notes"].append(result.rules.describe(planned.policy, planned.profile, best.summary.max_replicas_used))  # type: ignore[union-attr]  # a winner exists on this path: best is set and ran
+        payload["notes"] += plan.deployment_notes(sm, best.params)  # type: ignore[union-attr]  # a winner exists on this path: best is set and ran
     if meets:
-        if validation.slo_attainment < args.slo_attainment:  # type: ignore[union-attr]
+        if validation.slo_attainment < args.slo_attainment:  # type: ignore[union-attr]  # a winner exists on this path: best is set and ran
             payload["notes"].append(
-                f"warning: validation attainment {validation.slo_attainment:.1%} is below the target "  # type: ignore[union-attr]
+                f"warning: validation attainment {validation.slo_attainment:.1%} is below the target "  # type: ignore[union-attr]  # a winner exists on this path: best is set and ran
                 f"{args.slo_attainment:.1%} on traffic the search never saw; consider --margin 1.2"
             )
     else:
@@ -242,26 +339,63 @@ def run(args: argparse.Namespace) -> int:
 
 
 FRONTIER_HEADERS = ("GPU", "SLO attained", "GPU-h", "cost $", "$/M output tokens", "min", "max", "queue target")
-GPU_HEADERS = ("GPU", "family", "$/GPU-h on-demand", "$/GPU-h spot (est.)", "trials", "meets", "SLO attained", "GPU-h",
-               "$/M output tokens")  # fmt: skip
+GPU_HEADERS = (
+    "GPU",
+    "family",
+    "$/GPU-h on-demand",
+    "$/GPU-h spot (est.)",
+    "trials",
+    "meets",
+    "SLO attained",
+    "GPU-h",
+    "$/M output tokens",
+)
 GPU_TITLE = "which GPU: each type's cheapest candidate meeting the target (else its closest)"
 
 
 def _frontier_rows(payload: dict[str, Any]) -> list[list[str]]:
-    return [[row["gpu"], cell(row["slo_attainment"], ".1%"), cell(row["gpu_hours"], ".2f"), cell(row["cost_usd"], ".2f"),
-             cell(row["usd_per_million_output_tokens"], ".2f"), str(row["params"]["minReplicas"]),
-             str(row["params"]["maxReplicas"]), str(row["params"]["queueTarget"])] for row in payload["frontier"]]  # fmt: skip
+    return [
+        [
+            row["gpu"],
+            cell(row["slo_attainment"], ".1%"),
+            cell(row["gpu_hours"], ".2f"),
+            cell(row["cost_usd"], ".2f"),
+            cell(row["usd_per_million_output_tokens"], ".2f"),
+            str(row["params"]["minReplicas"]),
+            str(row["params"]["maxReplicas"]),
+            str(row["params"]["queueTarget"]),
+        ]
+        for row in payload["frontier"]
+    ]
 
 
 def _gpu_rows(payload: dict[str, Any]) -> list[list[str]]:
-    return [[row["gpu"], row["family"], cell(row["on_demand_usd_per_gpu_hour"], ".3f"), cell(row["spot_usd_per_gpu_hour"], ".3f"),
-             str(row["trials"]), "yes" if row["meets_target"] else "no", cell(row.get("slo_attainment"), ".1%"),
-             cell(row.get("gpu_hours"), ".2f"), cell(row.get("usd_per_million_output_tokens"), ".2f")]
-            for row in payload["gpu_types"]]  # fmt: skip
+    return [
+        [
+            row["gpu"],
+            row["family"],
+            cell(row["on_demand_usd_per_gpu_hour"], ".3f"),
+            cell(row["spot_usd_per_gpu_hour"], ".3f"),
+            str(row["trials"]),
+            "yes" if row["meets_target"] else "no",
+            cell(row.get("slo_attainment"), ".1%"),
+            cell(row.get("gpu_hours"), ".2f"),
+            cell(row.get("usd_per_million_output_tokens"), ".2f"),
+        ]
+        for row in payload["gpu_types"]
+    ]
 
 
-WINNER_HEADERS = ("policy", "GPU", "SLO attained (search)", "cost $ (search)", "SLO attained (held out)",
-                  "cost $ (held out)", "GPU-h (held out)", "x oracle")  # fmt: skip
+WINNER_HEADERS = (
+    "policy",
+    "GPU",
+    "SLO attained (search)",
+    "cost $ (search)",
+    "SLO attained (held out)",
+    "cost $ (held out)",
+    "GPU-h (held out)",
+    "x oracle",
+)
 WINNER_TITLE = "the winner beside the committed policy (the first candidate of its GPU type's study)"
 
 
@@ -279,8 +413,16 @@ def _winner_rows(payload: dict[str, Any]) -> list[list[str]]:
 
 
 def _outcome_row(label: str, gpu: str, search: dict[str, Any], held: dict[str, Any]) -> list[str]:
-    return [label, gpu, cell(search["slo_attainment"], ".1%"), cell(search["cost_usd"], ".2f"), cell(held["slo_attainment"], ".1%"),
-            cell(held["cost_usd"], ".2f"), cell(held["gpu_hours"], ".2f"), cell(held["oracle_ratio"], ".2f")]  # fmt: skip
+    return [
+        label,
+        gpu,
+        cell(search["slo_attainment"], ".1%"),
+        cell(search["cost_usd"], ".2f"),
+        cell(held["slo_attainment"], ".1%"),
+        cell(held["cost_usd"], ".2f"),
+        cell(held["gpu_hours"], ".2f"),
+        cell(held["oracle_ratio"], ".2f"),
+    ]
 
 
 def _verdict(payload: dict[str, Any]) -> list[str]:
@@ -288,23 +430,32 @@ def _verdict(payload: dict[str, Any]) -> list[str]:
     search, validation = payload["search"], payload["validation"]
     lines = []
     if search and validation:
-        lines.append(f"winner: search {search['slo_attainment']:.1%} at ${search['cost_usd']:.2f} ({search['gpu_hours']:.2f} GPU-h); "
-                     f"validation {validation['slo_attainment']:.1%} at ${validation['cost_usd']:.2f} ({validation['gpu_hours']:.2f} GPU-h, "
-                     f"{validation['oracle_ratio']}x the oracle)")  # fmt: skip
+        lines.append(
+            f"winner: search {search['slo_attainment']:.1%} at ${search['cost_usd']:.2f} ({search['gpu_hours']:.2f} GPU-h); "
+            f"validation {validation['slo_attainment']:.1%} at ${validation['cost_usd']:.2f} ({validation['gpu_hours']:.2f} GPU-h, "
+            f"{validation['oracle_ratio']}x the oracle)"
+        )
     committed = payload["committed"]
     if committed and committed["rules_broken"]:
-        lines.append("the committed policy breaks the planner's rules (so it cannot win): " + "; ".join(committed["rules_broken"]))
+        lines.append(
+            "the committed policy breaks the planner's rules (so it cannot win): "
+            + "; ".join(committed["rules_broken"])
+        )
     if payload["binding_limit"]:
         lines.append(f"no candidate meets the target; binding limit: {payload['binding_limit']}")
     return lines + payload["notes"]
 
 
 def _write_html(payload: dict[str, Any], title: str, target: float, path: Path) -> Path:
-    tables = [HtmlTable(WINNER_TITLE, WINNER_HEADERS, _winner_rows(payload)),
-              HtmlTable(f"Pareto frontier (search traffic), target {target:.1%}", FRONTIER_HEADERS, _frontier_rows(payload)),
-              HtmlTable(GPU_TITLE, GPU_HEADERS, _gpu_rows(payload))]  # fmt: skip
-    figure = HtmlFigure(Path(payload["frontier_png"]), "Each dot a candidate on the search traffic; the line the cheapest "
-                        "attainment reachable at each cost.")  # fmt: skip
+    tables = [
+        HtmlTable(WINNER_TITLE, WINNER_HEADERS, _winner_rows(payload)),
+        HtmlTable(f"Pareto frontier (search traffic), target {target:.1%}", FRONTIER_HEADERS, _frontier_rows(payload)),
+        HtmlTable(GPU_TITLE, GPU_HEADERS, _gpu_rows(payload)),
+    ]
+    figure = HtmlFigure(
+        Path(payload["frontier_png"]),
+        "Each dot a candidate on the search traffic; the line the cheapest attainment reachable at each cost.",
+    )
     return write_html(path, title, _verdict(payload), tables, [figure], payload["config_set"])
 
 
@@ -319,7 +470,11 @@ def _table(title: str, headers: tuple[str, ...], rows: list[list[str]]) -> Table
 
 def _print(payload: dict[str, Any], title: str, target: float) -> None:
     console = Console(width=160) if not Console().is_terminal else Console()
-    console.print(_table(f"{title}: Pareto frontier (search traffic), target {target:.1%}", FRONTIER_HEADERS, _frontier_rows(payload)))
+    console.print(
+        _table(
+            f"{title}: Pareto frontier (search traffic), target {target:.1%}", FRONTIER_HEADERS, _frontier_rows(payload)
+        )
+    )
     console.print(_table(GPU_TITLE, GPU_HEADERS, _gpu_rows(payload)))
     if rows := _winner_rows(payload):
         console.print(_table(WINNER_TITLE, WINNER_HEADERS, rows))

@@ -19,7 +19,11 @@ def fraction_done(state: dict) -> float:
 def describe(state: dict) -> str:
     """The bar's text: the level (in a sweep), the phase, the requests done, the recent p99."""
     p99 = state["recent_p99_s"]
-    where = f"concurrency {state['concurrency']} ({state['level_index'] + 1}/{state['levels']})  " if "levels" in state else ""
+    where = (
+        f"concurrency {state['concurrency']} ({state['level_index'] + 1}/{state['levels']})  "
+        if "levels" in state
+        else ""
+    )
     info = f"{where}{state['phase']}  done {state['completed']}  measured {state['measured_ok']}"
     return info + (f"  p99 {p99:.2f}s" if p99 is not None else "")
 
@@ -32,8 +36,13 @@ def progress_bar(enabled: bool, label: str) -> Iterator[Callable[[dict], None] |
         return
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
-                  TimeElapsedColumn(), transient=True) as bar:  # fmt: skip
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+        transient=True,
+    ) as bar:
         task = bar.add_task(label, total=1.0, info="")
 
         def update(state: dict) -> None:

@@ -20,15 +20,31 @@ from contract.settings.autoscaling import DEFAULT_KEY, merged_policy
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--envelope", type=Path, required=True, help="envelope CSV (sweep output or calibration file)")
-    parser.add_argument("--slo-p99", type=float, default=None,
-                        help="end-to-end p99 latency SLO, seconds (default: the stack's slo.e2eP99Seconds for --model)")  # fmt: skip
-    parser.add_argument("--slo-ttft-p95", type=float, default=None,
-                        help="TTFT p95 SLO, seconds (default: the stack's slo.ttftP95Seconds for --model)")  # fmt: skip
-    parser.add_argument("--stack", default=DEFAULT_STACK, help="Pulumi stack the commands target (-s); its file must exist")
+    parser.add_argument(
+        "--slo-p99",
+        type=float,
+        default=None,
+        help="end-to-end p99 latency SLO, seconds (default: the stack's slo.e2eP99Seconds for --model)",
+    )
+    parser.add_argument(
+        "--slo-ttft-p95",
+        type=float,
+        default=None,
+        help="TTFT p95 SLO, seconds (default: the stack's slo.ttftP95Seconds for --model)",
+    )
+    parser.add_argument(
+        "--stack", default=DEFAULT_STACK, help="Pulumi stack the commands target (-s); its file must exist"
+    )
     parser.add_argument("--model", default=None, help="served model name (default: the 'default' block)")
-    parser.add_argument("--peak-rps", type=float, default=None, help="peak load to size maxReplicas for, req/s (default: not sized)")
-    parser.add_argument("--stack-file", type=Path, default=None,
-                        help="stack file with the current values (default: Pulumi.<stack>.yaml here, else in the repository)")  # fmt: skip
+    parser.add_argument(
+        "--peak-rps", type=float, default=None, help="peak load to size maxReplicas for, req/s (default: not sized)"
+    )
+    parser.add_argument(
+        "--stack-file",
+        type=Path,
+        default=None,
+        help="stack file with the current values (default: Pulumi.<stack>.yaml here, else in the repository)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,8 +63,10 @@ def run(args: argparse.Namespace) -> int:
     for s in rec.settings:
         if s.path == "maxReplicas" and isinstance(s.value, int) and s.value > budget:
             pools = ", ".join(f"{p.name} {p.gpu_limit}" for p in sm.pools)
-            refused.append(f"# maxReplicas {s.value} refused: the pools of {sm.model.name} hold {budget} replicas' GPUs "
-                           f"({pools}); raise gpuCapacity.pools[].gpuLimit first or plan for less peak")  # fmt: skip
+            refused.append(
+                f"# maxReplicas {s.value} refused: the pools of {sm.model.name} hold {budget} replicas' GPUs "
+                f"({pools}); raise gpuCapacity.pools[].gpuLimit first or plan for less peak"
+            )
             continue
         kept.append(s)
     scope = args.model or DEFAULT_KEY

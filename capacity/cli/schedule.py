@@ -15,10 +15,19 @@ from typing import Any
 import numpy as np
 
 from capacity.cli.sim_args import add_common_arguments, emit, load_inputs
+from capacity.planning.run import RunOptions, run_oracle, run_policy, summarize
+from capacity.planning.schedule import (
+    DAY_S,
+    EVERY_DAY,
+    Schedule,
+    daily_needs,
+    derive,
+    later_part,
+    origin_utc,
+    whole_days,
+)
 from capacity.planning.stack import StackModel, apply_config_set, config_command
 from capacity.sim.oracle import OracleResult
-from capacity.planning.run import RunOptions, run_oracle, run_policy, summarize
-from capacity.planning.schedule import DAY_S, EVERY_DAY, Schedule, daily_needs, derive, later_part, origin_utc, whole_days
 from capacity.workload import traces
 
 
@@ -37,8 +46,9 @@ class Judged:
     oracle_gpu_hours: float
 
 
-def judged_day(args: argparse.Namespace, sm: StackModel, trace: traces.Trace, orc: OracleResult,
-               options: RunOptions) -> Judged:  # fmt: skip
+def judged_day(
+    args: argparse.Namespace, sm: StackModel, trace: traces.Trace, orc: OracleResult, options: RunOptions
+) -> Judged:
     """The trace's last day (derive on the days before), or for a one-day synthetic trace the same
     spec with the next seed (derive on the whole trace)."""
     span_s = trace.duration
@@ -48,16 +58,18 @@ def judged_day(args: argparse.Namespace, sm: StackModel, trace: traces.Trace, or
     if days >= 2:
         derive_s = (days - 1) * DAY_S
         lo, hi = np.searchsorted(trace.arrivals, [derive_s, derive_s + DAY_S])
-        first = int(round(derive_s / orc.interval_s))
-        needed = orc.replicas[first : first + int(round(DAY_S / orc.interval_s))]
+        first = round(derive_s / orc.interval_s)
+        needed = orc.replicas[first : first + round(DAY_S / orc.interval_s)]
         how = f"derived on day{'s 1-' if days > 2 else ' '}{days - 1}, judged on day {days}"
         gpu_hours = float(needed.sum()) * orc.interval_s / 3600 * sm.model.gpus_per_replica
         return Judged(later_part(trace, derive_s, DAY_S), derive_s, how, orc.feasible[lo:hi], gpu_hours)
     if days < 1:
         raise ValueError(f"--trace {args.trace}: spans {span_s / 3600:.1f} h; a schedule needs a day or more")
     if not args.trace.startswith("synthetic:"):
-        raise ValueError(f"--trace {args.trace}: one day only; two days or more are needed to judge the schedule "
-                         "on a day it was not derived on")  # fmt: skip
+        raise ValueError(
+            f"--trace {args.trace}: one day only; two days or more are needed to judge the schedule "
+            "on a day it was not derived on"
+        )
     seed = int(traces.parse_synthetic(args.trace)[1]["seed"]) + 1
     judge = traces.load(args.trace + ("," if args.trace.count(":") == 2 else ":") + f"seed={seed}")
     if args.time_scale != 1.0:
@@ -76,20 +88,30 @@ def run(args: argparse.Namespace) -> int:
     sm, trace, options, orc = load_inputs(args)
     day = judged_day(args, sm, trace, orc, options)
     judge, split, feasible = day.trace, day.how, day.feasible
-    derive_intervals = int(round(day.derive_s / orc.interval_s))
+    derive_intervals = round(day.derive_s / orc.interval_s)
     schedule = derive(sm, orc.replicas[:derive_intervals], orc.interval_s, origin_utc(trace))
     # Warm start on the judged day: the recurring need at its first time of day.
     needs = daily_needs(orc.replicas[:derive_intervals], orc.interval_s, origin_utc(trace), EVERY_DAY)
-    first_slot = int((origin_utc(judge) - origin_utc(judge).replace(hour=0, minute=0, second=0, microsecond=0))
-                     .total_seconds() // orc.interval_s)  # fmt: skip
+    first_slot = int(
+        (origin_utc(judge) - origin_utc(judge).replace(hour=0, minute=0, second=0, microsecond=0)).total_seconds()
+        // orc.interval_s
+    )
     judge_options: RunOptions = replace(options, warm_start=int(needs[first_slot]))
     reactive = summarize(run_policy(sm, judge, judge_options), sm, feasible).with_oracle(day.oracle_gpu_hours)
-    payload: dict[str, Any] = {"split": split, "schedule": None, "reactive": reactive.as_dict(), "reactive_schedule": None,
-                               "recommended": False, "reason": None, "pulumi_config_set": []}  # fmt: skip
+    payload: dict[str, Any] = {
+        "split": split,
+        "schedule": None,
+        "reactive": reactive.as_dict(),
+        "reactive_schedule": None,
+        "recommended": False,
+        "reason": None,
+        "pulumi_config_set": [],
+    }
     rows = [("reactive (stack)", payload["reactive"])]
     if schedule is None:
-        payload["reason"] = (f"no time of day needs more than minReplicas {sm.policy.min_replicas} often enough "
-                             "to be worth a window")  # fmt: skip
+        payload["reason"] = (
+            f"no time of day needs more than minReplicas {sm.policy.min_replicas} often enough to be worth a window"
+        )
     else:
         scheduled_sm = apply_config_set(sm, schedule.config_edits(sm.model.name))
         scheduled_run = run_policy(scheduled_sm, judge, judge_options)
@@ -97,16 +119,28 @@ def run(args: argparse.Namespace) -> int:
         rows.append(("reactive + schedule", scheduled.as_dict()))
         cheaper = scheduled.cost_usd < reactive.cost_usd
         as_good = scheduled.slo_attainment >= reactive.slo_attainment
-        payload.update(schedule={"start": schedule.start, "end": schedule.end, "timezone": schedule.timezone,
-                                 "desiredReplicas": schedule.desired_replicas, "lead_s": schedule.lead_s,
-                                 "other_windows_wanted": schedule.other_windows},  # fmt: skip
-                       reactive_schedule=scheduled.as_dict(), recommended=cheaper and as_good)
+        payload.update(
+            schedule={
+                "start": schedule.start,
+                "end": schedule.end,
+                "timezone": schedule.timezone,
+                "desiredReplicas": schedule.desired_replicas,
+                "lead_s": schedule.lead_s,
+                "other_windows_wanted": schedule.other_windows,
+            },
+            reactive_schedule=scheduled.as_dict(),
+            recommended=cheaper and as_good,
+        )
         if not as_good:
-            payload["reason"] = (f"lower SLO attainment with the schedule ({scheduled.slo_attainment:.2%} vs "
-                                 f"{reactive.slo_attainment:.2%})")  # fmt: skip
+            payload["reason"] = (
+                f"lower SLO attainment with the schedule ({scheduled.slo_attainment:.2%} vs "
+                f"{reactive.slo_attainment:.2%})"
+            )
         elif not cheaper:
-            payload["reason"] = (f"not cheaper with the schedule (${scheduled.cost_usd:.2f} vs "
-                                 f"${reactive.cost_usd:.2f}) at equal or better attainment")  # fmt: skip
+            payload["reason"] = (
+                f"not cheaper with the schedule (${scheduled.cost_usd:.2f} vs "
+                f"${reactive.cost_usd:.2f}) at equal or better attainment"
+            )
         else:
             payload["pulumi_config_set"] = config_set_lines(schedule, sm)
     title = f"schedule {sm.stack}/{sm.model.name} on {trace.name}: {split}"
@@ -119,11 +153,15 @@ def run(args: argparse.Namespace) -> int:
 def _print_verdict(payload: dict[str, Any]) -> None:
     window = payload["schedule"]
     if window is not None:
-        print(f"window: start {window['start']!r}, end {window['end']!r} ({window['timezone']}), "
-              f"desiredReplicas {window['desiredReplicas']}, starting {window['lead_s']:.0f} s before the need "
-              "(the slowest replica startup + one polling interval)")  # fmt: skip
+        print(
+            f"window: start {window['start']!r}, end {window['end']!r} ({window['timezone']}), "
+            f"desiredReplicas {window['desiredReplicas']}, starting {window['lead_s']:.0f} s before the need "
+            "(the slowest replica startup + one polling interval)"
+        )
         if window["other_windows_wanted"]:
-            print(f"the trace wants {window['other_windows_wanted']} more window(s); "
-                  f"the stack has one cron trigger, so only the best is derived")  # fmt: skip
+            print(
+                f"the trace wants {window['other_windows_wanted']} more window(s); "
+                f"the stack has one cron trigger, so only the best is derived"
+            )
     for line in payload["pulumi_config_set"] or [f"# not recommended: {payload['reason']}"]:
         print(line)

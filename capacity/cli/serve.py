@@ -15,23 +15,40 @@ from capacity.runtime import run_main
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="first port; replica i listens on PORT+i")
     parser.add_argument("--replicas", type=int, default=1, help="how many replicas, one port each")
-    parser.add_argument("--ports", default=None,
-                        help="comma-separated ports, one replica each (default: --port and --replicas)")  # fmt: skip
+    parser.add_argument(
+        "--ports", default=None, help="comma-separated ports, one replica each (default: --port and --replicas)"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--profile", default=DEFAULT_PROFILE, help=f"engine profile, one of: {', '.join(sorted(PROFILES))}")
+    parser.add_argument(
+        "--profile", default=DEFAULT_PROFILE, help=f"engine profile, one of: {', '.join(sorted(PROFILES))}"
+    )
     parser.add_argument("--speedup", type=float, default=1.0, help="model seconds per wall second, > 0")
-    parser.add_argument("--served-model-name", default=None, help="the model name clients send (default: the profile's)")
-    parser.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1, like vLLM (default: no key)")
-    parser.add_argument("--stream-interval", type=int, default=1,
-                        help="tokens per SSE chunk, as vLLM's --stream-interval, >= 1 (1: one chunk per token; "
-                             "tokens are coalesced only when a client reads slower than they are generated)")
-    parser.add_argument("--fault", default=None,
-                        help=f"inject errors: {GRAMMAR}. mid-stream-error: generation fails after a random number "
-                             "of tokens, reported as vLLM does (a stream: HTTP 200, then data: {\"error\": ...} and "
-                             "data: [DONE]; otherwise HTTP 500), e.g. --fault mid-stream-error:0.05 (default: none)")
+    parser.add_argument(
+        "--served-model-name", default=None, help="the model name clients send (default: the profile's)"
+    )
+    parser.add_argument(
+        "--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1, like vLLM (default: no key)"
+    )
+    parser.add_argument(
+        "--stream-interval",
+        type=int,
+        default=1,
+        help="tokens per SSE chunk, as vLLM's --stream-interval, >= 1 (1: one chunk per token; "
+        "tokens are coalesced only when a client reads slower than they are generated)",
+    )
+    parser.add_argument(
+        "--fault",
+        default=None,
+        help=f"inject errors: {GRAMMAR}. mid-stream-error: generation fails after a random number "
+        'of tokens, reported as vLLM does (a stream: HTTP 200, then data: {"error": ...} and '
+        "data: [DONE]; otherwise HTTP 500), e.g. --fault mid-stream-error:0.05 (default: none)",
+    )
     parser.add_argument("--fault-seed", type=int, default=0, help="seed of the random draws of --fault")
-    parser.add_argument("--tokenizer", default=None,
-                        help="tokenizer.json (or its folder) to count prompt tokens with (default: whitespace words)")
+    parser.add_argument(
+        "--tokenizer",
+        default=None,
+        help="tokenizer.json (or its folder) to count prompt tokens with (default: whitespace words)",
+    )
 
 
 def _ports(args: argparse.Namespace) -> list[int]:
@@ -76,8 +93,10 @@ def run(args: argparse.Namespace) -> int:
 
     def say_listening(replicas: list[RunningReplica]) -> None:
         for r in replicas:
-            print(f"mock vLLM '{r.replica.model_name}' ({profile.name}, speedup {args.speedup:g}) on {args.host}:{r.port}",
-                  flush=True)  # fmt: skip
+            print(
+                f"mock vLLM '{r.replica.model_name}' ({profile.name}, speedup {args.speedup:g}) on {args.host}:{r.port}",
+                flush=True,
+            )
         print(f"counting prompt tokens with {replicas[0].replica.tokens.counting}", flush=True)
 
     async def main() -> None:

@@ -11,31 +11,38 @@ from pathlib import Path
 from typing import Any
 
 from capacity.cli import DEFAULT_STACK
-from capacity.sim.cluster.router import ROUTERS
-from capacity.planning.stack import StackModel, load_stack_model
-from capacity.sim.oracle import OracleResult
-from capacity.sim.scaledobject import Manifest
 from capacity.planning.report import print_table
 from capacity.planning.run import RunOptions, RunSummary, initial_replicas, run_oracle
+from capacity.planning.stack import StackModel, load_stack_model
+from capacity.sim.cluster.router import ROUTERS
+from capacity.sim.oracle import OracleResult
+from capacity.sim.scaledobject import Manifest
 from capacity.workload import traces
 
 
 def add_common_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--stack", "-s", default=DEFAULT_STACK,
-                   help="stack name (reads Pulumi.<stack>.yaml) or a stack file path")  # fmt: skip
+    p.add_argument(
+        "--stack", "-s", default=DEFAULT_STACK, help="stack name (reads Pulumi.<stack>.yaml) or a stack file path"
+    )
     p.add_argument("--model", help="served model name (default: the stack's first model)")
     p.add_argument("--profile", help="engine profile (default: the model's capacityProfile)")
     p.add_argument("--trace", required=True, help=traces.SOURCES)
     p.add_argument("--rate-scale", type=float, default=1.0, help="x times the requests over the same duration")
     p.add_argument("--time-scale", type=float, default=1.0, help="stretch the trace's time by this factor")
-    p.add_argument("--router", choices=ROUTERS, default="least-request", help="least-request = Envoy P2C (the gateway default)")
+    p.add_argument(
+        "--router", choices=ROUTERS, default="least-request", help="least-request = Envoy P2C (the gateway default)"
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the simulation's random draws")
     # A trace is a window of a running day: starting it from minReplicas would measure a cold
     # start the deployed policy meets only after idling, and mix it into the steady attainment.
-    p.add_argument("--initial-replicas", type=int, metavar="N",
-                   help="warm replicas at t=0, 0..maxReplicas (default: what the oracle needs for the first "
-                        "--oracle-interval, within minReplicas..maxReplicas, as if the policy had been running "
-                        "before the trace; the table's title shows it; pass the minReplicas value for a cold start)")  # fmt: skip
+    p.add_argument(
+        "--initial-replicas",
+        type=int,
+        metavar="N",
+        help="warm replicas at t=0, 0..maxReplicas (default: what the oracle needs for the first "
+        "--oracle-interval, within minReplicas..maxReplicas, as if the policy had been running "
+        "before the trace; the table's title shows it; pass the minReplicas value for a cold start)",
+    )
     p.add_argument(
         "--prometheus-outage",
         type=_outage,
@@ -47,9 +54,13 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--oracle-interval", type=float, default=300.0, help="seconds per oracle interval (longer = faster, looser)"
     )
-    p.add_argument("--oracle-attainment", type=float, metavar="FRACTION",
-                   help="share of requests the oracle sizes each interval for, in (0, 1] (default: the SLO's "
-                        "objective, 0.95; use the planner's --slo-attainment to compare with a plan)")  # fmt: skip
+    p.add_argument(
+        "--oracle-attainment",
+        type=float,
+        metavar="FRACTION",
+        help="share of requests the oracle sizes each interval for, in (0, 1] (default: the SLO's "
+        "objective, 0.95; use the planner's --slo-attainment to compare with a plan)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -82,7 +93,9 @@ def start_note(manifest: Manifest, options: RunOptions) -> str:
 def add_scaledobject_argument(p: argparse.ArgumentParser, repeatable: bool) -> None:
     help_text = "a raw KEDA ScaledObject manifest (prometheus triggers within the simulator's PromQL subset, cron)"
     if repeatable:
-        p.add_argument("--scaledobject", type=Path, action="append", default=[], help=help_text + "; repeatable (default: none)")
+        p.add_argument(
+            "--scaledobject", type=Path, action="append", default=[], help=help_text + "; repeatable (default: none)"
+        )
     else:
         p.add_argument("--scaledobject", type=Path, help=help_text + "; replaces the stack's policy (default: none)")
 
@@ -103,15 +116,20 @@ def load_inputs(
 ) -> tuple[StackModel, traces.Trace, RunOptions, OracleResult]:
     """Stack model, trace and options; the oracle too, whose first interval warms the fleet."""
     sm = load_stack_model(args.stack, args.model, args.profile, policy)
-    for flag, value in (("--oracle-interval", args.oracle_interval), ("--rate-scale", args.rate_scale),
-                        ("--time-scale", args.time_scale)):  # fmt: skip
+    for flag, value in (
+        ("--oracle-interval", args.oracle_interval),
+        ("--rate-scale", args.rate_scale),
+        ("--time-scale", args.time_scale),
+    ):
         if value <= 0:
             raise ValueError(f"{flag} must be > 0, got {value}")
     if args.oracle_attainment is not None and not 0 < args.oracle_attainment <= 1:
         raise ValueError(f"--oracle-attainment must be in (0, 1], got {args.oracle_attainment}")
     if args.initial_replicas is not None and not 0 <= args.initial_replicas <= sm.policy.max_replicas:
-        raise ValueError(f"--initial-replicas must be within 0..maxReplicas ({sm.policy.max_replicas}) "
-                         f"of {sm.stack}/{sm.model.name}, got {args.initial_replicas}")  # fmt: skip
+        raise ValueError(
+            f"--initial-replicas must be within 0..maxReplicas ({sm.policy.max_replicas}) "
+            f"of {sm.stack}/{sm.model.name}, got {args.initial_replicas}"
+        )
     trace = traces.load(args.trace)
     if not len(trace):
         raise ValueError(f"--trace {args.trace}: no requests to simulate")

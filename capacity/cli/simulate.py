@@ -12,7 +12,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from capacity.cli.sim_args import add_common_arguments, add_scaledobject_argument, emit, load_inputs, row_name, start_note
+from capacity.cli.sim_args import (
+    add_common_arguments,
+    add_scaledobject_argument,
+    emit,
+    load_inputs,
+    row_name,
+    start_note,
+)
 from capacity.planning.html_report import HtmlFigure, write_html
 from capacity.planning.report import plot_timeline, summary_html_table, timeline_caption
 from capacity.planning.run import run_scaled_object, summarize
@@ -21,13 +28,23 @@ from capacity.sim.scaledobject import read_scaled_object
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser)
-    parser.add_argument("--policy", type=Path, help="autoscaling section file (stack shape) replacing the stack's (default: the stack's own)")
+    parser.add_argument(
+        "--policy",
+        type=Path,
+        help="autoscaling section file (stack shape) replacing the stack's (default: the stack's own)",
+    )
     add_scaledobject_argument(parser, repeatable=False)
-    parser.add_argument("--png", type=Path,
-                        help="timeline PNG path, in an existing directory (default: out/simulate-<stack>-<model>.png)")  # fmt: skip
-    parser.add_argument("--html", type=Path,
-                        help="self-contained HTML report (table and timeline) path, in an existing directory "
-                             "(default: next to the PNG, <png name>.html)")  # fmt: skip
+    parser.add_argument(
+        "--png",
+        type=Path,
+        help="timeline PNG path, in an existing directory (default: out/simulate-<stack>-<model>.png)",
+    )
+    parser.add_argument(
+        "--html",
+        type=Path,
+        help="self-contained HTML report (table and timeline) path, in an existing directory "
+        "(default: next to the PNG, <png name>.html)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,13 +63,22 @@ def run(args: argparse.Namespace) -> int:
     title = f"{sm.stack}/{sm.model.name} ({sm.profile.name}) on {trace.name}"
     policy = str(args.policy or args.scaledobject or f"stack {sm.stack}")
     html = args.html or png.with_suffix(".html")
-    payload = {**summary.as_dict(), "oracle_infeasible_intervals": orc.infeasible_intervals,
-               "timeline_png": str(plot_timeline(result, png, title, asdict(summary.slo))),
-               "policy": policy, "html_report": str(html)}  # fmt: skip
+    payload = {
+        **summary.as_dict(),
+        "oracle_infeasible_intervals": orc.infeasible_intervals,
+        "timeline_png": str(plot_timeline(result, png, title, asdict(summary.slo))),
+        "policy": policy,
+        "html_report": str(html),
+    }
     name = policy if given else row_name(policy, summary, sm)
     emit(args, payload, [(name, payload)], f"{title}\n{start_note(manifest, options)}")
-    write_html(html, title, [start_note(manifest, options)], [summary_html_table([(name, payload)], "summary")],
-               [HtmlFigure(png, timeline_caption(result))])  # fmt: skip
+    write_html(
+        html,
+        title,
+        [start_note(manifest, options)],
+        [summary_html_table([(name, payload)], "summary")],
+        [HtmlFigure(png, timeline_caption(result))],
+    )
     if not args.json:
         Console().print(f"timeline: {png}\nreport: {html}")
     return 0

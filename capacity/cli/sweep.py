@@ -22,13 +22,20 @@ from capacity.runtime import run_main
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_load_arguments(parser, sweep=True)
     parser.add_argument("--concurrency", default="1,5,10,20,40", help="comma-separated concurrency levels")
-    parser.add_argument("--prometheus", default=None,
-                        help="also read the KEDA signals from this Prometheus URL (default: the replicas' /metrics only)")  # fmt: skip
+    parser.add_argument(
+        "--prometheus",
+        default=None,
+        help="also read the KEDA signals from this Prometheus URL (default: the replicas' /metrics only)",
+    )
     parser.add_argument("--sample-interval", type=float, default=1.0, help="wall seconds between /metrics samples")
     parser.add_argument("--out", type=Path, default=Path("out/sweep"), help="folder for the CSV, PNG and report")
-    parser.add_argument("--slo-p99", type=float, default=None, help="end-to-end p99 SLO, seconds (default: the stack's)")
+    parser.add_argument(
+        "--slo-p99", type=float, default=None, help="end-to-end p99 SLO, seconds (default: the stack's)"
+    )
     parser.add_argument("--slo-ttft-p95", type=float, default=None, help="TTFT p95 SLO, seconds (default: the stack's)")
-    parser.add_argument("--stack", default=DEFAULT_STACK, help="stack whose SLO is defended and whose thresholds the commands set")
+    parser.add_argument(
+        "--stack", default=DEFAULT_STACK, help="stack whose SLO is defended and whose thresholds the commands set"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,8 +47,11 @@ def run(args: argparse.Namespace) -> int:
 
     def show(point: PointResult) -> None:
         r = point.row
-        print(f"concurrency {r.concurrency:4d}: {r.successful_rps:7.2f} req/s  p99 {r.p99_latency_s:7.2f}s"
-              + (f"  waiting {r.avg_waiting:5.2f}" if r.avg_waiting is not None else ""), flush=True)  # fmt: skip
+        print(
+            f"concurrency {r.concurrency:4d}: {r.successful_rps:7.2f} req/s  p99 {r.p99_latency_s:7.2f}s"
+            + (f"  waiting {r.avg_waiting:5.2f}" if r.avg_waiting is not None else ""),
+            flush=True,
+        )
 
     options = SweepOptions(levels, args.sample_interval, args.prometheus, policy=current)
     with progress_bar(not args.no_progress, "sweep") as update:

@@ -17,9 +17,11 @@ from capacity.planning.tune import config_set_lines, tune
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser)
-    parser.add_argument("--slo-attainment", type=float,
-                        help="target share of feasible requests within the TTFT/TPOT SLO, in (0, 1] "
-                             "(default: the SLO objective, 0.95)")  # fmt: skip
+    parser.add_argument(
+        "--slo-attainment",
+        type=float,
+        help="target share of feasible requests within the TTFT/TPOT SLO, in (0, 1] (default: the SLO objective, 0.95)",
+    )
     parser.add_argument("--workers", type=int, default=2, help="parallel simulations, >= 1")
 
 
@@ -33,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     # Every printed command must deploy: the stack file with all of them applied is validated.
     apply_config_set(sm, [(f"autoscaling.{sm.model.name}.{path}", after) for path, _, after in result.changes])
     lines = config_set_lines(result, sm.model.name, sm.stack)
-    before, after = (e.summary.with_oracle(orc.gpu_hours) for e in (result.baseline, result.best))  # type: ignore[union-attr]
+    before, after = (e.summary.with_oracle(orc.gpu_hours) for e in (result.baseline, result.best))  # type: ignore[union-attr]  # tune always runs its baseline and keeps a best
     payload: dict[str, Any] = {
         "target_slo_attainment": result.target,
         "evaluated_policies": result.evaluated,
@@ -46,8 +48,10 @@ def run(args: argparse.Namespace) -> int:
     }
     title = f"tune {sm.stack}/{sm.model.name}: cheapest policy with SLO attainment >= {result.target:.1%}"
     tuned = apply_config_set(sm, result.best.candidate.edits)
-    rows = [(row_name("before (stack)", before, sm), payload["before"]),
-            (row_name("after (tuned)", after, tuned), payload["after"])]
+    rows = [
+        (row_name("before (stack)", before, sm), payload["before"]),
+        (row_name("after (tuned)", after, tuned), payload["after"]),
+    ]
     emit(args, payload, rows, f"{title}\n{start_note(sm.manifest, options)}")
     if not args.json:
         console = Console()

@@ -18,9 +18,9 @@ from typing import Any
 
 from capacity.planning import plan
 from capacity.planning.guardrails import guardrails
-from capacity.planning.stack import StackModel
 from capacity.planning.run import CombinedSummary, RunOptions, RunSummary, held_out, split
 from capacity.planning.sensitivity import thresholds
+from capacity.planning.stack import StackModel
 from capacity.workload.traces import Trace
 
 COST_SLACK = 0.10  # the committed policy may cost this much more than the planner finds now
@@ -41,10 +41,15 @@ class Audit:
         """One paragraph: what failed, which thresholds to re-plan, and the command to run."""
         lines = [f"{self.stack}/{self.model}: " + "; ".join(self.problems)]
         if self.moves:
-            lines.append("thresholds the planner sets differently now: "
-                         + ", ".join(f"{path} {old} -> {new}" for path, old, new in self.moves))  # fmt: skip
-        lines.append(f"re-plan with: {self.command}" if self.command else
-                     f"no evidence comment above autoscaling.{self.model} names the command: add one")  # fmt: skip
+            lines.append(
+                "thresholds the planner sets differently now: "
+                + ", ".join(f"{path} {old} -> {new}" for path, old, new in self.moves)
+            )
+        lines.append(
+            f"re-plan with: {self.command}"
+            if self.command
+            else f"no evidence comment above autoscaling.{self.model} names the command: add one"
+        )
         return "\n".join(lines)
 
 
@@ -61,8 +66,9 @@ def replan(sm: StackModel, trace: Trace, fraction: float, trials: int, seed: int
     """The planner on the search part of `trace`, on the model's current GPU type, with the stack's target."""
     options = _options(sm, seed)
     search_part, _ = split(trace, fraction)
-    result = plan.search(sm, [search_part], sm.attainment_target, trials, seed, workers, options,
-                         only=(plan.current_gpu(sm),))  # fmt: skip
+    result = plan.search(
+        sm, [search_part], sm.attainment_target, trials, seed, workers, options, only=(plan.current_gpu(sm),)
+    )
     if result.best is None:
         return Replan(None, None, trials)
     summary = plan.validate(sm, result.best, result.types, [(trace, fraction)], options)
@@ -79,11 +85,15 @@ def audit(sm: StackModel, trace: Trace, fraction: float, now: Replan, seed: int,
     if broken:
         problems.append("the committed policy breaks the planner's rules: " + "; ".join(broken))
     if committed.slo_attainment < target:
-        problems.append(f"the committed policy attains {committed.slo_attainment:.2%} < the target {target:.2%} "
-                        f"on the held-out part ({committed.requests} requests)")  # fmt: skip
+        problems.append(
+            f"the committed policy attains {committed.slo_attainment:.2%} < the target {target:.2%} "
+            f"on the held-out part ({committed.requests} requests)"
+        )
     if replanned and replanned.slo_attainment >= target and committed.cost_usd > (1 + COST_SLACK) * replanned.cost_usd:
-        problems.append(f"the committed policy costs ${committed.cost_usd:.2f}, more than {COST_SLACK:.0%} above the "
-                        f"${replanned.cost_usd:.2f} the planner finds now ({now.trials} candidates)")  # fmt: skip
+        problems.append(
+            f"the committed policy costs ${committed.cost_usd:.2f}, more than {COST_SLACK:.0%} above the "
+            f"${replanned.cost_usd:.2f} the planner finds now ({now.trials} candidates)"
+        )
     moves = _moves(sm, now.planned) if now.planned else []
     return Audit(sm.stack, sm.model.name, target, committed, replanned, moves, command, problems)
 

@@ -51,8 +51,7 @@ class Job(Protocol[Summary_co]):
         """The stack model running the candidate; ValueError (its message one line) if it cannot."""
         ...
 
-    def score(self, deployed: StackModel) -> Summary_co:
-        ...
+    def score(self, deployed: StackModel) -> Summary_co: ...
 
 
 def evaluate(job: Job[Summary], candidate: Candidate) -> Evaluated[Summary]:

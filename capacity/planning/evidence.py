@@ -26,8 +26,8 @@ from typing import Any
 
 import yaml
 
-from capacity.planning.stack import NAMESPACE, StackModel, model_index
 from capacity.planning.plan import SEARCH_FRACTION  # what `plan` splits at when its command does not say
+from capacity.planning.stack import NAMESPACE, StackModel, model_index
 from capacity.workload import traces
 
 _EVIDENCE_LINE = re.compile(r"^\s*#\s?Evidence\b")
@@ -155,6 +155,7 @@ def _parse(block: list[str]) -> Evidence:
 
 # --- the traffic an evidence command names ---------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Traffic:
     """What one model is simulated on, and whose evidence said so (None: the flags alone)."""
@@ -177,12 +178,18 @@ def _option(proof: Evidence | None, source: str | None, flag: str, given: Any, d
     try:
         return type(default)(text)
     except ValueError:
-        raise ValueError(f"the evidence command above {source} passes {flag} {text!r}, not a {type(default).__name__}") from None
+        raise ValueError(
+            f"the evidence command above {source} passes {flag} {text!r}, not a {type(default).__name__}"
+        ) from None
 
 
 def evidence_traffic(
-    sm: StackModel, blocks: Mapping[str, Evidence], trace: str | None = None, rate_scale: float | None = None,
-    search_fraction: float | None = None, seed: int | None = None,
+    sm: StackModel,
+    blocks: Mapping[str, Evidence],
+    trace: str | None = None,
+    rate_scale: float | None = None,
+    search_fraction: float | None = None,
+    seed: int | None = None,
 ) -> Traffic:
     """What to replay for a model: the given values, else those of its first evidence command
     that names a --trace (its own autoscaling block, its engine, then where each threshold is
@@ -194,9 +201,11 @@ def evidence_traffic(
     spec = trace
     if spec is None:
         if proof is None:
-            raise ValueError(f"no evidence comment of {sm.stack}/{sm.model.name} names a --trace (a '# Evidence' block "
-                             f"above autoscaling.{sm.model.name} with its 'python -m capacity plan ... --trace' line): "
-                             "pass --trace")  # fmt: skip
+            raise ValueError(
+                f"no evidence comment of {sm.stack}/{sm.model.name} names a --trace (a '# Evidence' block "
+                f"above autoscaling.{sm.model.name} with its 'python -m capacity plan ... --trace' line): "
+                "pass --trace"
+            )
         spec = str(proof.option("--trace"))
         if not spec.startswith("synthetic:") and not Path(spec).is_absolute():
             spec = str(sm.source.path.parent / spec)  # the evidence command ran at the project root

@@ -58,33 +58,44 @@ class Guardrails:
 
     def breaks(self, policy: Policy, profile: EngineProfile) -> list[str]:
         """The rules a policy of this model breaks, one line each (none for a planned one)."""
-        problems = [] if policy.max_replicas == self.max_replicas else [
-            f"maxReplicas {policy.max_replicas} is not {MAX_REPLICAS_RULE} ({self.max_replicas})"]  # fmt: skip
+        problems = (
+            []
+            if policy.max_replicas == self.max_replicas
+            else [f"maxReplicas {policy.max_replicas} is not {MAX_REPLICAS_RULE} ({self.max_replicas})"]
+        )
         if not self.kept:
             return problems
         kv, e2e, floor = policy.triggers.kv_cache, policy.triggers.e2e_latency, self.kv_floor(profile)
         if not kv.enabled:
             problems.append("the kvCache guardrail is off")
         elif kv.target_per_replica < floor:
-            problems.append(f"triggers.kvCache.targetPerReplica {kv.target_per_replica:g} is below {floor:g}, "
-                            "what a full replica holds for this traffic")  # fmt: skip
+            problems.append(
+                f"triggers.kvCache.targetPerReplica {kv.target_per_replica:g} is below {floor:g}, "
+                "what a full replica holds for this traffic"
+            )
         if not e2e.enabled:
             problems.append("the e2eLatency guardrail is off")
         elif e2e.threshold_seconds < self.e2e_bound_s:
-            problems.append(f"triggers.e2eLatency.thresholdSeconds {e2e.threshold_seconds:g} is below "
-                            f"{self.e2e_bound_s:g} s, what an SLO-meeting request takes at the guardrail's quantile")  # fmt: skip
+            problems.append(
+                f"triggers.e2eLatency.thresholdSeconds {e2e.threshold_seconds:g} is below "
+                f"{self.e2e_bound_s:g} s, what an SLO-meeting request takes at the guardrail's quantile"
+            )
         return problems
 
     def describe(self, policy: Policy, profile: EngineProfile, search_peak: int) -> str:
         """One line for the plan's output and the evidence comment: the rule each value follows."""
-        ceiling = (f"maxReplicas {policy.max_replicas}: {MAX_REPLICAS_RULE}, a cost ceiling, not the search's need "
-                   f"(it peaked at {search_peak})")  # fmt: skip
+        ceiling = (
+            f"maxReplicas {policy.max_replicas}: {MAX_REPLICAS_RULE}, a cost ceiling, not the search's need "
+            f"(it peaked at {search_peak})"
+        )
         if not self.kept:
             return f"{ceiling}; guardrails may be off (--allow-dropping-guardrails)"
         kv, e2e = policy.triggers.kv_cache, policy.triggers.e2e_latency
-        return (f"{ceiling}; kvCache {kv.target_per_replica:g} >= {self.kv_floor(profile):g} (a full replica's KV for "
-                f"this traffic); e2eLatency {e2e.threshold_seconds:g} s >= {self.e2e_bound_s:g} s (an SLO-meeting "
-                f"request at the p{e2e.quantile * 100:g} output length)")  # fmt: skip
+        return (
+            f"{ceiling}; kvCache {kv.target_per_replica:g} >= {self.kv_floor(profile):g} (a full replica's KV for "
+            f"this traffic); e2eLatency {e2e.threshold_seconds:g} s >= {self.e2e_bound_s:g} s (an SLO-meeting "
+            f"request at the p{e2e.quantile * 100:g} output length)"
+        )
 
 
 def guardrails(sm: StackModel, traces: Sequence[Trace], kept: bool = True) -> Guardrails:

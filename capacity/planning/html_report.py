@@ -49,16 +49,24 @@ def _figure(figure: HtmlFigure) -> str:
     return f'<figure><img alt="{escape(figure.png.name)}" src="data:image/png;base64,{data}">{caption}</figure>'
 
 
-def write_html(path: Path, title: str, notes: Sequence[str] = (), tables: Sequence[HtmlTable] = (),
-               figures: Sequence[HtmlFigure] = (), commands: Sequence[str] = ()) -> Path:  # fmt: skip
+def write_html(
+    path: Path,
+    title: str,
+    notes: Sequence[str] = (),
+    tables: Sequence[HtmlTable] = (),
+    figures: Sequence[HtmlFigure] = (),
+    commands: Sequence[str] = (),
+) -> Path:
     """The page at `path`: notes, then the tables, any commands (as a code block), the figures."""
     parts = [f"<h1>{escape(title)}</h1>", *(f'<p class="note">{escape(n)}</p>' for n in notes)]
     parts += [_table(t) for t in tables]
     if commands:
         parts.append("<pre>" + escape("\n".join(commands)) + "</pre>")
     parts += [_figure(f) for f in figures]
-    page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
-            f"<style>{STYLE}</style></head>\n<body>\n" + "\n".join(parts) + "\n</body></html>\n")  # fmt: skip
+    page = (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f"<style>{STYLE}</style></head>\n<body>\n" + "\n".join(parts) + "\n</body></html>\n"
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page, encoding="utf-8")
     return path

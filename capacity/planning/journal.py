@@ -50,14 +50,25 @@ def _trace_digest(trace: Trace) -> str:
 def source_digest(roots: Sequence[Path] = SOURCE_ROOTS) -> str:
     h = hashlib.sha256()
     for root in roots:
-        for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".yaml", ".json") and "__pycache__" not in p.parts):
+        for path in sorted(
+            p for p in root.rglob("*") if p.suffix in (".py", ".yaml", ".json") and "__pycache__" not in p.parts
+        ):
             h.update(path.relative_to(root.parent).as_posix().encode())
             h.update(path.read_bytes())
     return h.hexdigest()
 
 
-def run_key(sm: StackModel, traces: Sequence[Trace], target: float, seed: int, options: RunOptions,
-            types: dict[str, Any], search_pools: bool, down_windows: Sequence[int], keep_guardrails: bool) -> str:  # fmt: skip
+def run_key(
+    sm: StackModel,
+    traces: Sequence[Trace],
+    target: float,
+    seed: int,
+    options: RunOptions,
+    types: dict[str, Any],
+    search_pools: bool,
+    down_windows: Sequence[int],
+    keep_guardrails: bool,
+) -> str:
     """A short digest naming this search's inputs (the study names start with it)."""
     inputs = {
         "config": sm.source.config,

@@ -25,15 +25,32 @@ import yaml
 
 from capacity.engine import EngineProfile
 from capacity.engine.hardware import checkpoint, gpus
-from capacity.runtime import ctrl_c_held
 from capacity.planning import journal
-from capacity.planning.stack import ConfigEdit, StackModel, apply_config_set, gpu_type_edits, model_index, pool_families, rendered_behavior
 from capacity.planning.evaluator import Candidate, Evaluated, evaluators
 from capacity.planning.guardrails import KV_CEILING, Guardrails, guardrails
 from capacity.planning.run import (
-    CombinedSummary, RunOptions, combined, feasible_requests, held_out, per_trace, run_policy, run_static, slo_targets,
-    summarize, warmed,
-)  # fmt: skip
+    CombinedSummary,
+    RunOptions,
+    combined,
+    feasible_requests,
+    held_out,
+    per_trace,
+    run_policy,
+    run_static,
+    slo_targets,
+    summarize,
+    warmed,
+)
+from capacity.planning.stack import (
+    ConfigEdit,
+    StackModel,
+    apply_config_set,
+    gpu_type_edits,
+    model_index,
+    pool_families,
+    rendered_behavior,
+)
+from capacity.runtime import ctrl_c_held
 from capacity.workload.traces import Trace, rate_scale
 from contract.gpu import GPU_OF_FAMILY
 from contract.scale_down import MIN_SCALE_DOWN_WINDOW_S, scale_down_problems
@@ -135,12 +152,16 @@ def deployment_notes(sm: StackModel, p: Mapping[str, Any]) -> list[str]:
     notes = []
     sharing = sharing_models(sm)
     if sharing and p["consolidateAfter"] is not None:
-        notes.append(f"consolidateAfter {p['consolidateAfter']} is set on the pools {', '.join(sm.model.pools)}, "
-                     f"which {', '.join(sharing)} also run on: plan them after it (without --search-pools)")  # fmt: skip
+        notes.append(
+            f"consolidateAfter {p['consolidateAfter']} is set on the pools {', '.join(sm.model.pools)}, "
+            f"which {', '.join(sharing)} also run on: plan them after it (without --search-pools)"
+        )
     if p["gpu"] != current_gpu(sm):
-        notes.append(f"the winner moves {sm.model.name} from {current_gpu(sm) or 'its profile'} to {p['gpu']}: its engine "
-                     f"profile is derived from the {p['gpu']} datasheet and the factors fitted on the A10G calibration, "
-                     f"not measured; run `python -m capacity sweep` against one {p['gpu']} replica before moving production")  # fmt: skip
+        notes.append(
+            f"the winner moves {sm.model.name} from {current_gpu(sm) or 'its profile'} to {p['gpu']}: its engine "
+            f"profile is derived from the {p['gpu']} datasheet and the factors fitted on the A10G calibration, "
+            f"not measured; run `python -m capacity sweep` against one {p['gpu']} replica before moving production"
+        )
     return notes
 
 
@@ -188,7 +209,9 @@ def edits_of(sm: StackModel, p: Mapping[str, Any]) -> list[ConfigEdit]:
     if p["e2eEnabled"]:
         edits.append((f"{scope}.triggers.e2eLatency.thresholdSeconds", p["e2eThreshold"]))
     if p["ttftEnabled"]:
-        edits.append((f"{scope}.triggers.ttft.thresholdSeconds", round(sm.policy.slo.ttft_p95_seconds * p["ttftFactor"], 2)))
+        edits.append(
+            (f"{scope}.triggers.ttft.thresholdSeconds", round(sm.policy.slo.ttft_p95_seconds * p["ttftFactor"], 2))
+        )
     for direction in ("scaleUp", "scaleDown"):
         base = f"{scope}.behavior.{direction}"
         edits += [
@@ -265,8 +288,12 @@ class PlanJob:
         return deploy(self.sm, candidate, self.types)
 
     def score(self, deployed: StackModel) -> CombinedSummary:
-        runs = [summarize(run_policy(deployed, t, warmed(deployed, t, self.options)), deployed, servable(self.sm, t, self.types))
-                for t in self.traces]  # fmt: skip
+        runs = [
+            summarize(
+                run_policy(deployed, t, warmed(deployed, t, self.options)), deployed, servable(self.sm, t, self.types)
+            )
+            for t in self.traces
+        ]
         return combined(runs, float(sum(t.output_tokens.sum() for t in self.traces)))
 
 
@@ -360,7 +387,11 @@ def search(
             progress(len(done))
 
     storage = journal.storage(journal_path) if journal_path else None
-    key = journal.run_key(sm, traces, target, seed, options, types, search_pools, down_windows, keep_guardrails) if storage else ""
+    key = (
+        journal.run_key(sm, traces, target, seed, options, types, search_pools, down_windows, keep_guardrails)
+        if storage
+        else ""
+    )
     rebuild = functools.partial(candidate_of, sm)
     with evaluators(PlanJob(sm, tuple(traces), options, types), workers) as evaluator:
         for i, (name, share) in enumerate(zip(types, shares)):
@@ -368,8 +399,13 @@ def search(
             # file lock is not interrupt-safe: a cut-off release leaves the next write failing).
             with ctrl_c_held():
                 sampler = optuna.samplers.TPESampler(seed=seed + i, multivariate=True)
-                study = optuna.create_study(direction="minimize", sampler=sampler, storage=storage,
-                                            study_name=f"plan-{key}-{name}" if storage else None, load_if_exists=True)  # fmt: skip
+                study = optuna.create_study(
+                    direction="minimize",
+                    sampler=sampler,
+                    storage=storage,
+                    study_name=f"plan-{key}-{name}" if storage else None,
+                    load_if_exists=True,
+                )
                 earlier = journal.evaluated(study, rebuild)[:share] if storage else []
                 if not earlier and name == current_gpu(sm):  # the committed policy is always asked first
                     study.enqueue_trial(points.committed(name), user_attrs={COMMITTED: True})
@@ -424,8 +460,11 @@ class Points:
     def _as_committed(self, gpu: str) -> dict[str, Any]:
         """What the committed trial reports as it is, not as its nearest point."""
         policy = self.sm.policy
-        return {COMMITTED: True, "maxReplicas": policy.max_replicas,
-                RULES_BROKEN: self.rules.breaks(policy, self._committed_profile(gpu))}  # fmt: skip
+        return {
+            COMMITTED: True,
+            "maxReplicas": policy.max_replicas,
+            RULES_BROKEN: self.rules.breaks(policy, self._committed_profile(gpu)),
+        }
 
     def _e2e_base(self) -> float:
         """The seconds e2eFactor scales: the healthy-traffic bound, or (guardrails droppable, as the
@@ -457,9 +496,9 @@ def winner(trials: Sequence[Trial], target: float) -> Trial | None:
     maxReplicas, the pools' budget."""
     feasible = [t for t in trials if meets(t, target)]
     if feasible:
-        return min(feasible, key=lambda t: (t.summary.cost_usd, -t.summary.slo_attainment))  # type: ignore[union-attr]
+        return min(feasible, key=lambda t: (t.summary.cost_usd, -t.summary.slo_attainment))  # type: ignore[union-attr]  # only candidates that ran
     ran = [t for t in trials if t.summary is not None]
-    return max(ran, key=lambda t: (t.summary.slo_attainment, -t.summary.cost_usd), default=None)  # type: ignore[union-attr]
+    return max(ran, key=lambda t: (t.summary.slo_attainment, -t.summary.cost_usd), default=None)  # type: ignore[union-attr]  # only candidates that ran
 
 
 def frontier(trials: Sequence[Trial]) -> list[Trial]:
@@ -473,12 +512,19 @@ def frontier(trials: Sequence[Trial]) -> list[Trial]:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     ran = [t for t in trials if t.summary is not None]
     view = optuna.create_study(directions=["minimize", "maximize"])
-    view.add_trials([optuna.trial.create_trial(values=[t.summary.cost_usd, t.summary.slo_attainment],  # type: ignore[union-attr]
-                                               user_attrs={"index": i}) for i, t in enumerate(ran)])  # fmt: skip
+    view.add_trials(
+        [
+            optuna.trial.create_trial(
+                values=[t.summary.cost_usd, t.summary.slo_attainment],  # type: ignore[union-attr]  # only candidates that ran
+                user_attrs={"index": i},
+            )
+            for i, t in enumerate(ran)
+        ]
+    )
     points: dict[tuple[float, ...], Trial] = {}
     for best in sorted(view.best_trials, key=lambda b: b.user_attrs["index"]):
         points.setdefault(tuple(best.values), ran[best.user_attrs["index"]])
-    return sorted(points.values(), key=lambda t: (t.summary.cost_usd, -t.summary.slo_attainment))  # type: ignore[union-attr]
+    return sorted(points.values(), key=lambda t: (t.summary.cost_usd, -t.summary.slo_attainment))  # type: ignore[union-attr]  # only candidates that ran
 
 
 @dataclass(frozen=True)
@@ -492,11 +538,25 @@ class GpuTypeRow:
 
     def as_dict(self) -> dict[str, Any]:
         kind, pick = self.kind, self.pick
-        picked = ({"slo_attainment": pick.slo_attainment, "gpu_hours": pick.gpu_hours, "cost_usd": pick.cost_usd,
-                   "usd_per_million_output_tokens": pick.usd_per_million_output_tokens} if pick else {})  # fmt: skip
-        return {"gpu": kind.gpu, "family": kind.family, "on_demand_usd_per_gpu_hour": kind.on_demand_usd,
-                "spot_usd_per_gpu_hour": round(kind.spot_usd, 4), "trials": self.trials,
-                "meets_target": self.meets_target, **picked}  # fmt: skip
+        picked = (
+            {
+                "slo_attainment": pick.slo_attainment,
+                "gpu_hours": pick.gpu_hours,
+                "cost_usd": pick.cost_usd,
+                "usd_per_million_output_tokens": pick.usd_per_million_output_tokens,
+            }
+            if pick
+            else {}
+        )
+        return {
+            "gpu": kind.gpu,
+            "family": kind.family,
+            "on_demand_usd_per_gpu_hour": kind.on_demand_usd,
+            "spot_usd_per_gpu_hour": round(kind.spot_usd, 4),
+            "trials": self.trials,
+            "meets_target": self.meets_target,
+            **picked,
+        }
 
 
 def per_gpu_type(result: PlanResult) -> list[GpuTypeRow]:
@@ -506,7 +566,9 @@ def per_gpu_type(result: PlanResult) -> list[GpuTypeRow]:
     for name, kind in result.types.items():
         ran = [t for t in result.trials if t.summary and t.params["gpu"] == name]
         pick = winner(ran, result.target)
-        rows.append(GpuTypeRow(kind, len(ran), any(meets(t, result.target) for t in ran), pick.summary if pick else None))
+        rows.append(
+            GpuTypeRow(kind, len(ran), any(meets(t, result.target) for t in ran), pick.summary if pick else None)
+        )
     return rows
 
 
@@ -533,18 +595,27 @@ def binding_limit(sm: StackModel, result: PlanResult, traces: Sequence[Trace], o
     masks = [servable(sm, t, result.types) for t in traces]
     summaries = [summarize(run_static(chosen, t, budget, options), chosen, m) for t, m in zip(traces, masks)]
     at_budget = min(s.slo_attainment for s in summaries)
-    short = f"best searched policy attains {best.summary.slo_attainment:.1%} vs {result.target:.1%}"  # type: ignore[union-attr]
+    short = f"best searched policy attains {best.summary.slo_attainment:.1%} vs {result.target:.1%}"  # type: ignore[union-attr]  # only candidates that ran
     # Requests vLLM refuses (context length) are left out of the attainment, so they never bind it;
     # `unservable_note` reports them.
     if at_budget < result.target:
-        huge = min(summarize(run_static(chosen, t, 4 * budget, options), chosen, m).slo_attainment for t, m in zip(traces, masks))
+        huge = min(
+            summarize(run_static(chosen, t, 4 * budget, options), chosen, m).slo_attainment
+            for t, m in zip(traces, masks)
+        )
         if huge < result.target:
-            return (f"SLO below the idle-replica latency: even {4 * budget} warm replicas attain {huge:.1%} "
-                    f"(TTFT {sm.policy.slo.ttft_p95_seconds}s, TPOT {sm.policy.slo.tpot_p95_seconds}s per request); {short}")  # fmt: skip
-        return (f"pool GPU limit: all {budget} replicas the pools hold, warm all along, attain {at_budget:.1%} "
-                f"< {result.target:.1%} (a static fleet of {4 * budget} attains {huge:.1%}); {short}")  # fmt: skip
-    return (f"maxReplicas and the triggers: a static fleet of {budget} (the pools' limit) attains {at_budget:.1%}, "
-            f"but no searched policy reached {result.target:.1%}; {short}")  # fmt: skip
+            return (
+                f"SLO below the idle-replica latency: even {4 * budget} warm replicas attain {huge:.1%} "
+                f"(TTFT {sm.policy.slo.ttft_p95_seconds}s, TPOT {sm.policy.slo.tpot_p95_seconds}s per request); {short}"
+            )
+        return (
+            f"pool GPU limit: all {budget} replicas the pools hold, warm all along, attain {at_budget:.1%} "
+            f"< {result.target:.1%} (a static fleet of {4 * budget} attains {huge:.1%}); {short}"
+        )
+    return (
+        f"maxReplicas and the triggers: a static fleet of {budget} (the pools' limit) attains {at_budget:.1%}, "
+        f"but no searched policy reached {result.target:.1%}; {short}"
+    )
 
 
 def unservable_note(sm: StackModel, trial: Trial, target: float) -> str | None:
@@ -557,9 +628,11 @@ def unservable_note(sm: StackModel, trial: Trial, target: float) -> str | None:
         return None
     slo = sm.policy.slo
     percent = f"{share:.1%}" if share >= 0.001 else f"{share:.2%}"  # 1 request in 10,000 is not "0.0%"
-    text = (f"{percent} of the searched requests no GPU type searched serves within the SLO (longer than maxModelLen "
-            f"{sm.model.engine.max_model_len} or the KV cache, or over TTFT {slo.ttft_p95_seconds}s or TPOT "
-            f"{slo.tpot_p95_seconds}s even alone on a warm replica): the attainment is over the others")  # fmt: skip
+    text = (
+        f"{percent} of the searched requests no GPU type searched serves within the SLO (longer than maxModelLen "
+        f"{sm.model.engine.max_model_len} or the KV cache, or over TTFT {slo.ttft_p95_seconds}s or TPOT "
+        f"{slo.tpot_p95_seconds}s even alone on a warm replica): the attainment is over the others"
+    )
     return f"warning: {text}" if share > 1 - target else text
 
 

@@ -114,21 +114,35 @@ def timeline_caption(result: SimResult) -> str:
     """What the timeline's terms mean, for the PNG's footer and the HTML report."""
     t = result.timeline.t
     sync = f"{t[1] - t[0]:g} s" if len(t) > 1 else "one"
-    return (f"Latency panels: percentiles over the requests that finished within each {sync} HPA sync "
-            f"(gaps: none finished). signal / target: each KEDA trigger's value over its threshold "
-            f"(AverageValue ones per ready replica); above 1 the HPA scales out. Shaded: Prometheus outages "
-            f"(every trigger query fails, KEDA applies its fallback) and spot reclaim notices "
-            f"(the pod drains for {SPOT_NOTICE_S:g} s).")
+    return (
+        f"Latency panels: percentiles over the requests that finished within each {sync} HPA sync "
+        f"(gaps: none finished). signal / target: each KEDA trigger's value over its threshold "
+        f"(AverageValue ones per ready replica); above 1 the HPA scales out. Shaded: Prometheus outages "
+        f"(every trigger query fails, KEDA applies its fallback) and spot reclaim notices "
+        f"(the pod drains for {SPOT_NOTICE_S:g} s)."
+    )
 
 
 def _shade_events(ax: Any, result: SimResult, label: bool) -> None:
     tl = result.timeline
     for i, (start, end) in enumerate(tl.metrics_outages):
-        ax.axvspan(start / 60, end / 60, color="tab:purple", alpha=0.15, linewidth=0,
-                   label="Prometheus outage" if label and i == 0 else None)  # fmt: skip
+        ax.axvspan(
+            start / 60,
+            end / 60,
+            color="tab:purple",
+            alpha=0.15,
+            linewidth=0,
+            label="Prometheus outage" if label and i == 0 else None,
+        )
     for i, t in enumerate(tl.spot_reclaims):
-        ax.axvspan(t / 60, (t + SPOT_NOTICE_S) / 60, color="tab:orange", alpha=0.25, linewidth=0,
-                   label="spot reclaim notice" if label and i == 0 else None)  # fmt: skip
+        ax.axvspan(
+            t / 60,
+            (t + SPOT_NOTICE_S) / 60,
+            color="tab:orange",
+            alpha=0.25,
+            linewidth=0,
+            label="spot reclaim notice" if label and i == 0 else None,
+        )
 
 
 def _log_floor(values: Sequence[float], *floors: float | None) -> float:

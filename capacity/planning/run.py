@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from capacity.sim.cluster.router import RouterName
 from capacity.planning.stack import StackModel
-from capacity.sim.scaledobject import Manifest
+from capacity.sim.cluster.router import RouterName
 from capacity.sim.oracle import OracleResult, oracle
+from capacity.sim.scaledobject import Manifest
 from capacity.sim.simulator import FAILED, OK, REJECTED, SimConfig, SimResult, simulate
 from capacity.sim.slo import SloTargets, attainment, feasible, met
 from capacity.workload.traces import Trace
@@ -60,7 +60,9 @@ def run_policy(sm: StackModel, trace: Trace, options: RunOptions = RunOptions())
     return run_scaled_object(sm, sm.manifest, trace, options)
 
 
-def run_scaled_object(sm: StackModel, manifest: Manifest, trace: Trace, options: RunOptions = RunOptions()) -> SimResult:
+def run_scaled_object(
+    sm: StackModel, manifest: Manifest, trace: Trace, options: RunOptions = RunOptions()
+) -> SimResult:
     """A ScaledObject's policy on the stack model's replicas, pools and startup; warm start
     within the manifest's min/max, as if it had been running before the trace started."""
     return simulate(sim_config(sm, options, initial_replicas(manifest, options)), trace, manifest.scaled_object())
@@ -119,12 +121,16 @@ def since(result: SimResult, start: float, end: float = math.inf) -> tuple[SimRe
     peak = max((r for t, r in zip(timeline.t, timeline.ready) if start <= t < end), default=0)
     view = replace(
         result,
-        arrival=result.arrival[keep], ttft=result.ttft[keep], tpot=result.tpot[keep], e2e=result.e2e[keep],
-        outcome=result.outcome[keep], nodes=nodes,
+        arrival=result.arrival[keep],
+        ttft=result.ttft[keep],
+        tpot=result.tpot[keep],
+        e2e=result.e2e[keep],
+        outcome=result.outcome[keep],
+        nodes=nodes,
         scale_times=tuple(t for t in result.scale_times if start <= t < end),
         max_replicas_used=peak,
         initial_replicas=sum(1 for n in result.nodes if n.start <= start < n.end),
-    )  # fmt: skip
+    )
     return view, keep
 
 
@@ -170,8 +176,11 @@ class RunSummary:
 
     def with_oracle(self, oracle_gpu_hours: float) -> RunSummary:
         """The summary with the oracle's GPU-hours and the ratio of the policy's to them."""
-        return replace(self, oracle_gpu_hours=round(oracle_gpu_hours, 3),
-                       oracle_ratio=oracle_ratio(self.gpu_hours, oracle_gpu_hours))  # fmt: skip
+        return replace(
+            self,
+            oracle_gpu_hours=round(oracle_gpu_hours, 3),
+            oracle_ratio=oracle_ratio(self.gpu_hours, oracle_gpu_hours),
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """The summary as the commands print it with --json (the keys in this order)."""
@@ -189,7 +198,7 @@ def summarize(result: SimResult, sm: StackModel, feasible_mask: np.ndarray) -> R
     ok = result.outcome == OK
     gpu_hours = sum(result.gpu_seconds.values()) / 3600
     return RunSummary(
-        requests=int(len(result.outcome)),
+        requests=len(result.outcome),
         slo_attainment=round(attainment(met(result.outcome, result.ttft, result.tpot, targets), feasible_mask), 4),
         infeasible_requests=int((~feasible_mask).sum()),
         ttft_p95_s=_percentile(result.ttft[ok], 95),
@@ -237,8 +246,11 @@ class CombinedSummary:
 
     def with_oracle(self, oracle_gpu_hours: float) -> CombinedSummary:
         """The summary with the oracle's GPU-hours on the same traffic and the ratio to them."""
-        return replace(self, oracle_gpu_hours=round(oracle_gpu_hours, 3),
-                       oracle_ratio=oracle_ratio(self.gpu_hours, oracle_gpu_hours))  # fmt: skip
+        return replace(
+            self,
+            oracle_gpu_hours=round(oracle_gpu_hours, 3),
+            oracle_ratio=oracle_ratio(self.gpu_hours, oracle_gpu_hours),
+        )
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -295,8 +307,14 @@ def warmed(sm: StackModel, trace: Trace, options: RunOptions) -> RunOptions:
     return replace(options, warm_start=warm)
 
 
-def held_out(sm: StackModel, trace: Trace, fraction: float, options: RunOptions, oracle: bool = True,
-             feasible: np.ndarray | None = None) -> RunSummary:  # fmt: skip
+def held_out(
+    sm: StackModel,
+    trace: Trace,
+    fraction: float,
+    options: RunOptions,
+    oracle: bool = True,
+    feasible: np.ndarray | None = None,
+) -> RunSummary:
     """The policy's summary on the part of `trace` after its first `fraction` of time, with the
     oracle's GPU-hours on that part. The policy runs the whole trace, as a deployed policy would,
     and only the held-out part is scored and billed: its fleet at the cut is the one the policy

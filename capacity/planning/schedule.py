@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -68,7 +68,7 @@ def warm_up_lead_s(sm: StackModel) -> float:
 
 def origin_utc(trace: Trace) -> datetime:
     """The trace's t = 0 in UTC, as the simulator's cron trigger reads it."""
-    return (trace.start or DEFAULT_START).astimezone(timezone.utc)
+    return (trace.start or DEFAULT_START).astimezone(UTC)
 
 
 def daily_needs(replicas: np.ndarray, interval_s: float, origin: datetime, days: frozenset[int]) -> np.ndarray:
@@ -182,14 +182,24 @@ def derive(sm: StackModel, replicas: np.ndarray, interval_s: float, origin: date
     span = len(replicas) * interval_s
     day_types = (WEEKDAYS, WEEKEND) if span >= WEEK_S else (EVERY_DAY,)
     floor, ceiling, lead = sm.policy.min_replicas, sm.policy.max_replicas, warm_up_lead_s(sm)
-    found = {days: w for days in day_types if (w := best_window(daily_needs(replicas, interval_s, origin, days),
-                                                                interval_s, floor, ceiling, lead, days))}  # fmt: skip
+    found = {
+        days: w
+        for days in day_types
+        if (w := best_window(daily_needs(replicas, interval_s, origin, days), interval_s, floor, ceiling, lead, days))
+    }
     if not found:
         return None
     _, chosen = max(found.items(), key=lambda item: item[1].score * len(item[0]))  # a day's score x its days a week
     others = sum(1 + w.other_windows for w in found.values() if w is not chosen)
-    return Schedule(chosen.start, chosen.end, chosen.timezone, chosen.desired_replicas, chosen.lead_s,
-                    chosen.score, chosen.other_windows + others)  # fmt: skip
+    return Schedule(
+        chosen.start,
+        chosen.end,
+        chosen.timezone,
+        chosen.desired_replicas,
+        chosen.lead_s,
+        chosen.score,
+        chosen.other_windows + others,
+    )
 
 
 def later_part(trace: Trace, offset_s: float, length_s: float) -> Trace:

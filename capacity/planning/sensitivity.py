@@ -151,7 +151,7 @@ def variants(sm: StackModel, threshold: Threshold) -> list[Variant]:
             new: Scalar = max(round(value * factor), threshold.floor if threshold.floor is not None else 0)
         else:
             new = float(f"{value * factor:.6g}")
-        out.append(Variant(label, new, _edits(sm, threshold, new)))  # type: ignore[arg-type]
+        out.append(Variant(label, new, _edits(sm, threshold, new)))  # type: ignore[arg-type]  # a threshold's varied value keeps its scalar type
     return out
 
 
@@ -177,8 +177,10 @@ def engine_refusal(sm: StackModel) -> str | None:
     its profile must be a physics profile of the model, which the stack re-derives from its
     flags (`from_stack.with_engine_flags`); a measured profile keeps the flags it was measured with."""
     if with_engine_flags(sm.profile, sm.model) is sm.profile:
-        return (f"engine profile {sm.profile.name} is measured, not derived from the stack's engine flags "
-                "(<gpu>-<model> physics profiles are): its flags are not varied")  # fmt: skip
+        return (
+            f"engine profile {sm.profile.name} is measured, not derived from the stack's engine flags "
+            "(<gpu>-<model> physics profiles are): its flags are not varied"
+        )
     return None
 
 
@@ -196,7 +198,9 @@ class ExplainJob:
     def deploy(self, candidate: Candidate) -> StackModel:
         if not candidate.edits:
             return self.sm  # the baseline: the stack as committed
-        engine = any(".engine." in edit[0] for edit in candidate.edits if isinstance(edit, tuple))  # `models[i].engine.<flag>`
+        engine = any(
+            ".engine." in edit[0] for edit in candidate.edits if isinstance(edit, tuple)
+        )  # `models[i].engine.<flag>`
         if engine and self.engine_reason:
             raise ValueError(self.engine_reason)
         return apply_config_set(self.sm, candidate.edits)  # re-derives a physics profile's flags
@@ -205,8 +209,14 @@ class ExplainJob:
         return held_out(deployed, self.trace, self.fraction, self.options, oracle=False)
 
 
-def outcome(sm: StackModel, variant: Variant, trace: Trace, fraction: float, options: RunOptions,
-            engine_reason: str | None = None) -> Outcome:  # fmt: skip
+def outcome(
+    sm: StackModel,
+    variant: Variant,
+    trace: Trace,
+    fraction: float,
+    options: RunOptions,
+    engine_reason: str | None = None,
+) -> Outcome:
     """One variant deployed (or why not) and simulated on the held-out part, in this process."""
     done = evaluate(ExplainJob(sm, trace, fraction, options, engine_reason), Candidate(variant.edits))
     return Outcome(variant, done.summary, done.refused)
@@ -227,7 +237,9 @@ def explain(
     candidates = [Candidate(()), *(Candidate(v.edits) for v in simulated)]  # the baseline first
     refusal = engine_refusal(sm)
     results: list[Evaluated[RunSummary]] = []
-    with evaluators(ExplainJob(sm, trace, fraction, options, refusal), max(1, min(workers, len(candidates)))) as evaluator:
+    with evaluators(
+        ExplainJob(sm, trace, fraction, options, refusal), max(1, min(workers, len(candidates)))
+    ) as evaluator:
         for done in evaluator.map(candidates):
             results.append(done)
             if progress:
@@ -236,5 +248,8 @@ def explain(
     if baseline.summary is None:
         raise ValueError(f"the committed policy does not run: {baseline.refused}")
     outcomes = iter(Outcome(v, done.summary, done.refused) for v, done in zip(simulated, ran))  # in the order simulated
-    return Explanation(baseline.summary, [(t, [next(outcomes) if v.value != t.value else Outcome(v, None, SAME_VALUE)
-                                               for v in vs]) for t, vs in rows], refusal)  # fmt: skip
+    return Explanation(
+        baseline.summary,
+        [(t, [next(outcomes) if v.value != t.value else Outcome(v, None, SAME_VALUE) for v in vs]) for t, vs in rows],
+        refusal,
+    )

@@ -36,7 +36,9 @@ CONSOLIDATE_AFTER_S = {"1m": 60, "5m": 300, "15m": 900}  # the pools' consolidat
 ROUNDED = ("kvHeadroom", "kvTarget", "e2eFactor", "ttftFactor")  # floats kept to two decimals, as printed
 
 
-def distributions(budget: int, search_pools: bool, down_windows: Sequence[int], guardrails: bool = True) -> dict[str, BaseDistribution]:
+def distributions(
+    budget: int, search_pools: bool, down_windows: Sequence[int], guardrails: bool = True
+) -> dict[str, BaseDistribution]:
     """Every searched parameter and what it is drawn from, in the order drawn. `budget`: the
     replicas the pools hold (minReplicas is drawn up to it). `guardrails`: the kvCache and
     e2eLatency triggers stay on (else each may be drawn off, the KV target down to 0.05)."""
@@ -151,7 +153,9 @@ def committed_values(sm: StackModel, kv_floor: float, e2e_base: float) -> dict[s
     }
 
 
-def committed_point(sm: StackModel, space: dict[str, BaseDistribution], kv_floor: float, e2e_base: float) -> dict[str, Any]:
+def committed_point(
+    sm: StackModel, space: dict[str, BaseDistribution], kv_floor: float, e2e_base: float
+) -> dict[str, Any]:
     """The committed policy as the point of `space` nearest to it (what a study is given first)."""
     values = committed_values(sm, kv_floor, e2e_base)
     return _rounded({name: snap(values[name], distribution) for name, distribution in space.items()})

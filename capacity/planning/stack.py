@@ -30,15 +30,16 @@ from contract.manifests.scaled_object import API_VERSION, scaled_object_spec
 from contract.manifests.scaled_object import scaled_object as scaled_object_manifest
 from contract.settings import NAMESPACE, StackSettings
 from contract.settings.autoscaling import ModelAutoscaling
-from contract.settings.errors import SettingsError
-from contract.settings.gpu_capacity import duration_seconds
-from contract.settings.models import ModelSettings
+
 # ConfigEdit, ConfigRemove and config_command are re-exported: the rest of the planning package
 # reaches the settings only through this module.
 from contract.settings.config_path import ConfigEdit as ConfigEdit
 from contract.settings.config_path import ConfigRemove as ConfigRemove
 from contract.settings.config_path import config_command as config_command
 from contract.settings.config_path import edited_config, holds
+from contract.settings.errors import SettingsError
+from contract.settings.gpu_capacity import duration_seconds
+from contract.settings.models import ModelSettings
 from contract.settings.stack_file import StackFile, read_stack
 from contract.signals import Scope, Workload
 from contract.triggers import TRIGGERS, Trigger
@@ -83,7 +84,7 @@ class StackModel:
         """The model's ScaledObject as the platform renders it, read as the simulator runs it."""
         return stack_manifest(self.monitored, self.stack)
 
-    def with_policy(self, autoscaling: dict[str, Any]) -> "StackModel":
+    def with_policy(self, autoscaling: dict[str, Any]) -> StackModel:
         """The same stack with another autoscaling section, validated like a deploy would."""
         settings = self.source.settings(autoscaling)
         return replace(self, monitored=_monitored(settings, self.model.name), raw_autoscaling=autoscaling)
@@ -143,10 +144,16 @@ def with_engine_flags(profile: EngineProfile, model: ModelSettings) -> EnginePro
         return profile
     engine = model.engine
     return derive(
-        profile.name, known, device, max_model_len=engine.max_model_len, max_num_seqs=engine.max_num_seqs,
-        max_num_batched_tokens=engine.max_num_batched_tokens, gpu_memory_utilization=engine.gpu_memory_utilization,
-        description=profile.description, served_model_name=profile.served_model_name,
-    )  # fmt: skip
+        profile.name,
+        known,
+        device,
+        max_model_len=engine.max_model_len,
+        max_num_seqs=engine.max_num_seqs,
+        max_num_batched_tokens=engine.max_num_batched_tokens,
+        gpu_memory_utilization=engine.gpu_memory_utilization,
+        description=profile.description,
+        served_model_name=profile.served_model_name,
+    )
 
 
 def load_stack_model(
@@ -225,7 +232,11 @@ def stack_manifest(monitored: MonitoredModel, stack: str) -> Manifest:
 def policy_manifest(policy: ModelAutoscaling, triggers: Sequence[Trigger] = TRIGGERS) -> Manifest:
     """A bare policy's ScaledObject (no stack around it), rendered and read the same way."""
     target = ScaledTarget(policy, Scope("model", "serving"), Workload("serving", "model-predictor", "model-predictor"))
-    document = {"apiVersion": API_VERSION, "kind": "ScaledObject", "spec": scaled_object_spec(target, SIMULATED_PROMETHEUS, triggers)}
+    document = {
+        "apiVersion": API_VERSION,
+        "kind": "ScaledObject",
+        "spec": scaled_object_spec(target, SIMULATED_PROMETHEUS, triggers),
+    }
     return parse_scaled_object(document, "of the policy", unnamed="policy")
 
 
@@ -257,10 +268,16 @@ def replica_budget(sm: StackModel) -> int:
     settings = sm.source.settings(sm.raw_autoscaling)
     pools = {p.name: p.gpu_limit for p in settings.gpu_capacity.pools}
     hosts = {m.name: {p.name for p in settings.gpu_capacity.pools if m.families_in(p)} for m in settings.models}
-    others = {m.name: settings.autoscaling_for(m.name).max_replicas * m.gpus_per_replica
-              for m in settings.models if m.name != sm.model.name}  # fmt: skip
-    room = min(sum(pools[p] for p in within) - sum(gpus for name, gpus in others.items() if hosts[name] and hosts[name] <= within)
-               for within in _pool_sets_holding(set(pools), hosts[sm.model.name]))  # fmt: skip
+    others = {
+        m.name: settings.autoscaling_for(m.name).max_replicas * m.gpus_per_replica
+        for m in settings.models
+        if m.name != sm.model.name
+    }
+    room = min(
+        sum(pools[p] for p in within)
+        - sum(gpus for name, gpus in others.items() if hosts[name] and hosts[name] <= within)
+        for within in _pool_sets_holding(set(pools), hosts[sm.model.name])
+    )
     return max(1, min(sm.pool_replicas, room // sm.model.gpus_per_replica))
 
 

@@ -30,7 +30,9 @@ Knob = tuple[str, Callable[[Policy], Sequence[Any]], Callable[[Policy], Any]]
 
 def _knobs(policy: Policy, triggers: Sequence[Trigger] = TRIGGERS) -> list[Knob]:
     """Every enabled trigger's target the trigger has candidates for, then the non-trigger knobs."""
-    knobs: list[Knob] = [(t.target_path(), t.search, t.target) for t in enabled_triggers(policy, triggers) if t.search(policy)]
+    knobs: list[Knob] = [
+        (t.target_path(), t.search, t.target) for t in enabled_triggers(policy, triggers) if t.search(policy)
+    ]
     knobs.append(
         (
             "behavior.scaleUp.stabilizationWindowSeconds",
@@ -156,7 +158,7 @@ def tune(
                 evaluate_all(tried)
                 for candidate in tried:
                     done = cache[key(candidate)]
-                    if done.summary is not None and _score(done.summary, target) < _score(best.summary, target):  # type: ignore[arg-type]
+                    if done.summary is not None and _score(done.summary, target) < _score(best.summary, target):  # type: ignore[arg-type]  # a best that ran is kept from the baseline on
                         best, improved = done, True
                 knobs = dict(best.params)
                 policy = apply_config_set(sm, best.candidate.edits).policy

@@ -11,9 +11,27 @@ PROFILE = "8gb-qwen2.5-1.5b"
 SHORT = "synthetic:step:base=2,peak=30,at=120,length=300,duration=600,prompt=512,output=128"
 
 
-def test_compare_command_includes_stack_references_static_and_oracle_with_its_infeasible_counts(capsys, monkeypatch, tmp_path):
+def test_compare_command_includes_stack_references_static_and_oracle_with_its_infeasible_counts(
+    capsys, monkeypatch, tmp_path
+):
     monkeypatch.chdir(ROOT)
-    assert main(["compare", "--stack", "dev", "--profile", PROFILE, "--trace", SHORT, "--json", "--html", str(tmp_path / "r.html")]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                "--stack",
+                "dev",
+                "--profile",
+                PROFILE,
+                "--trace",
+                SHORT,
+                "--json",
+                "--html",
+                str(tmp_path / "r.html"),
+            ]
+        )
+        == 0
+    )
     rows = json.loads(capsys.readouterr().out)
     names = list(rows)
     assert names[0] == "stack dev" and names[-2].startswith("static ") and names[-1].startswith("oracle")
@@ -29,8 +47,15 @@ def test_compare_writes_one_html_report_with_every_policy_and_the_chart(capsys, 
     report = Report(html)
     assert embeds(report, tmp_path / "r.png")
     # a policy whose fleet reached its ceiling is named with a " (pinned at ...)" note
-    names = [c.split(" (pinned at ")[0] for c in report.cells if c.startswith(("stack ", "reference ", "static ", "oracle"))]
-    assert names[:4] == ["stack dev", "reference benchmark-derived", "reference karpenter-article", "reference local-lab"]
+    names = [
+        c.split(" (pinned at ")[0] for c in report.cells if c.startswith(("stack ", "reference ", "static ", "oracle"))
+    ]
+    assert names[:4] == [
+        "stack dev",
+        "reference benchmark-derived",
+        "reference karpenter-article",
+        "reference local-lab",
+    ]
     assert names[-1].startswith("oracle")
 
 
@@ -61,7 +86,9 @@ def test_score_after_counts_only_the_requests_after_the_cut(capsys, monkeypatch,
 def test_a_stricter_oracle_attainment_never_needs_fewer_gpu_hours(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
     default = compare_rows(capsys, "--stack", "dev", "--no-references", "--html", str(tmp_path / "a.html"))
-    strict = compare_rows(capsys, "--stack", "dev", "--no-references", "--oracle-attainment", "0.999", "--html", str(tmp_path / "b.html"))
+    strict = compare_rows(
+        capsys, "--stack", "dev", "--no-references", "--oracle-attainment", "0.999", "--html", str(tmp_path / "b.html")
+    )
     oracle = next(name for name in default if name.startswith("oracle"))
     assert strict[oracle]["gpu_hours"] >= default[oracle]["gpu_hours"]
 

@@ -32,8 +32,9 @@ def test_every_option_has_help_that_shows_or_states_its_default(name):
         shown = command.formatter_class(command.prog)._get_help_string(action) or ""
         assert action.help, f"{name} {action.option_strings[0]} has no help"
         flag = action.nargs == 0
-        assert action.required or flag or _in_required_group(command, action) or "default" in shown, \
-            f"{name} {action.option_strings[0]}: help does not say its default"  # fmt: skip
+        assert action.required or flag or _in_required_group(command, action) or "default" in shown, (
+            f"{name} {action.option_strings[0]}: help does not say its default"
+        )
 
 
 @pytest.mark.parametrize("name", COMMANDS)
@@ -46,7 +47,9 @@ def test_every_command_has_a_one_line_purpose(name):
 def test_every_command_with_a_stack_defaults_to_the_same_one():
     defaults = {name: a.default for name, c in _commands().items() for a in _options(c) if a.dest == "stack"}
     assert set(defaults) >= {"lab", "sweep", "recommend", "simulate", "compare", "tune"}
-    assert {name: d for name, d in defaults.items() if name != "collect"} == dict.fromkeys(set(defaults) - {"collect"}, DEFAULT_STACK)
+    assert {name: d for name, d in defaults.items() if name != "collect"} == dict.fromkeys(
+        set(defaults) - {"collect"}, DEFAULT_STACK
+    )
 
 
 def test_sweep_streams_by_default_and_no_stream_is_the_same_flag_negated():
@@ -58,8 +61,9 @@ def test_sweep_streams_by_default_and_no_stream_is_the_same_flag_negated():
 
 
 def test_simulate_help_says_what_initial_replicas_defaults_to():
-    out = subprocess.run([sys.executable, "-m", "capacity", "simulate", "--help"], cwd=REPO, capture_output=True,
-                         text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "capacity", "simulate", "--help"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
     text = " ".join(out.split())
     assert "default: what the oracle needs for the first --oracle-interval, within minReplicas..maxReplicas" in text
     assert "(default: 300.0)" in text  # --oracle-interval, shown by the formatter

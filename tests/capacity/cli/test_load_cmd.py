@@ -65,10 +65,30 @@ def test_load_against_an_unknown_model_stops_with_one_line_naming_the_url_model_
     assert started.wait(10)
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "capacity", "load", "--url", urls[0], "--model", "nope", "--concurrency", "4",
-             "--warmup", "0", "--duration", "600", "--no-progress", "--out", str(tmp_path)],
-            capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[3],
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "capacity",
+                "load",
+                "--url",
+                urls[0],
+                "--model",
+                "nope",
+                "--concurrency",
+                "4",
+                "--warmup",
+                "0",
+                "--duration",
+                "600",
+                "--no-progress",
+                "--out",
+                str(tmp_path),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=Path(__file__).resolve().parents[3],
+        )
     finally:
         loop.call_soon_threadsafe(stop.set)
         thread.join(10)

@@ -64,8 +64,11 @@ def test_a_token_count_that_is_not_an_integer_names_the_file_line_and_column(fai
 
 
 def test_a_bad_timestamp_names_the_file_and_line(fails, tmp_path):
-    path = _write(tmp_path, "t.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n"
-                  "2023-11-16 18:15:46.6805900,374,44\nyesterday,396,109\n")  # fmt: skip
+    path = _write(
+        tmp_path,
+        "t.csv",
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\nyesterday,396,109\n",
+    )
     assert f"{path}: line 3: TIMESTAMP 'yesterday' is not a date-time" in fails("simulate", "--trace", str(path))
 
 
@@ -108,7 +111,9 @@ def test_load_refuses_a_trace_with_negative_tokens_before_sending_anything(fails
 
 def test_a_missing_policy_file_is_named(fails, tmp_path):
     missing = tmp_path / "nope.yaml"
-    assert f"policy file {missing}: no such file or directory" in fails("simulate", "--trace", TRACE, "--policy", str(missing))
+    assert f"policy file {missing}: no such file or directory" in fails(
+        "simulate", "--trace", TRACE, "--policy", str(missing)
+    )
 
 
 def test_a_malformed_policy_file_names_the_file_and_line(fails, tmp_path):
@@ -165,8 +170,13 @@ def test_collect_with_prometheus_unreachable_names_the_url(fails):
 def mock_replica():
     """One mock replica in a child process; its URL once it says it listens."""
     port = _free_port()
-    process = subprocess.Popen([sys.executable, "-m", "capacity", "serve", "--port", str(port), "--speedup", "50"],
-                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "capacity", "serve", "--port", str(port), "--speedup", "50"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         ready, _, _ = select.select([process.stdout], [], [], 20)
         assert ready and "mock vLLM" in process.stdout.readline(), process.stderr.read()
@@ -178,12 +188,34 @@ def mock_replica():
 
 def test_sweep_with_prometheus_unreachable_fails_before_its_first_level(mock_replica, tmp_path):
     url = f"http://127.0.0.1:{_closed_port()}"
-    run = subprocess.run([sys.executable, "-m", "capacity", "sweep", "--url", mock_replica, "--prometheus", url,
-                          "--concurrency", "1,2", "--warmup", "0", "--duration", "60", "--out", str(tmp_path)],
-                         cwd=REPO, capture_output=True, text=True, timeout=60)  # fmt: skip
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "capacity",
+            "sweep",
+            "--url",
+            mock_replica,
+            "--prometheus",
+            url,
+            "--concurrency",
+            "1,2",
+            "--warmup",
+            "0",
+            "--duration",
+            "60",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode != 0 and "Traceback" not in run.stderr
-    assert run.stderr.strip().splitlines() == [f"python -m capacity sweep: error: Prometheus {url} unreachable "
-                                               "(GET /-/ready did not answer 200)"]  # fmt: skip
+    assert run.stderr.strip().splitlines() == [
+        f"python -m capacity sweep: error: Prometheus {url} unreachable (GET /-/ready did not answer 200)"
+    ]
     assert "concurrency" not in run.stdout  # no level ran
 
 
@@ -191,10 +223,29 @@ def test_sweep_with_prometheus_unreachable_fails_before_its_first_level(mock_rep
 
 
 def test_ctrl_c_in_lab_is_one_line_and_stops_what_it_started(tmp_path):
-    lab = subprocess.Popen([sys.executable, "-m", "capacity", "lab", "--replicas", "1", "--speedup", "20",
-                            "--concurrency", "1,2", "--duration", "600", "--out", str(tmp_path)],
-                           cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           start_new_session=True)  # fmt: skip
+    lab = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "capacity",
+            "lab",
+            "--replicas",
+            "1",
+            "--speedup",
+            "20",
+            "--concurrency",
+            "1,2",
+            "--duration",
+            "600",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     replica_port, deadline = None, time.monotonic() + 60
     try:
         while time.monotonic() < deadline:  # the lab's own lines, up to the start of the sweep
@@ -240,12 +291,17 @@ def test_initial_replicas_below_zero_is_refused(fails):
 
 def test_initial_replicas_above_max_replicas_is_refused(fails):
     line = fails("tune", "--trace", TRACE, "--initial-replicas", "1000")
-    assert f"--initial-replicas must be within 0..maxReplicas ({prod_max_replicas()}) of prod/qwen25-14b-awq, got 1000" in line
+    assert (
+        f"--initial-replicas must be within 0..maxReplicas ({prod_max_replicas()}) of prod/qwen25-14b-awq, got 1000"
+        in line
+    )
 
 
 def test_a_png_in_a_directory_that_does_not_exist_is_refused_not_created(fails, tmp_path):
     png = tmp_path / "nonexistent" / "dir" / "x.png"
-    assert f"--png {png}: directory {png.parent} does not exist" in fails("simulate", "--trace", TRACE, "--png", str(png))
+    assert f"--png {png}: directory {png.parent} does not exist" in fails(
+        "simulate", "--trace", TRACE, "--png", str(png)
+    )
     assert not png.parent.exists()
 
 

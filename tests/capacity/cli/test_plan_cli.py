@@ -14,9 +14,9 @@ import pytest
 
 from capacity.__main__ import main
 from capacity.planning import journal
-from tests.html_page import Report, embeds
 from capacity.planning.stack import apply_config_set, load_stack_model
 from contract.settings.config_path import ConfigRemove
+from tests.html_page import Report, embeds
 from tests.stacks import edited
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -33,7 +33,19 @@ def _typed(value: str):
 
 
 def plan(capsys, tmp_path, *extra: str) -> dict:
-    args = ["plan", "--stack", "dev", "--trials", "4", "--workers", "2", "--json", "--png", str(tmp_path / "f.png"), *extra]
+    args = [
+        "plan",
+        "--stack",
+        "dev",
+        "--trials",
+        "4",
+        "--workers",
+        "2",
+        "--json",
+        "--png",
+        str(tmp_path / "f.png"),
+        *extra,
+    ]
     assert main(args) == 0
     return json.loads(capsys.readouterr().out)
 
@@ -67,7 +79,9 @@ def at_one_replica(directory: Path) -> Path:
     """dev with its model's policy pinned at one replica: a committed policy below the pools'
     budget of 3, which breaks the planner's ceiling rule, so another candidate wins."""
     scope = "autoscaling.qwen25-1p5b"
-    return edited("dev", directory, [(f"{scope}.minReplicas", 1), (f"{scope}.maxReplicas", 1), (f"{scope}.fallbackReplicas", 1)])
+    return edited(
+        "dev", directory, [(f"{scope}.minReplicas", 1), (f"{scope}.maxReplicas", 1), (f"{scope}.fallbackReplicas", 1)]
+    )
 
 
 def test_every_printed_command_deploys_the_winner(capsys, monkeypatch, tmp_path):
@@ -99,7 +113,9 @@ def test_the_committed_policy_is_reported_beside_the_winner_on_the_gpu_it_runs_o
 def test_a_committed_policy_that_keeps_the_rules_and_wins_changes_nothing(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
     scope = "autoscaling.qwen25-1p5b"  # one warm replica, the pools' budget of 3 above it: it serves STEP cheapest
-    stack = edited("dev", tmp_path, [(f"{scope}.minReplicas", 1), (f"{scope}.maxReplicas", 3), (f"{scope}.fallbackReplicas", 1)])
+    stack = edited(
+        "dev", tmp_path, [(f"{scope}.minReplicas", 1), (f"{scope}.maxReplicas", 3), (f"{scope}.fallbackReplicas", 1)]
+    )
     out = plan(capsys, tmp_path, "--stack", str(stack), "--trace", STEP, "--slo-attainment", "0.5")
     assert out["committed"]["rules_broken"] == []
     assert out["search"] == out["committed"]["search"] and out["config_set"] == []
@@ -123,8 +139,17 @@ def test_the_plan_states_the_rules_its_winner_follows(capsys, monkeypatch, tmp_p
 
 def test_allow_dropping_guardrails_says_so(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
-    out = plan(capsys, tmp_path, "--stack", str(at_one_replica(tmp_path)), "--trace", STEP, "--slo-attainment", "0.9",
-               "--allow-dropping-guardrails")  # fmt: skip
+    out = plan(
+        capsys,
+        tmp_path,
+        "--stack",
+        str(at_one_replica(tmp_path)),
+        "--trace",
+        STEP,
+        "--slo-attainment",
+        "0.9",
+        "--allow-dropping-guardrails",
+    )
     assert out["rules"]["guardrails_kept"] is False
     assert any(n.endswith("guardrails may be off (--allow-dropping-guardrails)") for n in out["notes"])
 
@@ -202,14 +227,19 @@ def test_other_inputs_start_afresh_in_the_same_journal(capsys, monkeypatch, tmp_
     monkeypatch.chdir(ROOT)
     plan(capsys, tmp_path, "--trace", STEP, "--journal", str(tmp_path / "plan.journal"))
     other_seed = plan(capsys, tmp_path, "--trace", STEP, "--journal", str(tmp_path / "plan.journal"), "--seed", "3")
-    other_target = plan(capsys, tmp_path, "--trace", STEP, "--journal", str(tmp_path / "plan.journal"), "--slo-attainment", "0.5")
+    other_target = plan(
+        capsys, tmp_path, "--trace", STEP, "--journal", str(tmp_path / "plan.journal"), "--slo-attainment", "0.5"
+    )
     assert other_seed["resumed_trials"] == other_target["resumed_trials"] == 0
 
 
 def _journal_states(path: Path) -> list:
     storage = journal.storage(path)
-    return [t.state for s in optuna.get_all_study_summaries(storage)
-            for t in optuna.load_study(study_name=s.study_name, storage=storage).trials]  # fmt: skip
+    return [
+        t.state
+        for s in optuna.get_all_study_summaries(storage)
+        for t in optuna.load_study(study_name=s.study_name, storage=storage).trials
+    ]
 
 
 def test_a_candidate_cut_off_mid_evaluation_is_evaluated_again(capsys, monkeypatch, tmp_path):
@@ -227,7 +257,9 @@ def test_a_candidate_cut_off_mid_evaluation_is_evaluated_again(capsys, monkeypat
 
 def test_a_journal_in_a_missing_folder_is_one_line(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
-    assert main(["plan", "--stack", "dev", "--trace", STEP, "--journal", str(tmp_path / "nowhere" / "plan.journal")]) == 2
+    assert (
+        main(["plan", "--stack", "dev", "--trace", STEP, "--journal", str(tmp_path / "nowhere" / "plan.journal")]) == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--journal" in err and "does not exist" in err
 
@@ -244,10 +276,30 @@ def test_a_file_that_is_not_a_journal_is_one_line_naming_the_line(capsys, monkey
 def test_ctrl_c_stops_the_plan_in_one_line_and_the_rerun_resumes_it(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
     path = tmp_path / "plan.journal"
-    command = ["plan", "--stack", "dev", "--trace", STEP, "--trials", "24", "--workers", "2", "--json",
-               "--png", str(tmp_path / "f.png"), "--journal", str(path)]  # fmt: skip
-    first = subprocess.Popen([sys.executable, "-m", "capacity", *command], cwd=ROOT, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    command = [
+        "plan",
+        "--stack",
+        "dev",
+        "--trace",
+        STEP,
+        "--trials",
+        "24",
+        "--workers",
+        "2",
+        "--json",
+        "--png",
+        str(tmp_path / "f.png"),
+        "--journal",
+        str(path),
+    ]
+    first = subprocess.Popen(
+        [sys.executable, "-m", "capacity", *command],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 60  # until one candidate is kept, then Ctrl-C as a terminal sends it
         while first.poll() is None and time.monotonic() < deadline and b'"candidate"' not in _bytes(path):
@@ -278,8 +330,13 @@ def test_traffic_beyond_the_context_length_is_a_warning_not_a_binding_limit(caps
     monkeypatch.chdir(ROOT)
     out = plan(capsys, tmp_path, "--trace", TOO_LONG)
     assert out["search"]["infeasible_share"] == out["search"]["rejected_share"] == 1.0
-    assert any(note.startswith("warning: 100.0% of the searched requests no GPU type searched serves within the SLO "
-                               "(longer than maxModelLen 8192") for note in out["notes"])  # fmt: skip
+    assert any(
+        note.startswith(
+            "warning: 100.0% of the searched requests no GPU type searched serves within the SLO "
+            "(longer than maxModelLen 8192"
+        )
+        for note in out["notes"]
+    )
 
 
 def test_a_servable_trace_has_no_such_note(capsys, monkeypatch, tmp_path):

@@ -1,17 +1,17 @@
 """`python -m capacity schedule` end to end on light synthetic diurnal traces."""
 
 import json
-import tempfile
 import shlex
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from capacity.__main__ import main
-from tests.stacks import unplanned
 from capacity.cli.schedule import config_set_lines
-from capacity.planning.stack import apply_config_set, load_stack_model
 from capacity.planning.schedule import Schedule
+from capacity.planning.stack import apply_config_set, load_stack_model
+from tests.stacks import unplanned
 
 ROOT = Path(__file__).resolve().parents[3]
 PROFILE = "8gb-qwen2.5-3b-eager"
@@ -21,8 +21,21 @@ BUSY_DAY = "synthetic:diurnal:mean=0.1,amplitude=1,duration=86400,prompt=500,out
 
 def _schedule(capsys, trace: str, *extra: str) -> dict:
     stack = unplanned("dev", Path(tempfile.mkdtemp()))  # dev's default scope: minReplicas 1, maxReplicas 3
-    code = main(["schedule", "--stack", str(stack), "--profile", PROFILE, "--trace", trace,
-                 "--oracle-interval", "7200", "--json", *extra])  # fmt: skip
+    code = main(
+        [
+            "schedule",
+            "--stack",
+            str(stack),
+            "--profile",
+            PROFILE,
+            "--trace",
+            trace,
+            "--oracle-interval",
+            "7200",
+            "--json",
+            *extra,
+        ]
+    )
     assert code == 0
     return json.loads(capsys.readouterr().out)
 
@@ -61,8 +74,10 @@ def test_a_window_is_simulated_beside_the_reactive_policy_and_printed_only_when_
 
 
 def test_the_table_names_the_window_and_the_verdict(capsys):
-    assert main(["schedule", "--stack", "dev", "--profile", PROFILE, "--trace", QUIET_DAY,
-                 "--oracle-interval", "7200"]) == 0  # fmt: skip
+    assert (
+        main(["schedule", "--stack", "dev", "--profile", PROFILE, "--trace", QUIET_DAY, "--oracle-interval", "7200"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "reactive (stack)" in out and "# not recommended: no time of day needs more" in out
 
@@ -78,7 +93,12 @@ def test_printed_lines_are_pulumi_config_set_commands_that_deploy():
         edits.append((words[4], {"true": True, "5": 5}.get(words[5], words[5])))
     cron = apply_config_set(sm, edits).policy.triggers.cron
     assert (cron.enabled, cron.start, cron.end, cron.timezone, cron.desired_replicas) == (
-        True, "50 8 * * 1-5", "0 17 * * 1-5", "UTC", 5)  # fmt: skip
+        True,
+        "50 8 * * 1-5",
+        "0 17 * * 1-5",
+        "UTC",
+        5,
+    )
 
 
 def test_a_trace_shorter_than_a_day_is_one_clear_error(capsys):

@@ -19,4 +19,6 @@ def test_tune_command_prints_before_after_against_the_oracle_and_the_config_set_
     for side in ("before", "after"):
         summary = out[side]
         assert summary["oracle_ratio"] == pytest.approx(summary["gpu_hours"] / summary["oracle_gpu_hours"], abs=0.01)
-    assert [c["path"] for c in out["changes"]] == [line.split("'")[1].split(".", 2)[2] for line in out["pulumi_config_set"]]
+    assert [c["path"] for c in out["changes"]] == [
+        line.split("'")[1].split(".", 2)[2] for line in out["pulumi_config_set"]
+    ]

@@ -47,9 +47,15 @@ def test_a_block_is_keyed_by_the_config_path_of_the_key_below_it(tmp_path):
 
 def test_the_block_reads_its_command_date_and_profile(tmp_path):
     found = blocks(tmp_path)["autoscaling.big.triggers"]
-    assert found.command == "python -m capacity plan --stack prod --model big --trace=../shared/traces/t.csv --trials 300 --seed 0"
+    assert (
+        found.command
+        == "python -m capacity plan --stack prod --model big --trace=../shared/traces/t.csv --trials 300 --seed 0"
+    )
     assert (found.date, found.profile) == ("2026-12-01", "a10g-r1-14b-awq")
-    assert found.text.splitlines()[-1] == "  validation (last 30% of the trace): attainment 99.4%, 5.21 GPU-h, 1.21x oracle, $2.10"
+    assert (
+        found.text.splitlines()[-1]
+        == "  validation (last 30% of the trace): attainment 99.4%, 5.21 GPU-h, 1.21x oracle, $2.10"
+    )
 
 
 def test_a_profile_name_with_dots_ends_before_the_sentence_does(tmp_path):
@@ -91,6 +97,7 @@ def test_evidence_text_inside_a_block_scalar_is_not_a_comment(tmp_path):
 
 def test_a_block_above_a_list_item_applies_to_the_item(tmp_path):
     path = tmp_path / "Pulumi.item.yaml"
-    path.write_text("config:\n  inference-platform:models:\n    # Evidence: 2026-12-03\n    - name: a\n      sizeGiB: 1\n")
+    path.write_text(
+        "config:\n  inference-platform:models:\n    # Evidence: 2026-12-03\n    - name: a\n      sizeGiB: 1\n"
+    )
     assert for_key(evidence(path), "models[0].sizeGiB").date == "2026-12-03"
-

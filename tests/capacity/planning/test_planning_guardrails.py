@@ -34,15 +34,22 @@ def test_the_latency_bound_is_what_an_slo_meeting_request_at_the_guardrails_quan
 
 
 def test_an_e2e_target_raises_the_latency_bound_to_it(dev):
-    strict = apply_config_set(dev, [("autoscaling.qwen25-1p5b.slo.e2eP99Seconds", 300),
-                                    ("autoscaling.qwen25-1p5b.triggers.e2eLatency.thresholdSeconds", 400)])  # fmt: skip
+    strict = apply_config_set(
+        dev,
+        [
+            ("autoscaling.qwen25-1p5b.slo.e2eP99Seconds", 300),
+            ("autoscaling.qwen25-1p5b.triggers.e2eLatency.thresholdSeconds", 400),
+        ],
+    )
     assert guardrails(strict, [load(STEP)]).e2e_bound_s == 300
 
 
 def test_the_kv_floor_is_a_full_replica_of_the_traffics_mean_sequences(dev, rules):
     trace = load(STEP)
     in_flight = trace.prompt_tokens.mean() + trace.output_tokens.mean() / 2
-    assert rules.kv_floor(dev.profile) == pytest.approx(dev.profile.max_num_seqs * in_flight / dev.profile.kv_cache_tokens, abs=1e-3)
+    assert rules.kv_floor(dev.profile) == pytest.approx(
+        dev.profile.max_num_seqs * in_flight / dev.profile.kv_cache_tokens, abs=1e-3
+    )
 
 
 def test_a_cache_too_small_for_a_full_batch_puts_the_floor_at_the_ceiling(dev, rules):
@@ -63,7 +70,9 @@ def test_a_model_sharing_pools_gets_what_the_other_models_ceilings_leave():
     prod = load_stack_model("prod", "qwen25-14b-awq", root=ROOT)  # 24 GPUs shared with the 7B (maxReplicas 4)
     assert replica_budget(prod) == 24 - load_stack_model("prod", "qwen25-7b-awq", root=ROOT).policy.max_replicas
     seven = "autoscaling.qwen25-7b-awq"
-    roomier = apply_config_set(prod, [(f"{seven}.minReplicas", 1), (f"{seven}.fallbackReplicas", 1), (f"{seven}.maxReplicas", 2)])
+    roomier = apply_config_set(
+        prod, [(f"{seven}.minReplicas", 1), (f"{seven}.fallbackReplicas", 1), (f"{seven}.maxReplicas", 2)]
+    )
     assert replica_budget(roomier) == 22
 
 
@@ -78,21 +87,41 @@ def test_a_policy_at_the_budget_with_both_guardrails_above_healthy_traffic_break
 
 
 def test_each_rule_a_policy_breaks_is_one_line(dev, rules):
-    assert breaks(dev, rules, ("maxReplicas", 2), ("triggers.kvCache.enabled", False), ("triggers.e2eLatency.enabled", False)) == [
+    assert breaks(
+        dev, rules, ("maxReplicas", 2), ("triggers.kvCache.enabled", False), ("triggers.e2eLatency.enabled", False)
+    ) == [
         "maxReplicas 2 is not the pools' replica budget for the model (3)",
-        "the kvCache guardrail is off", "the e2eLatency guardrail is off"]  # fmt: skip
-    low = breaks(dev, rules, ("maxReplicas", 3), ("triggers.kvCache.targetPerReplica", 0.01),
-                 ("triggers.e2eLatency.thresholdSeconds", 5))  # fmt: skip
-    assert low[0].startswith("triggers.kvCache.targetPerReplica 0.01 is below") and "what a full replica holds" in low[0]
+        "the kvCache guardrail is off",
+        "the e2eLatency guardrail is off",
+    ]
+    low = breaks(
+        dev,
+        rules,
+        ("maxReplicas", 3),
+        ("triggers.kvCache.targetPerReplica", 0.01),
+        ("triggers.e2eLatency.thresholdSeconds", 5),
+    )
+    assert (
+        low[0].startswith("triggers.kvCache.targetPerReplica 0.01 is below") and "what a full replica holds" in low[0]
+    )
     assert low[1].startswith(f"triggers.e2eLatency.thresholdSeconds 5 is below {rules.e2e_bound_s:g} s")
 
 
 def test_with_guardrails_droppable_only_the_ceiling_is_a_rule(dev, rules):
     droppable = replace(rules, kept=False)
     scope = "autoscaling.qwen25-1p5b"
-    sm = apply_config_set(dev, [(f"{scope}.triggers.kvCache.enabled", False), (f"{scope}.minReplicas", 1),
-                                (f"{scope}.fallbackReplicas", 1), (f"{scope}.maxReplicas", 2)])  # fmt: skip
-    assert droppable.breaks(sm.policy, sm.profile) == ["maxReplicas 2 is not the pools' replica budget for the model (3)"]
+    sm = apply_config_set(
+        dev,
+        [
+            (f"{scope}.triggers.kvCache.enabled", False),
+            (f"{scope}.minReplicas", 1),
+            (f"{scope}.fallbackReplicas", 1),
+            (f"{scope}.maxReplicas", 2),
+        ],
+    )
+    assert droppable.breaks(sm.policy, sm.profile) == [
+        "maxReplicas 2 is not the pools' replica budget for the model (3)"
+    ]
 
 
 def test_only_a_droppable_search_draws_the_guardrails_on_or_off():

@@ -2,15 +2,14 @@
 from the cut, with the fleet the policy built before it."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from pathlib import Path
-
 from capacity.planning import plan
-from capacity.planning.stack import apply_config_set, load_stack_model
 from capacity.planning.run import RunOptions, feasible_requests, held_out, since
+from capacity.planning.stack import apply_config_set, load_stack_model
 from capacity.workload.traces import load
 from tests.capacity.sim.test_sim_simulator import run
 
@@ -73,10 +72,16 @@ def test_held_out_scores_the_tail_of_one_continuous_run():
 
 def _with_behavior(sm, window: int, pods: int, period: int):
     scope = f"autoscaling.{sm.model.name}.behavior"
-    edits = [(f"{scope}.scaleUp.stabilizationWindowSeconds", 0), (f"{scope}.scaleUp.policies[0].type", "Pods"),
-             (f"{scope}.scaleUp.policies[0].value", 4), (f"{scope}.scaleUp.policies[0].periodSeconds", 60),
-             (f"{scope}.scaleDown.stabilizationWindowSeconds", window), (f"{scope}.scaleDown.policies[0].type", "Pods"),
-             (f"{scope}.scaleDown.policies[0].value", pods), (f"{scope}.scaleDown.policies[0].periodSeconds", period)]
+    edits = [
+        (f"{scope}.scaleUp.stabilizationWindowSeconds", 0),
+        (f"{scope}.scaleUp.policies[0].type", "Pods"),
+        (f"{scope}.scaleUp.policies[0].value", 4),
+        (f"{scope}.scaleUp.policies[0].periodSeconds", 60),
+        (f"{scope}.scaleDown.stabilizationWindowSeconds", window),
+        (f"{scope}.scaleDown.policies[0].type", "Pods"),
+        (f"{scope}.scaleDown.policies[0].value", pods),
+        (f"{scope}.scaleDown.policies[0].periodSeconds", period),
+    ]
     return apply_config_set(sm, edits)
 
 

@@ -1,13 +1,11 @@
 """The cron pre-warm window derived from the oracle's per-interval replicas (`capacity.planning.schedule`)."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from capacity.sim.control.cron import CronActivity, CronWindow
-from capacity.planning.stack import apply_config_set, load_stack_model
 from capacity.planning.schedule import (
     DAY_S,
     EVERY_DAY,
@@ -22,11 +20,13 @@ from capacity.planning.schedule import (
     warm_up_lead_s,
     whole_days,
 )
+from capacity.planning.stack import apply_config_set, load_stack_model
+from capacity.sim.control.cron import CronActivity, CronWindow
 from capacity.workload import traces
 
 ROOT = Path(__file__).resolve().parents[3]
 HOUR = 3600.0
-MONDAY = datetime(2024, 1, 1, tzinfo=timezone.utc)  # the simulator's default trace start
+MONDAY = datetime(2024, 1, 1, tzinfo=UTC)  # the simulator's default trace start
 # 2 replicas all day, 5 from 09:00 to 17:00 (hourly slots).
 OFFICE_HOURS = np.array([2] * 9 + [5] * 8 + [2] * 7)
 
@@ -123,8 +123,9 @@ def test_a_weekday_peak_outweighs_a_higher_weekend_peak_over_a_week(prod):
 
 def test_the_derived_window_is_inside_when_the_need_starts_and_outside_after_it(prod):
     window = derive(prod, OFFICE_HOURS, HOUR, MONDAY)
-    activity = CronActivity(CronWindow(window.start, window.end, window.timezone, window.desired_replicas),
-                            MONDAY, DAY_S)  # fmt: skip
+    activity = CronActivity(
+        CronWindow(window.start, window.end, window.timezone, window.desired_replicas), MONDAY, DAY_S
+    )
     lead = warm_up_lead_s(prod)
     assert not activity.inside(9 * HOUR - lead - 120)
     assert activity.inside(9 * HOUR - lead + 60) and activity.inside(16.9 * HOUR)

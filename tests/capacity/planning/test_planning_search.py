@@ -37,7 +37,9 @@ def test_a_refused_candidate_violates_deploying_and_attains_nothing():
 
 
 def test_each_broken_rule_is_a_violation():
-    assert plan.violations(ran(1.0, 1.0, ("the kvCache guardrail is off", "maxReplicas 1 is not ...")), 0.95)["rules"] == 2
+    assert (
+        plan.violations(ran(1.0, 1.0, ("the kvCache guardrail is off", "maxReplicas 1 is not ...")), 0.95)["rules"] == 2
+    )
     assert not plan.meets(ran(1.0, 1.0, ("the kvCache guardrail is off",)), 0.95)
 
 
@@ -49,7 +51,10 @@ def test_attainment_short_of_the_target_is_a_violation_and_reaching_it_is_not():
 def test_the_winner_is_the_cheapest_feasible_candidate_else_the_closest():
     cheap_short, dear_meeting, cheaper_meeting = ran(1.0, 0.9), ran(3.0, 0.99), ran(2.0, 0.96)
     cheapest_breaking_a_rule = ran(0.5, 1.0, ("the e2eLatency guardrail is off",))
-    assert plan.winner([REFUSED, cheap_short, dear_meeting, cheaper_meeting, cheapest_breaking_a_rule], 0.95) is cheaper_meeting
+    assert (
+        plan.winner([REFUSED, cheap_short, dear_meeting, cheaper_meeting, cheapest_breaking_a_rule], 0.95)
+        is cheaper_meeting
+    )
     assert plan.winner([REFUSED, cheap_short, ran(0.5, 0.8)], 0.95) is cheap_short
     assert plan.winner([REFUSED], 0.95) is None
 
@@ -73,17 +78,30 @@ def test_the_committed_point_snaps_to_the_space():
 def known(sm):
     """dev with a policy and engine flags the space holds, set here rather than by the last plan."""
     scope, model = "autoscaling.qwen25-1p5b", "models[0]"
-    return apply_config_set(sm, [
-        (f"{scope}.triggers.queueDepth.targetPerReplica", 2), (f"{scope}.triggers.queueDepth.windowSeconds", 30),
-        (f"{scope}.triggers.kvCache.targetPerReplica", 0.75), (f"{scope}.behavior.scaleDown.stabilizationWindowSeconds", 600),
-        (f"{model}.engine.maxNumSeqs", 32), (f"{model}.engine.maxNumBatchedTokens", 4096),
-        ("gpuCapacity.pools[0].consolidateAfter", "15m"), ("gpuCapacity.pools[1].consolidateAfter", "15m")])  # fmt: skip
+    return apply_config_set(
+        sm,
+        [
+            (f"{scope}.triggers.queueDepth.targetPerReplica", 2),
+            (f"{scope}.triggers.queueDepth.windowSeconds", 30),
+            (f"{scope}.triggers.kvCache.targetPerReplica", 0.75),
+            (f"{scope}.behavior.scaleDown.stabilizationWindowSeconds", 600),
+            (f"{model}.engine.maxNumSeqs", 32),
+            (f"{model}.engine.maxNumBatchedTokens", 4096),
+            ("gpuCapacity.pools[0].consolidateAfter", "15m"),
+            ("gpuCapacity.pools[1].consolidateAfter", "15m"),
+        ],
+    )
 
 
 def test_the_committed_point_holds_the_stacks_values_where_the_space_does():
     dev = known(load_stack_model("dev", root=ROOT))
     point = committed_point(dev, distributions(dev.pool_replicas, True, (300, 600, 900), guardrails=False), 0.05, 34.5)
-    assert (point["queueTarget"], point["queueWindow"], point["kvTarget"], point["scaleDownWindow"]) == (2, 30, 0.75, 600)
+    assert (point["queueTarget"], point["queueWindow"], point["kvTarget"], point["scaleDownWindow"]) == (
+        2,
+        30,
+        0.75,
+        600,
+    )
     assert (point["maxNumSeqs"], point["maxNumBatchedTokens"], point["consolidateAfter"]) == (32, 4096, "15m")
 
 
@@ -96,8 +114,10 @@ def test_the_committed_kv_target_is_filed_as_its_headroom_over_the_floor():
 @pytest.fixture(scope="module")
 def searched_dev(tmp_path_factory):
     scope = "autoscaling.qwen25-1p5b"  # pinned at one replica: it breaks the ceiling rule (the pools hold 3)
-    dev = apply_config_set(load_stack_model("dev", root=ROOT),
-                           [(f"{scope}.minReplicas", 1), (f"{scope}.maxReplicas", 1), (f"{scope}.fallbackReplicas", 1)])  # fmt: skip
+    dev = apply_config_set(
+        load_stack_model("dev", root=ROOT),
+        [(f"{scope}.minReplicas", 1), (f"{scope}.maxReplicas", 1), (f"{scope}.fallbackReplicas", 1)],
+    )
     path = tmp_path_factory.mktemp("journal") / "plan.journal"
     result = plan.search(dev, [load(STEP)], 0.9, trials=4, seed=0, workers=2, options=RunOptions(), journal_path=path)
     return dev, result, path
@@ -114,8 +134,11 @@ def test_the_committed_policy_is_the_first_trial_of_its_gpu_types_study_run_as_c
 def test_every_told_trial_carries_its_cost_and_constraints(searched_dev):
     _, result, path = searched_dev
     storage = journal.storage(path)
-    told = [t for s in optuna.get_all_study_summaries(storage)
-            for t in optuna.load_study(study_name=s.study_name, storage=storage).trials]  # fmt: skip
+    told = [
+        t
+        for s in optuna.get_all_study_summaries(storage)
+        for t in optuna.load_study(study_name=s.study_name, storage=storage).trials
+    ]
     assert len(told) == len(result.trials) == 4
     for trial in told:
         kept, params = trial.user_attrs[journal.RESULT], trial.user_attrs[journal.CANDIDATE]
@@ -124,13 +147,17 @@ def test_every_told_trial_carries_its_cost_and_constraints(searched_dev):
             assert (trial.value, trial.constraints) == (math.inf, {"deploys": 1.0, "attainment": 0.9, "rules": rules})
             continue
         assert trial.value == kept["cost_usd"]
-        assert trial.constraints == {"deploys": 0.0, "attainment": pytest.approx(0.9 - kept["slo_attainment"]), "rules": rules}
+        assert trial.constraints == {
+            "deploys": 0.0,
+            "attainment": pytest.approx(0.9 - kept["slo_attainment"]),
+            "rules": rules,
+        }
     assert sum(t.constraints["rules"] for t in told) == 1
 
 
 def test_the_gpu_table_picks_each_types_winner_by_the_same_constraints():
     breaking, planned = ran(0.5, 1.0, ("the kvCache guardrail is off",)), ran(1.0, 0.99)
     kind = plan.GpuType("g6", "l4", 0.8, 0.36)
-    result = plan.PlanResult([breaking, planned], planned, breaking, 0.95, {"l4": kind}, rules=None)  # type: ignore[arg-type]
+    result = plan.PlanResult([breaking, planned], planned, breaking, 0.95, {"l4": kind}, rules=None)  # type: ignore[arg-type]  # no rules needed to read the table
     (row,) = plan.per_gpu_type(result)
     assert row.meets_target and row.pick is planned.summary

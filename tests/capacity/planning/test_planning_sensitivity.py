@@ -6,11 +6,10 @@ from pathlib import Path
 import pytest
 
 from capacity.planning import sensitivity
+from capacity.planning.run import RunOptions, held_out
 from capacity.planning.stack import apply_config_set, load_stack_model
-from contract.settings.config_path import ConfigRemove
-from capacity.planning.run import held_out
-from capacity.planning.run import RunOptions
 from capacity.workload import traces
+from contract.settings.config_path import ConfigRemove
 from tests.stacks import unplanned
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -43,16 +42,25 @@ def test_engine_flags_are_thresholds_at_the_models_config_path(prod):
     seven = load_stack_model("prod", "qwen25-7b-awq", root=ROOT)
     seqs = threshold(seven, "engine.maxNumSeqs")
     assert (seqs.path, seqs.value, seqs.set_in) == (
-        "models[1].engine.maxNumSeqs", seven.model.engine.max_num_seqs, "models[1].engine.maxNumSeqs")  # fmt: skip
+        "models[1].engine.maxNumSeqs",
+        seven.model.engine.max_num_seqs,
+        "models[1].engine.maxNumSeqs",
+    )
     assert threshold(prod, "engine.maxNumSeqs").path == "models[0].engine.maxNumSeqs"
 
 
 def test_a_value_is_set_in_the_models_block_the_default_block_or_built_in(prod):
-    blocks = apply_config_set(prod, [("autoscaling.default.minReplicas", 2), ("autoscaling.qwen25-14b-awq.maxReplicas", 10),
-                                     ConfigRemove("autoscaling.qwen25-14b-awq.minReplicas"),
-                                     ConfigRemove("autoscaling.qwen25-14b-awq.fallbackReplicas"),
-                                     ConfigRemove("autoscaling.default.pollingIntervalSeconds"),
-                                     ConfigRemove("autoscaling.qwen25-14b-awq.pollingIntervalSeconds")])  # fmt: skip
+    blocks = apply_config_set(
+        prod,
+        [
+            ("autoscaling.default.minReplicas", 2),
+            ("autoscaling.qwen25-14b-awq.maxReplicas", 10),
+            ConfigRemove("autoscaling.qwen25-14b-awq.minReplicas"),
+            ConfigRemove("autoscaling.qwen25-14b-awq.fallbackReplicas"),
+            ConfigRemove("autoscaling.default.pollingIntervalSeconds"),
+            ConfigRemove("autoscaling.qwen25-14b-awq.pollingIntervalSeconds"),
+        ],
+    )
     assert threshold(blocks, "maxReplicas").set_in == "autoscaling.qwen25-14b-awq.maxReplicas"
     assert threshold(blocks, "minReplicas").set_in == "autoscaling.default.minReplicas"
     assert threshold(blocks, "pollingIntervalSeconds").set_in is None
@@ -78,8 +86,10 @@ def test_an_integer_is_rounded_and_never_below_its_fields_floor(dev):
 def test_a_leaf_inside_a_list_sets_the_whole_merged_list_and_deploys(dev):
     _, double = sensitivity.variants(dev, threshold(dev, "behavior.scaleUp.policies[0].value"))
     ((path, value),) = double.edits
-    merged = [{"type": p.type, "value": p.value, "periodSeconds": p.period_seconds}
-              for p in dev.policy.behavior.scale_up.policies]  # fmt: skip
+    merged = [
+        {"type": p.type, "value": p.value, "periodSeconds": p.period_seconds}
+        for p in dev.policy.behavior.scale_up.policies
+    ]
     merged[0]["value"] *= 2
     assert path == "autoscaling.qwen25-1p5b.behavior.scaleUp.policies"
     assert value == merged

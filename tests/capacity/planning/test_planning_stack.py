@@ -7,8 +7,8 @@ import yaml
 
 from capacity.engine.hardware import gpus
 from capacity.planning.stack import StackModel, apply_config_set, gpu_type_edits, load_stack_model, pool_families
-from contract.settings.config_path import ConfigRemove
 from contract.gpu import GPU_OF_FAMILY
+from contract.settings.config_path import ConfigRemove
 from contract.settings.gpu_capacity import duration_seconds
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -44,12 +44,17 @@ def test_startup_prices_and_pools_come_from_the_stack():
     planning = dev_config()["config"]["inference-platform:capacityPlanning"]
     assert sm.startup.weight_load_s == pytest.approx(sm.model.size_gib / planning["startup"]["weightLoadGiBPerSecond"])
     prices = planning["gpuHourlyPriceUsd"]
-    assert {p.name: p.price_per_gpu_hour for p in sm.pools} == {"gpu-spot": prices["spot"], "gpu-on-demand": prices["onDemand"]}
+    assert {p.name: p.price_per_gpu_hour for p in sm.pools} == {
+        "gpu-spot": prices["spot"],
+        "gpu-on-demand": prices["onDemand"],
+    }
 
 
 def test_a_policy_file_replaces_the_stack_autoscaling_section(tmp_path):
     policy = tmp_path / "p.yaml"
-    policy.write_text(yaml.safe_dump({"default": {"maxReplicas": 2, "triggers": {"queueDepth": {"targetPerReplica": 1}}}}))
+    policy.write_text(
+        yaml.safe_dump({"default": {"maxReplicas": 2, "triggers": {"queueDepth": {"targetPerReplica": 1}}}})
+    )
     sm = dev(policy_file=policy)
     assert sm.policy.max_replicas == 2
     assert sm.policy.triggers.queue_depth.target_per_replica == 1
@@ -118,8 +123,11 @@ def test_gpu_type_edits_shorten_a_longer_pin_from_its_end():
     # Removing [1] first would shift the tail down and leave [g6e, g6e].
     sm = pinned_dev("g5", "g6", "g6e")
     edits = gpu_type_edits(sm, "g6e", "l40s-qwen2.5-1.5b")
-    assert edits[:3] == [("models[0].instanceFamilies[0]", "g6e"), ConfigRemove("models[0].instanceFamilies[2]"),
-                         ConfigRemove("models[0].instanceFamilies[1]")]  # fmt: skip
+    assert edits[:3] == [
+        ("models[0].instanceFamilies[0]", "g6e"),
+        ConfigRemove("models[0].instanceFamilies[2]"),
+        ConfigRemove("models[0].instanceFamilies[1]"),
+    ]
     assert raw_families(apply_config_set(sm, edits)) == ["g6e"]
 
 
@@ -135,9 +143,14 @@ def test_config_rm_of_a_missing_path_changes_nothing():
 
 def test_a_pool_that_launches_none_of_the_pinned_families_never_hosts_the_model():
     # On-demand launches only g5: a g6-pinned model runs on spot alone (2 GPUs, so maxReplicas 2).
-    sm = apply_config_set(dev(), [ConfigRemove("gpuCapacity.pools[1].instanceFamilies[1]"),
-                                  ("autoscaling.qwen25-1p5b.maxReplicas", 2),
-                                  *gpu_type_edits(dev(), "g6", "l4-qwen2.5-1.5b")])  # fmt: skip
+    sm = apply_config_set(
+        dev(),
+        [
+            ConfigRemove("gpuCapacity.pools[1].instanceFamilies[1]"),
+            ("autoscaling.qwen25-1p5b.maxReplicas", 2),
+            *gpu_type_edits(dev(), "g6", "l4-qwen2.5-1.5b"),
+        ],
+    )
     assert [p.name for p in sm.pools] == ["gpu-spot"]
 
 

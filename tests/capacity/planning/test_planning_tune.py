@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from capacity.planning.evaluator import Candidate, Evaluated
-from capacity.planning.stack import apply_config_set, load_stack_model
 from capacity.planning.run import RunOptions, feasible_requests, run_policy, summarize
+from capacity.planning.stack import apply_config_set, load_stack_model
 from capacity.planning.tune import TuneResult, _score, _spread, config_set_lines, identity, knob_edits, tune
 from capacity.workload.traces import load
 from tests.summaries import run
@@ -39,7 +39,9 @@ def test_candidates_spread_over_the_range_with_both_ends():
 
 def test_config_set_lines_use_the_model_block_and_plain_numbers():
     base = Evaluated(Candidate(()), summary(0.9, 1.0))
-    result = TuneResult(base, base, [("triggers.queueDepth.targetPerReplica", 8.0, 3.0), ("minReplicas", 2, 4)], 5, 0.99)
+    result = TuneResult(
+        base, base, [("triggers.queueDepth.targetPerReplica", 8.0, 3.0), ("minReplicas", 2, 4)], 5, 0.99
+    )
     assert config_set_lines(result, "m", "prod") == [
         "pulumi config set --path 'autoscaling.m.triggers.queueDepth.targetPerReplica' 3 -s prod",
         "pulumi config set --path 'autoscaling.m.minReplicas' 4 -s prod",
@@ -53,7 +55,10 @@ def test_knob_edits_go_into_the_model_block_only():
 
 def test_a_knob_at_the_value_the_model_block_holds_is_the_same_candidate():
     sm = load_stack_model("dev", root=ROOT)
-    path, own = "triggers.queueDepth.targetPerReplica", sm.raw_autoscaling[sm.model.name]["triggers"]["queueDepth"]["targetPerReplica"]
+    path, own = (
+        "triggers.queueDepth.targetPerReplica",
+        sm.raw_autoscaling[sm.model.name]["triggers"]["queueDepth"]["targetPerReplica"],
+    )
     assert identity(sm, {path: own}) == ()
     assert identity(sm, {path: own + 1}) == ((path, own + 1),)
 
@@ -82,7 +87,13 @@ def test_tune_lowers_a_padded_fleet_to_a_cheaper_policy_that_still_meets_the_tar
 
 def test_the_printed_lines_deploy_the_policy_tune_simulated(padded, tuned):
     lines = config_set_lines(tuned, padded.model.name, "dev")
-    assert lines and all(line.startswith(f"pulumi config set --path 'autoscaling.{padded.model.name}.") for line in lines)
-    deployed = apply_config_set(padded, [(f"autoscaling.{padded.model.name}.{path}", after) for path, _, after in tuned.changes])
-    replayed = summarize(run_policy(deployed, load(LIGHT), RunOptions()), deployed, feasible_requests(deployed, load(LIGHT)))
+    assert lines and all(
+        line.startswith(f"pulumi config set --path 'autoscaling.{padded.model.name}.") for line in lines
+    )
+    deployed = apply_config_set(
+        padded, [(f"autoscaling.{padded.model.name}.{path}", after) for path, _, after in tuned.changes]
+    )
+    replayed = summarize(
+        run_policy(deployed, load(LIGHT), RunOptions()), deployed, feasible_requests(deployed, load(LIGHT))
+    )
     assert replayed == tuned.best.summary
