@@ -12,7 +12,9 @@ import time
 from collections.abc import Callable
 
 # Linux's SO_TIMESTAMPNS (asm-generic; Python does not name it): each TCP read then carries the
-# kernel's receive time of its last segment as a CLOCK_REALTIME timespec.
+# kernel's receive time of its last segment as a CLOCK_REALTIME timespec. The first socket on a
+# machine to ask turns stamping on through a deferred work item (net/core/dev.c
+# net_enable_timestamp): a segment that lands before it ran is stamped when read, i.e. on dispatch.
 _SO_TIMESTAMPNS = 35 if sys.platform == "linux" else None
 _TIMESPEC = struct.Struct("@qq")
 _ANCILLARY_SPACE = socket.CMSG_SPACE(_TIMESPEC.size) if _SO_TIMESTAMPNS else 0
