@@ -179,3 +179,10 @@ def test_unavailable_profile_names_why():
             get_profile("x-test")
     finally:
         del profiles.UNAVAILABLE["x-test"]
+
+
+def test_l40s_tensor_figures_are_the_datasheets_dense_ones():
+    # NVIDIA L40S datasheet: BF16/FP16 Tensor 362.05 | 733* TFLOPS, FP8 733 | 1,466*, INT8 733 | 1,466*
+    # (* with sparsity); 181 is the plain L40's dense FP16.
+    l40s = gpu("l40s")
+    assert (l40s.fp16_tflops, l40s.fp8_tflops, l40s.int8_tops) == (362.05, 733, 733)
