@@ -12,12 +12,15 @@ PROFILE = "8gb-qwen2.5-1.5b"
 SHORT = "synthetic:step:base=2,peak=30,at=120,length=300,duration=600,prompt=512,output=128"
 
 
+def simulate(*extra: str, stack: str = "dev", trace: str = SHORT) -> int:
+    """`python -m capacity simulate` on the small physics profile, with the given extra flags."""
+    return main(["simulate", "--stack", stack, "--profile", PROFILE, "--trace", trace, *extra])
+
+
 def test_simulate_command_prints_the_documented_json(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     png = tmp_path / "t.png"
-    assert (
-        main(["simulate", "--stack", "dev", "--profile", PROFILE, "--trace", SHORT, "--json", "--png", str(png)]) == 0
-    )
+    assert simulate("--json", "--png", str(png)) == 0
     out = json.loads(capsys.readouterr().out)
     for key in (
         "requests",
@@ -46,10 +49,7 @@ def test_bad_input_is_one_clear_error_line(capsys, monkeypatch):
 
 def test_the_table_explains_attainment_and_infeasible_requests_and_intervals(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
-    assert (
-        main(["simulate", "--stack", "dev", "--profile", PROFILE, "--trace", SHORT, "--png", str(tmp_path / "t.png")])
-        == 0
-    )
+    assert simulate("--png", str(tmp_path / "t.png")) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "infeasible: requests no fleet serves within the SLO" in out
     assert "oracle infeasible intervals: intervals whose feasible requests miss the objective" in out
@@ -60,88 +60,27 @@ OVERLOAD = "synthetic:step:base=10,peak=80,at=30,length=120,duration=180,prompt=
 
 def test_the_table_says_how_many_warm_replicas_the_run_starts_from_and_why(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
-    assert (
-        main(
-            [
-                "simulate",
-                "--stack",
-                str(unplanned("dev", tmp_path)),
-                "--profile",
-                PROFILE,
-                "--trace",
-                SHORT,
-                "--png",
-                str(tmp_path / "t.png"),
-            ]
-        )
-        == 0
-    )
+    assert simulate("--png", str(tmp_path / "t.png"), stack=str(unplanned("dev", tmp_path))) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "warm replicas: the oracle's fleet for the first 300 s within minReplicas 1..maxReplicas 3" in out
 
 
 def test_initial_replicas_given_is_the_start_the_table_names(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
-    assert (
-        main(
-            [
-                "simulate",
-                "--stack",
-                "dev",
-                "--profile",
-                PROFILE,
-                "--trace",
-                SHORT,
-                "--initial-replicas",
-                "1",
-                "--png",
-                str(tmp_path / "t.png"),
-            ]
-        )
-        == 0
-    )
+    assert simulate("--initial-replicas", "1", "--png", str(tmp_path / "t.png")) == 0
     assert "starts from 1 warm replicas (--initial-replicas)" in " ".join(capsys.readouterr().out.split())
 
 
 def test_a_fleet_pinned_at_max_replicas_is_named_in_the_table(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
-    assert (
-        main(
-            [
-                "simulate",
-                "--stack",
-                str(unplanned("dev", tmp_path)),
-                "--profile",
-                PROFILE,
-                "--trace",
-                OVERLOAD,
-                "--png",
-                str(tmp_path / "t.png"),
-            ]
-        )
-        == 0
-    )
+    assert simulate("--png", str(tmp_path / "t.png"), stack=str(unplanned("dev", tmp_path)), trace=OVERLOAD) == 0
     assert "stack dev (pinned at maxReplicas 3)" in capsys.readouterr().out
 
 
 def test_simulate_replays_a_raw_scaledobject(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
     reference = "capacity/policies/reference/karpenter-article.yaml"
-    args = [
-        "simulate",
-        "--stack",
-        "dev",
-        "--profile",
-        PROFILE,
-        "--trace",
-        SHORT,
-        "--json",
-        "--scaledobject",
-        reference,
-        "--png",
-        str(tmp_path / "t.png"),
-    ]
-    assert main(args) == 0
+    assert simulate("--json", "--scaledobject", reference, "--png", str(tmp_path / "t.png")) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["policy"] == reference and summary["scale_events"] > 0
 
@@ -159,24 +98,7 @@ def test_a_scaledobject_query_outside_the_subset_is_one_line_naming_it(capsys, m
 def test_simulate_writes_one_html_report_with_the_table_and_the_timeline(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
     png, html = tmp_path / "t.png", tmp_path / "r.html"
-    assert (
-        main(
-            [
-                "simulate",
-                "--stack",
-                "dev",
-                "--profile",
-                PROFILE,
-                "--trace",
-                SHORT,
-                "--png",
-                str(png),
-                "--html",
-                str(html),
-            ]
-        )
-        == 0
-    )
+    assert simulate("--png", str(png), "--html", str(html)) == 0
     assert f"report: {html}" in capsys.readouterr().out.replace("\n", "")
     report = Report(html)
     assert embeds(report, png)
@@ -185,43 +107,12 @@ def test_simulate_writes_one_html_report_with_the_table_and_the_timeline(capsys,
 
 def test_the_html_report_defaults_to_next_to_the_png(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
-    assert (
-        main(
-            [
-                "simulate",
-                "--stack",
-                "dev",
-                "--profile",
-                PROFILE,
-                "--trace",
-                SHORT,
-                "--json",
-                "--png",
-                str(tmp_path / "t.png"),
-            ]
-        )
-        == 0
-    )
+    assert simulate("--json", "--png", str(tmp_path / "t.png")) == 0
     assert json.loads(capsys.readouterr().out)["html_report"] == str(tmp_path / "t.html")
     assert (tmp_path / "t.html").is_file()
 
 
 def test_an_html_path_in_a_missing_directory_is_one_line(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
-    assert (
-        main(
-            [
-                "simulate",
-                "--stack",
-                "dev",
-                "--profile",
-                PROFILE,
-                "--trace",
-                SHORT,
-                "--html",
-                str(tmp_path / "no" / "r.html"),
-            ]
-        )
-        == 2
-    )
+    assert simulate("--html", str(tmp_path / "no" / "r.html")) == 2
     assert f"--html {tmp_path / 'no' / 'r.html'}: directory {tmp_path / 'no'} does not exist" in capsys.readouterr().err
