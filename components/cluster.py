@@ -79,7 +79,7 @@ class Cluster(pulumi.ComponentResource):
             authentication_mode=eks.AuthenticationMode.API,
             access_entries=access_entries,
             endpoint_private_access=True,
-            endpoint_public_access=bool(s.public_access_cidrs),
+            endpoint_public_access=s.endpoint_access == "public-allowlist",
             public_access_cidrs=s.public_access_cidrs or None,
             enabled_cluster_log_types=s.control_plane_logs,
             encryption_config_key_arn=secrets_key.arn,
@@ -105,6 +105,7 @@ class Cluster(pulumi.ComponentResource):
         self.node_security_group_id = cluster.eks_cluster.vpc_config.cluster_security_group_id
         self.node_role_name = cluster.auto_mode_node_role_name
         cluster_opts = pulumi.ResourceOptions(parent=cluster)
+        deploy_path = self._deployer_ingress(name, s.deployer_cidrs, tags, cluster_opts)
 
         if not s.auto_mode:
             # Without Auto Mode the platform's own controllers need nodes and the agent for Pod Identity.
@@ -146,7 +147,8 @@ class Cluster(pulumi.ComponentResource):
             f"{name}-k8s",
             kubeconfig=cluster.kubeconfig_json,
             enable_server_side_apply=True,
-            opts=pulumi.ResourceOptions(parent=self),
+            # Every Kubernetes object goes through the deploy path: the runner's way in comes first.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=deploy_path),
         )
         if s.auto_mode:
             # Auto Mode enforces NetworkPolicies only once this controller switch is on.
@@ -158,6 +160,28 @@ class Cluster(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, provider=self.provider),
             )
         self.register_outputs({"name": self.name, "kubeconfig": self.kubeconfig})
+
+    def _deployer_ingress(
+        self, name: str, cidrs: list[str], tags: dict[str, str], opts: pulumi.ResourceOptions
+    ) -> list[pulumi.Resource]:
+        """The deploy path into the VPC: the private endpoint's network interfaces carry the cluster
+        security group, which admits only its own members; a runner elsewhere in the VPC needs 443
+        (EKS user guide, "Cluster API server endpoint": "ensure that your Amazon EKS control plane
+        security group contains rules to allow ingress traffic on port 443 from your bastion host")."""
+        return [
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-deployer-{i}",
+                security_group_id=self.node_security_group_id,
+                cidr_ipv4=cidr,
+                ip_protocol="tcp",
+                from_port=443,
+                to_port=443,
+                description="pulumi and kubectl from the deploy runner's subnet to the private API endpoint",
+                tags=tags,
+                opts=opts,
+            )
+            for i, cidr in enumerate(cidrs)
+        ]
 
     def _service_role(
         self, name: str, auto_mode: bool, tags: dict[str, str]

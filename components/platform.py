@@ -12,6 +12,7 @@ from contract.settings import StackSettings
 
 from .autoscaling import Autoscaling, AutoscalingArgs
 from .cluster import Cluster, ClusterArgs
+from .deploy_path import refuse_unreachable_first_deploy
 from .gateway import Gateway, GatewayArgs
 from .gateway.objects import envoy_peer
 from .gpu_capacity import GpuCapacity, GpuCapacityArgs
@@ -28,6 +29,7 @@ from .serving.objects import SERVICE_PORT
 
 class Platform(pulumi.ComponentResource):
     def __init__(self, name: str, settings: StackSettings, opts: pulumi.ResourceOptions | None = None) -> None:
+        refuse_unreachable_first_deploy(settings.cluster, cluster_name=name)
         super().__init__(type_token("platform", "Platform"), name, None, opts)
         tags = base_tags(pulumi.get_stack(), settings.environment)
         child = pulumi.ResourceOptions(parent=self)

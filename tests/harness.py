@@ -98,9 +98,12 @@ def _fake_id(args: pulumi_mocks.MockResourceArgs) -> str:
 class PlatformMocks(pulumi.runtime.Mocks):
     """Outputs a real provider would compute, just enough for the program to wire them."""
 
-    def __init__(self, stack: str) -> None:
+    def __init__(self, stack: str, existing_clusters: list[str] | None = None) -> None:
         self.stack = stack
         self.monitor: CapturingMonitor | None = None
+        # EKS clusters the mocked account already has: by default the stack's own (a stack that
+        # was deployed before); [] is an empty account.
+        self.existing_clusters = [f"llm-{stack}"] if existing_clusters is None else existing_clusters
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         state = dict(args.inputs)
@@ -133,6 +136,10 @@ class PlatformMocks(pulumi.runtime.Mocks):
     def call(self, args: pulumi_mocks.MockCallArgs) -> dict[str, Any]:
         if args.token == "aws:index/getRegion:getRegion":
             return {"name": "us-west-2", "region": "us-west-2"}
+        if args.token == "aws:index/getPartition:getPartition":
+            return {"id": "aws", "partition": "aws", "dnsSuffix": "amazonaws.com", "reverseDnsPrefix": "com.amazonaws"}
+        if args.token == "aws:eks/getClusters:getClusters":
+            return {"id": "us-west-2", "names": self.existing_clusters}
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
             return {"accountId": "123456789012", "arn": "arn:aws:iam::123456789012:user/test", "userId": "test"}
         return {}
@@ -229,14 +236,17 @@ def stack_config(stack: str) -> dict[str, str]:
     return read_stack(stack, ROOT).engine_config()
 
 
-def run_program(stack: str, config: dict[str, str] | None = None) -> StackRun:
-    """Evaluate `__main__.py` for `stack` (or with explicit config) and return what it registered."""
+def run_program(
+    stack: str, config: dict[str, str] | None = None, existing_clusters: list[str] | None = None
+) -> StackRun:
+    """Evaluate `__main__.py` for `stack` (or with explicit config) and return what it registered;
+    `existing_clusters`: the EKS clusters the account already has (default: the stack's own)."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     # A test that ran `asyncio.run` leaves the main thread without an event loop; Pulumi's
     # synchronous helpers need one.
     asyncio.set_event_loop(asyncio.new_event_loop())
-    mocks = PlatformMocks(stack)
+    mocks = PlatformMocks(stack, existing_clusters)
     monitor = CapturingMonitor(mocks)
     pulumi.runtime.settings.ROOT.set(None)  # a fresh root Stack for every run
     set_all_config(config if config is not None else stack_config(stack))

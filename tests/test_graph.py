@@ -96,6 +96,7 @@ def test_cluster_uses_auto_mode_api_auth_and_private_endpoint(stack: StackRun) -
 def test_public_endpoint_opens_only_to_the_configured_allowlist() -> None:
     config = stack_config("dev")
     cluster = json.loads(config["inference-platform:cluster"])
+    cluster["endpointAccess"] = "public-allowlist"
     cluster["publicAccessCidrs"] = ["203.0.113.0/24"]
     config["inference-platform:cluster"] = json.dumps(cluster)
     (eks_cluster,) = run_program("dev", config).of_type("eks:index:Cluster")
@@ -261,9 +262,11 @@ def test_invalid_config_stops_the_program_before_any_resource() -> None:
     assert failed.value.registered == []
 
 
-def karpenter_config() -> dict[str, str]:
-    config = stack_config("dev")
-    config["inference-platform:cluster"] = json.dumps({"kubernetesVersion": "1.34", "autoMode": False})
+def karpenter_config(stack: str = "dev") -> dict[str, str]:
+    """The stack with self-managed Karpenter instead of Auto Mode (and a RAID0 instance store)."""
+    config = stack_config(stack)
+    cluster = json.loads(config["inference-platform:cluster"])
+    config["inference-platform:cluster"] = json.dumps({**cluster, "kubernetesVersion": "1.34", "autoMode": False})
     gpu = json.loads(config["inference-platform:gpuCapacity"])
     gpu["provisioner"] = "karpenter"
     gpu["nodeClass"]["instanceStoreRaid0"] = True

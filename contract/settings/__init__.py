@@ -37,7 +37,8 @@ class StackSettings(Section):
 
     environment: Literal["dev", "prod"] = "prod"
     network: NetworkSettings = Field(default_factory=NetworkSettings)
-    cluster: ClusterSettings = Field(default_factory=ClusterSettings)
+    # Required: every stack declares how its deployer reaches the API (cluster.endpointAccess).
+    cluster: ClusterSettings
     gpu_capacity: GpuCapacitySettings = Field(default_factory=GpuCapacitySettings)
     model_store: ModelStoreSettings = Field(default_factory=ModelStoreSettings)
     serving: ServingSettings = Field(default_factory=ServingSettings)
@@ -77,6 +78,7 @@ def _cross_section_problems(s: StackSettings, aws_region: str | None, today: dat
     where = f"{NAMESPACE}:"
     problems += [f"{where}{p}" for p in s.cluster.support_problems(today)]
     problems += _zone_region_problems(s, aws_region)
+    problems += [f"{where}{p}" for p in s.cluster.deployer_problems(s.network.cidr)]
     if s.environment == "prod" and s.model_store.force_destroy:
         problems.append(
             f"{where}modelStore.forceDestroy (True) is not allowed in a prod stack: `pulumi destroy` would "

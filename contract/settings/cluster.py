@@ -6,10 +6,11 @@ import ipaddress
 import re
 from dataclasses import dataclass
 from datetime import date, timedelta
+from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from .base import Section
+from .base import RuleViolation, Section
 
 _VERSION = re.compile(r"^1\.(\d{2})$")
 _PRINCIPAL = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$")
@@ -49,8 +50,17 @@ class ClusterSettings(Section):
     auto_mode: bool = True
     # Principals that get AmazonEKSClusterAdminPolicy through an access entry.
     admin_principal_arns: list[str] = Field(default_factory=list)
-    # Empty = the API endpoint is private only. Public access needs an explicit allowlist.
+    # How whoever runs `pulumi up` (you, CI) reaches the Kubernetes API, decided before anything is
+    # created. With public access off, "all traffic to your cluster API server must come from within
+    # your cluster's VPC or a connected network" (EKS user guide, "Cluster API server endpoint").
+    # `private`: only from `deployerCidrs` inside the VPC (a runner in the private subnets);
+    # `public-allowlist`: also from the internet, only from `publicAccessCidrs`.
+    endpoint_access: Literal["private", "public-allowlist"] = "private"
+    # The deployer's and CI's egress ranges; only with endpointAccess public-allowlist.
     public_access_cidrs: list[str] = Field(default_factory=list)
+    # Ranges inside the VPC that pulumi runs from (a self-hosted runner's subnets): the cluster
+    # security group lets them reach the private endpoint on 443. Required with endpointAccess private.
+    deployer_cidrs: list[str] = Field(default_factory=list)
     control_plane_logs: list[str] = Field(default_factory=lambda: list(REQUIRED_LOGS))
     deletion_protection: bool = True
 
@@ -93,6 +103,43 @@ class ClusterSettings(Section):
                 raise ValueError("entries together cover the whole internet; list your egress ranges")
         return cidrs
 
+    @field_validator("deployer_cidrs")
+    @classmethod
+    def _deployers(cls, cidrs: list[str]) -> list[str]:
+        for cidr in cidrs:
+            try:
+                ipaddress.IPv4Network(cidr, strict=True)
+            except ValueError:
+                raise ValueError(f"entry {cidr!r} is not an IPv4 CIDR") from None
+        return cidrs
+
+    @model_validator(mode="after")
+    def _deploy_path(self) -> ClusterSettings:
+        if self.endpoint_access == "public-allowlist" and not self.public_access_cidrs:
+            raise RuleViolation(
+                "publicAccessCidrs",
+                [],
+                "must list the egress ranges of everyone who runs pulumi (you, CI) with endpointAccess "
+                "'public-allowlist', e.g. pulumi config set --path 'cluster.publicAccessCidrs[0]' "
+                "\"$(curl -s https://checkip.amazonaws.com)/32\"; or set endpointAccess to 'private'",
+            )
+        if self.endpoint_access == "private" and self.public_access_cidrs:
+            raise RuleViolation(
+                "publicAccessCidrs",
+                self.public_access_cidrs,
+                "must be empty with endpointAccess 'private' (the endpoint has no public side); set "
+                "endpointAccess to 'public-allowlist' to use them",
+            )
+        if self.endpoint_access == "private" and not self.deployer_cidrs:
+            raise RuleViolation(
+                "deployerCidrs",
+                [],
+                "must name the ranges inside the VPC that pulumi runs from (a self-hosted runner in the "
+                "private subnets, README 'Deploy') with endpointAccess 'private': a private endpoint answers "
+                "only the VPC; or set endpointAccess to 'public-allowlist' with publicAccessCidrs",
+            )
+        return self
+
     @field_validator("control_plane_logs")
     @classmethod
     def _logs(cls, logs: list[str]) -> list[str]:
@@ -103,6 +150,17 @@ class ClusterSettings(Section):
         if missing:
             raise ValueError(f"must include {list(REQUIRED_LOGS)} (missing {missing})")
         return logs
+
+    def deployer_problems(self, vpc_cidr: str) -> list[str]:
+        """Deployer ranges lie inside the VPC: it is the only network this stack creates a route to
+        (a VPN, peering or transit gateway would need routes and a network of its own)."""
+        vpc = ipaddress.IPv4Network(vpc_cidr)
+        return [
+            f"cluster.deployerCidrs[{i}] ({cidr!r}) must lie within network.cidr ({vpc_cidr}): pulumi must run "
+            "inside the VPC (a runner in its private subnets) to reach a private endpoint"
+            for i, cidr in enumerate(self.deployer_cidrs)
+            if not ipaddress.IPv4Network(cidr).subnet_of(vpc)
+        ]
 
     def support_problems(self, today: date) -> list[str]:
         """Errors: a version past EKS standard support (unless extended support is allowed), or

@@ -40,6 +40,7 @@ def test_public_cidrs_that_together_cover_the_internet_are_refused() -> None:
 
 def test_public_cidrs_of_real_egress_ranges_are_accepted() -> None:
     config = prod_config()
+    config[f"{NS}:cluster"]["endpointAccess"] = "public-allowlist"
     config[f"{NS}:cluster"]["publicAccessCidrs"] = ["203.0.113.0/24", "198.51.100.0/24"]
     StackFile(ROOT / "Pulumi.prod.yaml", config).settings()
 
@@ -144,12 +145,18 @@ class TestKubernetesSupport:
     def settings(self, version: str, **cluster: Any):
         from contract.settings.cluster import ClusterSettings
 
-        return ClusterSettings(kubernetes_version=version, **cluster)
+        # A private endpoint reached from a runner in the VPC: the deploy path every cluster declares.
+        return ClusterSettings(kubernetes_version=version, deployer_cidrs=["10.30.0.0/19"], **cluster)
 
     def test_the_default_is_in_standard_support_today(self) -> None:
         from contract.settings.cluster import ClusterSettings
 
-        assert ClusterSettings().support_problems(date(2026, 12, 1)) == []
+        assert (
+            self.settings(ClusterSettings.model_fields["kubernetes_version"].default).support_problems(
+                date(2026, 12, 1)
+            )
+            == []
+        )
 
     def test_a_version_past_standard_support_is_refused(self) -> None:
         (problem,) = self.settings("1.34").support_problems(date(2026, 12, 3))
