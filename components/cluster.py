@@ -13,6 +13,7 @@ import pulumi_kubernetes as k8s
 from contract.settings.cluster import ClusterSettings
 
 from . import iam, isolation
+from .load_balancer_controller import load_balancer_controller
 from .naming import type_token
 
 ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
@@ -28,6 +29,7 @@ class ClusterArgs:
     vpc_id: pulumi.Input[str]
     private_subnet_ids: list[pulumi.Input[str]]
     public_subnet_ids: list[pulumi.Input[str]]
+    region: str
     tags: dict[str, str]
 
 
@@ -40,6 +42,8 @@ class Cluster(pulumi.ComponentResource):
     mountpoint_role: aws.iam.Role
     # The role EKS (and Auto Mode's controllers) act as; it carries the custom-tags policy.
     service_role: aws.iam.Role
+    # Without Auto Mode: the controller behind `service.k8s.aws/nlb` (Auto Mode has its own).
+    load_balancer_controller: k8s.helm.v3.Release | None
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(type_token("cluster", "Cluster"), name, None, opts)
@@ -109,7 +113,7 @@ class Cluster(pulumi.ComponentResource):
 
         if not s.auto_mode:
             # Without Auto Mode the platform's own controllers need nodes and the agent for Pod Identity.
-            self.node_role_name = self._system_nodes(name, cluster, args)
+            self.node_role_name, system_nodes = self._system_nodes(name, cluster, args)
             aws.eks.Addon(
                 f"{name}-pod-identity-agent",
                 cluster_name=self.name,
@@ -158,6 +162,18 @@ class Cluster(pulumi.ComponentResource):
                 metadata=switch["metadata"],
                 data=switch["data"],
                 opts=pulumi.ResourceOptions(parent=self, provider=self.provider),
+            )
+        self.load_balancer_controller = None
+        if not s.auto_mode:
+            self.load_balancer_controller = load_balancer_controller(
+                name,
+                cluster_name=self.name,
+                vpc_id=args.vpc_id,
+                region=args.region,
+                provider=self.provider,
+                tags=tags,
+                parent=self,
+                after=[system_nodes],
             )
         self.register_outputs({"name": self.name, "kubeconfig": self.kubeconfig})
 
@@ -243,7 +259,9 @@ class Cluster(pulumi.ComponentResource):
             opts=opts,
         )
 
-    def _system_nodes(self, name: str, cluster: eks.Cluster, args: ClusterArgs) -> pulumi.Output[str]:
+    def _system_nodes(
+        self, name: str, cluster: eks.Cluster, args: ClusterArgs
+    ) -> tuple[pulumi.Output[str], aws.eks.NodeGroup]:
         """A small on-demand managed node group for controllers (Karpenter, operators).
         EKS creates its access entry itself when the cluster uses API authentication."""
         opts = pulumi.ResourceOptions(parent=cluster)
@@ -267,7 +285,7 @@ class Cluster(pulumi.ComponentResource):
                 "AmazonSSMManagedInstanceCore",
             )
         ]
-        aws.eks.NodeGroup(
+        group = aws.eks.NodeGroup(
             f"{name}-system",
             cluster_name=self.name,
             node_role_arn=role.arn,
@@ -279,4 +297,4 @@ class Cluster(pulumi.ComponentResource):
             tags=args.tags,
             opts=pulumi.ResourceOptions(parent=cluster, depends_on=attachments),
         )
-        return role.name
+        return role.name, group

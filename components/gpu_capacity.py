@@ -18,11 +18,12 @@ import pulumi_kubernetes as k8s
 
 from contract.gpu import GPU_RESOURCE, GPU_TAINT, INSTANCE_LABEL_PREFIX, POOL_LABEL
 from contract.names import PART_OF
-from contract.settings.gpu_capacity import GpuCapacitySettings, NodePoolSettings
+from contract.settings.gpu_capacity import GeneralPurposePoolSettings, GpuCapacitySettings, NodePoolSettings
 
 from . import iam
 from .helm import helm_release
 from .isolation import NODE_CLASS_NETWORK_POLICY
+from .karpenter_policy import NODE_ROLE_POLICIES, controller_policy
 from .naming import type_token
 
 KARPENTER_CHART = "oci://public.ecr.aws/karpenter/karpenter"
@@ -31,6 +32,17 @@ KARPENTER_NAMESPACE = "kube-system"
 KARPENTER_SERVICE_ACCOUNT = "karpenter"
 
 NODE_CLASS_NAME = "gpu"
+GENERAL_NODE_CLASS_NAME = "general"
+GENERAL_POOL_NAME = "general-purpose"
+# Platform pods need image layers and logs, not model weights.
+GENERAL_VOLUME_GIB = 50
+
+# The AL2023 NVIDIA AMIs do not include the NVIDIA device plugin (EKS user guide, "Install
+# Kubernetes device plugin for GPUs"): without it no node advertises nvidia.com/gpu.
+DEVICE_PLUGIN_CHART = "nvidia-device-plugin"
+DEVICE_PLUGIN_REPOSITORY = "https://nvidia.github.io/k8s-device-plugin"
+DEVICE_PLUGIN_VERSION = "0.20.0"
+DEVICE_PLUGIN_NAMESPACE = "kube-system"
 
 # Where each provisioner puts its well-known instance labels and node class kind.
 _FLAVOURS = {
@@ -78,14 +90,86 @@ def node_pool_spec(pool: NodePoolSettings, provisioner: str) -> dict[str, Any]:
     }
 
 
+def general_purpose_pool_spec(pool: GeneralPurposePoolSettings) -> dict[str, Any]:
+    """The untainted on-demand NodePool for platform pods, shaped like Auto Mode's built-in
+    `general-purpose` pool (EKS user guide, "Built-in NodePools": c/m/r, generation > 4, amd64)."""
+    prefix = INSTANCE_LABEL_PREFIX["karpenter"]
+    return {
+        "template": {
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": GENERAL_NODE_CLASS_NAME},
+                "requirements": [
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                    {"key": f"{prefix}/instance-category", "operator": "In", "values": ["c", "m", "r"]},
+                    {"key": f"{prefix}/instance-generation", "operator": "Gt", "values": ["4"]},
+                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                ],
+                "expireAfter": "336h",
+            }
+        },
+        "limits": {"cpu": str(pool.cpu_limit)},
+        "disruption": {
+            "consolidationPolicy": "WhenEmptyOrUnderutilized",
+            "consolidateAfter": pool.consolidate_after,
+            "budgets": [{"nodes": "10%"}],
+        },
+    }
+
+
+def device_plugin_values() -> dict[str, Any]:
+    """The NVIDIA device plugin on the GPU nodes only. The chart's default affinity wants labels from
+    Node Feature Discovery, which is not installed (its `nfd` dependency is off unless gfd is on):
+    select the label every GPU NodePool puts on its nodes instead, and tolerate the GPU taint
+    (NVIDIA/k8s-device-plugin@v0.20.0:deployments/helm/nvidia-device-plugin/values.yaml)."""
+    return {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": POOL_LABEL, "operator": "Exists"}]}]
+                }
+            }
+        },
+        "tolerations": [{"key": GPU_TAINT["key"], "operator": "Exists", "effect": GPU_TAINT["effect"]}],
+    }
+
+
 @dataclass(frozen=True)
 class GpuCapacityArgs:
     settings: GpuCapacitySettings
     cluster_name: pulumi.Input[str]
     node_role_name: pulumi.Input[str]
     node_security_group_id: pulumi.Input[str]
+    region: str
     provider: k8s.Provider
     tags: dict[str, str]
+
+
+def ec2_node_class_spec(
+    role: pulumi.Input[str], args: GpuCapacityArgs, volume_gib: int, ami_alias: str
+) -> dict[str, Any]:
+    """An `EC2NodeClass` spec: pinned AMI alias (Karpenter picks the NVIDIA variant for GPU
+    instances), the cluster's subnets and security group, an encrypted gp3 root, IMDSv2 only."""
+    return {
+        "role": role,
+        "amiSelectorTerms": [{"alias": ami_alias}],
+        "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": args.cluster_name}}],
+        "securityGroupSelectorTerms": [{"id": args.node_security_group_id}],
+        "blockDeviceMappings": [
+            {
+                "deviceName": "/dev/xvda",
+                "ebs": {
+                    "volumeSize": f"{volume_gib}Gi",
+                    "volumeType": "gp3",
+                    "iops": 3000,
+                    "throughput": 250,
+                    "encrypted": True,
+                    "deleteOnTermination": True,
+                },
+            }
+        ],
+        "metadataOptions": {"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 1},
+        "tags": args.tags,
+    }
 
 
 class GpuCapacity(pulumi.ComponentResource):
@@ -155,12 +239,7 @@ class GpuCapacity(pulumi.ComponentResource):
             tags=tags,
             opts=aws_opts,
         )
-        for policy in (
-            "AmazonEKSWorkerNodePolicy",
-            "AmazonEKS_CNI_Policy",
-            "AmazonEC2ContainerRegistryReadOnly",
-            "AmazonSSMManagedInstanceCore",
-        ):
+        for policy in NODE_ROLE_POLICIES:
             aws.iam.RolePolicyAttachment(
                 f"{name}-karpenter-node-{policy}",
                 role=node_role.name,
@@ -185,11 +264,20 @@ class GpuCapacity(pulumi.ComponentResource):
             parent=self,
             association_name=f"{name}-karpenter",
         )
+        partition = aws.get_partition_output().partition
+        account_id = aws.get_caller_identity_output().account_id
         aws.iam.RolePolicy(
             f"{name}-karpenter-controller",
             role=controller_role.id,
-            policy=pulumi.Output.all(queue.arn, node_role.arn, args.cluster_name).apply(
-                lambda a: _controller_policy(queue_arn=a[0], node_role_arn=a[1], cluster_name=a[2])
+            policy=pulumi.Output.all(queue.arn, node_role.arn, args.cluster_name, partition, account_id).apply(
+                lambda a: controller_policy(
+                    queue_arn=a[0],
+                    node_role_arn=a[1],
+                    cluster_name=a[2],
+                    partition=a[3],
+                    account_id=a[4],
+                    region=args.region,
+                )
             ),
             opts=pulumi.ResourceOptions(parent=controller_role),
         )
@@ -210,28 +298,36 @@ class GpuCapacity(pulumi.ComponentResource):
             },
             opts=pulumi.ResourceOptions(parent=self, provider=opts.provider, depends_on=[association]),
         )
-        node_class_spec: dict[str, Any] = {
-            "role": node_role.name,
-            # The alias picks the NVIDIA variant of the AMI for GPU instances; pinned, never @latest.
-            "amiSelectorTerms": [{"alias": s.node_class.ami_alias}],
-            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": args.cluster_name}}],
-            "securityGroupSelectorTerms": [{"id": args.node_security_group_id}],
-            "blockDeviceMappings": [
-                {
-                    "deviceName": "/dev/xvda",
-                    "ebs": {
-                        "volumeSize": f"{s.node_class.ephemeral_storage_gib}Gi",
-                        "volumeType": "gp3",
-                        "iops": 3000,
-                        "throughput": 250,
-                        "encrypted": True,
-                        "deleteOnTermination": True,
-                    },
-                }
-            ],
-            "metadataOptions": {"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 1},
-            "tags": tags,
-        }
+        after_release = pulumi.ResourceOptions(parent=self, provider=opts.provider, depends_on=[release])
+        if s.node_class.needs_device_plugin:
+            helm_release(
+                f"{name}-nvidia-device-plugin",
+                DEVICE_PLUGIN_CHART,
+                DEVICE_PLUGIN_VERSION,
+                DEVICE_PLUGIN_NAMESPACE,
+                repository=DEVICE_PLUGIN_REPOSITORY,
+                values=device_plugin_values(),
+                opts=pulumi.ResourceOptions(parent=self, provider=opts.provider),
+            )
+        general = k8s.apiextensions.CustomResource(
+            f"{name}-general-node-class",
+            api_version="karpenter.k8s.aws/v1",
+            kind="EC2NodeClass",
+            metadata={"name": GENERAL_NODE_CLASS_NAME, "labels": PART_OF},
+            spec=ec2_node_class_spec(node_role.name, args, GENERAL_VOLUME_GIB, s.node_class.ami_alias),
+            opts=after_release,
+        )
+        k8s.apiextensions.CustomResource(
+            f"{name}-{GENERAL_POOL_NAME}",
+            api_version="karpenter.sh/v1",
+            kind="NodePool",
+            metadata={"name": GENERAL_POOL_NAME, "labels": PART_OF},
+            spec=general_purpose_pool_spec(s.general_purpose),
+            opts=pulumi.ResourceOptions(parent=self, provider=opts.provider, depends_on=[general]),
+        )
+        node_class_spec = ec2_node_class_spec(
+            node_role.name, args, s.node_class.ephemeral_storage_gib, s.node_class.ami_alias
+        )
         if s.node_class.instance_store_raid0:
             # NVMe instance store as one RAID0 volume: a fast local cache for model weights.
             node_class_spec["instanceStorePolicy"] = "RAID0"
@@ -241,7 +337,7 @@ class GpuCapacity(pulumi.ComponentResource):
             kind="EC2NodeClass",
             metadata={"name": NODE_CLASS_NAME},
             spec=node_class_spec,
-            opts=pulumi.ResourceOptions(parent=self, provider=opts.provider, depends_on=[release]),
+            opts=after_release,
         )
 
     def _interruption_queue(self, name: str, tags: dict[str, str], opts: pulumi.ResourceOptions) -> aws.sqs.Queue:
@@ -277,6 +373,10 @@ class GpuCapacity(pulumi.ComponentResource):
             "spot": {"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]},
             "rebalance": {"source": ["aws.ec2"], "detail-type": ["EC2 Instance Rebalance Recommendation"]},
             "state": {"source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"]},
+            "capacity-reservation": {
+                "source": ["aws.ec2"],
+                "detail-type": ["EC2 Capacity Reservation Instance Interruption Warning"],
+            },
         }
         for key, pattern in events.items():
             rule = aws.cloudwatch.EventRule(
@@ -286,63 +386,3 @@ class GpuCapacity(pulumi.ComponentResource):
                 f"{name}-{key}", rule=rule.name, arn=queue.arn, opts=pulumi.ResourceOptions(parent=rule)
             )
         return queue
-
-
-def _controller_policy(queue_arn: str, node_role_arn: str, cluster_name: str) -> str:
-    """Karpenter controller permissions, following its reference CloudFormation policy."""
-    owned = {"StringEquals": {f"aws:ResourceTag/kubernetes.io/cluster/{cluster_name}": "owned"}}
-    return iam.document(
-        {
-            "Sid": "Provision",
-            "Effect": "Allow",
-            "Action": ["ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate", "ec2:CreateTags"],
-            "Resource": "*",
-        },
-        {
-            "Sid": "TerminateOwned",
-            "Effect": "Allow",
-            "Action": ["ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"],
-            "Resource": "*",
-            "Condition": owned,
-        },
-        {
-            "Sid": "Discover",
-            "Effect": "Allow",
-            "Action": [
-                "ec2:DescribeAvailabilityZones",
-                "ec2:DescribeImages",
-                "ec2:DescribeInstances",
-                "ec2:DescribeInstanceTypeOfferings",
-                "ec2:DescribeInstanceTypes",
-                "ec2:DescribeLaunchTemplates",
-                "ec2:DescribeSecurityGroups",
-                "ec2:DescribeSpotPriceHistory",
-                "ec2:DescribeSubnets",
-                "pricing:GetProducts",
-                "ssm:GetParameter",
-                "eks:DescribeCluster",
-            ],
-            "Resource": "*",
-        },
-        {
-            "Sid": "Interruptions",
-            "Effect": "Allow",
-            "Action": ["sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:ReceiveMessage"],
-            "Resource": queue_arn,
-        },
-        {"Sid": "PassNodeRole", "Effect": "Allow", "Action": "iam:PassRole", "Resource": node_role_arn},
-        {
-            "Sid": "InstanceProfiles",
-            "Effect": "Allow",
-            "Action": [
-                "iam:CreateInstanceProfile",
-                "iam:TagInstanceProfile",
-                "iam:AddRoleToInstanceProfile",
-                "iam:RemoveRoleFromInstanceProfile",
-                "iam:DeleteInstanceProfile",
-                "iam:GetInstanceProfile",
-                "iam:ListInstanceProfiles",
-            ],
-            "Resource": "*",
-        },
-    )

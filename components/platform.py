@@ -46,6 +46,7 @@ class Platform(pulumi.ComponentResource):
                 vpc_id=self.network.vpc_id,
                 private_subnet_ids=self.network.private_subnet_ids,
                 public_subnet_ids=self.network.public_subnet_ids,
+                region=settings.network.region,
                 tags=tags,
             ),
             opts=child,
@@ -58,6 +59,7 @@ class Platform(pulumi.ComponentResource):
                 cluster_name=self.cluster.name,
                 node_role_name=self.cluster.node_role_name,
                 node_security_group_id=self.cluster.node_security_group_id,
+                region=settings.network.region,
                 provider=provider,
                 tags=tags,
             ),
@@ -139,6 +141,7 @@ class Platform(pulumi.ComponentResource):
                 auto_mode=settings.cluster.auto_mode,
                 provider=provider,
                 depends_on=[self.serving],
+                load_balancer_controller=self.cluster.load_balancer_controller,
             ),
             opts=child,
         )

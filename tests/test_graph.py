@@ -266,7 +266,7 @@ def karpenter_config(stack: str = "dev") -> dict[str, str]:
     """The stack with self-managed Karpenter instead of Auto Mode (and a RAID0 instance store)."""
     config = stack_config(stack)
     cluster = json.loads(config["inference-platform:cluster"])
-    config["inference-platform:cluster"] = json.dumps({**cluster, "kubernetesVersion": "1.34", "autoMode": False})
+    config["inference-platform:cluster"] = json.dumps({**cluster, "autoMode": False})
     gpu = json.loads(config["inference-platform:gpuCapacity"])
     gpu["provisioner"] = "karpenter"
     gpu["nodeClass"]["instanceStoreRaid0"] = True
@@ -297,9 +297,10 @@ def test_karpenter_gets_interruption_events_through_sqs(karpenter: StackRun) -> 
             "EC2 Spot Instance Interruption Warning",
             "EC2 Instance Rebalance Recommendation",
             "EC2 Instance State-change Notification",
+            "EC2 Capacity Reservation Instance Interruption Warning",
         ]
     )
-    assert len(karpenter.of_type("aws:cloudwatch/eventTarget:EventTarget")) == 4
+    assert len(karpenter.of_type("aws:cloudwatch/eventTarget:EventTarget")) == 5
 
 
 def test_karpenter_controller_uses_pod_identity_and_nodes_join_by_access_entry(karpenter: StackRun) -> None:
@@ -312,7 +313,11 @@ def test_karpenter_controller_uses_pod_identity_and_nodes_join_by_access_entry(k
 
 
 def test_karpenter_node_class_pins_the_ami_and_raids_instance_store(karpenter: StackRun) -> None:
-    (node_class,) = karpenter.of_type("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
+    (node_class,) = [
+        n
+        for n in karpenter.of_type("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
+        if n.inputs["metadata"]["name"] == "gpu"
+    ]
     spec = node_class.inputs["spec"]
     assert spec["amiSelectorTerms"] == [{"alias": "al2023@v20251117"}]
     assert spec["instanceStorePolicy"] == "RAID0"

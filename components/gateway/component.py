@@ -57,6 +57,8 @@ class GatewayArgs:
     auto_mode: bool
     provider: k8s.Provider
     depends_on: list[pulumi.Resource]
+    # Without Auto Mode, the controller that gives the `service.k8s.aws/nlb` Service its address.
+    load_balancer_controller: pulumi.Resource | None = None
 
 
 class Gateway(pulumi.ComponentResource):
@@ -168,8 +170,12 @@ class Gateway(pulumi.ComponentResource):
         route = apply("route", ai_gateway_route(args.models, gw), gw_obj, *policies, *installed, *args.depends_on)
 
         lb = load_balancer_service(gw, args.auto_mode)
+        controller = [args.load_balancer_controller] if args.load_balancer_controller else []
         nlb = k8s.core.v1.Service(
-            f"{name}-nlb", metadata=lb["metadata"], spec=lb["spec"], opts=after(gw_obj, route, *policies)
+            f"{name}-nlb",
+            metadata=lb["metadata"],
+            spec=lb["spec"],
+            opts=after(gw_obj, route, *policies, *controller),
         )
 
         self.hostname = nlb.status.apply(_ingress_hostname)

@@ -98,7 +98,9 @@ class NodePoolSettings(Section):
 class NodeClassSettings(Section):
     # Root/ephemeral volume for image layers and, without instance store, the model cache.
     ephemeral_storage_gib: int = Field(default=200, alias="ephemeralStorageGiB", ge=50, le=16384)
-    # Karpenter only: pinned AMI alias (Karpenter picks the NVIDIA variant for GPU instances).
+    # Karpenter only: pinned AMI alias (Karpenter picks the NVIDIA variant for GPU instances). The
+    # AL2023 NVIDIA AMIs lack the NVIDIA device plugin, so the program installs it; Bottlerocket's
+    # NVIDIA variants ship it (EKS user guide, "Install Kubernetes device plugin for GPUs").
     ami_alias: str = "al2023@v20251117"
     # Karpenter only: RAID0 the NVMe instance store (g5/g6 have it) as a local model cache.
     instance_store_raid0: bool = False
@@ -109,6 +111,26 @@ class NodeClassSettings(Section):
         if not re.match(r"^(al2023|bottlerocket)@v[\d.]+$", value):
             raise ValueError('must be a pinned alias like "al2023@v20251117" (never @latest)')
         return value
+
+    @property
+    def needs_device_plugin(self) -> bool:
+        """Whether nodes of this AMI advertise `nvidia.com/gpu` only once the NVIDIA device plugin runs."""
+        return self.ami_alias.startswith("al2023@")
+
+
+class GeneralPurposePoolSettings(Section):
+    """Karpenter only: the untainted NodePool for platform pods (Redis one per node, Prometheus,
+    operators), as Auto Mode's built-in `general-purpose` pool; the system node group keeps
+    Karpenter itself off the nodes it manages."""
+
+    # The spend guard of the pool, in vCPUs.
+    cpu_limit: int = Field(default=64, ge=8)
+    consolidate_after: str = "5m"
+
+    @field_validator("consolidate_after")
+    @classmethod
+    def _durations(cls, value: str) -> str:
+        return _duration(value, "Karpenter duration")
 
 
 def _default_pools() -> list[NodePoolSettings]:
@@ -122,6 +144,7 @@ class GpuCapacitySettings(Section):
     provisioner: Literal["auto-mode", "karpenter"] = "auto-mode"
     node_class: NodeClassSettings = Field(default_factory=NodeClassSettings)
     pools: list[NodePoolSettings] = Field(default_factory=_default_pools)
+    general_purpose: GeneralPurposePoolSettings = Field(default_factory=GeneralPurposePoolSettings)
 
     @model_validator(mode="after")
     def _pools(self) -> GpuCapacitySettings:

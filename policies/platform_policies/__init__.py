@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pulumi_policy import Policy
 
-from . import cluster, gateway, gpu, isolation, scaling, serving, storage, supply_chain
+from . import cluster, first_deploy, gateway, gpu, isolation, scaling, serving, storage, supply_chain
 
 PACK_NAME = "inference-platform"
 
@@ -18,6 +18,7 @@ POLICIES: list[Policy] = [
     *serving.POLICIES,
     *cluster.POLICIES,
     *isolation.POLICIES,
+    *first_deploy.POLICIES,
 ]
 
 BY_NAME: dict[str, Policy] = {policy.name: policy for policy in POLICIES}

@@ -1032,6 +1032,9 @@ def test_stack_policies_are_stack_validation_policies() -> None:
         "auto-mode-node-class-tags-permitted",
         "network-policies-enforced",
         "predictors-reachable-only-through-gateway",
+        "private-endpoint-has-a-deploy-path",
+        "load-balancer-class-has-its-controller",
+        "gpu-node-pools-advertise-gpus",
     }
 
 
