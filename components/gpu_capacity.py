@@ -92,7 +92,8 @@ def node_pool_spec(pool: NodePoolSettings, provisioner: str) -> dict[str, Any]:
 
 def general_purpose_pool_spec(pool: GeneralPurposePoolSettings) -> dict[str, Any]:
     """The untainted on-demand NodePool for platform pods, shaped like Auto Mode's built-in
-    `general-purpose` pool (EKS user guide, "Built-in NodePools": c/m/r, generation > 4, amd64)."""
+    `general-purpose` pool (EKS user guide, "Enable or Disable Built-in NodePools": on-demand only,
+    the C, M and R families, generation 5 or newer, amd64)."""
     prefix = INSTANCE_LABEL_PREFIX["karpenter"]
     return {
         "template": {

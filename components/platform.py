@@ -158,6 +158,8 @@ class Platform(pulumi.ComponentResource):
 
         self.outputs = {
             "vpcId": self.network.vpc_id,
+            # Where the deploy runner goes (cluster.deployerCidrs admits them to the private API).
+            "privateSubnetIds": self.network.private_subnet_ids,
             "clusterName": self.cluster.name,
             "kubeconfig": self.cluster.kubeconfig,
             "modelBucket": self.model_store.bucket_name,

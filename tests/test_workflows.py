@@ -155,3 +155,19 @@ def test_deploy_never_cancels_a_running_update() -> None:
 
 def test_ci_is_callable_from_the_deploy_workflow() -> None:
     assert "workflow_call" in triggers(by_name("ci"))
+
+
+@pytest.mark.parametrize("name", ["preview", "deploy"])
+def test_pulumi_runs_on_the_runner_inside_its_stacks_vpc(name: str) -> None:
+    """The stacks' API endpoints are private (cluster.endpointAccess): a GitHub-hosted runner cannot
+    reach them, so every job that previews or deploys a stack runs on the self-hosted runner
+    labelled for that stack (README, "Deploy")."""
+    for job_id, job, step in pulumi_steps(by_name(name)):
+        runs_on = job["runs-on"]
+        assert isinstance(runs_on, list) and "self-hosted" in runs_on, job_id
+        assert f"inference-platform-{step['with']['stack-name']}" in runs_on, job_id
+
+
+def test_tests_still_run_on_github_hosted_runners() -> None:
+    """Only what talks to a cluster needs the runner in the VPC; `make test` needs no cloud."""
+    assert by_name("ci")["jobs"]["test"]["runs-on"].startswith("ubuntu-")

@@ -39,6 +39,11 @@ def test_the_runner_subnets_reach_the_api_on_443_through_the_cluster_security_gr
         assert rule.inputs["securityGroupId"] == "sg-cluster"
 
 
+def test_the_stack_exports_the_private_subnets_a_runner_goes_into(stack: StackRun) -> None:
+    zones = load_stack(stack.stack, ROOT).network.availability_zones
+    assert len(stack.outputs["privateSubnetIds"]) == len(zones)
+
+
 def test_every_kubernetes_object_waits_for_the_deploy_path(stack: StackRun) -> None:
     (provider,) = stack.of_type("pulumi:providers:kubernetes")
     assert {r.urn for r in stack.of_type(INGRESS)} <= set(provider.dependencies)
