@@ -16,6 +16,7 @@ from capacity.cli.sim_args import (
     emit,
     load_inputs,
     row_name,
+    slo_note,
     start_note,
 )
 from capacity.planning.html_report import HtmlFigure, write_html
@@ -30,7 +31,7 @@ from capacity.planning.run import (
     since,
     summarize,
 )
-from capacity.planning.stack import StackModel, read_policy_file
+from capacity.planning.stack import StackModel
 from capacity.runtime import worker_pool
 from capacity.sim.scaledobject import Manifest, read_scaled_object
 from capacity.workload import traces
@@ -46,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         action="append",
         default=[],
-        help="autoscaling section file, shaped like the stack's; repeatable (default: none)",
+        help="autoscaling section file (stack shape) laid over the stack's, key by key; repeatable (default: none)",
     )
     add_scaledobject_argument(parser, repeatable=True)
     parser.add_argument(
@@ -85,15 +86,6 @@ def _job(job: Job) -> RunSummary:
     return summarize(scored, sm, feasible[keep])
 
 
-def _with_policy_file(sm: StackModel, path: Path) -> StackModel:
-    try:
-        return sm.with_policy(read_policy_file(path))
-    except ValueError as error:
-        if str(error).startswith(f"policy file {path}"):
-            raise
-        raise ValueError(f"policy file {path} does not validate against stack {sm.stack}: {error}") from None
-
-
 def run(args: argparse.Namespace) -> int:
     if args.static is not None and args.static < 1:
         raise ValueError(f"--static must be >= 1 replica, got {args.static}")
@@ -117,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
         orc = run_oracle(sm, trace.window(cut, math.inf), options)
     jobs: list[Job] = [(f"stack {sm.stack}", sm, trace, options, None, feasible, cut)]
     for path in args.policy:
-        jobs.append((str(path), _with_policy_file(sm, path), trace, options, None, feasible, cut))
+        candidate = sm.with_policy_file(path)
+        jobs.append((f"{path}{slo_note(candidate)}", candidate, trace, options, None, feasible, cut))
     for path, manifest in zip([*args.scaledobject, *references], manifests):
         label = f"reference {manifest.name}" if path in references else str(path)
         jobs.append((label, sm, trace, options, manifest, feasible, cut))

@@ -79,6 +79,19 @@ def row_name(name: str, summary: RunSummary, sm: StackModel) -> str:
     return f"{name} (pinned at {what})" if summary.max_replicas_used >= ceiling else name
 
 
+def slo_note(sm: StackModel) -> str:
+    """' (SLO ...; the stack's: ...)' when the policy simulated judges requests by another SLO
+    than the stack file's own for the model (a policy file that sets `slo`), else ''."""
+    own = sm.source.settings().autoscaling_for(sm.model.name).slo
+    slo = sm.policy.slo
+    if (slo.ttft_p95_seconds, slo.tpot_p95_seconds) == (own.ttft_p95_seconds, own.tpot_p95_seconds):
+        return ""
+    return (
+        f" (SLO TTFT/TPOT {slo.ttft_p95_seconds:g}/{slo.tpot_p95_seconds:g} s; "
+        f"stack {own.ttft_p95_seconds:g}/{own.tpot_p95_seconds:g} s)"
+    )
+
+
 def start_note(manifest: Manifest, options: RunOptions) -> str:
     """How many warm replicas a ScaledObject's runs start from, and why (the --initial-replicas default)."""
     n = initial_replicas(manifest, options)

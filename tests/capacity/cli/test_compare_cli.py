@@ -98,3 +98,40 @@ def test_score_after_outside_zero_to_one_is_refused_in_one_line(capsys, monkeypa
     assert main(["compare", "--stack", "dev", "--trace", SHORT, "--score-after", "1"]) != 0
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--score-after must be in [0, 1)" in err
+
+
+def test_a_policy_file_restating_one_stack_value_simulates_exactly_as_the_stack(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    policy = tmp_path / "same.yaml"
+    policy.write_text("qwen25-1p5b: {maxReplicas: 3}\n")  # dev's own ceiling: the overlay changes nothing
+    args = ["--json", "--policy", str(policy), "--html", str(tmp_path / "r.html")]
+    assert main(["compare", "--stack", "dev", "--profile", PROFILE, "--trace", SHORT, "--no-references", *args]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[str(policy)] == rows["stack dev"]
+
+
+def test_a_policy_file_judged_by_another_slo_says_so_in_its_row(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    policy = tmp_path / "slo.yaml"
+    policy.write_text("qwen25-1p5b: {slo: {ttftP95Seconds: 2.5}}\n")
+    html = tmp_path / "r.html"
+    assert (
+        main(
+            [
+                "compare",
+                "--stack",
+                "dev",
+                "--profile",
+                PROFILE,
+                "--trace",
+                SHORT,
+                "--no-references",
+                "--policy",
+                str(policy),
+                "--html",
+                str(html),
+            ]
+        )
+        == 0
+    )
+    assert any(c.startswith(f"{policy} (SLO TTFT/TPOT 2.5/0.1 s; stack 1/0.1 s)") for c in Report(html).cells)
