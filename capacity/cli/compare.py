@@ -17,7 +17,7 @@ from capacity.cli.sim_args import (
     load_inputs,
     row_name,
     slo_note,
-    start_note,
+    starts_note,
 )
 from capacity.planning.html_report import HtmlFigure, write_html
 from capacity.planning.report import COMPARISON_CAPTION, plot_comparison, summary_html_table
@@ -151,13 +151,15 @@ def run(args: argparse.Namespace) -> int:
         for (name, model, _, _, how, _, _), summary, (_, row) in zip(jobs, summaries, rows)
     ]
     table.append(rows[-1])
-    emit(args, {name: s for name, s in rows}, table, f"{title}\n{start_note(sm.manifest, options)}")
+    raw = [(name, how) for name, _, _, _, how, _, _ in jobs if isinstance(how, Manifest)]
+    note = starts_note(sm.manifest, raw, options)
+    emit(args, {name: s for name, s in rows}, table, f"{title}\n{note}")
     html = args.html or Path("out") / f"compare-{sm.stack}-{sm.model.name}.html"
     png = plot_comparison(table, html.with_suffix(".png"), title, rows[0][1]["slo"]["objective"])
     write_html(
         html,
         title,
-        [start_note(sm.manifest, options)],
+        [note],
         [summary_html_table(table, "policies")],
         [HtmlFigure(png, COMPARISON_CAPTION)],
     )

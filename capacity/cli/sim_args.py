@@ -103,6 +103,19 @@ def start_note(manifest: Manifest, options: RunOptions) -> str:
     )
 
 
+def starts_note(stack: Manifest, others: Sequence[tuple[str, Manifest]], options: RunOptions) -> str:
+    """`start_note` of the stack's policy, and the warm start of every other ScaledObject that starts
+    elsewhere (each within its own minReplicaCount..maxReplicaCount)."""
+    own = initial_replicas(stack, options)
+    starts: dict[str, set[int]] = {}
+    for _, m in others:
+        if (n := initial_replicas(m, options)) != own:
+            starts.setdefault(m.name, set()).add(n)
+    elsewhere = [f"{name} {'/'.join(map(str, sorted(ns)))}" for name, ns in starts.items()]
+    note = start_note(stack, options)
+    return note + (f"\nother ScaledObjects start within their own bounds: {', '.join(elsewhere)}" if elsewhere else "")
+
+
 def add_scaledobject_argument(p: argparse.ArgumentParser, repeatable: bool) -> None:
     help_text = "a raw KEDA ScaledObject manifest (prometheus triggers within the simulator's PromQL subset, cron)"
     if repeatable:

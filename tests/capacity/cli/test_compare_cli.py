@@ -5,6 +5,7 @@ from pathlib import Path
 
 from capacity.__main__ import main
 from tests.html_page import Report, embeds
+from tests.stacks import unplanned
 
 ROOT = Path(__file__).resolve().parents[3]
 PROFILE = "8gb-qwen2.5-1.5b"
@@ -135,3 +136,22 @@ def test_a_policy_file_judged_by_another_slo_says_so_in_its_row(capsys, monkeypa
         == 0
     )
     assert any(c.startswith(f"{policy} (SLO TTFT/TPOT 2.5/0.1 s; stack 1/0.1 s)") for c in Report(html).cells)
+
+
+def test_the_header_says_where_a_scaledobject_starts_when_it_is_not_the_stacks_start(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    so = tmp_path / "so.yaml"
+    so.write_text(
+        "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata: {name: pinned-one}\n"
+        "spec:\n  scaleTargetRef: {name: p}\n  minReplicaCount: 1\n  maxReplicaCount: 1\n  triggers:\n"
+        '    - type: prometheus\n      metadata: {serverAddress: "http://p:9090", '
+        'query: "sum(vllm:num_requests_waiting)", threshold: "4"}\n'
+    )
+    args = ["--no-references", "--scaledobject", str(so), "--html", str(tmp_path / "r.html")]
+    assert (
+        main(["compare", "--stack", str(unplanned("dev", tmp_path)), "--profile", PROFILE, "--trace", SHORT, *args])
+        == 0
+    )
+    out = " ".join(capsys.readouterr().out.split())
+    assert "starts from 2 warm replicas" in out  # the oracle's first interval, within dev's 1..3
+    assert "other ScaledObjects start within their own bounds: pinned-one 1" in out
