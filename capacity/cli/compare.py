@@ -24,6 +24,7 @@ from capacity.planning.report import COMPARISON_CAPTION, plot_comparison, summar
 from capacity.planning.run import (
     RunOptions,
     RunSummary,
+    oracle_targets,
     run_oracle,
     run_policy,
     run_scaled_object,
@@ -141,7 +142,8 @@ def run(args: argparse.Namespace) -> int:
         "infeasible_requests": orc.infeasible_requests,
         "oracle_infeasible_intervals": orc.infeasible_intervals,
     }
-    rows.append((f"oracle ({orc.interval_s:.0f} s intervals)", oracle_row))
+    sized_for = oracle_targets(sm, options).objective
+    rows.append((f"oracle ({orc.interval_s:.0f} s intervals, sized for {sized_for * 100:g}%)", oracle_row))
     scored = int((trace.arrivals >= cut).sum())
     part = f", scored after {args.score_after:.0%} of its time ({scored} requests)" if cut else ""
     title = f"{sm.stack}/{sm.model.name} ({sm.profile.name}) on {trace.name}: {len(trace)} requests{part}"
@@ -155,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     note = starts_note(sm.manifest, raw, options)
     emit(args, {name: s for name, s in rows}, table, f"{title}\n{note}")
     html = args.html or Path("out") / f"compare-{sm.stack}-{sm.model.name}.html"
-    png = plot_comparison(table, html.with_suffix(".png"), title, rows[0][1]["slo"]["objective"])
+    png = plot_comparison(table, html.with_suffix(".png"), title, rows[0][1]["slo"]["objective"], sized_for)
     write_html(
         html,
         title,

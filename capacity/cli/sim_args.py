@@ -62,6 +62,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
         "objective, 0.95; use the planner's --slo-attainment to compare with a plan)",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--wide", action="store_true", help="every column (e2e p99, failed, infeasible), ~170 columns wide")
 
 
 def fleet_ceiling(sm: StackModel) -> tuple[int, str]:
@@ -181,4 +182,4 @@ def emit(args: argparse.Namespace, payload: Any, rows: Sequence[tuple[str, Mappi
         json.dump(payload, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print_table(rows, title)
+        print_table(rows, title, wide=args.wide)
