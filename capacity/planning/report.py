@@ -104,7 +104,10 @@ def plot_comparison(
     left.axvline(objective * 100, color="tab:red", linestyle=":", label=f"SLO objective {objective:.0%}")
     if oracle_objective is not None and oracle_objective != objective:
         left.axvline(
-            oracle_objective * 100, color="tab:purple", linestyle="--", label=f"oracle sized for {oracle_objective * 100:g}%"
+            oracle_objective * 100,
+            color="tab:purple",
+            linestyle="--",
+            label=f"oracle sized for {oracle_objective * 100:g}%",
         )
     left.set_xlim(0, 112)  # room for the labels right of a full bar
     left.set_xlabel("SLO attained (% of feasible requests)")

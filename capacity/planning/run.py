@@ -129,7 +129,13 @@ def since(result: SimResult, start: float, end: float = math.inf) -> tuple[SimRe
     # Replicas: the ready pods at each HPA sync from `start` on (nodes would also count the
     # emptied ones awaiting consolidation).
     timeline = result.timeline
-    peak = max((r for t, r in zip(timeline.t, timeline.ready) if start <= t < end), default=0)
+    # The whole run: the fleet's own count (every READY event); a part: the timeline's samples in it.
+    whole = start <= 0 and end == math.inf
+    peak = (
+        result.max_replicas_used
+        if whole
+        else max((r for t, r in zip(timeline.t, timeline.ready) if start <= t < end), default=0)
+    )
     view = replace(
         result,
         arrival=result.arrival[keep],
