@@ -12,7 +12,7 @@ POLICY_PACK := --policy-pack policies --policy-pack-config policies/config/$(STA
 PULUMI_INSTALL_URL := https://www.pulumi.com/docs/iac/download-install/
 
 .DEFAULT_GOAL := help
-.PHONY: help setup system-packages lint test preview up destroy lab pulumi-cli
+.PHONY: help setup system-packages lint test preview up destroy lab pulumi-cli stack-file stack-named
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -24,10 +24,11 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(VENV)/bin/pip install --quiet -r requirements-dev.txt
 	touch $@
 
-# promtool and prometheus (rule tests, the capacity lab) come from the OS packages.
+# promtool and prometheus (rule tests, the capacity lab) come from the OS packages: as root, or through sudo.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 system-packages:
 	@command -v promtool >/dev/null && command -v prometheus >/dev/null || \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }
+		{ $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq prometheus >/dev/null; }
 
 setup: system-packages $(VENV)/.installed ## create the virtualenv and install the test tools
 
@@ -43,19 +44,26 @@ test: lint ## lint, then run the whole test suite (no cloud account needed)
 pulumi-cli:
 	@command -v pulumi >/dev/null || { echo "The Pulumi CLI is not installed: see $(PULUMI_INSTALL_URL)" >&2; exit 1; }
 
-preview: pulumi-cli setup ## show what `make up` would change in STACK, checked by the policy pack
+# A typo (STACK=prdo) must not create a stray stack: only a stack with its Pulumi.<stack>.yaml.
+stack-file:
+	@test -f Pulumi.$(STACK).yaml || { echo "No stack file Pulumi.$(STACK).yaml: STACK must be one of: $(patsubst Pulumi.%.yaml,%,$(wildcard Pulumi.*.yaml))" >&2; exit 1; }
+
+# Deleting is never a default: the stack is named on the command line, checked before anything else.
+stack-named:
+	@test "$(origin STACK)" = "command line" || { echo "Name the stack to delete: make destroy STACK=dev" >&2; exit 1; }
+
+preview: stack-file pulumi-cli setup ## show what `make up` would change in STACK, checked by the policy pack
 	mkdir -p $(STATE_DIR)
 	pulumi stack select --create $(STACK)
 	pulumi preview --stack $(STACK) $(POLICY_PACK)
 
-up: pulumi-cli setup ## deploy STACK (needs AWS credentials), checked by the policy pack first
+up: stack-file pulumi-cli setup ## deploy STACK (needs AWS credentials), checked by the policy pack first
 	mkdir -p $(STATE_DIR)
 	pulumi stack select --create $(STACK)
 	pulumi up --stack $(STACK) $(POLICY_PACK)
 
 # A stack that runs GPUs costs money every hour: removing it is one command, but never by default.
-destroy: pulumi-cli ## delete every resource of STACK=<name> (given explicitly)
-	@test "$(origin STACK)" = "command line" || { echo "Name the stack to delete: make destroy STACK=dev" >&2; exit 1; }
+destroy: stack-named stack-file pulumi-cli ## delete every resource of STACK=<name> (given explicitly)
 	pulumi destroy --stack $(STACK)
 
 lab: setup ## the GPU-free capacity loop (mock replicas + a real Prometheus)

@@ -16,13 +16,15 @@ from capacity.cli.sim_args import (
     emit,
     load_inputs,
     row_name,
-    start_note,
+    slo_note,
+    starts_note,
 )
 from capacity.planning.html_report import HtmlFigure, write_html
 from capacity.planning.report import COMPARISON_CAPTION, plot_comparison, summary_html_table
 from capacity.planning.run import (
     RunOptions,
     RunSummary,
+    oracle_targets,
     run_oracle,
     run_policy,
     run_scaled_object,
@@ -30,7 +32,7 @@ from capacity.planning.run import (
     since,
     summarize,
 )
-from capacity.planning.stack import StackModel, read_policy_file
+from capacity.planning.stack import StackModel
 from capacity.runtime import worker_pool
 from capacity.sim.scaledobject import Manifest, read_scaled_object
 from capacity.workload import traces
@@ -46,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         action="append",
         default=[],
-        help="autoscaling section file, shaped like the stack's; repeatable (default: none)",
+        help="autoscaling section file (stack shape) laid over the stack's, key by key; repeatable (default: none)",
     )
     add_scaledobject_argument(parser, repeatable=True)
     parser.add_argument(
@@ -85,15 +87,6 @@ def _job(job: Job) -> RunSummary:
     return summarize(scored, sm, feasible[keep])
 
 
-def _with_policy_file(sm: StackModel, path: Path) -> StackModel:
-    try:
-        return sm.with_policy(read_policy_file(path))
-    except ValueError as error:
-        if str(error).startswith(f"policy file {path}"):
-            raise
-        raise ValueError(f"policy file {path} does not validate against stack {sm.stack}: {error}") from None
-
-
 def run(args: argparse.Namespace) -> int:
     if args.static is not None and args.static < 1:
         raise ValueError(f"--static must be >= 1 replica, got {args.static}")
@@ -117,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
         orc = run_oracle(sm, trace.window(cut, math.inf), options)
     jobs: list[Job] = [(f"stack {sm.stack}", sm, trace, options, None, feasible, cut)]
     for path in args.policy:
-        jobs.append((str(path), _with_policy_file(sm, path), trace, options, None, feasible, cut))
+        candidate = sm.with_policy_file(path)
+        jobs.append((f"{path}{slo_note(candidate)}", candidate, trace, options, None, feasible, cut))
     for path, manifest in zip([*args.scaledobject, *references], manifests):
         label = f"reference {manifest.name}" if path in references else str(path)
         jobs.append((label, sm, trace, options, manifest, feasible, cut))
@@ -148,7 +142,8 @@ def run(args: argparse.Namespace) -> int:
         "infeasible_requests": orc.infeasible_requests,
         "oracle_infeasible_intervals": orc.infeasible_intervals,
     }
-    rows.append((f"oracle ({orc.interval_s:.0f} s intervals)", oracle_row))
+    sized_for = oracle_targets(sm, options).objective
+    rows.append((f"oracle ({orc.interval_s:.0f} s intervals, sized for {sized_for * 100:g}%)", oracle_row))
     scored = int((trace.arrivals >= cut).sum())
     part = f", scored after {args.score_after:.0%} of its time ({scored} requests)" if cut else ""
     title = f"{sm.stack}/{sm.model.name} ({sm.profile.name}) on {trace.name}: {len(trace)} requests{part}"
@@ -158,13 +153,15 @@ def run(args: argparse.Namespace) -> int:
         for (name, model, _, _, how, _, _), summary, (_, row) in zip(jobs, summaries, rows)
     ]
     table.append(rows[-1])
-    emit(args, {name: s for name, s in rows}, table, f"{title}\n{start_note(sm.manifest, options)}")
+    raw = [(name, how) for name, _, _, _, how, _, _ in jobs if isinstance(how, Manifest)]
+    note = starts_note(sm.manifest, raw, options)
+    emit(args, {name: s for name, s in rows}, table, f"{title}\n{note}")
     html = args.html or Path("out") / f"compare-{sm.stack}-{sm.model.name}.html"
-    png = plot_comparison(table, html.with_suffix(".png"), title, rows[0][1]["slo"]["objective"])
+    png = plot_comparison(table, html.with_suffix(".png"), title, rows[0][1]["slo"]["objective"], sized_for)
     write_html(
         html,
         title,
-        [start_note(sm.manifest, options)],
+        [note],
         [summary_html_table(table, "policies")],
         [HtmlFigure(png, COMPARISON_CAPTION)],
     )

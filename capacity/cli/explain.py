@@ -13,8 +13,6 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
@@ -22,12 +20,14 @@ from rich.table import Table
 from rich.text import Text
 
 from capacity.cli import DEFAULT_STACK
+from capacity.cli.progress import counted
 from capacity.planning import sensitivity
 from capacity.planning.evidence import Evidence, Traffic, evidence, evidence_traffic, for_key, key_of
 from capacity.planning.plan import SEARCH_FRACTION
 from capacity.planning.run import RunOptions, RunSummary
 from capacity.planning.stack import StackModel, load_stack_model
-from capacity.tables import cell
+from capacity.tables import cell, keep_numbers_whole
+from capacity.tables import console as table_console
 
 METRICS = ("slo_attainment", "cost_usd", "gpu_hours")
 
@@ -56,25 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel simulations")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument("--wide", action="store_true", help="also the 'set in' and 'what it is for' columns")
 
 
 def traffic(args: argparse.Namespace, sm: StackModel, blocks: dict[str, Evidence]) -> Traffic:
     """The flags, else the model's evidence command (see `evidence.evidence_traffic`)."""
     return evidence_traffic(sm, blocks, args.trace, args.rate_scale, args.search_fraction, args.seed)
-
-
-@contextmanager
-def _progress(enabled: bool, label: str) -> Iterator[Callable[[int, int], None] | None]:
-    if not enabled or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    with Progress(
-        label, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True, console=Console(stderr=True)
-    ) as bar:
-        task = bar.add_task(label, total=None)
-        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 def _show(value: Any) -> str:
@@ -151,16 +138,16 @@ def run(args: argparse.Namespace) -> int:
         sm = first if name == first.model.name else load_stack_model(args.stack, name)
         used = traffic(args, sm, blocks)
         options = RunOptions(seed=used.seed)
-        with _progress(not args.json, f"explain {sm.model.name}") as progress:
+        with counted(f"explain {sm.model.name}", not args.json, "simulations") as progress:
             result = sensitivity.explain(sm, used.trace, used.search_fraction, options, args.workers, progress)
         out.append(payload(sm, used, result, blocks))
     if args.json:
         json.dump({"stack": first.stack, "models": out}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    console = Console() if Console().is_terminal else Console(width=200)  # piped: do not squeeze the table
+    out_console = table_console(args.wide)
     for model in out:
-        _print(console, first.stack, model)
+        _print(out_console, first.stack, model, args.wide)
     return 0
 
 
@@ -177,7 +164,7 @@ def _variant_cell(variant: dict[str, Any], engine_note: bool) -> str:
     return f"{value}: {reason}"
 
 
-def _print(console: Console, stack: str, model: dict[str, Any]) -> None:
+def _print(console: Console, stack: str, model: dict[str, Any], wide: bool = False) -> None:
     c = model["committed"]
     rate = f" x{model['rate_scale']:g} the rate," if model["rate_scale"] != 1.0 else ""
     whose = (
@@ -195,10 +182,13 @@ def _print(console: Console, stack: str, model: dict[str, Any]) -> None:
     table = Table(
         title=title,
         caption="each variant: value: SLO attained (share of feasible requests within TTFT and "
-        "TPOT), cost USD, GPU-hours on the held-out traffic; or why it was not simulated",
+        "TPOT), cost USD, GPU-hours on the held-out traffic; or why it was not simulated"
+        + ("" if wide else "; --wide adds where each is set and what it is for"),
     )
-    for header in ("threshold", "value", "set in", "what it is for", "evidence", "half, or flipped", "double"):
-        table.add_column(header, overflow="fold")
+    headers = ("threshold", "value", "set in", "what it is for", "evidence", "half, or flipped", "double")
+    shown = [i for i, h in enumerate(headers) if wide or h not in ("set in", "what it is for")]
+    for i in shown:
+        table.add_column(headers[i], overflow="fold")
     engine_note = any(n.startswith("engine flags not varied") for n in model["notes"])
     for row in model["thresholds"]:
         variants = [_variant_cell(v, engine_note) for v in row["variants"]]
@@ -212,7 +202,11 @@ def _print(console: Console, stack: str, model: dict[str, Any]) -> None:
             *variants,
             *[""] * (2 - len(variants)),
         ]
-        table.add_row(*map(Text, cells))
+        table.add_row(*(Text(cells[i]) for i in shown))
+    # the value stays whole, the rest folds
+    keep_numbers_whole(table, text_columns=(0, *range(2, len(shown))))
+    if wide:  # room for a trigger's key path on one line
+        table.columns[0].min_width = min(36, max(len(row["name"]) for row in model["thresholds"]))
     console.print(table)
     for key, number in footnotes.items():
         console.print(

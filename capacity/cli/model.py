@@ -6,12 +6,12 @@ import argparse
 import json
 from dataclasses import asdict
 
-from rich.console import Console
 from rich.table import Table
 
 from capacity.cli.load_args import parse_levels
 from capacity.engine import DEFAULT_PROFILE, PROFILES, get_profile
 from capacity.engine.explain import Explained, explain
+from capacity.tables import console, keep_numbers_whole
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +45,7 @@ def table(points: list[Explained]) -> Table:
             p.bound,
             p.why,
         )
-    return out
+    return keep_numbers_whole(out, text_columns=(7, 8))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,5 +57,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([{**asdict(p.state), "bound": p.bound, "why": p.why} for p in points], indent=2))
         return 0
-    Console(width=160).print(table(points))
+    console().print(table(points))
     return 0

@@ -15,17 +15,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from capacity.cli import DEFAULT_STACK
+from capacity.cli.progress import counted
 from capacity.planning import plan
 from capacity.planning.guardrails import MAX_REPLICAS_RULE, Guardrails
 from capacity.planning.html_report import HtmlFigure, HtmlTable, write_html
 from capacity.planning.run import CombinedSummary, RunOptions, split
 from capacity.planning.stack import ConfigEdit, StackModel, apply_config_set, config_command, load_stack_model
 from capacity.sim.cluster.router import ROUTERS
-from capacity.tables import cell
+from capacity.tables import cell, keep_numbers_whole
+from capacity.tables import console as table_console
 from capacity.workload import traces
 
 
@@ -147,18 +148,6 @@ def config_set_lines(sm: Any, edits: list[ConfigEdit]) -> list[str]:
     return [config_command(edit, sm.stack) for edit in edits]
 
 
-def _progress(total: int, enabled: bool):
-    if not enabled or not sys.stderr.isatty():
-        return None, None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    bar = Progress(
-        "planning", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True, console=Console(stderr=True)
-    )
-    task = bar.add_task("plan", total=total)
-    return bar, lambda done: bar.update(task, completed=done)
-
-
 def plot_frontier(result: plan.PlanResult, front: list[plan.Trial], path: Path, title: str) -> Path:
     import matplotlib
 
@@ -257,10 +246,8 @@ def run(args: argparse.Namespace) -> int:
     options = RunOptions(
         router=args.router, seed=args.seed, oracle_interval_s=args.oracle_interval, oracle_objective=args.slo_attainment
     )
-    bar, progress = _progress(args.trials, not args.json)
-    if bar:
-        bar.start()
-    try:
+    with counted(f"plan {sm.stack}/{sm.model.name}", not args.json, "candidates") as count:
+        progress = (lambda done: count(done, args.trials)) if count else None
         result = plan.search(
             sm,
             searched,
@@ -276,9 +263,6 @@ def run(args: argparse.Namespace) -> int:
             args.journal,
             keep_guardrails=not args.allow_dropping_guardrails,
         )
-    finally:
-        if bar:
-            bar.stop()
     front = plan.frontier(result.trials)
     best = result.best
     meets = best is not None and plan.meets(best, args.slo_attainment)
@@ -459,17 +443,17 @@ def _write_html(payload: dict[str, Any], title: str, target: float, path: Path) 
     return write_html(path, title, _verdict(payload), tables, [figure], payload["config_set"])
 
 
-def _table(title: str, headers: tuple[str, ...], rows: list[list[str]]) -> Table:
+def _table(title: str, headers: tuple[str, ...], rows: list[list[str]], text: tuple[int, ...] = (0,)) -> Table:
     table = Table(title=title)
     for header in headers:
         table.add_column(header, justify="right")
     for row in rows:
         table.add_row(*row)
-    return table
+    return keep_numbers_whole(table, text)
 
 
 def _print(payload: dict[str, Any], title: str, target: float) -> None:
-    console = Console(width=160) if not Console().is_terminal else Console()
+    console = table_console()
     console.print(
         _table(
             f"{title}: Pareto frontier (search traffic), target {target:.1%}", FRONTIER_HEADERS, _frontier_rows(payload)
@@ -477,7 +461,7 @@ def _print(payload: dict[str, Any], title: str, target: float) -> None:
     )
     console.print(_table(GPU_TITLE, GPU_HEADERS, _gpu_rows(payload)))
     if rows := _winner_rows(payload):
-        console.print(_table(WINNER_TITLE, WINNER_HEADERS, rows))
+        console.print(_table(WINNER_TITLE, WINNER_HEADERS, rows, text=(0, 1, 2)))
     for line in _verdict(payload):
         style = "yellow" if line.startswith("no candidate") else None
         console.print(line, style=style, highlight=False)

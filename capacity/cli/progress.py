@@ -1,10 +1,16 @@
-"""A live progress bar for the commands that drive load (`load`, `sweep`, `lab`)."""
+"""Progress: a live bar for the commands that drive load (`load`, `sweep`, `lab`), and a counter
+for the long simulations (`plan`, `explain`, `schedule`) that, piped or in CI, prints a line every
+few seconds to stderr instead of nothing until done."""
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TextIO
+
+LINE_EVERY_S = 5.0  # without a TTY: one progress line at most this often
 
 
 def fraction_done(state: dict) -> float:
@@ -49,3 +55,46 @@ def progress_bar(enabled: bool, label: str) -> Iterator[Callable[[dict], None] |
             bar.update(task, completed=fraction_done(state), info=describe(state))
 
         yield update
+
+
+# done so far, and the total when known
+Counted = Callable[[int, "int | None"], None]
+
+
+@contextmanager
+def counted(
+    label: str, enabled: bool, unit: str, every_s: float = LINE_EVERY_S, stream: TextIO | None = None
+) -> Iterator[Counted | None]:
+    """Progress of `label` in `unit`s: a rich bar on a terminal, else a plain line to stderr at
+    most every `every_s` seconds and one when done; None when disabled (`--json`)."""
+    out = stream or sys.stderr
+    if not enabled:
+        yield None
+        return
+    if out.isatty():
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        with Progress(
+            label, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True, console=Console(stderr=True)
+        ) as bar:
+            task = bar.add_task(label, total=None)
+            yield lambda done, total: bar.update(task, completed=done, total=total)
+        return
+    start = last = time.monotonic()
+    latest: list[tuple[int, int | None]] = []
+
+    def line(done: int, total: int | None) -> None:
+        of = f"/{total}" if total is not None else ""
+        print(f"{label}: {done}{of} {unit}, {time.monotonic() - start:.0f} s", file=out, flush=True)
+
+    def update(done: int, total: int | None) -> None:
+        nonlocal last
+        latest[:] = [(done, total)]
+        if time.monotonic() - last >= every_s:
+            last = time.monotonic()
+            line(done, total)
+
+    yield update
+    if latest:
+        line(*latest[0])

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from capacity.cli.progress import Counted, counted
 from capacity.cli.sim_args import add_common_arguments, emit, load_inputs
 from capacity.planning.run import RunOptions, run_oracle, run_policy, summarize
 from capacity.planning.schedule import (
@@ -85,8 +86,15 @@ def config_set_lines(schedule: Schedule, sm: StackModel) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    with counted("schedule", not args.json, "steps (oracle, judged day, reactive, with the window)") as step:
+        return _run(args, step or (lambda done, total: None))
+
+
+def _run(args: argparse.Namespace, step: Counted) -> int:
     sm, trace, options, orc = load_inputs(args)
+    step(1, 4)
     day = judged_day(args, sm, trace, orc, options)
+    step(2, 4)
     judge, split, feasible = day.trace, day.how, day.feasible
     derive_intervals = round(day.derive_s / orc.interval_s)
     schedule = derive(sm, orc.replicas[:derive_intervals], orc.interval_s, origin_utc(trace))
@@ -98,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     )
     judge_options: RunOptions = replace(options, warm_start=int(needs[first_slot]))
     reactive = summarize(run_policy(sm, judge, judge_options), sm, feasible).with_oracle(day.oracle_gpu_hours)
+    step(3, 4)
     payload: dict[str, Any] = {
         "split": split,
         "schedule": None,
@@ -116,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         scheduled_sm = apply_config_set(sm, schedule.config_edits(sm.model.name))
         scheduled_run = run_policy(scheduled_sm, judge, judge_options)
         scheduled = summarize(scheduled_run, sm, feasible).with_oracle(day.oracle_gpu_hours)
+        step(4, 4)
         rows.append(("reactive + schedule", scheduled.as_dict()))
         cheaper = scheduled.cost_usd < reactive.cost_usd
         as_good = scheduled.slo_attainment >= reactive.slo_attainment

@@ -62,6 +62,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
         "objective, 0.95; use the planner's --slo-attainment to compare with a plan)",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--wide", action="store_true", help="every column (e2e p99, failed, infeasible), ~170 columns wide")
 
 
 def fleet_ceiling(sm: StackModel) -> tuple[int, str]:
@@ -79,6 +80,19 @@ def row_name(name: str, summary: RunSummary, sm: StackModel) -> str:
     return f"{name} (pinned at {what})" if summary.max_replicas_used >= ceiling else name
 
 
+def slo_note(sm: StackModel) -> str:
+    """' (SLO ...; the stack's: ...)' when the policy simulated judges requests by another SLO
+    than the stack file's own for the model (a policy file that sets `slo`), else ''."""
+    own = sm.source.settings().autoscaling_for(sm.model.name).slo
+    slo = sm.policy.slo
+    if (slo.ttft_p95_seconds, slo.tpot_p95_seconds) == (own.ttft_p95_seconds, own.tpot_p95_seconds):
+        return ""
+    return (
+        f" (SLO TTFT/TPOT {slo.ttft_p95_seconds:g}/{slo.tpot_p95_seconds:g} s; "
+        f"stack {own.ttft_p95_seconds:g}/{own.tpot_p95_seconds:g} s)"
+    )
+
+
 def start_note(manifest: Manifest, options: RunOptions) -> str:
     """How many warm replicas a ScaledObject's runs start from, and why (the --initial-replicas default)."""
     n = initial_replicas(manifest, options)
@@ -88,6 +102,19 @@ def start_note(manifest: Manifest, options: RunOptions) -> str:
         f"starts from {n} warm replicas: the oracle's fleet for the first {options.oracle_interval_s:g} s "
         f"within minReplicas {manifest.min_replicas}..maxReplicas {manifest.max_replicas}"
     )
+
+
+def starts_note(stack: Manifest, others: Sequence[tuple[str, Manifest]], options: RunOptions) -> str:
+    """`start_note` of the stack's policy, and the warm start of every other ScaledObject that starts
+    elsewhere (each within its own minReplicaCount..maxReplicaCount)."""
+    own = initial_replicas(stack, options)
+    starts: dict[str, set[int]] = {}
+    for _, m in others:
+        if (n := initial_replicas(m, options)) != own:
+            starts.setdefault(m.name, set()).add(n)
+    elsewhere = [f"{name} {'/'.join(map(str, sorted(ns)))}" for name, ns in starts.items()]
+    note = start_note(stack, options)
+    return note + (f"\nother ScaledObjects start within their own bounds: {', '.join(elsewhere)}" if elsewhere else "")
 
 
 def add_scaledobject_argument(p: argparse.ArgumentParser, repeatable: bool) -> None:
@@ -155,4 +182,4 @@ def emit(args: argparse.Namespace, payload: Any, rows: Sequence[tuple[str, Mappi
         json.dump(payload, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print_table(rows, title)
+        print_table(rows, title, wide=args.wide)

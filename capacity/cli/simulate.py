@@ -18,6 +18,7 @@ from capacity.cli.sim_args import (
     emit,
     load_inputs,
     row_name,
+    slo_note,
     start_note,
 )
 from capacity.planning.html_report import HtmlFigure, write_html
@@ -31,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--policy",
         type=Path,
-        help="autoscaling section file (stack shape) replacing the stack's (default: the stack's own)",
+        help="autoscaling section file (stack shape: default: and per-model blocks) laid over the stack's, "
+        "key by key as the stack file merges (default: the stack's own)",
     )
     add_scaledobject_argument(parser, repeatable=False)
     parser.add_argument(
@@ -62,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     png = args.png or Path("out") / f"simulate-{sm.stack}-{sm.model.name}.png"
     title = f"{sm.stack}/{sm.model.name} ({sm.profile.name}) on {trace.name}"
     policy = str(args.policy or args.scaledobject or f"stack {sm.stack}")
+    slo = slo_note(sm) if args.policy else ""
     html = args.html or png.with_suffix(".html")
     payload = {
         **summary.as_dict(),
@@ -70,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         "policy": policy,
         "html_report": str(html),
     }
-    name = policy if given else row_name(policy, summary, sm)
+    name = policy if given else row_name(policy + slo, summary, sm)
     emit(args, payload, [(name, payload)], f"{title}\n{start_note(manifest, options)}")
     write_html(
         html,

@@ -12,56 +12,63 @@ from rich.table import Table
 
 from capacity.planning.html_report import HtmlTable
 from capacity.sim.simulator import SimResult
-from capacity.tables import cell
+from capacity.tables import cell, console, keep_numbers_whole
 
+# (header, summary key, format, shown by default): the default columns fit 100 terminal columns,
+# `--wide` adds the rest.
 COLUMNS = (
-    ("SLO attained", "slo_attainment", ".1%"),
-    ("GPU-h", "gpu_hours", ".2f"),
-    ("x oracle", "oracle_ratio", ".2f"),
-    ("cost $", "cost_usd", ".2f"),
-    ("scale events", "scale_events", ""),
-    ("max replicas", "max_replicas_used", ""),
-    ("TTFT p95 s", "ttft_p95_s", ".2f"),
-    ("TPOT p95 s", "tpot_p95_s", ".3f"),
-    ("e2e p99 s", "e2e_p99_s", ".1f"),
-    ("failed", "failed_requests", ""),
-    ("infeasible", "infeasible_requests", ""),
-    ("oracle infeasible intervals", "oracle_infeasible_intervals", ""),
+    ("SLO %", "slo_attainment", ".1%", True),
+    ("GPU-h", "gpu_hours", ".2f", True),
+    ("x orc", "oracle_ratio", ".2f", True),
+    ("cost $", "cost_usd", ".2f", True),
+    ("scale ev", "scale_events", "", True),
+    ("max rep", "max_replicas_used", "", True),
+    ("TTFT p95 s", "ttft_p95_s", ".2f", True),
+    ("TPOT p95 s", "tpot_p95_s", ".3f", True),
+    ("e2e p99 s", "e2e_p99_s", ".1f", False),
+    ("failed", "failed_requests", "", False),
+    ("infeasible", "infeasible_requests", "", False),
+    ("orc infeasible int", "oracle_infeasible_intervals", "", False),
 )
 CAPTION = (
-    "SLO attained: share of feasible requests whose TTFT and TPOT meet slo.ttftP95Seconds and "
-    "slo.tpotP95Seconds (a failed request misses). infeasible: requests no fleet serves within the SLO "
-    "(refused by vLLM, or missing it alone on an idle replica), left out of attainment and of the oracle. "
-    "oracle infeasible intervals: intervals whose feasible requests miss the objective even on the oracle's "
-    "replica cap, billed at the cap."
+    "SLO %: share of feasible requests whose TTFT and TPOT meet slo.ttftP95Seconds and "
+    "slo.tpotP95Seconds (a failed request misses). x orc: GPU-h over the oracle's. max rep: most "
+    "serving replicas at once (a draining one and its replacement count once). infeasible: requests no "
+    "fleet serves within the SLO (refused by vLLM, or missing it alone on an idle replica), left out of "
+    "attainment and of the oracle. orc infeasible int: intervals whose feasible requests miss the objective "
+    "even on the oracle's replica cap, billed at the cap."
 )
+NARROW_NOTE = " --wide adds e2e p99 s, failed, infeasible and orc infeasible int."
 
 
-def _cells(name: str, summary: Mapping[str, Any]) -> list[str]:
-    return [name, *(cell(summary.get(key), fmt) for _, key, fmt in COLUMNS)]
+def _columns(wide: bool) -> list[tuple[str, str, str]]:
+    return [(header, key, fmt) for header, key, fmt, default in COLUMNS if wide or default]
 
 
-def summary_table(rows: Sequence[tuple[str, Mapping[str, Any]]], title: str) -> Table:
-    table = Table(title=title, caption=CAPTION)
-    table.add_column("policy", no_wrap=True)
-    for header, _, _ in COLUMNS:
+def _cells(name: str, summary: Mapping[str, Any], wide: bool = True) -> list[str]:
+    return [name, *(cell(summary.get(key), fmt) for _, key, fmt in _columns(wide))]
+
+
+def summary_table(rows: Sequence[tuple[str, Mapping[str, Any]]], title: str, wide: bool = False) -> Table:
+    table = Table(title=title, caption=CAPTION + ("" if wide else NARROW_NOTE))
+    table.add_column("policy")
+    for header, _, _ in _columns(wide):
         table.add_column(header, justify="right")
     for name, summary in rows:
-        table.add_row(*_cells(name, summary))
-    return table
+        table.add_row(*_cells(name, summary, wide))
+    return keep_numbers_whole(table)
 
 
 def summary_html_table(rows: Sequence[tuple[str, Mapping[str, Any]]], title: str) -> HtmlTable:
     """The same table for the HTML report."""
-    headers = ["policy", *(header for header, _, _ in COLUMNS)]
+    headers = ["policy", *(header for header, _, _ in _columns(True))]
     return HtmlTable(title, headers, [_cells(name, summary) for name, summary in rows], CAPTION)
 
 
-def print_table(rows: Sequence[tuple[str, Mapping[str, Any]]], title: str, console: Console | None = None) -> None:
-    console = console or Console()
-    if not console.is_terminal:  # piped: do not squeeze the table into 80 columns
-        console = Console(width=160)
-    console.print(summary_table(rows, title))
+def print_table(
+    rows: Sequence[tuple[str, Mapping[str, Any]]], title: str, out: Console | None = None, wide: bool = False
+) -> None:
+    (out or console(wide)).print(summary_table(rows, title, wide))
 
 
 COMPARISON_CAPTION = (
@@ -70,8 +77,15 @@ COMPARISON_CAPTION = (
 )
 
 
-def plot_comparison(rows: Sequence[tuple[str, Mapping[str, Any]]], path: Path, title: str, objective: float) -> Path:
-    """Each policy's SLO attainment and GPU-hours as bars side by side, one row per policy."""
+def plot_comparison(
+    rows: Sequence[tuple[str, Mapping[str, Any]]],
+    path: Path,
+    title: str,
+    objective: float,
+    oracle_objective: float | None = None,
+) -> Path:
+    """Each policy's SLO attainment and GPU-hours as bars side by side, one row per policy; the
+    SLO's objective drawn, and the oracle's when it was sized for another share."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -87,7 +101,14 @@ def plot_comparison(rows: Sequence[tuple[str, Mapping[str, Any]]], path: Path, t
     for i, a in zip(y, attained):
         if a is None:  # the oracle sizes intervals; it does not replay requests
             left.text(1, i, "not replayed", va="center", fontsize=8, color="gray")
-    left.axvline(objective * 100, color="tab:red", linestyle=":", label=f"objective {objective:.0%}")
+    left.axvline(objective * 100, color="tab:red", linestyle=":", label=f"SLO objective {objective:.0%}")
+    if oracle_objective is not None and oracle_objective != objective:
+        left.axvline(
+            oracle_objective * 100,
+            color="tab:purple",
+            linestyle="--",
+            label=f"oracle sized for {oracle_objective * 100:g}%",
+        )
     left.set_xlim(0, 112)  # room for the labels right of a full bar
     left.set_xlabel("SLO attained (% of feasible requests)")
     left.set_yticks(y, names)

@@ -46,7 +46,15 @@ def sim_config(sm: StackModel, options: RunOptions, initial: int) -> SimConfig:
         seed=options.seed,
         initial_replicas=initial,
         metrics_outages=options.metrics_outages,
+        series_labels=series_labels(sm),
     )
+
+
+def series_labels(sm: StackModel) -> tuple[tuple[str, str], ...]:
+    """The labels every series of the model's replicas carries in the stack's Prometheus, as the
+    platform's PodMonitor scrapes them: vLLM's `model_name` (the served name) and the namespace."""
+    scope = sm.monitored.scope
+    return (("model_name", scope.model),) + ((("namespace", scope.namespace),) if scope.namespace else ())
 
 
 def initial_replicas(manifest: Manifest, options: RunOptions) -> int:
@@ -65,7 +73,10 @@ def run_scaled_object(
 ) -> SimResult:
     """A ScaledObject's policy on the stack model's replicas, pools and startup; warm start
     within the manifest's min/max, as if it had been running before the trace started."""
-    return simulate(sim_config(sm, options, initial_replicas(manifest, options)), trace, manifest.scaled_object())
+    try:
+        return simulate(sim_config(sm, options, initial_replicas(manifest, options)), trace, manifest.scaled_object())
+    except ValueError as exc:  # a trigger the simulator cannot read: name the ScaledObject too
+        raise ValueError(f"ScaledObject {manifest.name}: {exc}") from None
 
 
 def run_static(sm: StackModel, trace: Trace, replicas: int, options: RunOptions = RunOptions()) -> SimResult:
@@ -118,7 +129,13 @@ def since(result: SimResult, start: float, end: float = math.inf) -> tuple[SimRe
     # Replicas: the ready pods at each HPA sync from `start` on (nodes would also count the
     # emptied ones awaiting consolidation).
     timeline = result.timeline
-    peak = max((r for t, r in zip(timeline.t, timeline.ready) if start <= t < end), default=0)
+    # The whole run: the fleet's own count (every READY event); a part: the timeline's samples in it.
+    whole = start <= 0 and end == math.inf
+    peak = (
+        result.max_replicas_used
+        if whole
+        else max((r for t, r in zip(timeline.t, timeline.ready) if start <= t < end), default=0)
+    )
     view = replace(
         result,
         arrival=result.arrival[keep],

@@ -29,7 +29,7 @@ from contract.manifests.monitored import MonitoredModel, ScaledTarget, monitored
 from contract.manifests.scaled_object import API_VERSION, scaled_object_spec
 from contract.manifests.scaled_object import scaled_object as scaled_object_manifest
 from contract.settings import NAMESPACE, StackSettings
-from contract.settings.autoscaling import ModelAutoscaling
+from contract.settings.autoscaling import ModelAutoscaling, deep_merge
 
 # ConfigEdit, ConfigRemove and config_command are re-exported: the rest of the planning package
 # reaches the settings only through this module.
@@ -88,6 +88,22 @@ class StackModel:
         """The same stack with another autoscaling section, validated like a deploy would."""
         settings = self.source.settings(autoscaling)
         return replace(self, monitored=_monitored(settings, self.model.name), raw_autoscaling=autoscaling)
+
+    def with_policy_file(self, path: Path) -> StackModel:
+        """The stack with a policy file laid over its autoscaling section (`overlay_policy`)."""
+        try:
+            return self.with_policy(overlay_policy(self.raw_autoscaling, read_policy_file(path)))
+        except ValueError as error:
+            if str(error).startswith(f"policy file {path}"):
+                raise
+            raise ValueError(f"policy file {path} does not validate against stack {self.stack}: {error}") from None
+
+
+def overlay_policy(stack_section: dict[str, Any], policy: dict[str, Any]) -> dict[str, Any]:
+    """A policy file laid over the stack's autoscaling section as written, by the stack file's own
+    merge rule (`deep_merge`: mappings merge key by key, lists and scalars replace): a file that sets
+    one key changes that key, and keeps the stack's SLO, triggers and bounds unless it sets them."""
+    return deep_merge(stack_section, policy)
 
 
 def _monitored(settings: StackSettings, name: str) -> MonitoredModel:
@@ -165,7 +181,10 @@ def load_stack_model(
     source: StackFile | None = None,
 ) -> StackModel:
     source = source or read_stack(stack, root)
-    autoscaling = read_policy_file(policy_file) if policy_file else None
+    autoscaling = None
+    if policy_file:
+        policy = read_policy_file(policy_file)
+        autoscaling = overlay_policy(dict(source.settings().autoscaling), policy)
     try:
         settings = source.settings(autoscaling)
     except ValueError as error:

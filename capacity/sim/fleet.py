@@ -114,7 +114,9 @@ class Fleet:
         self.spec_replicas = spec_replicas  # the Deployment's spec.replicas
         self.scale_times: list[float] = []  # when spec.replicas changed
         self.reclaim_notices: list[float] = []  # when a spot node got its 2-minute warning
-        self.max_used = 0  # most pods on nodes at once
+        # most serving replicas at once: ready, in the router (a draining pod and the one that
+        # replaces it are one replica of the policy's, not two)
+        self.max_used = 0
 
     # --- the Deployment and its ReplicaSet ----------------------------------------------
     def alive(self) -> list[Pod]:
@@ -171,10 +173,6 @@ class Fleet:
         pod.node, pod.phase = node, Phase.STARTING
         pod.ready_at = t if warm else t + startup
         self.events.push(pod.ready_at, EventKind.READY, pod)
-        serving = sum(
-            1 for p in self.pods if p.node is not None and p.phase in (Phase.STARTING, Phase.READY, Phase.DRAINING)
-        )
-        self.max_used = max(self.max_used, serving)
         return True
 
     def _schedule_pending(self, t: float) -> None:
@@ -244,6 +242,7 @@ class Fleet:
         pod.phase = Phase.READY
         pod.engine = ReplicaEngine(self.profile, t)
         self.ready.append(pod)
+        self.max_used = max(self.max_used, len(self.ready))
 
     def _drain(self, pod: Pod, t: float, deadline: float = math.inf) -> None:
         if pod in self.ready:

@@ -89,10 +89,15 @@ class MetricStore:
         series.e2e_counts.append(cumulative(exposed.e2e_buckets))
         series.prompt_counts.append((exposed.prompt_tokens_total,))
 
-    def instant_query(self, query: Query) -> InstantQuery:
+    def instant_query(self, query: Query, selects: bool = True) -> InstantQuery:
         """`query` as a function of the evaluation time, which raises PrometheusUnavailable
-        during an outage. A ValueError names what the store cannot evaluate."""
-        evaluate = self._evaluator(query)
+        during an outage. A ValueError names what the store cannot evaluate. A query whose label
+        matchers select none of the series (`selects` False) reads no series: empty, as an
+        aggregation over an empty vector is, unless its own `or vector(0)` answers 0."""
+        evaluate = self._evaluator(query)  # still refuses what the store cannot evaluate
+        if not selects:
+            guarded = query.shape == "quantile" and query.zero_when_empty
+            evaluate = (lambda t: 0.0) if guarded else (lambda t: None)
         if not self.outages:
             return evaluate
 

@@ -32,7 +32,7 @@ from capacity.sim.control.hpa import (
     HpaScalingRules,
 )
 from capacity.sim.control.keda import Fallback, KedaTrigger, ScaledObject
-from capacity.sim.control.promql_parse import parse
+from capacity.sim.control.promql_parse import parse_selecting
 
 DEFAULT_MIN_REPLICAS, DEFAULT_MAX_REPLICAS = 0, 100
 DEFAULT_POLLING_INTERVAL_S, DEFAULT_COOLDOWN_PERIOD_S = 30, 300
@@ -182,7 +182,7 @@ def _trigger(r: _Reader, index: int, raw: Any) -> KedaTrigger:
     if "query" not in metadata:
         raise r.fail(f"{key}.metadata.query", "is required")
     try:
-        query = parse(str(metadata["query"]))
+        query, matchers = parse_selecting(str(metadata["query"]))
     except ValueError as exc:
         raise r.fail(f"{key}.metadata.query", str(exc)) from None
     per_replica = [label for label in query.by if label in PER_REPLICA_LABELS]
@@ -200,6 +200,7 @@ def _trigger(r: _Reader, index: int, raw: Any) -> KedaTrigger:
         activation_threshold=r.number(metadata, "activationThreshold", f"{key}.metadata", 0.0),
         source=query,
         ignore_null_values=r.boolean(metadata, "ignoreNullValues", f"{key}.metadata", True),
+        matchers=matchers,
     )
 
 

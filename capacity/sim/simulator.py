@@ -78,6 +78,9 @@ class SimConfig:
     closed_loop_s: float = 0.0
     # (start, end) seconds when Prometheus cannot be queried: every trigger fails (KEDA fallback).
     metrics_outages: tuple[tuple[float, float], ...] = ()
+    # The labels, (label, value), every scraped series of the model carries, against which a
+    # trigger's label matchers select; None: labels not modelled, matchers not checked.
+    series_labels: tuple[tuple[str, str], ...] | None = None
 
 
 class Simulation:
@@ -189,10 +192,28 @@ class Simulation:
         if not isinstance(source, Query):
             raise ValueError(f"trigger {trigger.name!r} has neither a query nor a cron window to simulate")
         try:
-            query = self.prometheus.instant_query(source)
+            query = self.prometheus.instant_query(source, self._selects(trigger))
         except ValueError as exc:
             raise ValueError(f"trigger {trigger.name!r} reads {exc}") from None
         return PrometheusScaler(query, trigger.activation_threshold, trigger.ignore_null_values)
+
+    def _selects(self, trigger: KedaTrigger) -> bool:
+        """Do the trigger's label matchers select the model's series? In PromQL a `label="v"`
+        matcher keeps the series whose label equals v, and `label=""` those without the label
+        (prometheus/model/labels/matcher.go `Matches`; an absent label reads as ""). A matcher on
+        a label the simulated series do not model has no answer here: refused by name."""
+        if self.c.series_labels is None:
+            return True
+        labels = dict(self.c.series_labels)
+        for label, value in trigger.matchers:
+            if label not in labels and value:
+                raise ValueError(
+                    f"trigger {trigger.name!r} selects {label}={value!r}: the simulated series carry only "
+                    f"{', '.join(f'{k}={v!r}' for k, v in self.c.series_labels)}, so whether it matches is unknown"
+                )
+            if labels.get(label, "") != value:
+                return False
+        return True
 
     def read_scalers(self, t: float) -> dict[str, MetricsAndActivity]:
         """Every trigger's scaler reading at `t`, by trigger name."""

@@ -52,6 +52,9 @@ class KedaTrigger:
     # The Prometheus scaler's `ignoreNullValues`: an empty, NaN or ±Inf result reads 0 instead
     # of failing (`prometheus_scaler.go`, ExecutePromQuery; KEDA's default is true).
     ignore_null_values: bool = False
+    # The query selector's equality label matchers, (label, value): a series lacking a match is
+    # not read (`capacity.sim.simulator` checks them against the labels its series carry).
+    matchers: tuple[tuple[str, str], ...] = ()
 
     @property
     def target_milli(self) -> int:

@@ -1,7 +1,7 @@
 """PromQL text -> `contract.signals.Query`: the subset the simulator evaluates, nothing more.
 
-Accepted (label matchers `{label="value", ...}` are allowed and ignored: the simulator serves
-one model, whose series all carry them):
+Accepted (equality label matchers `{label="value", ...}` are returned beside the Query: the
+simulator compares them with the labels its series carry, `parse_selecting`):
 
     AGG [by (labels)] (metric)                                   AGG: sum, avg, max, min
     AGG [by (labels)] (avg_over_time(metric[d]))   also max_over_time, rate; `by` may follow
@@ -62,11 +62,16 @@ def duration_seconds(text: str) -> int:
     return int(seconds)
 
 
+# A selector's equality matchers, (label, value) in the order written.
+Matchers = tuple[tuple[str, str], ...]
+
+
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.tokens = _tokens(text)
         self.i = 0
+        self.selected: list[tuple[str, str]] = []
 
     @property
     def peek(self) -> _Token:
@@ -197,8 +202,10 @@ class _Parser:
             op = self.take().text
             if op != "=":
                 raise self.unsupported(f"{label}{op}")
-            if self.take().kind != "string":
+            value = self.take()
+            if value.kind != "string":
                 raise self.unsupported()
+            self.selected.append((label, _unquote(value.text)))
             if self.peek.text == ",":
                 self.take()
         self.take()
@@ -242,7 +249,19 @@ _SUBSET = (
 
 def parse(text: str) -> Query:
     """The Query a PromQL string within the subset describes; a ValueError naming what is not."""
-    return _Parser(text).query()
+    return parse_selecting(text)[0]
+
+
+def parse_selecting(text: str) -> tuple[Query, Matchers]:
+    """The Query and its selector's label matchers (the subset has one selector per query)."""
+    parser = _Parser(text)
+    query = parser.query()
+    return query, tuple(parser.selected)
+
+
+def _unquote(text: str) -> str:
+    """A PromQL string literal's value (double or single quotes, backslash escapes)."""
+    return re.sub(r"\\(.)", r"\1", text[1:-1])
 
 
 def _aggregation(text: str) -> Aggregation:

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from capacity.__main__ import main
 from tests.html_page import Report, embeds
+from tests.stacks import unplanned
 
 ROOT = Path(__file__).resolve().parents[3]
 PROFILE = "8gb-qwen2.5-1.5b"
@@ -89,8 +90,10 @@ def test_a_stricter_oracle_attainment_never_needs_fewer_gpu_hours(capsys, monkey
     strict = compare_rows(
         capsys, "--stack", "dev", "--no-references", "--oracle-attainment", "0.999", "--html", str(tmp_path / "b.html")
     )
-    oracle = next(name for name in default if name.startswith("oracle"))
-    assert strict[oracle]["gpu_hours"] >= default[oracle]["gpu_hours"]
+    assert (
+        strict["oracle (300 s intervals, sized for 99.9%)"]["gpu_hours"]
+        >= (default["oracle (300 s intervals, sized for 95%)"]["gpu_hours"])
+    )
 
 
 def test_score_after_outside_zero_to_one_is_refused_in_one_line(capsys, monkeypatch):
@@ -98,3 +101,59 @@ def test_score_after_outside_zero_to_one_is_refused_in_one_line(capsys, monkeypa
     assert main(["compare", "--stack", "dev", "--trace", SHORT, "--score-after", "1"]) != 0
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--score-after must be in [0, 1)" in err
+
+
+def test_a_policy_file_restating_one_stack_value_simulates_exactly_as_the_stack(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    policy = tmp_path / "same.yaml"
+    policy.write_text("qwen25-1p5b: {maxReplicas: 3}\n")  # dev's own ceiling: the overlay changes nothing
+    args = ["--json", "--policy", str(policy), "--html", str(tmp_path / "r.html")]
+    assert main(["compare", "--stack", "dev", "--profile", PROFILE, "--trace", SHORT, "--no-references", *args]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[str(policy)] == rows["stack dev"]
+
+
+def test_a_policy_file_judged_by_another_slo_says_so_in_its_row(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    policy = tmp_path / "slo.yaml"
+    policy.write_text("qwen25-1p5b: {slo: {ttftP95Seconds: 2.5}}\n")
+    html = tmp_path / "r.html"
+    assert (
+        main(
+            [
+                "compare",
+                "--stack",
+                "dev",
+                "--profile",
+                PROFILE,
+                "--trace",
+                SHORT,
+                "--no-references",
+                "--policy",
+                str(policy),
+                "--html",
+                str(html),
+            ]
+        )
+        == 0
+    )
+    assert any(c.startswith(f"{policy} (SLO TTFT/TPOT 2.5/0.1 s; stack 1/0.1 s)") for c in Report(html).cells)
+
+
+def test_the_header_says_where_a_scaledobject_starts_when_it_is_not_the_stacks_start(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    so = tmp_path / "so.yaml"
+    so.write_text(
+        "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata: {name: pinned-one}\n"
+        "spec:\n  scaleTargetRef: {name: p}\n  minReplicaCount: 1\n  maxReplicaCount: 1\n  triggers:\n"
+        '    - type: prometheus\n      metadata: {serverAddress: "http://p:9090", '
+        'query: "sum(vllm:num_requests_waiting)", threshold: "4"}\n'
+    )
+    args = ["--no-references", "--scaledobject", str(so), "--html", str(tmp_path / "r.html")]
+    assert (
+        main(["compare", "--stack", str(unplanned("dev", tmp_path)), "--profile", PROFILE, "--trace", SHORT, *args])
+        == 0
+    )
+    out = " ".join(capsys.readouterr().out.split())
+    assert "starts from 2 warm replicas" in out  # the oracle's first interval, within dev's 1..3
+    assert "other ScaledObjects start within their own bounds: pinned-one 1" in out

@@ -68,12 +68,20 @@ def measured_dev(tmp_path: Path, evidence: str = "") -> Path:
 
 
 def test_the_table_names_each_threshold_and_the_committed_result(capsys, tmp_path):
-    assert main(["explain", "--stack", str(measured_dev(tmp_path)), "--workers", "2", "--trace", TRACE]) == 0
+    assert main(["explain", "--stack", str(measured_dev(tmp_path)), "--workers", "2", "--trace", TRACE, "--wide"]) == 0
     out = capsys.readouterr().out
     assert "explain dev/qwen25-1p5b (8gb-qwen2.5-1.5b): the last 30% of" in out
     assert "committed: SLO attained" in out
     assert "triggers.queueDepth.targetPerReplica" in out and "built-in default" in out
     assert "engine flags not varied: engine profile 8gb-qwen2.5-1.5b" in out
+
+
+def test_the_piped_table_fits_100_columns_without_cutting_a_value(capsys, tmp_path):
+    assert main(["explain", "--stack", str(measured_dev(tmp_path)), "--workers", "2", "--trace", TRACE]) == 0
+    out = capsys.readouterr().out
+    table = out[: out.index("└")]
+    assert max(len(line) for line in table.splitlines()) <= 100 and "…" not in table
+    assert "built-in default" not in table  # the 'set in' column is --wide's
 
 
 def test_the_traffic_comes_from_the_evidence_command(capsys, tmp_path):

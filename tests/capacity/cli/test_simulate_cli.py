@@ -52,7 +52,23 @@ def test_the_table_explains_attainment_and_infeasible_requests_and_intervals(cap
     assert simulate("--png", str(tmp_path / "t.png")) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "infeasible: requests no fleet serves within the SLO" in out
-    assert "oracle infeasible intervals: intervals whose feasible requests miss the objective" in out
+    assert "orc infeasible int: intervals whose feasible requests miss the objective" in out
+
+
+def test_the_piped_table_fits_100_columns_and_keeps_every_number_whole(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    assert simulate("--png", str(tmp_path / "t.png")) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert not any("…" in line for line in lines)
+
+
+def test_wide_shows_every_column(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    assert simulate("--wide", "--png", str(tmp_path / "t.png")) == 0
+    out = capsys.readouterr().out
+    header = out[: out.index("┡")]  # the headers, wrapped over their lines
+    assert "e2e" in header and "failed" in header and "infeasible" in header
 
 
 OVERLOAD = "synthetic:step:base=10,peak=80,at=30,length=120,duration=180,prompt=512,output=128"

@@ -50,15 +50,29 @@ def test_startup_prices_and_pools_come_from_the_stack():
     }
 
 
-def test_a_policy_file_replaces_the_stack_autoscaling_section(tmp_path):
+def test_a_policy_file_is_laid_over_the_stack_section_key_by_key(tmp_path):
     policy = tmp_path / "p.yaml"
-    policy.write_text(
-        yaml.safe_dump({"default": {"maxReplicas": 2, "triggers": {"queueDepth": {"targetPerReplica": 1}}}})
-    )
-    sm = dev(policy_file=policy)
-    assert sm.policy.max_replicas == 2
-    assert sm.policy.triggers.queue_depth.target_per_replica == 1
-    assert sm.policy.triggers.kv_cache.target_per_replica == 0.7  # built in: the stack's own is replaced, not merged
+    policy.write_text(yaml.safe_dump({"qwen25-14b-awq": {"maxReplicas": 12}}))
+    own = load_stack_model("prod", "qwen25-14b-awq", root=ROOT).policy
+    overlaid = load_stack_model("prod", "qwen25-14b-awq", policy_file=policy, root=ROOT).policy
+    assert overlaid.max_replicas == 12
+    # one key changed = one key changed: bounds, triggers, behaviour and SLO stay the stack's
+    assert overlaid.model_dump(exclude={"max_replicas"}) == own.model_dump(exclude={"max_replicas"})
+
+
+def test_a_policy_file_without_slo_is_judged_by_the_stack_slo(tmp_path):
+    policy = tmp_path / "p.yaml"
+    policy.write_text(yaml.safe_dump({"default": {"triggers": {"queueDepth": {"targetPerReplica": 1}}}}))
+    assert dev(policy_file=policy).policy.slo == dev().policy.slo
+    assert dev().policy.slo.ttft_p95_seconds == 1.0  # dev's own, not the built-in 2.5 s
+
+
+def test_a_policy_file_replaces_lists_whole_as_the_stack_file_does(tmp_path):
+    policy = tmp_path / "p.yaml"
+    scale_up = [{"type": "Percent", "value": 100, "periodSeconds": 30}]
+    policy.write_text(yaml.safe_dump({"qwen25-1p5b": {"behavior": {"scaleUp": {"policies": scale_up}}}}))
+    rules = dev(policy_file=policy).policy.behavior.scale_up.policies
+    assert [r.model_dump(by_alias=True, mode="json") for r in rules] == scale_up
 
 
 def test_a_policy_that_would_not_deploy_is_refused_with_its_key_path(tmp_path):
@@ -160,3 +174,13 @@ def test_pool_families_offer_every_family_the_pools_allow_whatever_the_pin():
     assert prod.model.instance_families == ["g5"]
     assert pool_families(prod) == {"gpu-spot": ("g5", "g6"), "gpu-on-demand": ("g5", "g6")}
     assert [p.name for p in prod.pools] == ["gpu-spot", "gpu-on-demand"]
+
+
+def test_the_readme_example_policy_changes_only_the_keys_it_sets():
+    example = ROOT / "docs" / "examples" / "candidate-policy.yaml"
+    assert example.name in (ROOT / "README.md").read_text()
+    own = load_stack_model("prod", "qwen25-14b-awq", root=ROOT).policy
+    overlaid = load_stack_model("prod", "qwen25-14b-awq", policy_file=example, root=ROOT).policy
+    changed = {"min_replicas", "fallback_replicas"}
+    assert (overlaid.min_replicas, overlaid.fallback_replicas) == (6, 6)
+    assert overlaid.model_dump(exclude=changed) == own.model_dump(exclude=changed)

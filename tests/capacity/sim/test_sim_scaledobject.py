@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from capacity.planning.run import RunOptions, feasible_requests, run_scaled_object, summarize
+from capacity.planning.run import RunOptions, feasible_requests, run_scaled_object, sim_config, summarize
 from capacity.planning.stack import load_stack_model
 from capacity.sim.control.hpa import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, HpaScalingPolicy
 from capacity.sim.control.keda import KedaTrigger
 from capacity.sim.scaledobject import read_scaled_object
+from capacity.sim.simulator import Simulation
 from capacity.workload.traces import load
 from contract.signals import Query, Vllm
 
@@ -108,3 +109,53 @@ def test_what_the_simulator_cannot_replay_is_one_line_naming_the_key(tmp_path, e
 def test_a_file_without_a_scaledobject_is_refused(tmp_path):
     with pytest.raises(ValueError, match="exactly one document of kind ScaledObject"):
         read_scaled_object(manifest(tmp_path, "kind: Deployment\n"))
+
+
+# --- label matchers: the series a query selects ------------------------------------------------
+# A PromQL equality matcher keeps the series whose label has that value, and `label=""` those
+# without the label (prometheus/model/labels/matcher.go `Matches`). A query selecting no series
+# returns an empty result, which KEDA's Prometheus scaler reads as 0 with ignoreNullValues (its
+# default, true) and as an error without it (pkg/scalers/prometheus_scaler.go `ExecutePromQuery`:
+# "prometheus metrics 'prometheus' target may be lost, the result is empty").
+STEP = "synthetic:step:base=2,peak=60,at=120,length=600,duration=1200,prompt=512,output=256"
+SELECTED = MINIMAL.replace("sum(vllm:num_requests_waiting)", "sum(vllm:num_requests_waiting{model_name=MODEL})")
+
+
+def replay(tmp_path, text: str):
+    sm = load_stack_model("dev", profile="8gb-qwen2.5-1.5b", root=ROOT)
+    return run_scaled_object(sm, read_scaled_object(manifest(tmp_path, text)), load(STEP), RunOptions())
+
+
+def test_a_query_for_the_models_own_name_reads_its_series(tmp_path):
+    result = replay(tmp_path, SELECTED.replace("MODEL", "'qwen25-1p5b'"))
+    assert max(result.timeline.desired) > 1
+
+
+def test_a_query_for_a_model_that_does_not_exist_reads_no_series_and_so_0(tmp_path):
+    result = replay(tmp_path, SELECTED.replace("MODEL", "'no-such-model'"))
+    assert max(result.timeline.desired) == 1  # minReplicaCount 0 -> one replica, never more
+
+
+def test_a_query_selecting_no_series_fails_without_ignore_null_values(tmp_path):
+    text = SELECTED.replace("MODEL", "'no-such-model'").replace(
+        'threshold: "4"', 'threshold: "4", ignoreNullValues: "false"'
+    )
+    path = manifest(tmp_path, text)
+    sm = load_stack_model("dev", profile="8gb-qwen2.5-1.5b", root=ROOT)
+    so = read_scaled_object(path).scaled_object()
+    config = sim_config(sm, RunOptions(), 1)
+    readings = Simulation(config, load(STEP), so).read_scalers(0.0)
+    assert readings["s0-prometheus"].error == "prometheus metrics 'prometheus' target may be lost, the result is empty"
+
+
+def test_an_empty_label_matcher_selects_series_without_that_label(tmp_path):
+    result = replay(tmp_path, SELECTED.replace("MODEL", "'qwen25-1p5b', pod_template=''"))
+    assert max(result.timeline.desired) > 1
+
+
+def test_a_matcher_on_a_label_the_simulated_series_do_not_carry_is_refused_by_name(tmp_path):
+    with pytest.raises(
+        ValueError,
+        match=r"trigger 's0-prometheus' selects job='vllm': the simulated series carry only model_name='qwen25-1p5b', namespace=",
+    ):
+        replay(tmp_path, SELECTED.replace("MODEL", "'qwen25-1p5b', job='vllm'"))

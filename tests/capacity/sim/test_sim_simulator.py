@@ -89,6 +89,13 @@ def test_replicas_never_exceed_the_nodepool_gpu_limits():
     assert run(policy=policy).max_replicas_used <= SPOT.gpu_limit + ON_DEMAND.gpu_limit
 
 
+def test_max_replicas_used_counts_serving_replicas_not_a_draining_pod_and_its_replacement():
+    # Spot reclaims drain a pod while its replacement starts: both sit on nodes, one serves.
+    result = run(policy=POLICY.model_copy(update={"max_replicas": 3}), spot_interruptions_per_hour=20.0, seed=3)
+    assert result.max_replicas_used <= 3
+    assert result.max_replicas_used >= max(result.timeline.ready)
+
+
 def test_on_demand_is_used_only_when_spot_is_full():
     result = run(pools=(SPOT.__class__("gpu-spot", "spot", 100, 1, 0.5), ON_DEMAND))
     assert result.gpu_seconds.get("on-demand", 0) > 0

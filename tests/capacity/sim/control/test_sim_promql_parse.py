@@ -3,7 +3,7 @@ Query, the reference designs' queries parse, and anything outside the subset is 
 
 import pytest
 
-from capacity.sim.control.promql_parse import duration_seconds, parse
+from capacity.sim.control.promql_parse import duration_seconds, parse, parse_selecting
 from contract.settings.autoscaling import ModelAutoscaling
 from contract.signals import Query, Scope, Vllm
 from contract.triggers import TRIGGERS
@@ -76,3 +76,11 @@ def test_a_construct_outside_the_subset_is_named_in_one_line(text, construct):
 
 def test_durations_follow_prometheus_units():
     assert [duration_seconds(d) for d in ("90s", "5m", "1h30m", "1d")] == [90, 300, 5400, 86400]
+
+
+def test_a_selectors_equality_matchers_come_back_beside_the_query():
+    query, matchers = parse_selecting(
+        "sum(avg_over_time(vllm:num_requests_waiting{namespace=\"inference\",model_name='m'}[1m]))"
+    )
+    assert query == parse("sum(avg_over_time(vllm:num_requests_waiting[1m]))")
+    assert matchers == (("namespace", "inference"), ("model_name", "m"))
