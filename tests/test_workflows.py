@@ -4,6 +4,7 @@ only, and deployments only from main with a manual approval before prod."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,8 +18,10 @@ from tests.harness import ROOT
 WORKFLOWS = ROOT / ".github" / "workflows"
 FILES = sorted(WORKFLOWS.glob("*.yml"))
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml"))
-PULUMI_ACTION = "pulumi/actions@v6"
-AWS_CREDENTIALS_ACTION = "aws-actions/configure-aws-credentials@v4"
+PULUMI_ACTION = "pulumi/actions"
+AWS_CREDENTIALS_ACTION = "aws-actions/configure-aws-credentials"
+# An action reference pinned to a commit: `owner/name@<40 hex>` (a tag can be moved to new code).
+PINNED_ACTION = re.compile(r"^[\w.-]+/[\w.-]+@[0-9a-f]{40}$")
 APPLYING_COMMANDS = {"up", "update", "destroy", "refresh"}
 
 
@@ -38,7 +41,7 @@ def steps(workflow: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str,
 
 
 def pulumi_steps(workflow: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
-    return [(j, job, s) for j, job, s in steps(workflow) if s.get("uses", "").startswith("pulumi/actions@")]
+    return [(j, job, s) for j, job, s in steps(workflow) if s.get("uses", "").startswith(PULUMI_ACTION + "@")]
 
 
 def by_name(name: str) -> dict[str, Any]:
@@ -82,25 +85,70 @@ def test_ci_runs_the_readme_test_command_on_pull_requests() -> None:
     assert "make test" in (ROOT / ".ci" / "run").read_text() and "make test" in (ROOT / "README.md").read_text()
 
 
+def preview_jobs() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    """Stack name -> (job, its pulumi step) of the preview workflow."""
+    return {step["with"]["stack-name"]: (job, step) for _, job, step in pulumi_steps(by_name("preview"))}
+
+
+def role_of(job: dict[str, Any]) -> str:
+    [credentials] = [s for s in job["steps"] if s.get("uses", "").startswith(AWS_CREDENTIALS_ACTION + "@")]
+    return credentials["with"]["role-to-assume"]
+
+
 def test_preview_runs_every_stack_with_the_policy_pack_and_its_config() -> None:
-    preview = by_name("preview")
-    [(_job_id, job, step)] = pulumi_steps(preview)
-    assert step["uses"] == PULUMI_ACTION
-    assert step["with"]["command"] == "preview"
-    assert sorted(job["strategy"]["matrix"]["stack"]) == STACKS
-    assert step["with"]["stack-name"] == "${{ matrix.stack }}"
-    assert step["with"]["policyPacks"] == "policies"
-    assert step["with"]["policyPackConfigs"] == "policies/config/${{ matrix.stack }}.json"
-    for stack in STACKS:
+    jobs = preview_jobs()
+    assert sorted(jobs) == STACKS
+    for stack, (_job, step) in jobs.items():
+        assert step["with"]["command"] == "preview"
+        assert step["with"]["policyPacks"] == "policies"
+        assert step["with"]["policyPackConfigs"] == f"policies/config/{stack}.json"
         assert (ROOT / "policies" / "config" / f"{stack}.json").is_file()
+
+
+def test_prod_preview_runs_only_in_its_reviewed_environment() -> None:
+    """A pull_request job's OIDC subject (`repo:<org>/<repo>:pull_request`) names no branch or
+    actor, so any pushed branch could run its own code with a role trusted for it. The prod
+    preview names the `prod-preview` environment, whose required reviewers approve the job and
+    whose subject (`repo:<org>/<repo>:environment:prod-preview`, GitHub docs "OpenID Connect
+    reference") the prod preview role trusts alone."""
+    job, _ = preview_jobs()["prod"]
+    assert job["environment"] == "prod-preview"
+    assert role_of(job) == "${{ vars.AWS_PREVIEW_PROD_ROLE_ARN }}"
+
+
+def test_pull_request_preview_without_an_environment_is_dev_only_with_the_dev_role() -> None:
+    jobs = preview_jobs()
+    unreviewed = {stack for stack, (job, _) in jobs.items() if "environment" not in job}
+    assert unreviewed == {"dev"}
+    assert role_of(jobs["dev"][0]) == "${{ vars.AWS_PREVIEW_DEV_ROLE_ARN }}"
+    assert role_of(jobs["dev"][0]) != role_of(jobs["prod"][0])
+
+
+def test_preview_grants_the_oidc_token_per_job_not_workflow_wide() -> None:
+    preview = by_name("preview")
+    assert "id-token" not in preview["permissions"]
+    for job, _ in preview_jobs().values():
+        assert job["permissions"]["id-token"] == "write"
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_every_action_is_pinned_to_a_commit_with_its_tag_beside_it(path: Path) -> None:
+    lines = path.read_text().splitlines()
+    for _, _, step in steps(load(path)):
+        uses = step.get("uses", "")
+        if not uses or uses.startswith("./"):
+            continue
+        assert PINNED_ACTION.match(uses), f"{path.name}: {uses} is not pinned to a commit SHA"
+        line = next(line for line in lines if f"uses: {uses}" in line)
+        assert re.search(r"# v\d+\.\d+\.\d+$", line), f"{path.name}: {uses} has no tag comment"
 
 
 def test_preview_comments_the_diff_on_the_pull_request() -> None:
     preview = by_name("preview")
-    [(_, _, step)] = pulumi_steps(preview)
     assert set(triggers(preview)) == {"pull_request"}
-    assert step["with"]["comment-on-pr"] is True and step["with"]["diff"] is True
-    assert preview["permissions"]["pull-requests"] == "write"
+    for job, step in preview_jobs().values():
+        assert step["with"]["comment-on-pr"] is True and step["with"]["diff"] is True
+        assert job["permissions"]["pull-requests"] == "write"
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
@@ -123,7 +171,7 @@ def test_cloud_credentials_come_from_oidc_role_assumption(path: Path) -> None:
     assert "aws-access-key-id" not in text and "AWS_SECRET_ACCESS_KEY" not in text and "PULUMI_ACCESS_TOKEN" not in text
     for job_id, job, _ in pulumi_steps(workflow):
         job_steps = job["steps"]
-        credentials = [s for s in job_steps if s.get("uses") == AWS_CREDENTIALS_ACTION]
+        credentials = [s for s in job_steps if s.get("uses", "").startswith(AWS_CREDENTIALS_ACTION + "@")]
         assert credentials, f"{path.name}:{job_id} runs Pulumi without assuming a role"
         assert credentials[0]["with"]["role-to-assume"].startswith("${{ vars.")
         first_pulumi = next(i for i, s in enumerate(job_steps) if s.get("uses", "").startswith("pulumi/actions@"))
