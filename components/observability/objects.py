@@ -93,9 +93,7 @@ def stack_values(obs: ObservabilitySettings, remote_write: list[dict[str, Any]] 
         },
         "grafana": {
             "admin": {"existingSecret": GRAFANA_ADMIN_SECRET, "userKey": "admin-user", "passwordKey": "admin-password"},
-            "sidecar": {
-                "dashboards": {"enabled": True, "label": SIDECAR_LABEL, "labelValue": "1", "searchNamespace": "ALL"}
-            },
+            **grafana_access(obs),
         },
         # Node labels are dropped by default; the GPU pool label groups GPUs by NodePool.
         "kube-state-metrics": {"metricLabelsAllowlist": [f"nodes=[{POOL_LABEL}]"]},
@@ -104,6 +102,27 @@ def stack_values(obs: ObservabilitySettings, remote_write: list[dict[str, Any]] 
         "kubeScheduler": {"enabled": False},
         "kubeEtcd": {"enabled": False},
         "kubeProxy": {"enabled": False},
+    }
+
+
+def grafana_access(obs: ObservabilitySettings) -> dict[str, Any]:
+    """What Grafana's sidecars may read: ConfigMaps of the monitoring namespace only.
+
+    The chart's sidecars get/list/watch ConfigMaps *and Secrets* through a ClusterRole unless
+    `rbac.namespaced` is true, which renders a Role in Grafana's own namespace instead
+    (grafana-community/helm-charts grafana-12.11.1, the subchart kube-prometheus-stack-88.5.3
+    pins: templates/clusterrole.yaml, templates/role.yaml). kube-prometheus-stack's default
+    dashboard search is `ALL` namespaces (its values.yaml, grafana.sidecar.dashboards); every
+    platform dashboard is a ConfigMap in this namespace, so the search stays here and reads no
+    Secret (`resource: configmap`).
+    """
+    own_namespace = {"searchNamespace": obs.namespace, "resource": "configmap"}
+    return {
+        "rbac": {"namespaced": True},
+        "sidecar": {
+            "dashboards": {"enabled": True, "label": SIDECAR_LABEL, "labelValue": "1", **own_namespace},
+            "datasources": own_namespace,
+        },
     }
 
 

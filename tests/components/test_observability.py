@@ -57,6 +57,26 @@ def test_grafana_admin_password_is_random_and_exported_as_a_secret(stack: StackR
     assert "adminPassword" not in grafana  # never a plain chart value
 
 
+def test_grafana_rbac_is_a_role_in_the_monitoring_namespace_not_a_cluster_role(stack: StackRun) -> None:
+    """grafana-12.11.1 templates/clusterrole.yaml renders a ClusterRole reading every Secret in the
+    cluster unless rbac.namespaced; templates/role.yaml then renders a Role in Grafana's namespace."""
+    grafana = release(stack, "kube-prometheus-stack")["values"]["grafana"]
+    assert grafana["rbac"]["namespaced"] is True
+    assert not grafana["rbac"].get("namespaces")  # no extra namespaces get the Role
+    assert not grafana["rbac"].get("extraClusterRoleRules")
+
+
+@pytest.mark.parametrize("sidecar", ["dashboards", "datasources"])
+def test_grafana_sidecars_read_only_configmaps_of_the_monitoring_namespace(stack: StackRun, sidecar: str) -> None:
+    values = release(stack, "kube-prometheus-stack")["values"]
+    found = values["grafana"]["sidecar"][sidecar]
+    assert found["searchNamespace"] == "monitoring" != "ALL"
+    assert found["resource"] == "configmap"
+    # Every dashboard the program ships is where the sidecar looks.
+    dashboards = [r for r in stack.of_type("kubernetes:core/v1:ConfigMap") if "-obs-dashboard-" in r.name]
+    assert dashboards and {d.inputs["metadata"]["namespace"] for d in dashboards} == {"monitoring"}
+
+
 def test_dev_alertmanager_has_no_receivers(dev: StackRun) -> None:
     (secret,) = [
         r.inputs
