@@ -11,20 +11,23 @@ from contract.manifests.monitored import monitored_models
 from contract.settings import StackSettings
 
 from .autoscaling import Autoscaling, AutoscalingArgs
+from .autoscaling.component import KEDA_NAMESPACE
 from .cluster import Cluster, ClusterArgs
 from .deploy_path import refuse_unreachable_first_deploy
 from .gateway import Gateway, GatewayArgs
-from .gateway.objects import envoy_peer
+from .gateway.objects import AI_GATEWAY_NAMESPACE, ENVOY_GATEWAY_NAMESPACE, envoy_peer, envoy_pod_selector
+from .gateway.store import RATE_LIMIT_POD_LABELS
 from .gpu_capacity import GpuCapacity, GpuCapacityArgs
-from .isolation import namespace_peer
+from .isolation import namespace_peer, pod_security_labels
 from .model_store import ModelStore, ModelStoreArgs
 from .model_sync import ModelSync, ModelSyncArgs
+from .namespace_isolation import NamespaceIsolation, NamespaceIsolationArgs
 from .naming import base_tags, type_token
 from .network import Network, NetworkArgs
 from .observability import Observability, ObservabilityArgs
 from .observability.objects import PROMETHEUS_POD_LABELS
 from .serving import ModelReplicas, Serving, ServingArgs
-from .serving.objects import SERVICE_PORT
+from .serving.objects import CERT_MANAGER_NAMESPACE, SERVICE_PORT
 
 
 class Platform(pulumi.ComponentResource):
@@ -67,7 +70,11 @@ class Platform(pulumi.ComponentResource):
         )
         self.serving_namespace = k8s.core.v1.Namespace(
             f"{name}-serving",
-            metadata={"name": settings.serving.namespace, "labels": names.PART_OF},
+            # Predictors and their init containers meet the restricted Pod Security Standard.
+            metadata={
+                "name": settings.serving.namespace,
+                "labels": {**names.PART_OF, **pod_security_labels("restricted", settings.cluster.kubernetes_version)},
+            },
             opts=pulumi.ResourceOptions(parent=self, provider=provider),
         )
         self.model_store = ModelStore(
@@ -152,6 +159,26 @@ class Platform(pulumi.ComponentResource):
                 prometheus_url=self.observability.prometheus_url,
                 provider=provider,
                 depends_on=[self.serving, self.observability],
+            ),
+            opts=child,
+        )
+        # Once every chart has created its namespace: the operators' NetworkPolicies and Pod Security labels.
+        self.isolation = NamespaceIsolation(
+            f"{name}-isolation",
+            NamespaceIsolationArgs(
+                kubernetes_version=settings.cluster.kubernetes_version,
+                monitoring_namespace=settings.observability.namespace,
+                keda_namespace=KEDA_NAMESPACE,
+                kserve_namespace=settings.serving.kserve_namespace,
+                cert_manager_namespace=CERT_MANAGER_NAMESPACE,
+                envoy_gateway_namespace=ENVOY_GATEWAY_NAMESPACE,
+                ai_gateway_namespace=AI_GATEWAY_NAMESPACE,
+                gateway_namespace=settings.gateway.namespace,
+                envoy_pod_labels=envoy_pod_selector(settings.gateway),
+                rate_limit_pod_labels=RATE_LIMIT_POD_LABELS,
+                prometheus_pod_labels=PROMETHEUS_POD_LABELS,
+                provider=provider,
+                depends_on=[self.observability, self.serving, self.gateway, self.autoscaling],
             ),
             opts=child,
         )

@@ -95,6 +95,9 @@ class Gateway(pulumi.ComponentResource):
             return resource(f"{name}-{logical}", **fields, opts=after(*deps))
 
         core("default-deny", k8s.networking.v1.NetworkPolicy, isolation.default_deny_ingress(gw.namespace), namespace)
+        # Only the Redis pods run here; they need DNS and each other (store.network_policy).
+        core("deny-egress", k8s.networking.v1.NetworkPolicy, isolation.default_deny_egress(gw.namespace), namespace)
+        core("dns", k8s.networking.v1.NetworkPolicy, isolation.dns_egress(gw.namespace), namespace)
         envoy_gateway = helm_release(
             f"{name}-envoy-gateway",
             ENVOY_GATEWAY_CHART,

@@ -36,12 +36,13 @@ ZONE = "topology.kubernetes.io/zone"
 
 # Each container asks the other pods' Sentinels who the master is (a restarted pod rejoins
 # the current master, not its old role); on a fresh start nobody answers and pod 0 is master.
-# The password stays in an emptyDir file, never on a command line.
+# The password stays in an emptyDir file, never on a command line: redis-cli reads it from
+# REDISCLI_AUTH (redis-cli.c, "REDISCLI_AUTH" in the environment; also what the probes use).
 START_SCRIPT = """\
 #!/bin/sh
 set -eu
 self="$(hostname).${HEADLESS_DOMAIN}"
-ask() { timeout 3 redis-cli -h "$1" -p "$SENTINEL_PORT" --no-auth-warning -a "$REDIS_PASSWORD" \\
+ask() { timeout 3 redis-cli -h "$1" -p "$SENTINEL_PORT" \\
   sentinel get-master-addr-by-name "$MASTER_SET" 2>/dev/null | head -n 1 || true; }
 master=""
 i=0
@@ -242,7 +243,8 @@ def pod_disruption_budget(gw: GatewaySettings) -> dict[str, Any]:
 
 def network_policy(gw: GatewaySettings) -> dict[str, Any]:
     """Only the rate-limit service (it holds every client's budget) and the store's own pods
-    (replication, Sentinel gossip) reach Redis and Sentinel."""
+    (replication, Sentinel gossip) reach Redis and Sentinel; under the namespace's default-deny
+    egress, the store's pods reach each other and nothing else (DNS aside)."""
     ports = [{"protocol": "TCP", "port": REDIS_PORT}, {"protocol": "TCP", "port": SENTINEL_PORT}]
     return {
         "apiVersion": "networking.k8s.io/v1",
@@ -250,7 +252,8 @@ def network_policy(gw: GatewaySettings) -> dict[str, Any]:
         "metadata": {"name": REDIS_NAME, "namespace": gw.namespace, "labels": labels()},
         "spec": {
             "podSelector": {"matchLabels": _selector()},
-            "policyTypes": ["Ingress"],
+            "policyTypes": ["Ingress", "Egress"],
+            "egress": [{"to": [{"podSelector": {"matchLabels": _selector()}}], "ports": ports}],
             "ingress": [
                 {
                     "from": [

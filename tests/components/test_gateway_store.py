@@ -18,7 +18,7 @@ DOMAIN = "ratelimit-redis-headless.ai-gateway.svc.cluster.local"
 STUBS = {
     "hostname": 'echo "$FAKE_HOSTNAME"\n',
     # Answers `sentinel get-master-addr-by-name` for the hosts listed in $ANSWERS ("host master").
-    "redis-cli": 'host="$2"\nmaster="$(grep "^$host " "$ANSWERS" | cut -d" " -f2)"\n'
+    "redis-cli": 'echo "$*" >> "$ARGV_LOG"\nhost="$2"\nmaster="$(grep "^$host " "$ANSWERS" | cut -d" " -f2)"\n'
     '[ -n "$master" ] || exit 1\necho "$master"\necho 6379\n',
     # Shows what it was started with instead of serving.
     "redis-server": 'echo "ARGS $*"\ncat "$1"\n',
@@ -44,6 +44,7 @@ def run_script(tmp_path: Path):
             "PATH": f"{bin_dir}:{os.environ['PATH']}",
             "FAKE_HOSTNAME": f"ratelimit-redis-{pod}",
             "ANSWERS": str(tmp_path / "answers"),
+            "ARGV_LOG": str(tmp_path / "redis-cli-argv"),
             "REDIS_PASSWORD": "pw",
             "HEADLESS_DOMAIN": DOMAIN,
             "SET_NAME": "ratelimit-redis",
@@ -64,6 +65,14 @@ def run_script(tmp_path: Path):
 
 def host(pod: int) -> str:
     return f"ratelimit-redis-{pod}.{DOMAIN}"
+
+
+def test_redis_cli_never_gets_the_password_on_its_command_line(run_script, tmp_path: Path) -> None:
+    """Any process on the node can read another's argv (/proc/<pid>/cmdline); redis-cli reads
+    the password from REDISCLI_AUTH instead, which the containers set."""
+    run_script("redis", 1)
+    calls = (tmp_path / "redis-cli-argv").read_text().splitlines()
+    assert calls and not any("pw" in call.split() for call in calls)
 
 
 def test_on_a_fresh_start_pod_zero_is_master(run_script) -> None:
