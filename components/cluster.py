@@ -20,6 +20,8 @@ ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPoli
 # The Mountpoint CSI driver's node service account (the EKS add-on creates it).
 MOUNTPOINT_SERVICE_ACCOUNT = "s3-csi-driver-sa"
 EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
+# Both add-ons run their controllers' service accounts in kube-system.
+ADDON_NAMESPACE = "kube-system"
 
 
 @dataclass(frozen=True)
@@ -122,13 +124,15 @@ class Cluster(pulumi.ComponentResource):
                 tags=tags,
                 opts=cluster_opts,
             )
-            self._ebs_csi_driver(name, tags, cluster_opts)
+            self._ebs_csi_driver(name, args.cluster_name, tags, cluster_opts)
 
         # Mountpoint for S3 serves model weights to predictors read-only. Its role starts with
         # no permissions; the ModelStore grants read access to exactly its bucket.
         self.mountpoint_role = aws.iam.Role(
             f"{name}-mountpoint-s3",
-            assume_role_policy=iam.pod_identity_trust(),
+            assume_role_policy=iam.pod_identity_trust(
+                cluster_name=args.cluster_name, namespace=ADDON_NAMESPACE, service_account=MOUNTPOINT_SERVICE_ACCOUNT
+            ),
             description="Mountpoint S3 CSI driver: read-only access to the model store",
             tags=tags,
             opts=cluster_opts,
@@ -238,9 +242,12 @@ class Cluster(pulumi.ComponentResource):
             )
         return role, ready
 
-    def _ebs_csi_driver(self, name: str, tags: dict[str, str], opts: pulumi.ResourceOptions) -> None:
+    def _ebs_csi_driver(self, name: str, cluster_name: str, tags: dict[str, str], opts: pulumi.ResourceOptions) -> None:
         """Persistent volumes (Prometheus, Alertmanager) need an EBS driver; Auto Mode has its own."""
-        role = aws.iam.Role(f"{name}-ebs-csi", assume_role_policy=iam.pod_identity_trust(), tags=tags, opts=opts)
+        trust = iam.pod_identity_trust(
+            cluster_name=cluster_name, namespace=ADDON_NAMESPACE, service_account=EBS_CSI_SERVICE_ACCOUNT
+        )
+        role = aws.iam.Role(f"{name}-ebs-csi", assume_role_policy=trust, tags=tags, opts=opts)
         aws.iam.RolePolicyAttachment(
             f"{name}-ebs-csi",
             role=role.name,

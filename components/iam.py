@@ -10,20 +10,50 @@ import pulumi
 import pulumi_aws as aws
 
 
-def pod_identity_trust() -> str:
-    """Trust policy for a role assumed through EKS Pod Identity (no OIDC provider needed)."""
+def pod_identity_trust_document(cluster_arn: str, account_id: str, namespace: str, service_account: str) -> str:
+    """Trust policy for a role assumed through EKS Pod Identity, for one service account of one
+    cluster only. EKS Pod Identity tags every session with `eks-cluster-arn`,
+    `kubernetes-namespace` and `kubernetes-service-account` (EKS user guide, "Create IAM role with
+    trust policy required by EKS Pod Identity", Setting Conditions; "Enable or disable session
+    tags"), so an association of another cluster or service account, made by anyone who may
+    pass the role, cannot assume it; `aws:SourceAccount` keeps out another account's EKS."""
     return json.dumps(
         {
             "Version": "2012-10-17",
             "Statement": [
                 {
+                    "Sid": "AllowEksAuthToAssumeRoleForPodIdentity",
                     "Effect": "Allow",
                     "Principal": {"Service": "pods.eks.amazonaws.com"},
                     "Action": ["sts:AssumeRole", "sts:TagSession"],
+                    "Condition": {
+                        "StringEquals": {
+                            "aws:SourceAccount": account_id,
+                            "aws:RequestTag/eks-cluster-arn": cluster_arn,
+                            "aws:RequestTag/kubernetes-namespace": namespace,
+                            "aws:RequestTag/kubernetes-service-account": service_account,
+                        }
+                    },
                 }
             ],
         }
     )
+
+
+def pod_identity_trust(
+    *, cluster_name: pulumi.Input[str], namespace: pulumi.Input[str], service_account: str
+) -> pulumi.Output[str]:
+    """`pod_identity_trust_document` for the cluster of this account and region."""
+    account = aws.get_caller_identity_output().account_id
+    region = aws.get_region_output().region
+    partition = aws.get_partition_output().partition
+
+    def document_for(args: list[str]) -> str:
+        name, ns, account_id, region_name, partition_name = args
+        arn = f"arn:{partition_name}:eks:{region_name}:{account_id}:cluster/{name}"
+        return pod_identity_trust_document(arn, account_id, ns, service_account)
+
+    return pulumi.Output.all(cluster_name, namespace, account, region, partition).apply(document_for)
 
 
 def service_trust(service: str) -> str:
@@ -55,7 +85,8 @@ def pod_identity_role(
     account assume it. The association is named `association_name` (default: `name`) and is a
     child of `parent`, or of the role with `association_under_role`."""
     opts = pulumi.ResourceOptions(parent=parent)
-    role = aws.iam.Role(name, assume_role_policy=pod_identity_trust(), description=description, tags=tags, opts=opts)
+    trust = pod_identity_trust(cluster_name=cluster_name, namespace=namespace, service_account=service_account)
+    role = aws.iam.Role(name, assume_role_policy=trust, description=description, tags=tags, opts=opts)
     association = aws.eks.PodIdentityAssociation(
         association_name or name,
         cluster_name=cluster_name,

@@ -72,6 +72,9 @@ def shm_size(model: ModelSettings, serving: ServingSettings) -> str:
     return f"{serving.shm_gib_per_gpu * model.gpus_per_replica}Gi"
 
 
+FORCE_INCLUDE_USAGE = "--enable-force-include-usage"
+
+
 def vllm_args(model: ModelSettings) -> list[str]:
     engine = model.engine
     return [
@@ -83,6 +86,11 @@ def vllm_args(model: ModelSettings) -> list[str]:
         f"--gpu-memory-utilization={engine.gpu_memory_utilization}",
         f"--max-num-seqs={engine.max_num_seqs}",
         f"--max-num-batched-tokens={engine.max_num_batched_tokens}",
+        # Usage on every response, streamed ones included, whatever the request's stream_options:
+        # the gateway charges token budgets from it, and AI Gateway v1.1 forces it for chat only, so
+        # a streamed /v1/completions would otherwise cost 0 tokens (vLLM cli_args.py
+        # BaseFrontendArgs.enable_force_include_usage, at 789340fb and 00522333 of vllm-project/vllm).
+        FORCE_INCLUDE_USAGE,
         *engine.extra_args,
     ]
 

@@ -31,6 +31,9 @@ _OWNED_FLAGS = {
     "--gpu-memory-utilization": "engine.gpuMemoryUtilization",
     "--max-num-batched-tokens": "engine.maxNumBatchedTokens",
     "--api-key": "the platform (the gateway holds the keys)",
+    # Token budgets are charged from every response's usage (components/serving/objects.py).
+    "--enable-force-include-usage": "the platform (token budgets need usage on every response)",
+    "--no-enable-force-include-usage": "the platform (token budgets need usage on every response)",
 }
 
 

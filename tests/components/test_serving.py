@@ -263,6 +263,14 @@ def test_predictor_runs_as_a_fixed_non_root_user_with_runtime_default_seccomp(st
         assert container["capabilities"] == {"drop": ["ALL"]}
 
 
+def test_every_predictor_reports_usage_on_every_response_for_the_token_budgets(stack: StackRun) -> None:
+    """Token budgets charge a response's usage; without the flag a streamed /v1/completions that
+    does not ask for usage reports none and is charged 0 tokens (AI Gateway v1.1 forces usage
+    for chat completions only)."""
+    for model in settings(stack).models:
+        assert "--enable-force-include-usage" in main_container(stack, names.inference_service_name(model))["args"]
+
+
 def test_read_only_root_leaves_every_vllm_cache_path_on_a_volume(stack: StackRun) -> None:
     for model in settings(stack).models:
         container = main_container(stack, model.name)

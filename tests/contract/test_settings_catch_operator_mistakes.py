@@ -78,6 +78,7 @@ def test_a_kubernetes_version_eks_does_not_offer_is_refused() -> None:
         ("--gpu-memory-utilization=0.95", "engine.gpuMemoryUtilization"),
         ("--max-num-batched-tokens=8192", "engine.maxNumBatchedTokens"),
         ("--api-key=x", "gateway"),
+        ("--no-enable-force-include-usage", "token budgets"),
     ],
 )
 def test_an_extra_arg_that_a_setting_owns_is_refused_naming_the_setting(flag: str, owner: str) -> None:
