@@ -30,7 +30,10 @@ class ModelStoreArgs:
     models: list[ModelSettings]
     cluster_name: pulumi.Input[str]
     region: str
+    # The predictors' namespace (the weights claims live there).
     namespace: pulumi.Input[str]
+    # The model-sync Jobs' namespace: the only one whose service account may assume the writer role.
+    sync_namespace: str
     mountpoint_role: aws.iam.Role
     provider: k8s.Provider
     tags: dict[str, str]
@@ -110,21 +113,20 @@ class ModelStore(pulumi.ComponentResource):
             ],
             opts=bucket_opts,
         )
+        writer, _ = iam.pod_identity_role(
+            f"{name}-model-sync",
+            cluster_name=args.cluster_name,
+            namespace=args.sync_namespace,
+            service_account=MODEL_SYNC_SERVICE_ACCOUNT,
+            tags=tags,
+            parent=self,
+            description="Model sync Jobs: create (never replace) pinned model revisions under their prefixes",
+            association_under_role=True,
+        )
         aws.s3.BucketPolicy(
             f"{name}-weights",
             bucket=bucket.id,
-            policy=bucket.arn.apply(
-                lambda arn: iam.document(
-                    {
-                        "Sid": "DenyInsecureTransport",
-                        "Effect": "Deny",
-                        "Principal": "*",
-                        "Action": "s3:*",
-                        "Resource": [arn, f"{arn}/*"],
-                        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-                    }
-                )
-            ),
+            policy=pulumi.Output.all(bucket.arn, key.arn, writer.arn).apply(lambda a: bucket_policy(a[0], a[1], a[2])),
             # S3 rejects a bucket policy while the public-access block is being applied.
             opts=pulumi.ResourceOptions(parent=bucket, depends_on=[block]),
         )
@@ -136,16 +138,6 @@ class ModelStore(pulumi.ComponentResource):
             role=args.mountpoint_role.id,
             policy=pulumi.Output.all(bucket.arn, key.arn).apply(lambda a: _read_policy(a[0], a[1], prefixes)),
             opts=child,
-        )
-        writer, _ = iam.pod_identity_role(
-            f"{name}-model-sync",
-            cluster_name=args.cluster_name,
-            namespace=args.namespace,
-            service_account=MODEL_SYNC_SERVICE_ACCOUNT,
-            tags=tags,
-            parent=self,
-            description="Model sync Jobs: write pinned model revisions under their prefixes",
-            association_under_role=True,
         )
         aws.iam.RolePolicy(
             f"{name}-model-sync",
@@ -214,6 +206,65 @@ class ModelStore(pulumi.ComponentResource):
         return claim_name(model)
 
 
+# S3 condition keys of conditional writes (S3 user guide, "Enforce conditional writes on Amazon S3
+# buckets"): the If-None-Match header, and which operation creates the object.
+IF_NONE_MATCH = "s3:if-none-match"
+CREATION_OPERATION = "s3:ObjectCreationOperation"
+HEADERLESS_OPERATIONS = ("CreateMultipartUpload", "UploadPart")
+
+
+def bucket_policy(bucket_arn: str, key_arn: str, writer_arn: str) -> str:
+    """TLS only; objects encrypted with the bucket's own KMS key only; the writer role can neither
+    replace nor delete an object, whatever identity policy it is given later."""
+    objects = f"{bucket_arn}/*"
+    return iam.document(
+        {
+            "Sid": "DenyInsecureTransport",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "s3:*",
+            "Resource": [bucket_arn, objects],
+            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+        },
+        {
+            # An upload naming SSE-S3 (or no KMS) is refused; one naming nothing gets the bucket's
+            # default (SSE-KMS with this key), hence IfExists (IAM user guide, "...IfExists condition operators").
+            "Sid": "DenyOtherEncryption",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "s3:PutObject",
+            "Resource": objects,
+            "Condition": {"StringNotEqualsIfExists": {"s3:x-amz-server-side-encryption": "aws:kms"}},
+        },
+        {
+            "Sid": "DenyOtherKmsKey",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "s3:PutObject",
+            "Resource": objects,
+            "Condition": {"StringNotEqualsIfExists": {"s3:x-amz-server-side-encryption-aws-kms-key-id": key_arn}},
+        },
+        {
+            "Sid": "DenyWriterReplacing",
+            "Effect": "Deny",
+            "Principal": {"AWS": writer_arn},
+            "Action": "s3:PutObject",
+            "Resource": objects,
+            "Condition": {
+                "Null": {IF_NONE_MATCH: "true"},
+                "StringNotEquals": {CREATION_OPERATION: list(HEADERLESS_OPERATIONS)},
+            },
+        },
+        {
+            "Sid": "DenyWriterDeleting",
+            "Effect": "Deny",
+            "Principal": {"AWS": writer_arn},
+            "Action": ["s3:DeleteObject", "s3:DeleteObjectVersion", "s3:PutObjectRetention", "s3:PutObjectLegalHold"],
+            "Resource": objects,
+        },
+    )
+
+
 def _read_policy(bucket_arn: str, key_arn: str, prefixes: list[str]) -> str:
     return iam.document(
         {
@@ -234,6 +285,7 @@ def _read_policy(bucket_arn: str, key_arn: str, prefixes: list[str]) -> str:
 
 
 def _write_policy(bucket_arn: str, key_arn: str, prefixes: list[str]) -> str:
+    objects = [f"{bucket_arn}/{p}/*" for p in prefixes]
     return iam.document(
         {
             "Sid": "ListModelPrefixes",
@@ -243,23 +295,33 @@ def _write_policy(bucket_arn: str, key_arn: str, prefixes: list[str]) -> str:
             "Condition": {"StringLike": {"s3:prefix": [f"{p}/*" for p in prefixes] + [f"{p}/" for p in prefixes]}},
         },
         {
-            "Sid": "WriteModelObjects",
+            "Sid": "ReadModelObjects",
             "Effect": "Allow",
             "Action": [
                 "s3:GetObject",
                 "s3:GetObjectAttributes",
-                "s3:PutObject",
                 "s3:AbortMultipartUpload",
                 "s3:ListMultipartUploadParts",
             ],
-            "Resource": [f"{bucket_arn}/{p}/*" for p in prefixes],
+            "Resource": objects,
         },
         {
-            # Model sync withdraws a published manifest before it repairs a corrupt object.
-            "Sid": "WithdrawManifest",
+            # PutObject and CompleteMultipartUpload only with If-None-Match: a key that exists (a
+            # published object, the manifest) is never replaced; no DeleteObject either.
+            "Sid": "CreateModelObjectsOnly",
             "Effect": "Allow",
-            "Action": "s3:DeleteObject",
-            "Resource": [f"{bucket_arn}/{p}/_MANIFEST.json" for p in prefixes],
+            "Action": "s3:PutObject",
+            "Resource": objects,
+            "Condition": {"Null": {IF_NONE_MATCH: "false"}},
+        },
+        {
+            # These take no conditional header (S3 user guide, "Enforce conditional writes on Amazon
+            # S3 buckets"); an upload still creates nothing until its CompleteMultipartUpload.
+            "Sid": "UploadPartsOfNewObjects",
+            "Effect": "Allow",
+            "Action": "s3:PutObject",
+            "Resource": objects,
+            "Condition": {"StringEquals": {CREATION_OPERATION: list(HEADERLESS_OPERATIONS)}},
         },
         {
             "Sid": "EncryptWeights",

@@ -4,7 +4,9 @@ and the init container that keeps a predictor from serving a model before it is 
 The Job runs `python -m modelsync sync` from a pinned Python image; the package source travels in
 an immutable ConfigMap read from this repository when the program runs, so no custom image or
 registry is needed. The Job authenticates as the model-sync service account, which ModelStore
-binds to its writer role with an EKS Pod Identity association.
+binds to its writer role with an EKS Pod Identity association. The Jobs run in a namespace of
+their own (`modelStore.syncNamespace`), the only one the writer role trusts, and write create-only
+(`--create-only`, what the writer role's policy allows): a published revision is never replaced.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pulumi_kubernetes as k8s
 from contract import names
 from contract.settings.models import ModelSettings
 
+from . import isolation
 from .model_store import MODEL_SYNC_SERVICE_ACCOUNT
 from .naming import type_token
 from .pod_security import NON_ROOT_UID, container_security_context, pod_security_context
@@ -104,6 +107,8 @@ def sync_arguments(model: ModelSettings, bucket: str, region: str, exclude: tupl
         "8",
         "--abort-stale-uploads-after",
         str(STALE_UPLOAD_AGE_SECONDS),
+        # The writer role may only create objects (components/model_store.py).
+        "--create-only",
     ]
     for pattern in exclude:
         args += ["--exclude", pattern]
@@ -250,13 +255,59 @@ def manifest_wait_init_container(
     }
 
 
+# The EKS Pod Identity Agent, where the SDK gets the writer's credentials (EKS user guide, "Set up
+# the Amazon EKS Pod Identity Agent": it listens on 169.254.170.23, port 80).
+POD_IDENTITY_AGENT = "169.254.170.23/32"
+POD_IDENTITY_AGENT_PORT = 80
+HTTPS = 443
+
+
+def egress_policy(namespace: str, vpc_cidr: str) -> dict[str, Any]:
+    """The Jobs reach the Pod Identity Agent and HTTPS outside the VPC (the Hugging Face hub and its
+    CDN, S3 and STS over the NAT or S3 gateway endpoint), not the VPC itself (the Kubernetes API,
+    other pods) nor IMDS (port 80 on 169.254.169.254)."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "model-sync-egress", "namespace": namespace, "labels": names.PART_OF},
+        "spec": {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [
+                {
+                    "to": [{"ipBlock": {"cidr": POD_IDENTITY_AGENT}}],
+                    "ports": [{"protocol": "TCP", "port": POD_IDENTITY_AGENT_PORT}],
+                },
+                {
+                    "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [vpc_cidr]}}],
+                    "ports": [{"protocol": "TCP", "port": HTTPS}],
+                },
+            ],
+        },
+    }
+
+
+def namespace_policies(namespace: str, vpc_cidr: str) -> list[dict[str, Any]]:
+    """Nothing calls the Jobs; they call only DNS, the Pod Identity Agent and HTTPS outside the VPC."""
+    return [
+        isolation.default_deny_ingress(namespace),
+        isolation.default_deny_egress(namespace),
+        isolation.dns_egress(namespace),
+        egress_policy(namespace, vpc_cidr),
+    ]
+
+
 @dataclass(frozen=True)
 class ModelSyncArgs:
     models: list[ModelSettings]
     bucket_name: pulumi.Input[str]
-    namespace: pulumi.Input[str]
+    # The Jobs' own namespace (created here): the only one the writer role trusts.
+    namespace: str
     region: str
     provider: k8s.Provider
+    # The VPC's CIDR: the Jobs' HTTPS egress excludes it.
+    vpc_cidr: str
+    kubernetes_version: str
     # A Secret in `namespace` whose key `token` holds a Hugging Face token (gated or private models).
     hf_token_secret: str | None = None
     image: str = SYNC_IMAGE
@@ -296,6 +347,19 @@ class ModelSync(pulumi.ComponentResource):
             **args.labels,
         }
 
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-ns",
+            metadata={
+                "name": args.namespace,
+                "labels": {**names.PART_OF, **isolation.pod_security_labels("restricted", args.kubernetes_version)},
+            },
+            opts=k8s_opts,
+        )
+        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
+        for policy in namespace_policies(args.namespace, args.vpc_cidr):
+            k8s.networking.v1.NetworkPolicy(
+                f"{name}-{policy['metadata']['name']}", metadata=policy["metadata"], spec=policy["spec"], opts=k8s_opts
+            )
         account = k8s.core.v1.ServiceAccount(
             f"{name}-account",
             # The name ModelStore's Pod Identity association binds to the writer role.

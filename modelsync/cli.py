@@ -81,6 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument("--hub-endpoint", default=None, help="a Hugging Face hub mirror (default: the public hub)")
     sync.add_argument("--sse-kms-key-id", default=None, help="request SSE-KMS with this key on every write")
     sync.add_argument(
+        "--create-only",
+        action="store_true",
+        help="never replace or delete an object (If-None-Match: * on every write); a published revision "
+        "that does not verify fails the run instead of being repaired",
+    )
+    sync.add_argument(
         "--endpoint-url",
         default=os.environ.get("AWS_ENDPOINT_URL_S3"),
         help="S3 endpoint, e.g. an emulator (default: $AWS_ENDPOINT_URL_S3, else AWS's)",
@@ -113,6 +119,7 @@ def config_from(args: argparse.Namespace) -> SyncConfig:
         sse_kms_key_id=args.sse_kms_key_id,
         hf_token=os.environ.get("HF_TOKEN") or None,
         hub_endpoint=args.hub_endpoint,
+        create_only=args.create_only,
     )
 
 

@@ -69,6 +69,18 @@ def read_manifest(model_dir, model_id, revision):
     return entries, None
 
 
+def unlisted_files(model_dir, entries):
+    """Every file under model_dir that is neither the manifest nor one of its entries."""
+    listed = {name for name, _, _, _ in entries} | {MANIFEST_NAME}
+    found = []
+    for directory, _, files in os.walk(model_dir):
+        for file_name in files:
+            name = os.path.relpath(os.path.join(directory, file_name), model_dir).replace(os.sep, "/")
+            if name not in listed:
+                found.append(repr(name))
+    return sorted(found)
+
+
 def size_problems(entries):
     found = []
     for name, full, size, _ in entries:
@@ -111,6 +123,11 @@ def problems(model_dir, model_id, revision, verify=VERIFY_SHA256, parallel_reads
     entries, why_not = read_manifest(model_dir, model_id, revision)
     if why_not:
         return [why_not]
+    extra = unlisted_files(model_dir, entries)
+    if extra:
+        # The writer may still create new keys under a published prefix; vLLM would load them
+        # (another *.safetensors shard, a *.py for trust_remote_code), so only listed files pass.
+        raise Refusal(f"{model_dir} holds files the manifest does not list: {', '.join(extra)}")
     found = size_problems(entries)
     if found or verify != VERIFY_SHA256:
         return found

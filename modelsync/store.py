@@ -130,12 +130,32 @@ def read_unchanged(path: Path, offset: int, length: int, sha256: bytes) -> bytes
     return body
 
 
-class ObjectStore:
-    """One bucket; every write carries a SHA-256 additional checksum that S3 verifies on receipt."""
+class Immutable(SyncError):
+    """A create-only store already holds this key with other bytes; no rerun replaces it."""
 
-    def __init__(self, client: Any, bucket: str, sse_kms_key_id: str | None = None) -> None:
+
+def replace_refused(where: str, what: str) -> Immutable:
+    return Immutable(
+        f"{where} {what}; writes are create-only, so a published revision is never replaced: "
+        "someone allowed to delete objects in the model store removes the revision's prefix, then the sync reruns"
+    )
+
+
+class ObjectStore:
+    """One bucket; every write carries a SHA-256 additional checksum that S3 verifies on receipt.
+
+    `create_only`: every object write is conditional on the key not existing (If-None-Match: *,
+    on PutObject and CompleteMultipartUpload, the two that create an object; S3 user guide,
+    "Enforce conditional writes on Amazon S3 buckets"), and nothing is deleted. The platform's
+    writer role may write no other way, so what it published it can never replace."""
+
+    def __init__(
+        self, client: Any, bucket: str, sse_kms_key_id: str | None = None, *, create_only: bool = False
+    ) -> None:
         self.client = client
         self.bucket = bucket
+        self.create_only = create_only
+        self._create = {"IfNoneMatch": "*"} if create_only else {}
         self._sse = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": sse_kms_key_id} if sse_kms_key_id else {}
         self._in_flight: dict[str, str] = {}  # upload id -> key of this run's open multipart uploads
         self._in_flight_lock = threading.Lock()
@@ -147,6 +167,8 @@ class ObjectStore:
         try:
             return fn(Bucket=self.bucket, Key=key, **kwargs)
         except ClientError as err:
+            if "IfNoneMatch" in kwargs and _error_code(err) == "PreconditionFailed":
+                raise replace_refused(self.where(key), "already exists with other bytes") from None
             raise describe(err, action, self.where(key)) from None
         except BotoCoreError as err:
             raise describe(err, action, self.where(key)) from None
@@ -184,7 +206,10 @@ class ObjectStore:
         except BotoCoreError as err:
             raise describe(err, "GET", self.where(key)) from None
 
-    def delete(self, key: str) -> None:
+    def delete(self, key: str, why: str) -> None:
+        """Withdraws `key` (`why` says what is wrong with it); a create-only store refuses."""
+        if self.create_only:
+            raise replace_refused(self.where(key), why)
         self._call("DELETE", key, self.client.delete_object)
 
     def read_back_sha256(self, key: str) -> str | None:
@@ -219,6 +244,7 @@ class ObjectStore:
             ChecksumSHA256=digest.s3_checksum,
             Metadata={SHA256_METADATA: digest.sha256_hex},
             **self._sse,
+            **self._create,
         )
 
     def put_multipart(
@@ -249,6 +275,7 @@ class ObjectStore:
                 self.client.complete_multipart_upload,
                 UploadId=upload_id,
                 MultipartUpload={"Parts": parts},
+                **self._create,
             )
         except BaseException:
             for future in futures:

@@ -44,6 +44,8 @@ class SyncConfig:
     sse_kms_key_id: str | None = None
     hf_token: str | None = field(default=None, repr=False)
     hub_endpoint: str | None = None  # a hub mirror; None means the public hub (or HF_ENDPOINT)
+    # Never replace or delete an object (see ObjectStore): what the platform's writer role allows.
+    create_only: bool = False
 
     @property
     def manifest_key(self) -> str:
@@ -117,7 +119,8 @@ def validate(cfg: SyncConfig) -> None:
 
 def sync_model(cfg: SyncConfig, client: Any, stop: threading.Event | None = None) -> SyncReport:
     """Idempotent: safe to rerun after any interruption, and safe to run twice at once."""
-    return sync_to(ObjectStore(client, cfg.bucket, cfg.sse_kms_key_id), cfg, stop or threading.Event())
+    store = ObjectStore(client, cfg.bucket, cfg.sse_kms_key_id, create_only=cfg.create_only)
+    return sync_to(store, cfg, stop or threading.Event())
 
 
 def sync_to(store: ObjectStore, cfg: SyncConfig, stop: threading.Event) -> SyncReport:
@@ -151,8 +154,11 @@ def _sync(store: ObjectStore, cfg: SyncConfig, stop: threading.Event) -> SyncRep
                 seconds=time.monotonic() - started,
             )
         # Withdraw the manifest first: a model with a bad object must not look servable while it is repaired.
-        log.warning("manifest lists objects that do not verify: %s; withdrawing it and repairing", ", ".join(broken))
-        store.delete(cfg.manifest_key)
+        if not store.create_only:
+            log.warning(
+                "manifest lists objects that do not verify: %s; withdrawing it and repairing", ", ".join(broken)
+            )
+        store.delete(cfg.manifest_key, f"lists objects that do not verify ({', '.join(broken)})")
 
     files = materialize(cfg)
     results = sync_files(store, cfg, files, listed, stop)
@@ -199,8 +205,9 @@ def read_published(store: ObjectStore, key: str, listed: dict[str, int]) -> Mani
     try:
         return parse_manifest(raw, store.where(key))
     except SyncError as err:
-        log.warning("%s; withdrawing it, verifying every object and republishing", err)
-        store.delete(key)
+        if not store.create_only:
+            log.warning("%s; withdrawing it, verifying every object and republishing", err)
+        store.delete(key, f"is unreadable ({err})")
         return None
 
 

@@ -198,11 +198,45 @@ def test_model_bucket_is_versioned_kms_encrypted_and_owner_enforced(stack: Stack
     assert ownership["rule"]["objectOwnership"] == "BucketOwnerEnforced"
 
 
-def test_model_bucket_denies_requests_without_tls(stack: StackRun) -> None:
+def bucket_statements(stack: StackRun) -> dict[str, dict]:
     policy = json.loads(bucket_children(stack, "aws:s3/bucketPolicy:BucketPolicy")["policy"])
-    (statement,) = policy["Statement"]
-    assert statement["Effect"] == "Deny"
+    return {s["Sid"]: s for s in policy["Statement"]}
+
+
+def test_model_bucket_denies_requests_without_tls(stack: StackRun) -> None:
+    statement = bucket_statements(stack)["DenyInsecureTransport"]
+    assert (statement["Effect"], statement["Principal"], statement["Action"]) == ("Deny", "*", "s3:*")
     assert statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+def test_model_bucket_refuses_objects_encrypted_other_than_with_its_own_kms_key(stack: StackRun) -> None:
+    """SSE-S3 or another account's key would decrypt without this key's policy; an upload naming
+    neither gets the bucket default (this key), hence IfExists."""
+    statements = bucket_statements(stack)
+    (key,) = [k for k in stack.of_type("aws:kms/key:Key") if k.name.endswith("-models-weights")]
+    key_arn = f"arn:aws:kms:us-west-2:123456789012:{key.name}"
+    assert statements["DenyOtherEncryption"]["Condition"] == {
+        "StringNotEqualsIfExists": {"s3:x-amz-server-side-encryption": "aws:kms"}
+    }
+    assert statements["DenyOtherKmsKey"]["Condition"] == {
+        "StringNotEqualsIfExists": {"s3:x-amz-server-side-encryption-aws-kms-key-id": key_arn}
+    }
+    assert all(statements[sid]["Principal"] == "*" for sid in ("DenyOtherEncryption", "DenyOtherKmsKey"))
+
+
+def test_the_bucket_denies_the_writer_any_replacing_write_or_delete(stack: StackRun) -> None:
+    """Whatever identity policy the writer role is given, the bucket refuses it a PutObject or
+    CompleteMultipartUpload without If-None-Match and every delete (S3 user guide, "Enforce
+    conditional writes on Amazon S3 buckets")."""
+    statements = bucket_statements(stack)
+    writer = "arn:aws:iam:us-west-2:123456789012:llm-" + stack.stack + "-models-model-sync"
+    replacing, deleting = statements["DenyWriterReplacing"], statements["DenyWriterDeleting"]
+    assert replacing["Principal"] == deleting["Principal"] == {"AWS": writer}
+    assert replacing["Condition"] == {
+        "Null": {"s3:if-none-match": "true"},
+        "StringNotEquals": {"s3:ObjectCreationOperation": ["CreateMultipartUpload", "UploadPart"]},
+    }
+    assert {"s3:DeleteObject", "s3:DeleteObjectVersion"} <= set(deleting["Action"])
 
 
 def test_noncurrent_versions_and_abandoned_uploads_expire(stack: StackRun) -> None:
@@ -352,9 +386,13 @@ def test_each_model_gets_a_sync_job_before_its_predictor(stack: StackRun) -> Non
     assert len(stack.of_type("inference-platform:models:ModelSync")) == 1
 
 
-def test_model_sync_may_only_delete_manifests(stack: StackRun) -> None:
+def test_model_sync_may_delete_nothing_and_write_only_keys_that_do_not_exist(stack: StackRun) -> None:
     (write,) = [r for r in stack.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.endswith("-models-model-sync")]
     statements = {s["Sid"]: s for s in json.loads(write.inputs["policy"])["Statement"]}
-    assert all(arn.endswith("/_MANIFEST.json") for arn in statements["WithdrawManifest"]["Resource"])
-    deleting = [s for s in statements.values() if "s3:DeleteObject" in str(s["Action"])]
-    assert deleting == [statements["WithdrawManifest"]]
+    assert not [s for s in statements.values() if "Delete" in str(s["Action"])]
+    putting = [s for s in statements.values() if "s3:PutObject" in str(s["Action"])]
+    assert putting == [statements["CreateModelObjectsOnly"], statements["UploadPartsOfNewObjects"]]
+    assert statements["CreateModelObjectsOnly"]["Condition"] == {"Null": {"s3:if-none-match": "false"}}
+    assert statements["UploadPartsOfNewObjects"]["Condition"] == {
+        "StringEquals": {"s3:ObjectCreationOperation": ["CreateMultipartUpload", "UploadPart"]}
+    }

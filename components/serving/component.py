@@ -100,6 +100,10 @@ class Serving(pulumi.ComponentResource):
         for logical, policy in (
             ("default-deny", isolation.default_deny_ingress(s.namespace)),
             ("predictors", predictor_network_policy(s, args.predictor_peers)),
+            # Predictors call nothing (weights come through the Mountpoint volume, the Hub is off):
+            # a compromised engine reaches no internet, IMDS, Kubernetes API, Prometheus or rate limiter.
+            ("deny-egress", isolation.default_deny_egress(s.namespace)),
+            ("dns", isolation.dns_egress(s.namespace)),
         ):
             k8s.networking.v1.NetworkPolicy(
                 f"{name}-{logical}", metadata=policy["metadata"], spec=policy["spec"], opts=isolated

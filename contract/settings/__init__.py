@@ -21,7 +21,7 @@ from .cluster import ClusterSettings
 from .errors import NAMESPACE, SettingsError, key_path, problems_of
 from .gateway import GatewaySettings, gateway_problems
 from .gpu_capacity import GpuCapacitySettings
-from .model_store import ModelStoreSettings
+from .model_store import ModelStoreSettings, model_store_problems
 from .models import ModelSettings, instance_family_problems
 from .network import NetworkSettings
 from .observability import ObservabilitySettings
@@ -128,6 +128,7 @@ def _cross_section_problems(s: StackSettings, aws_region: str | None, today: dat
     problems += instance_family_problems(s.models, s.gpu_capacity.pools)
     problems += gpu_fit_problems(s.models, s.gpu_capacity.pools)
     problems += gateway_problems(s)
+    problems += model_store_problems(s)
     problems += _window_problems(s)
     return problems
 

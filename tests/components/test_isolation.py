@@ -163,3 +163,13 @@ def test_the_gateway_namespace_lets_redis_reach_only_dns_and_its_own_pods(stack:
     [egress] = found["ratelimit-redis"]["egress"]
     assert egress["to"] == [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "ratelimit-redis"}}}]
     assert ports(egress) == {REDIS_PORT, SENTINEL_PORT}
+
+
+def test_predictors_reach_nothing_but_dns(stack: StackRun) -> None:
+    """No internet over NAT, no IMDS, no Kubernetes API, no Prometheus, no rate limiter: the
+    serving namespace denies all egress, then opens port 53 alone."""
+    serving = load_stack(stack.stack, ROOT).serving.namespace
+    found = policies(stack, serving)
+    assert found["default-deny-egress"] == {"podSelector": {}, "policyTypes": ["Egress"]}
+    egress_rules = [rule for spec in found.values() for rule in spec.get("egress", [])]
+    assert egress_rules == [{"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}]

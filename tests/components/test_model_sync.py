@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pulumi
 import pytest
@@ -22,8 +23,11 @@ from components.model_sync import (
     manifest_wait_init_container,
     source_files,
 )
+from contract.settings import SettingsError, parse
 from contract.settings.models import ModelSettings
-from tests.harness import CapturingMonitor, PlatformMocks
+from contract.settings.stack_file import load_stack
+from tests.contract.test_settings import stack_raw, with_value
+from tests.harness import ROOT, CapturingMonitor, PlatformMocks, StackRun
 from tests.k8s_schemas import validate
 
 REVISION = "a" * 40
@@ -59,9 +63,11 @@ def run_component(**overrides) -> list:
             ModelSyncArgs(
                 models=MODELS,
                 bucket_name="weights-bucket",
-                namespace="serving",
+                namespace="model-sync",
                 region="us-west-2",
                 provider=provider,
+                vpc_cidr="10.0.0.0/16",
+                kubernetes_version="1.35",
                 **overrides,
             ),
         )
@@ -94,6 +100,8 @@ def test_component_uses_its_type_token_and_parents_every_child(captured):
     (component,) = of_type(captured, "inference-platform:models:ModelSync")
     children = [r for r in captured if r.parent == component.urn]
     assert {r.type for r in children} == {
+        "kubernetes:core/v1:Namespace",
+        "kubernetes:networking.k8s.io/v1:NetworkPolicy",
         "kubernetes:core/v1:ServiceAccount",
         "kubernetes:core/v1:ConfigMap",
         "kubernetes:batch/v1:Job",
@@ -134,7 +142,7 @@ def test_job_syncs_the_pinned_revision_to_the_models_prefix_as_the_writer_servic
     (account,) = of_type(captured, "kubernetes:core/v1:ServiceAccount")
     assert account.inputs["metadata"] == {
         "name": "model-sync",
-        "namespace": "serving",
+        "namespace": "model-sync",
         "labels": account.inputs["metadata"]["labels"],
     }
 
@@ -288,3 +296,63 @@ def test_wait_init_container_checks_the_pinned_revision_of_the_mounted_prefix(tm
     assert result.returncode == 1
     assert "refusing to serve a partial model" in result.stderr
     assert args[args.index("--revision") + 1] == REVISION
+
+
+# --- in both stacks -------------------------------------------------------------------------------
+
+
+def stack_objects(stack: StackRun, type_token: str) -> list[dict[str, Any]]:
+    return [r.inputs for r in stack.of_type(type_token)]
+
+
+def test_jobs_run_in_the_sync_namespace_and_never_beside_the_predictors(stack: StackRun) -> None:
+    settings = load_stack(stack.stack, ROOT)
+    jobs = [
+        j for j in stack_objects(stack, "kubernetes:batch/v1:Job") if j["metadata"]["name"].startswith("model-sync-")
+    ]
+    assert jobs and {j["metadata"]["namespace"] for j in jobs} == {settings.model_store.sync_namespace}
+    assert settings.model_store.sync_namespace != settings.serving.namespace
+
+
+def test_the_writer_role_is_associated_only_with_the_sync_namespaces_service_account(stack: StackRun) -> None:
+    settings = load_stack(stack.stack, ROOT)
+    [writer] = [
+        a
+        for a in stack_objects(stack, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
+        if a["roleArn"].endswith("-models-model-sync")
+    ]
+    assert (writer["namespace"], writer["serviceAccount"]) == (settings.model_store.sync_namespace, "model-sync")
+
+
+def test_jobs_write_create_only(stack: StackRun) -> None:
+    for job in stack_objects(stack, "kubernetes:batch/v1:Job"):
+        assert "--create-only" in job["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_the_sync_namespace_is_restricted_and_reaches_only_dns_the_agent_and_https_outside_the_vpc(
+    stack: StackRun,
+) -> None:
+    settings = load_stack(stack.stack, ROOT)
+    namespace = settings.model_store.sync_namespace
+    [ns] = [n for n in stack_objects(stack, "kubernetes:core/v1:Namespace") if n["metadata"]["name"] == namespace]
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    policies = {
+        p["metadata"]["name"]: p["spec"]
+        for p in stack_objects(stack, "kubernetes:networking.k8s.io/v1:NetworkPolicy")
+        if p["metadata"]["namespace"] == namespace
+    }
+    assert policies["default-deny-ingress"]["policyTypes"] == ["Ingress"]
+    assert policies["default-deny-egress"] == {"podSelector": {}, "policyTypes": ["Egress"]}
+    agent, https = policies["model-sync-egress"]["egress"]
+    assert agent == {"to": [{"ipBlock": {"cidr": "169.254.170.23/32"}}], "ports": [{"protocol": "TCP", "port": 80}]}
+    assert https == {
+        "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [settings.network.cidr]}}],
+        "ports": [{"protocol": "TCP", "port": 443}],
+    }
+
+
+def test_a_sync_namespace_shared_with_the_predictors_is_refused_naming_the_key() -> None:
+    raw = with_value(stack_raw("prod"), ["modelStore", "syncNamespace"], "inference")
+    with pytest.raises(SettingsError) as refused:
+        parse(raw)
+    assert "inference-platform:modelStore.syncNamespace ('inference') is also serving.namespace" in str(refused.value)

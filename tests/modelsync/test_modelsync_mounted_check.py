@@ -176,6 +176,18 @@ def test_an_object_overwritten_in_place_with_the_same_size_is_refused(tmp_path: 
     assert_refused_in_one_line(result, "'w/model.safetensors' does not match its published SHA-256")
 
 
+@pytest.mark.parametrize("verify", ["sha256", "size"])
+def test_a_file_the_manifest_does_not_list_is_refused(tmp_path: Path, verify: str):
+    """A key created under a published prefix after publishing (a create-only writer still may):
+    vLLM would load an extra shard or a trust_remote_code module."""
+    publish_locally(tmp_path, {"config.json": b"{}", "w/model.safetensors": b"1234"})
+    (tmp_path / "w/model-extra.safetensors").write_bytes(b"evil")
+
+    result = gate(tmp_path, "--verify", verify, "--timeout-seconds", "20")
+
+    assert_refused_in_one_line(result, "holds files the manifest does not list: 'w/model-extra.safetensors'")
+
+
 def test_size_only_verification_is_the_documented_trade_off_it_serves_same_size_tampering(tmp_path: Path):
     publish_locally(tmp_path, {"w/model.safetensors": b"1234"})
     (tmp_path / "w/model.safetensors").write_bytes(b"4321")
