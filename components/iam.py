@@ -65,6 +65,37 @@ def service_trust(service: str) -> str:
     )
 
 
+def flow_logs_trust_document(partition: str, region: str, account_id: str) -> str:
+    """VPC Flow Logs may assume the role only for flow logs of this account and region (confused
+    deputy: Amazon VPC user guide, "IAM role for publishing flow logs to CloudWatch Logs", trust
+    policy with aws:SourceAccount and aws:SourceArn)."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "vpc-flow-logs.amazonaws.com"},
+                    "Action": "sts:AssumeRole",
+                    "Condition": {
+                        "StringEquals": {"aws:SourceAccount": account_id},
+                        "ArnLike": {"aws:SourceArn": f"arn:{partition}:ec2:{region}:{account_id}:vpc-flow-log/*"},
+                    },
+                }
+            ],
+        }
+    )
+
+
+def flow_logs_trust() -> pulumi.Output[str]:
+    """`flow_logs_trust_document` for this account and region."""
+    return pulumi.Output.all(
+        aws.get_partition_output().partition,
+        aws.get_region_output().region,
+        aws.get_caller_identity_output().account_id,
+    ).apply(lambda a: flow_logs_trust_document(a[0], a[1], a[2]))
+
+
 def document(*statements: dict[str, Any]) -> str:
     return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
 

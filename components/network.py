@@ -168,7 +168,7 @@ class Network(pulumi.ComponentResource):
         )
         role = aws.iam.Role(
             f"{name}-flow-logs",
-            assume_role_policy=iam.service_trust("vpc-flow-logs.amazonaws.com"),
+            assume_role_policy=iam.flow_logs_trust(),
             tags=tags,
             opts=opts,
         )

@@ -75,6 +75,17 @@ def test_private_subnets_reach_s3_through_a_gateway_endpoint(stack: StackRun) ->
     assert len(endpoint.inputs["routeTableIds"]) == len(zones(stack.stack))
 
 
+def test_only_vpc_flow_logs_of_this_account_may_assume_the_flow_logs_role(prod: StackRun) -> None:
+    (flow_log,) = prod.of_type("aws:ec2/flowLog:FlowLog")
+    (role,) = [r for r in prod.of_type("aws:iam/role:Role") if flow_log.inputs["iamRoleArn"].endswith(r.name)]
+    (statement,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+    assert statement["Principal"] == {"Service": "vpc-flow-logs.amazonaws.com"}
+    assert statement["Condition"] == {
+        "StringEquals": {"aws:SourceAccount": "123456789012"},
+        "ArnLike": {"aws:SourceArn": "arn:aws:ec2:us-west-2:123456789012:vpc-flow-log/*"},
+    }
+
+
 def test_flow_logs_only_in_prod(dev: StackRun, prod: StackRun) -> None:
     assert dev.of_type("aws:ec2/flowLog:FlowLog") == []
     (flow_log,) = prod.of_type("aws:ec2/flowLog:FlowLog")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -18,6 +19,14 @@ from ..naming import type_token
 KEDA_CHART = "keda"
 KEDA_REPOSITORY = "https://kedacore.github.io/charts"
 KEDA_NAMESPACE = "keda"
+
+
+def keda_values() -> dict[str, Any]:
+    """The operator and metrics server read Secrets of KEDA's namespace only, not the cluster's
+    (keda-2.20.2 values.yaml permissions.*.restrict.secret): the platform's triggers query the
+    in-cluster Prometheus without authentication, so no TriggerAuthentication reads a Secret."""
+    restricted = {"restrict": {"secret": True}}
+    return {"permissions": {"operator": restricted, "metricServer": restricted}}
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,7 @@ class Autoscaling(pulumi.ComponentResource):
             pulumi.ResourceOptions(parent=self, provider=args.provider),
             repository=KEDA_REPOSITORY,
             create_namespace=True,
+            values=keda_values(),
         )
         object_opts = pulumi.ResourceOptions(
             parent=self, provider=args.provider, depends_on=[release, *args.depends_on]

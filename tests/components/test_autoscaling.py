@@ -300,3 +300,14 @@ def test_scaled_objects_match_the_keda_2_20_crd_and_a_misplaced_field_is_caught(
 def test_a_null_fallback_replicas_emits_no_fallback() -> None:
     s = with_policy("dev", {"default": {"fallbackReplicas": None}})
     assert "fallback" not in scaled_object_spec(model(s), URL)
+
+
+def test_keda_reads_secrets_of_its_own_namespace_only(stack: StackRun) -> None:
+    """keda-2.20.2 grants the operator and metrics server cluster-wide Secret read unless
+    permissions.*.restrict.secret; no trigger of the platform authenticates with a Secret."""
+    (keda,) = [r.inputs for r in stack.of_type("kubernetes:helm.sh/v3:Release") if r.inputs.get("chart") == "keda"]
+    permissions = keda["values"]["permissions"]
+    assert permissions["operator"]["restrict"]["secret"] is True
+    assert permissions["metricServer"]["restrict"]["secret"] is True
+    for scaled in stack.of_kind("keda.sh/v1alpha1", "ScaledObject"):
+        assert not any("authenticationRef" in t for t in scaled.inputs["spec"]["triggers"])
