@@ -20,6 +20,11 @@ KUBERNETES_VERSION = "1.34.0"
 LOCAL_SCHEMAS = {("eks.amazonaws.com", "NodeClass"): ROOT / "tests" / "schemas" / "eks.amazonaws.com_nodeclasses.json"}
 
 
+# Upstream CRDs of charts ../shared/crds does not carry: cert-manager's Certificate and Issuer
+# (cert-manager/cert-manager deploy/crds at v1.21.1, unmodified; the chart is pinned to v1.21.2).
+LOCAL_CRDS = ROOT / "tests" / "schemas"
+
+
 def crd_dir() -> Path:
     configured = os.environ.get("CRD_SCHEMA_DIR")
     path = Path(configured) if configured else ROOT.parent / "shared" / "crds"
@@ -40,7 +45,7 @@ def _crds_of_group(group: str) -> dict[tuple[str, str], dict[str, Any]]:
     """(version, kind) -> openAPIV3Schema for the CRDs of one API group (files are named
     `<group>_<plural>.yaml` upstream, so only those files are parsed)."""
     index: dict[tuple[str, str], dict[str, Any]] = {}
-    for path in sorted(crd_dir().rglob(f"{group}_*.yaml")):
+    for path in sorted([*crd_dir().rglob(f"{group}_*.yaml"), *LOCAL_CRDS.rglob(f"{group}_*.yaml")]):
         for doc in yaml.load_all(path.read_text(), Loader=_Loader):
             if not doc or doc.get("kind") != "CustomResourceDefinition" or doc["spec"]["group"] != group:
                 continue

@@ -17,7 +17,7 @@ from contract.settings.models import ModelSettings
 from .. import isolation
 from ..helm import helm_release
 from ..naming import type_token
-from . import store
+from . import store, tls
 from .objects import (
     AI_GATEWAY_CHART,
     AI_GATEWAY_CRDS_CHART,
@@ -182,9 +182,35 @@ class Gateway(pulumi.ComponentResource):
         )
 
         self.hostname = nlb.status.apply(_ingress_hostname)
+        if gw.tls_mode == "cluster":
+            # cert-manager's CRDs come with Serving (args.depends_on).
+            self._cluster_tls(name, gw, apply, after, [namespace, *args.depends_on], nlb)
         self.endpoint_url = self.hostname.apply(lambda host: f"{gw.url_scheme}://{host}/v1")
         self.api_keys = pulumi.Output.secret(pulumi.Output.all(**{c: k.result for c, k in keys.items()}))
         self.register_outputs({"hostname": self.hostname, "endpointUrl": self.endpoint_url, "apiKeys": self.api_keys})
+
+    def _cluster_tls(
+        self,
+        name: str,
+        gw: GatewaySettings,
+        apply: Any,
+        after: Any,
+        installed: list[pulumi.Resource],
+        nlb: pulumi.Resource,
+    ) -> None:
+        """The gateway's CA and the NLB hostname's certificate (cert-manager, installed by Serving)."""
+        self_signed = apply("tls-selfsigned", tls.self_signed_issuer(gw), *installed)
+        ca = apply("tls-ca", tls.ca_certificate(gw), self_signed)
+        issuer = apply("tls-ca-issuer", tls.ca_issuer(gw), ca)
+        serving = self.hostname.apply(lambda host: tls.serving_certificate(gw, host))
+        k8s.apiextensions.CustomResource(
+            f"{name}-tls",
+            api_version=tls.CERT_MANAGER_API,
+            kind="Certificate",
+            metadata=serving["metadata"],
+            spec=serving["spec"],
+            opts=after(issuer, nlb),
+        )
 
     def _rate_limit_store(
         self, name: str, gw: GatewaySettings, core: Any, namespace: pulumi.Resource, envoy_gateway: pulumi.Resource

@@ -10,6 +10,7 @@ from contract.settings.models import ModelSettings
 
 from ..isolation import namespace_peer
 from .store import RATE_LIMIT_NAMESPACE, RATE_LIMIT_POD_LABELS, ZONE, rate_limit_env, sentinel_url
+from .tls import SERVING_SECRET
 
 ENVOY_GATEWAY_CHART = "oci://docker.io/envoyproxy/gateway-helm"
 ENVOY_GATEWAY_VERSION = "v1.9.0"
@@ -30,6 +31,8 @@ ROUTE_NAME = "inference"
 API_KEYS_SECRET = "client-api-keys"
 # Above 1023, so Envoy listens on the same port without privileges (no port shifting).
 LISTENER_PORT = 8080
+# Envoy's HTTPS listener when it terminates TLS itself (gateway.clusterTls).
+TLS_LISTENER_PORT = 8443
 # The AI gateway puts the request body's `model` here before route selection.
 MODEL_HEADER = "x-ai-eg-model"
 # Set by API-key auth to the authenticated client's id; it keys the rate limits.
@@ -158,6 +161,21 @@ def gateway_class() -> dict[str, Any]:
     }
 
 
+def listener(gw: GatewaySettings) -> dict[str, Any]:
+    """HTTP behind an NLB that terminates TLS (ACM) or, without TLS, plain; HTTPS with the
+    gateway CA's certificate when Envoy terminates it (Gateway API Listener, tls.mode Terminate)."""
+    same = {"namespaces": {"from": "Same"}}
+    if gw.tls_mode == "cluster":
+        return {
+            "name": "https",
+            "protocol": "HTTPS",
+            "port": TLS_LISTENER_PORT,
+            "tls": {"mode": "Terminate", "certificateRefs": [{"group": "", "kind": "Secret", "name": SERVING_SECRET}]},
+            "allowedRoutes": same,
+        }
+    return {"name": "http", "protocol": "HTTP", "port": LISTENER_PORT, "allowedRoutes": same}
+
+
 def gateway(gw: GatewaySettings) -> dict[str, Any]:
     return {
         "apiVersion": f"{GATEWAY_API}/v1",
@@ -166,14 +184,7 @@ def gateway(gw: GatewaySettings) -> dict[str, Any]:
         "spec": {
             "gatewayClassName": GATEWAY_NAME,
             # Only routes in this namespace (the platform's) may attach.
-            "listeners": [
-                {
-                    "name": "http",
-                    "protocol": "HTTP",
-                    "port": LISTENER_PORT,
-                    "allowedRoutes": {"namespaces": {"from": "Same"}},
-                }
-            ],
+            "listeners": [listener(gw)],
             "infrastructure": {"parametersRef": _ref("EnvoyProxy", ENVOY_PROXY_NAME, ENVOY_API)},
         },
     }
@@ -190,9 +201,9 @@ def envoy_pod_selector(gw: GatewaySettings) -> dict[str, str]:
 
 
 def load_balancer_service(gw: GatewaySettings, auto_mode: bool) -> dict[str, Any]:
-    """The NLB in front of the Envoy pods (IP targets, cross-zone), TLS on 443 when an ACM
-    certificate is configured. Auto Mode provisions it itself; otherwise the AWS Load Balancer
-    Controller must be installed."""
+    """The NLB in front of the Envoy pods (IP targets, cross-zone), TLS on 443: terminated by the
+    NLB with an ACM certificate, or passed through to Envoy's HTTPS listener (gateway.clusterTls).
+    Auto Mode provisions it itself; otherwise the AWS Load Balancer Controller must be installed."""
     prefix = "service.beta.kubernetes.io/aws-load-balancer"
     annotations = {
         f"{prefix}-scheme": gw.scheme,
@@ -203,11 +214,13 @@ def load_balancer_service(gw: GatewaySettings, auto_mode: bool) -> dict[str, Any
     if gw.tls_certificate_arn:
         annotations |= {f"{prefix}-ssl-cert": gw.tls_certificate_arn, f"{prefix}-ssl-ports": "443"}
         port = 443
+    elif gw.tls_mode == "cluster":
+        port = 443  # TCP passthrough: Envoy terminates TLS
     spec: dict[str, Any] = {
         "type": "LoadBalancer",
         "loadBalancerClass": "eks.amazonaws.com/nlb" if auto_mode else "service.k8s.aws/nlb",
         "selector": envoy_pod_selector(gw),
-        "ports": [{"name": gw.url_scheme, "port": port, "targetPort": LISTENER_PORT, "protocol": "TCP"}],
+        "ports": [{"name": gw.url_scheme, "port": port, "targetPort": listener(gw)["port"], "protocol": "TCP"}],
     }
     if gw.source_ranges:
         spec["loadBalancerSourceRanges"] = list(gw.source_ranges)

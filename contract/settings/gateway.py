@@ -106,7 +106,11 @@ class GatewaySettings(Section):
     scheme: Literal["internal", "internet-facing"] = "internal"
     # ACM certificate: the NLB terminates TLS on 443. Required when internet-facing.
     tls_certificate_arn: str | None = None
-    # Client CIDRs the NLB admits; empty admits any address that can route to it.
+    # Without an ACM certificate: Envoy terminates TLS on 443 with a certificate for the NLB's
+    # hostname from the gateway's own CA (cert-manager); clients trust that CA. false is plain
+    # HTTP, refused in prod (keys and prompts would cross the VPC in clear).
+    cluster_tls: bool = True
+    # Client CIDRs the NLB admits; empty admits any address that can route to it (refused in prod).
     source_ranges: list[str] = Field(default_factory=list)
     replicas: int = Field(default=2, ge=1, le=20)
     timeouts: TimeoutSettings = Field(default_factory=TimeoutSettings)
@@ -161,8 +165,15 @@ class GatewaySettings(Section):
         return self
 
     @property
+    def tls_mode(self) -> Literal["acm", "cluster", "none"]:
+        """Who terminates TLS: the NLB (ACM), Envoy (the gateway's CA), or nobody."""
+        if self.tls_certificate_arn:
+            return "acm"
+        return "cluster" if self.cluster_tls else "none"
+
+    @property
     def url_scheme(self) -> str:
-        return "https" if self.tls_certificate_arn else "http"
+        return "http" if self.tls_mode == "none" else "https"
 
 
 def gateway_problems(settings: Any) -> list[str]:
@@ -203,6 +214,16 @@ def gateway_problems(settings: Any) -> list[str]:
             problems.append(
                 f"{NAMESPACE}:gateway.rateLimit.redisReplicas ({gateway.rate_limit.redis_replicas}) must be >= 3 in a "
                 "prod stack (Sentinel needs a majority to promote a replica; no single Redis on the request path)"
+            )
+        if gateway.tls_mode == "none":
+            problems.append(
+                f"{NAMESPACE}:gateway.clusterTls (False) is not allowed in a prod stack without "
+                "gateway.tlsCertificateArn: API keys and prompts would cross the VPC in clear"
+            )
+        if not gateway.source_ranges:
+            problems.append(
+                f"{NAMESPACE}:gateway.sourceRanges must list the client CIDRs in a prod stack; empty admits "
+                "any address that can route to the load balancer"
             )
         if gateway.rate_limit.fail_closed:
             problems.append(

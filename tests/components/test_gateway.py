@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from components.gateway import store
+from components.gateway import store, tls
 from components.gateway.coverage import dangling_targets, has_api_key_auth, has_rate_limit, uncovered
 from components.gateway.objects import (
     AI_GATEWAY_CHART,
@@ -18,14 +18,16 @@ from components.gateway.objects import (
     ENVOY_GATEWAY_CHART,
     LISTENER_PORT,
     MODEL_HEADER,
+    TLS_LISTENER_PORT,
     load_balancer_service,
 )
+from components.gateway.objects import gateway as gateway_manifest
 from components.serving.objects import SERVICE_PORT
 from contract import names
 from contract.settings import SettingsError, parse
 from contract.settings.gateway import GatewaySettings
 from contract.settings.stack_file import load_stack
-from tests.contract.test_settings import stack_raw
+from tests.contract.test_settings import stack_raw, with_value
 from tests.crd_rules import rule_violations
 from tests.harness import ROOT, StackRun
 from tests.k8s_schemas import is_core
@@ -421,7 +423,7 @@ def test_nlb_scheme_follows_config_and_selects_this_gateways_envoy_pods(stack: S
     assert selector["gateway.envoyproxy.io/owning-gateway-name"] == gateway["metadata"]["name"]
     assert selector["gateway.envoyproxy.io/owning-gateway-namespace"] == gateway["metadata"]["namespace"]
     (port,) = nlb["spec"]["ports"]
-    assert port["targetPort"] == gateway["spec"]["listeners"][0]["port"] == LISTENER_PORT
+    assert port["targetPort"] == gateway["spec"]["listeners"][0]["port"]
 
 
 def test_an_internet_facing_gateway_terminates_tls_with_the_acm_certificate() -> None:
@@ -445,8 +447,64 @@ def test_an_internet_facing_gateway_terminates_tls_with_the_acm_certificate() ->
 def test_endpoint_url_is_the_load_balancer_hostname_with_the_openai_prefix(stack: StackRun) -> None:
     host = stack.outputs["gatewayHostname"]
     assert host.endswith(".elb.us-west-2.amazonaws.com")
-    assert stack.outputs["endpointUrl"] == f"http://{host}/v1"
+    assert stack.outputs["endpointUrl"] == f"https://{host}/v1"
     assert "endpointUrl" not in stack.secret_outputs
+
+
+# TLS without an ACM certificate (gateway.clusterTls) ----------------------------------------------
+
+
+def test_envoy_terminates_tls_on_its_https_listener_with_the_gateway_cas_certificate(stack: StackRun) -> None:
+    [listener] = one(stack, "Gateway")["spec"]["listeners"]
+    assert (listener["protocol"], listener["port"]) == ("HTTPS", TLS_LISTENER_PORT)
+    assert listener["tls"] == {
+        "mode": "Terminate",
+        "certificateRefs": [{"group": "", "kind": "Secret", "name": tls.SERVING_SECRET}],
+    }
+    nlb = next(s for s in by_name(stack, "Service").values() if s["spec"].get("type") == "LoadBalancer")
+    assert nlb["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": TLS_LISTENER_PORT, "protocol": "TCP"}]
+    # TCP passthrough: no ACM certificate on the NLB.
+    assert not any("ssl-cert" in a for a in nlb["metadata"]["annotations"])
+
+
+def test_the_serving_certificate_names_the_nlb_hostname_and_chains_to_the_gateways_ca(stack: StackRun) -> None:
+    certificates = {name: c["spec"] for name, c in by_name(stack, "Certificate").items()}
+    issuers = {name: i["spec"] for name, i in by_name(stack, "Issuer").items()}
+    serving = certificates[tls.SERVING_SECRET]
+    assert serving["dnsNames"] == [stack.outputs["gatewayHostname"]]
+    assert serving["issuerRef"]["name"] == tls.CA_ISSUER and issuers[tls.CA_ISSUER] == {
+        "ca": {"secretName": tls.CA_SECRET}
+    }
+    ca = certificates[tls.CA_ISSUER]
+    assert ca["isCA"] is True and ca["secretName"] == tls.CA_SECRET
+    assert issuers[ca["issuerRef"]["name"]] == {"selfSigned": {}}
+
+
+def test_prod_refuses_plain_http_and_an_nlb_open_to_every_address() -> None:
+    raw = with_value(stack_raw("prod"), ["gateway", "clusterTls"], False)
+    with pytest.raises(SettingsError, match=r"gateway\.clusterTls \(False\) is not allowed in a prod stack"):
+        parse(raw)
+    raw = with_value(stack_raw("prod"), ["gateway", "sourceRanges"], [])
+    with pytest.raises(SettingsError, match=r"gateway\.sourceRanges must list the client CIDRs in a prod stack"):
+        parse(raw)
+
+
+def test_prod_admits_only_the_vpc_to_its_load_balancer(prod: StackRun) -> None:
+    nlb = next(s for s in by_name(prod, "Service").values() if s["spec"].get("type") == "LoadBalancer")
+    assert nlb["spec"]["loadBalancerSourceRanges"] == [load_stack("prod", ROOT).network.cidr]
+
+
+def test_plain_http_stays_possible_outside_prod_for_a_dev_without_a_ca() -> None:
+    gw = GatewaySettings.model_validate(
+        {
+            "clusterTls": False,
+            "clients": [
+                {"name": "a", "requests": {"limit": 1, "unit": "Second"}, "tokens": {"limit": 9, "unit": "Hour"}}
+            ],
+        }
+    )
+    assert gw.url_scheme == "http" and load_balancer_service(gw, auto_mode=True)["spec"]["ports"][0]["port"] == 80
+    assert gateway_manifest(gw)["spec"]["listeners"][0]["port"] == LISTENER_PORT
 
 
 def test_a_stack_without_a_gateway_section_is_rejected() -> None:
