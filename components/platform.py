@@ -131,11 +131,10 @@ class Platform(pulumi.ComponentResource):
                 replicas={m.name: ModelReplicas(m.policy.min_replicas, m.policy.max_replicas) for m in monitored},
                 depends_on=[self.serving_namespace, self.model_store, self.model_sync],
                 provider=provider,
-                # Clients reach models only through the gateway (keys, quotas); Prometheus scrapes.
-                predictor_peers=[
-                    envoy_peer(settings.gateway),
-                    namespace_peer(settings.observability.namespace, PROMETHEUS_POD_LABELS),
-                ],
+                # Clients reach models only through the gateway (keys, quotas); Prometheus scrapes
+                # the metrics-only port.
+                predictor_peers=[envoy_peer(settings.gateway)],
+                metrics_peers=[namespace_peer(settings.observability.namespace, PROMETHEUS_POD_LABELS)],
                 instance_family_label=instance_family_label(settings.gpu_capacity.provisioner),
             ),
             opts=child,

@@ -12,6 +12,8 @@ from contract.gpu import GPU_TAINT, POOL_LABEL
 from contract.manifests.monitored import MonitoredModel
 from contract.settings.observability import ObservabilitySettings, Receiver
 
+from ..serving.objects import METRICS_PORT_NAME
+
 STACK_CHART = "kube-prometheus-stack"
 STACK_REPOSITORY = "https://prometheus-community.github.io/helm-charts"
 STACK_VERSION = "88.5.3"
@@ -173,7 +175,8 @@ def pod_monitor_spec(m: MonitoredModel, obs: ObservabilitySettings) -> dict[str,
     return {
         "selector": {"matchLabels": {names.MODEL_LABEL: m.name}},
         "namespaceSelector": {"matchNames": [m.workload.namespace]},
-        "podMetricsEndpoints": [{"port": names.PORT_NAME, "path": names.METRICS_PATH, "interval": _interval(obs)}],
+        # The metrics-only sidecar's port: Prometheus never reaches vLLM's API port.
+        "podMetricsEndpoints": [{"port": METRICS_PORT_NAME, "path": names.METRICS_PATH, "interval": _interval(obs)}],
     }
 
 

@@ -3,7 +3,7 @@ objects of `objects.py` (one vLLM InferenceService per model)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -50,10 +50,12 @@ class ServingArgs:
     # The weights claims (ModelStore) and model-sync Jobs the predictors wait for.
     depends_on: list[pulumi.Resource]
     provider: k8s.Provider
-    # NetworkPolicy peers that may call the predictors' port (the gateway's proxies, Prometheus).
+    # NetworkPolicy peers that may call the predictors' port (the gateway's proxies).
     predictor_peers: list[dict[str, Any]]
     # The GPU nodes' instance-family label (GpuCapacity's provisioner): pins models to their families.
     instance_family_label: str
+    # NetworkPolicy peers that may scrape the metrics-only port (Prometheus).
+    metrics_peers: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Serving(pulumi.ComponentResource):
@@ -99,7 +101,7 @@ class Serving(pulumi.ComponentResource):
         isolated = pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=args.depends_on))
         for logical, policy in (
             ("default-deny", isolation.default_deny_ingress(s.namespace)),
-            ("predictors", predictor_network_policy(s, args.predictor_peers)),
+            ("predictors", predictor_network_policy(s, args.predictor_peers, args.metrics_peers)),
             # Predictors call nothing (weights come through the Mountpoint volume, the Hub is off):
             # a compromised engine reaches no internet, IMDS, Kubernetes API, Prometheus or rate limiter.
             ("deny-egress", isolation.default_deny_egress(s.namespace)),

@@ -47,6 +47,14 @@ PREDICTOR_KEY_FIELD = "apiKey"
 HOME_DIR = "/home/vllm"
 TMP_DIR = "/tmp"
 PROBE_PATH = "/health"
+# vLLM serves /metrics on its API port, beside /invocations, /pause and other paths `--api-key`
+# does not guard (vllm/entrypoints/openai/cli_args.py FrontendArgs.api_key: "only authenticates
+# endpoints under the /v1, /v2 and /inference path prefixes"). Prometheus scrapes this sidecar
+# instead, which answers GET /metrics alone, and the predictors' NetworkPolicy admits Prometheus
+# here only: a pod that wears Prometheus' labels still reaches nothing but the metrics.
+METRICS_CONTAINER = "metrics-only"
+METRICS_PORT = 8081
+METRICS_PORT_NAME = "metrics"
 STARTUP_PERIOD_SECONDS = 10
 
 
@@ -113,6 +121,46 @@ while True:
         break
     time.sleep(1)
 """
+
+
+METRICS_PROXY_SCRIPT = f"""\
+import sys, urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+port, upstream = int(sys.argv[1]), sys.argv[2]
+class OnlyMetrics(BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path.split("?", 1)[0] != "{names.METRICS_PATH}":
+            self.send_error(404)
+            return
+        try:
+            with urllib.request.urlopen(upstream, timeout=10) as reply:
+                body, kind = reply.read(), reply.headers.get("Content-Type", "text/plain")
+        except Exception:
+            self.send_error(502)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+ThreadingHTTPServer(("", port), OnlyMetrics).serve_forever()
+"""
+
+
+def metrics_container(model: ModelSettings) -> dict[str, Any]:
+    """The metrics-only sidecar, from the serving image (it has python3; nothing else to pull)."""
+    upstream = f"http://127.0.0.1:{names.PORT}{names.METRICS_PATH}"
+    return {
+        "name": METRICS_CONTAINER,
+        "image": model.image,
+        "command": ["python3", "-c", METRICS_PROXY_SCRIPT, str(METRICS_PORT), upstream],
+        "ports": [{"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"}],
+        "resources": {"requests": {"cpu": "20m", "memory": "48Mi"}, "limits": {"memory": "96Mi"}},
+        "securityContext": container_security_context(runAsNonRoot=True),
+        "env": [{"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
+    }
 
 
 def pre_stop(serving: ServingSettings) -> dict[str, Any]:
@@ -243,7 +291,8 @@ def inference_service(
             }
         ],
         "initContainers": [manifest_wait_init_container(model, MODEL_MOUNT, volume_name=WEIGHTS_VOLUME)],
-        "containers": [container(model, serving)],
+        # The engine first: KServe finds it by name, and its Service serves the first container's port.
+        "containers": [container(model, serving), metrics_container(model)],
         "volumes": [
             {"name": WEIGHTS_VOLUME, "persistentVolumeClaim": {"claimName": claim_name(model), "readOnly": True}},
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size(model, serving)}},
@@ -299,9 +348,12 @@ def service_host(model: ModelSettings, serving: ServingSettings) -> str:
     return f"{names.service_name(model)}.{serving.namespace}.svc.cluster.local"
 
 
-def predictor_network_policy(serving: ServingSettings, peers: list[dict[str, Any]]) -> dict[str, Any]:
-    """Predictors admit only `peers` (the gateway's Envoy proxies, Prometheus) on the vLLM port;
-    the namespace's default-deny closes everything else, so no pod bypasses keys and quotas."""
+def predictor_network_policy(
+    serving: ServingSettings, peers: list[dict[str, Any]], metrics_peers: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Predictors admit only `peers` (the gateway's Envoy proxies) on the vLLM port and
+    `metrics_peers` (Prometheus) on the metrics-only port; the namespace's default-deny closes
+    everything else, so no pod bypasses keys and quotas."""
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -309,6 +361,9 @@ def predictor_network_policy(serving: ServingSettings, peers: list[dict[str, Any
         "spec": {
             "podSelector": {"matchExpressions": [{"key": names.ISVC_LABEL, "operator": "Exists"}]},
             "policyTypes": ["Ingress"],
-            "ingress": [{"from": peers, "ports": [{"protocol": "TCP", "port": names.PORT}]}],
+            "ingress": [
+                {"from": peers, "ports": [{"protocol": "TCP", "port": names.PORT}]},
+                {"from": metrics_peers, "ports": [{"protocol": "TCP", "port": METRICS_PORT}]},
+            ],
         },
     }

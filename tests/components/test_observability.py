@@ -116,7 +116,7 @@ def test_every_predictor_has_a_pod_monitor_on_its_metrics_port(prod: StackRun) -
     assert sorted(monitors) == ["qwen25-14b-awq", "qwen25-7b-awq"]
     for monitor in monitors.values():
         assert monitor["metadata"]["namespace"] == "inference"
-        assert monitor["spec"]["podMetricsEndpoints"] == [{"port": "http1", "path": "/metrics", "interval": "15s"}]
+        assert monitor["spec"]["podMetricsEndpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "15s"}]
 
 
 def test_platform_rules_are_one_prometheus_rule_with_recording_and_alert_groups(stack: StackRun) -> None:

@@ -3,10 +3,13 @@ hold no AWS permissions; asserted on what each stack registers and on the pure b
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
@@ -19,6 +22,10 @@ from components.serving.objects import (
     KSERVE_CHART,
     KSERVE_CRD_CHART,
     KSERVE_VERSION,
+    METRICS_CONTAINER,
+    METRICS_PORT,
+    METRICS_PORT_NAME,
+    METRICS_PROXY_SCRIPT,
     MODEL_MOUNT,
     inference_service,
     startup_budget_seconds,
@@ -52,7 +59,7 @@ def predictor_spec(stack: StackRun, model: str) -> dict[str, Any]:
 
 
 def main_container(stack: StackRun, model: str) -> dict[str, Any]:
-    (container,) = predictor_spec(stack, model)["containers"]
+    (container,) = [c for c in predictor_spec(stack, model)["containers"] if c["name"] == "kserve-container"]
     return container
 
 
@@ -313,16 +320,73 @@ def test_serving_namespace_denies_ingress_except_gateway_proxies_and_prometheus(
         if o.inputs["metadata"]["namespace"] == namespace
     }
     assert policies["default-deny-ingress"]["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
-    (rule,) = policies["predictors"]["spec"]["ingress"]
-    assert rule["ports"] == [{"protocol": "TCP", "port": names.PORT}]
-    sources = {
-        (
-            p["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
-            p["podSelector"]["matchLabels"]["app.kubernetes.io/name"],
-        )
-        for p in rule["from"]
-    }
-    assert sources == {("envoy-gateway-system", "envoy"), (settings(stack).observability.namespace, "prometheus")}
+    api, metrics = policies["predictors"]["spec"]["ingress"]
+
+    def sources(rule: dict[str, Any]) -> set[tuple[str, str]]:
+        return {
+            (
+                p["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+                p["podSelector"]["matchLabels"]["app.kubernetes.io/name"],
+            )
+            for p in rule["from"]
+        }
+
+    # Envoy alone reaches vLLM's port; Prometheus reaches only the metrics-only sidecar.
+    assert api["ports"] == [{"protocol": "TCP", "port": names.PORT}]
+    assert sources(api) == {("envoy-gateway-system", "envoy")}
+    assert metrics["ports"] == [{"protocol": "TCP", "port": METRICS_PORT}]
+    assert sources(metrics) == {(settings(stack).observability.namespace, "prometheus")}
+
+
+def test_prometheus_scrapes_the_metrics_only_sidecar_not_the_engines_port(stack: StackRun) -> None:
+    for model in settings(stack).models:
+        containers = {c["name"]: c for c in predictor_spec(stack, model.name)["containers"]}
+        assert next(iter(containers)) == "kserve-container"  # KServe's Service serves the first container's port
+        sidecar = containers[METRICS_CONTAINER]
+        assert sidecar["image"] == model.image
+        assert sidecar["ports"] == [{"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"}]
+        assert sidecar["securityContext"]["readOnlyRootFilesystem"] is True
+    for monitor in stack.of_kind("monitoring.coreos.com/v1", "PodMonitor"):
+        assert [e["port"] for e in monitor.inputs["spec"]["podMetricsEndpoints"]] == [METRICS_PORT_NAME]
+
+
+@pytest.fixture
+def metrics_only(metrics_server):
+    _, upstream = metrics_server
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proxy = subprocess.Popen([sys.executable, "-c", METRICS_PROXY_SCRIPT, str(port), upstream])
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(base + "/metrics", timeout=1).read()
+            break
+        except OSError:
+            time.sleep(0.1)
+    yield base
+    proxy.terminate()
+    proxy.wait(timeout=10)
+
+
+def test_the_metrics_sidecar_serves_the_engines_metrics(metrics_only) -> None:
+    body = urllib.request.urlopen(metrics_only + "/metrics", timeout=5).read().decode()
+    assert body.startswith("vllm:num_requests_running")
+
+
+@pytest.mark.parametrize("path", ["/invocations", "/pause", "/update_weights", "/v1/completions", "/metrics/../pause"])
+def test_the_metrics_sidecar_answers_no_other_path(metrics_only, path: str) -> None:
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(metrics_only + path, timeout=5)
+    assert refused.value.code == 404
+
+
+def test_the_metrics_sidecar_answers_no_other_method(metrics_only) -> None:
+    request = urllib.request.Request(metrics_only + "/metrics", data=b"{}", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=5)
+    assert refused.value.code == 501
 
 
 class _Metrics(BaseHTTPRequestHandler):
