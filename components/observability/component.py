@@ -140,7 +140,9 @@ class Observability(pulumi.ComponentResource):
                 depends_on=[namespace, storage_class, grafana_secret, alertmanager_secret, *writer],
             ),
             repository=STACK_REPOSITORY,
-            values=stack_values(obs, remote_write),
+            values=args.serving_namespace.metadata.name.apply(
+                lambda serving: stack_values(obs, remote_write, monitored_namespaces=[serving])
+            ),
         )
         helm_release(
             f"{name}-dcgm",
@@ -186,10 +188,14 @@ class Observability(pulumi.ComponentResource):
             parent=self,
             description="Prometheus remote write to Amazon Managed Service for Prometheus",
         )
-        aws.iam.RolePolicyAttachment(
+        # Remote write to this workspace only (the managed AmazonPrometheusRemoteWriteAccess allows
+        # aps:RemoteWrite on every workspace of the account).
+        aws.iam.RolePolicy(
             f"{name}-amp-writer",
-            role=role.name,
-            policy_arn="arn:aws:iam::aws:policy/AmazonPrometheusRemoteWriteAccess",
+            role=role.id,
+            policy=workspace.arn.apply(
+                lambda arn: iam.document({"Effect": "Allow", "Action": "aps:RemoteWrite", "Resource": arn})
+            ),
             opts=pulumi.ResourceOptions(parent=role),
         )
         url = workspace.prometheus_endpoint.apply(lambda endpoint: f"{endpoint.rstrip('/')}/api/v1/remote_write")

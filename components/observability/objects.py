@@ -61,9 +61,35 @@ def _volume(gib: int) -> dict[str, Any]:
     }
 
 
-def stack_values(obs: ObservabilitySettings, remote_write: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """kube-prometheus-stack values."""
+# The prometheus-operator selectors of what Prometheus loads (kube-prometheus-stack-88.5.3 values.yaml
+# prometheus.prometheusSpec.*NamespaceSelector; `{}` there means every namespace).
+MONITOR_NAMESPACE_SELECTORS = (
+    "podMonitorNamespaceSelector",
+    "serviceMonitorNamespaceSelector",
+    "ruleNamespaceSelector",
+    "probeNamespaceSelector",
+    "scrapeConfigNamespaceSelector",
+)
+
+
+def monitored_namespaces_selector(namespaces: list[str]) -> dict[str, Any]:
+    """Namespaces by the name Kubernetes sets (`kubernetes.io/metadata.name`), which no label
+    edit can fake."""
+    return {
+        "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(namespaces)}]
+    }
+
+
+def stack_values(
+    obs: ObservabilitySettings,
+    remote_write: list[dict[str, Any]] | None = None,
+    monitored_namespaces: list[str] | None = None,
+) -> dict[str, Any]:
+    """kube-prometheus-stack values; Prometheus loads monitors and rules from the monitoring
+    namespace and `monitored_namespaces` only (the predictors' PodMonitors live beside them), so
+    a workload elsewhere cannot add scrape targets, silence alerts with rules or relabel series."""
     p = obs.prometheus
+    selector = monitored_namespaces_selector([obs.namespace, *(monitored_namespaces or [])])
     prometheus_spec: dict[str, Any] = {
         "scrapeInterval": _interval(obs),
         "evaluationInterval": _interval(obs),
@@ -75,6 +101,7 @@ def stack_values(obs: ObservabilitySettings, remote_write: list[dict[str, Any]] 
         "ruleSelectorNilUsesHelmValues": False,
         "probeSelectorNilUsesHelmValues": False,
         "storageSpec": _volume(p.volume_gib),
+        **{key: selector for key in MONITOR_NAMESPACE_SELECTORS},
     }
     if remote_write:
         prometheus_spec["remoteWrite"] = remote_write

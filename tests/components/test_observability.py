@@ -140,6 +140,45 @@ def test_prometheus_url_names_the_stack_release_service(dev: StackRun) -> None:
     assert dev.outputs["prometheusUrl"] == prometheus_url("monitoring")
 
 
+def test_the_remote_write_role_may_write_to_its_own_workspace_only(prod: StackRun) -> None:
+    (workspace,) = prod.of_type("aws:amp/workspace:Workspace")
+    (role,) = [r for r in prod.of_type("aws:iam/role:Role") if r.name.endswith("-amp-writer")]
+    assert not [a for a in prod.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if a.parent == role.urn]
+    (policy,) = [p for p in prod.of_type("aws:iam/rolePolicy:RolePolicy") if p.parent == role.urn]
+    (statement,) = json.loads(policy.inputs["policy"])["Statement"]
+    assert statement == {
+        "Effect": "Allow",
+        "Action": "aps:RemoteWrite",
+        "Resource": f"arn:aws:amp:us-west-2:123456789012:{workspace.name}",
+    }
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [
+        "podMonitorNamespaceSelector",
+        "serviceMonitorNamespaceSelector",
+        "ruleNamespaceSelector",
+        "probeNamespaceSelector",
+        "scrapeConfigNamespaceSelector",
+    ],
+)
+def test_prometheus_loads_monitors_and_rules_from_the_monitoring_and_serving_namespaces_only(
+    stack: StackRun, selector: str
+) -> None:
+    """`{}` (the chart's default) is every namespace: any workload could add targets or rules."""
+    spec = release(stack, "kube-prometheus-stack")["values"]["prometheus"]["prometheusSpec"]
+    assert spec[selector] == {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["inference", "monitoring"]}
+        ]
+    }
+    monitors = stack.of_kind("monitoring.coreos.com/v1", "PodMonitor") + stack.of_kind(
+        "monitoring.coreos.com/v1", "PrometheusRule"
+    )
+    assert monitors and {m.inputs["metadata"]["namespace"] for m in monitors} <= {"inference", "monitoring"}
+
+
 def test_prod_remote_writes_to_managed_prometheus_through_pod_identity(prod: StackRun) -> None:
     assert len(prod.of_type("aws:amp/workspace:Workspace")) == 1
     (association,) = [
