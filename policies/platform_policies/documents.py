@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pulumi_policy.proxy import UnknownValueError
+
 from . import k8s
 
 
@@ -44,7 +46,14 @@ def _principals(value: Any) -> tuple[str, ...]:
 
 def parse(document: Any) -> list[Statement] | None:
     """The statements of a policy document, or None when it is unknown (built from an ARN the
-    engine does not know yet) or not a policy document at all."""
+    engine does not know yet), in part or whole, or not a policy document at all."""
+    try:
+        return _parse(document)
+    except UnknownValueError:
+        return None
+
+
+def _parse(document: Any) -> list[Statement] | None:
     if document is None:
         return None
     if isinstance(document, str):
