@@ -24,6 +24,7 @@ class Statement:
     actions: tuple[str, ...]
     not_actions: tuple[str, ...]
     resources: tuple[str, ...]
+    not_resources: tuple[str, ...]
     principals: tuple[str, ...]  # every principal value, `*` for "Principal": "*"
     conditions: Mapping[str, Any]
 
@@ -71,7 +72,8 @@ def _parse(document: Any) -> list[Statement] | None:
             effect=str(k8s.get(s, "Effect", default="")),
             actions=_strings(k8s.get(s, "Action")),
             not_actions=_strings(k8s.get(s, "NotAction")),
-            resources=_strings(k8s.get(s, "Resource")) + _strings(k8s.get(s, "NotResource")),
+            resources=_strings(k8s.get(s, "Resource")),
+            not_resources=_strings(k8s.get(s, "NotResource")),
             principals=_principals(k8s.get(s, "Principal")),
             conditions=k8s.get(s, "Condition", default={}) or {},
         )

@@ -25,6 +25,7 @@ SERVICE_ACCOUNT = ("", "ServiceAccount")
 # The Mountpoint for S3 CSI driver's add-on; its controller's pods get the role of its
 # podIdentityAssociations (EKS user guide, "Mountpoint for Amazon S3 CSI driver").
 MOUNTPOINT_ADDON = "aws-mountpoint-s3-csi-driver"
+MOUNTPOINT_SERVICE_ACCOUNT = "s3-csi-driver-sa"
 IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"
 
 # Actions that destroy what versioning keeps or switch off the bucket's and key's protections:
@@ -129,6 +130,8 @@ def _object_key(resource_arn: str) -> str | None:
 def _whole_bucket_writes(statement: documents.Statement) -> list[str]:
     if not documents.granted([statement], OBJECT_WRITES):
         return []
+    if statement.not_resources:  # every resource but those listed
+        return [f"NotResource {list(statement.not_resources)}"]
     return [r for r in statement.resources if (_object_key(r) or "x").startswith("*") or r.endswith(":s3:::*")]
 
 
@@ -183,18 +186,27 @@ iam_least_privilege = stack_policy(
 
 
 def _mount_roles(resources: list[Any]) -> list[Any]:
-    """Roles the Mountpoint CSI driver runs as (through its add-on's Pod Identity associations)."""
+    """Roles the Mountpoint CSI driver runs as: through its add-on's Pod Identity associations, or
+    an association of its controller's service account."""
     roles = [r for r in resources if r.resource_type == ROLE]
     addons = [
         r
         for r in resources
         if r.resource_type == ADDON and k8s.get(r.props, "addonName", unknown=None) == MOUNTPOINT_ADDON
     ]
-    return [
+    associations = [
+        r
+        for r in resources
+        if r.resource_type == POD_IDENTITY
+        and k8s.get(r.props, "serviceAccount", unknown=None) == MOUNTPOINT_SERVICE_ACCOUNT
+    ]
+    direct = [role for role in roles if any(refers_to(a, "roleArn", role, parent_counts=False) for a in associations)]
+    via_addon = [
         role
         for role in roles
         if any(refers_to(a, "podIdentityAssociations", role, parent_counts=False) for a in addons)
     ]
+    return via_addon + [role for role in direct if role not in via_addon]
 
 
 def _policies_of(role: Any, resources: list[Any]) -> Iterator[tuple[Subject, Any]]:

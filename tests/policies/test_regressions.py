@@ -815,6 +815,48 @@ def test_a_first_preview_still_catches_the_writer_on_the_predictor_account(
     assert_reported(found, NO_IDENTITY, *regression.fragments)
 
 
+def test_a_mount_role_bound_outside_the_add_on_is_read_only_too(prod_linked: tuple[StackRun, Dependencies]) -> None:
+    """The driver's role given by a standalone association of its service account, not the add-on's."""
+    run, deps = prod_linked
+    addon = _find(run.resources, ":Addon", "llm-prod-cluster-mountpoint-s3-csi")
+    role = _find(run.resources, ":Role", "llm-prod-cluster-mountpoint-s3")
+    association = Captured(
+        "aws:eks/podIdentityAssociation:PodIdentityAssociation",
+        "mountpoint",
+        {"clusterName": "llm-prod", "namespace": "kube-system", "serviceAccount": "s3-csi-driver-sa", "roleArn": "x"},
+        "urn:pulumi:prod::inference-platform::aws:eks/podIdentityAssociation:PodIdentityAssociation::mountpoint",
+        "",
+        True,
+    )
+    linked = {**deps, association.urn: {"roleArn": [role.urn]}}
+    regression = next(r for r in REGRESSIONS if r.control == "mount-role-gains-put-object")
+    mutated = [r for r in regression.mutate(list(run.resources)) if r is not addon] + [association]
+    assert_reported(run_policy(policy(MOUNT), mutated, None, None, linked), MOUNT, "s3:PutObject")
+
+
+def test_writes_on_every_resource_but_some_are_whole_bucket_writes() -> None:
+    def writer(inputs: dict[str, Any]) -> None:
+        inputs["policy"] = {
+            "Statement": [
+                {"Sid": "All", "Effect": "Allow", "Action": "s3:PutObject", "NotResource": "arn:aws:s3:::b/x"}
+            ]
+        }
+
+    found = run_policy(policy(LEAST), [with_inputs(_role_policy_stub(), writer)], None)
+    assert_reported(found, LEAST, "NotResource")
+
+
+def _role_policy_stub() -> Captured:
+    return Captured(
+        "aws:iam/rolePolicy:RolePolicy",
+        "stub",
+        {"role": "r", "policy": "{}"},
+        "urn:pulumi:prod::inference-platform::aws:iam/rolePolicy:RolePolicy::stub",
+        "",
+        True,
+    )
+
+
 def test_json_and_mapping_documents_read_alike() -> None:
     document = {
         "Version": "2012-10-17",
