@@ -246,4 +246,57 @@ store_authenticated = stack_policy(
     check=_check_store_auth,
 )
 
-POLICIES = [client_identity, backend_keys, public_load_balancers_tls, store_authenticated]
+# --- token budgets charge what the route records ------------------------------------------------
+
+AI_ROUTE = (AI_API, "AIGatewayRoute")
+AI_GATEWAY_METADATA = "io.envoy.ai_gateway"
+
+
+def _cost_keys(limits: Subject) -> set[str]:
+    """Metadata keys the rate-limit rules charge a response by (`cost.response.from: Metadata`)."""
+    return {
+        str(k8s.get(rule, "cost", "response", "metadata", "key"))
+        for rule in k8s.items(limits.props, "spec", "rateLimit", "global", "rules")
+        if k8s.get(rule, "cost", "response", "from") == "Metadata"
+        and k8s.get(rule, "cost", "response", "metadata", "namespace") == AI_GATEWAY_METADATA
+    }
+
+
+def _check_token_costs(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[tuple[str, str | None]]:
+    routes = of_kind(resources, *AI_ROUTE)
+    for limits in of_kind(resources, *TRAFFIC_POLICY):
+        wanted = _cost_keys(limits)
+        if not wanted:
+            continue
+        # The AI gateway writes each llmRequestCosts entry's token count under its metadataKey in
+        # io.envoy.ai_gateway (AI Gateway docs, "Usage-based Rate Limiting"); a key no route
+        # records is charged nothing.
+        recorded = {
+            str(k8s.get(cost, "metadataKey"))
+            for route in routes
+            if route.namespace == limits.namespace
+            for cost in k8s.items(route.props, "spec", "llmRequestCosts")
+        }
+        missing = sorted(wanted - recorded)
+        if missing:
+            yield (
+                f"{limits.label}: token budgets charge metadata {missing}, which no AIGatewayRoute in "
+                f"{limits.namespace} records in llmRequestCosts; every response would cost 0 tokens",
+                limits.urn,
+            )
+
+
+token_costs = stack_policy(
+    name="token-budgets-charge-recorded-costs",
+    description=(
+        "Every token budget (a rate-limit rule charging the response by io.envoy.ai_gateway metadata) reads a key "
+        "an AIGatewayRoute records in llmRequestCosts: otherwise the budget never decreases."
+    ),
+    remediation=(
+        "Keep the InputToken/OutputToken/TotalToken llmRequestCosts of the AIGatewayRoute in components/gateway/ "
+        "with the metadata keys the BackendTrafficPolicy's token rules charge."
+    ),
+    check=_check_token_costs,
+)
+
+POLICIES = [client_identity, backend_keys, public_load_balancers_tls, store_authenticated, token_costs]

@@ -225,6 +225,29 @@ MOUNTPOINT_DRIVER = "s3.csi.aws.com"
 PERSISTENT_VOLUME = ("", "PersistentVolume")
 
 
+def _writable_weight_mounts(isvc: Subject, claims: set[tuple[Any, Any]]) -> Iterator[tuple[str, str | None]]:
+    """A predictor's volume of a Mountpoint claim, or a container's mount of it, that is not readOnly."""
+    for where, pod_spec in k8s.pod_specs(k8s.INFERENCE_SERVICE, isvc.props):
+        weights = {
+            str(k8s.get(v, "name"))
+            for v in k8s.known_items(pod_spec, "volumes")
+            if (isvc.namespace, k8s.get(v, "persistentVolumeClaim", "claimName", unknown=None)) in claims
+        }
+        for volume in k8s.known_items(pod_spec, "volumes"):
+            if (
+                str(k8s.get(volume, "name")) in weights
+                and k8s.get(volume, "persistentVolumeClaim", "readOnly") is not True
+            ):
+                yield (
+                    f"{isvc.label}: {where} volume {k8s.get(volume, 'name')!r} claims the weights read-write",
+                    isvc.urn,
+                )
+        for name, container in k8s.containers(pod_spec):
+            for mount in k8s.known_items(container, "volumeMounts"):
+                if str(k8s.get(mount, "name")) in weights and k8s.get(mount, "readOnly") is not True:
+                    yield f"{isvc.label}: {where}.{name} mounts the weights without readOnly", isvc.urn
+
+
 def _check_mount_read_only(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[tuple[str, str | None]]:
     # Mountpoint refuses writes and deletes through a file system mounted with `read-only`
     # (Mountpoint for S3 CSI driver, "Configuration": mountOptions are Mountpoint's flags).
@@ -238,6 +261,16 @@ def _check_mount_read_only(resources: list[Any], _config: Mapping[str, Any]) -> 
                 "through it wherever the driver's role allows",
                 volume.urn,
             )
+    claims = {
+        (
+            k8s.get(v.props, "spec", "claimRef", "namespace", unknown=None),
+            k8s.get(v.props, "spec", "claimRef", "name", unknown=None),
+        )
+        for v in of_kind(resources, *PERSISTENT_VOLUME)
+        if k8s.get(v.props, "spec", "csi", "driver", unknown=None) == MOUNTPOINT_DRIVER
+    }
+    for isvc in of_kind(resources, *k8s.INFERENCE_SERVICE):
+        yield from _writable_weight_mounts(isvc, claims)
     for role in _mount_roles(resources):
         for subject, document in _policies_of(role, resources):
             writes = documents.granted(documents.parse(document) or [], MOUNT_WRITES)
@@ -252,8 +285,9 @@ def _check_mount_read_only(resources: list[Any], _config: Mapping[str, Any]) -> 
 mount_read_only = stack_policy(
     name="model-mount-is-read-only",
     description=(
-        "The predictors' weights mount is read-only twice: every Mountpoint PersistentVolume mounts with `read-only`, "
-        "and the Mountpoint CSI driver's role may list, read and decrypt, never write, delete or encrypt. A mount "
+        "The predictors' weights mount is read-only three times: predictors claim and mount it readOnly, every "
+        "Mountpoint PersistentVolume mounts with `read-only`, and the Mountpoint CSI driver's role may list, read "
+        "and decrypt, never write, delete or encrypt. A mount "
         "that can write lets any predictor pod change the weights every replica serves."
     ),
     remediation=(

@@ -15,7 +15,7 @@ from typing import Any
 from contract.names import PART_OF
 
 from . import k8s
-from .base import Subject, of_kind, stack_policy, subject_of
+from .base import Subject, of_kind, resource_policy, stack_policy, subject_of
 from .cluster import AUTO_MODE_NODE_CLASS, EKS_COMPONENT
 
 NETWORK_POLICY = ("networking.k8s.io", "NetworkPolicy")
@@ -186,4 +186,47 @@ platform_workloads_isolated = stack_policy(
     check=_check_workload_ingress,
 )
 
-POLICIES = [network_policies_enforced, predictors_behind_gateway, platform_workloads_isolated]
+# --- no way in beside the gateway ----------------------------------------------------------------
+
+GATEWAY = ("gateway.networking.k8s.io", "Gateway")
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+KSERVE_CHART = "kserve-resources"
+
+
+def _check_entrances(subject: Subject, _config: Mapping[str, Any]) -> Iterator[str]:
+    if subject.gk == GATEWAY:
+        # Gateway API: a listener admits routes from its own namespace unless allowedRoutes says
+        # All or a Selector (Gateway API spec, AllowedRoutes; the default is Same).
+        for listener in k8s.items(subject.props, "spec", "listeners"):
+            origin = k8s.get(listener, "allowedRoutes", "namespaces", "from", default="Same")
+            if origin == "All":
+                yield (
+                    f"{subject.label}: listener {k8s.get(listener, 'name')} admits routes from every namespace; "
+                    "a route there, with its own route-level SecurityPolicy, replaces the gateway's keys and quotas"
+                )
+    elif subject.resource_type == HELM_RELEASE and str(k8s.get(subject.props, "chart", default="")).endswith(
+        "/" + KSERVE_CHART
+    ):
+        disabled = k8s.get(subject.props, "values", "kserve", "controller", "gateway", "disableIngressCreation")
+        if disabled is not True:
+            yield (
+                f"Helm release '{subject.name}': KServe creates an Ingress for every InferenceService "
+                "(kserve.controller.gateway.disableIngressCreation is not true); any controller that serves it "
+                "exposes the predictors beside the AI gateway"
+            )
+
+
+only_gateway_entrance = resource_policy(
+    name="predictors-have-no-other-entrance",
+    description=(
+        "The AI gateway is the only way to a predictor: its listeners admit routes from their own namespace only, "
+        "and KServe creates no Ingress of its own (disableIngressCreation)."
+    ),
+    remediation=(
+        "Keep allowedRoutes.namespaces.from: Same on the Gateway (components/gateway/) and "
+        "kserve.controller.gateway.disableIngressCreation: true on the KServe chart (components/serving/)."
+    ),
+    check=_check_entrances,
+)
+
+POLICIES = [network_policies_enforced, predictors_behind_gateway, platform_workloads_isolated, only_gateway_entrance]

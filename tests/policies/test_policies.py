@@ -1045,6 +1045,7 @@ def test_stack_policies_are_stack_validation_policies() -> None:
         "predictors-accept-only-the-gateway-key",
         "rate-limit-store-authenticated",
         "vpc-flow-logs-capture-all-traffic",
+        "token-budgets-charge-recorded-costs",
     }
 
 

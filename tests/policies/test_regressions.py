@@ -330,6 +330,22 @@ REGRESSIONS = [
         (f"PersistentVolume {ISVC}-weights", "read-only"),
     ),
     Regression(
+        "predictor-claims-weights-read-write",
+        MOUNT,
+        edit(
+            ":InferenceService",
+            ISVC,
+            lambda i: predictor(i)["volumes"][0]["persistentVolumeClaim"].update(readOnly=False),
+        ),
+        ("'model-weights' claims the weights read-write",),
+    ),
+    Regression(
+        "predictor-mounts-weights-writable",
+        MOUNT,
+        edit(":InferenceService", ISVC, lambda i: vllm(i)["volumeMounts"][0].pop("readOnly")),
+        ("containers[kserve-container] mounts the weights without readOnly",),
+    ),
+    Regression(
         "writer-scoped-to-whole-bucket",
         LEAST,
         edit(":RolePolicy", "llm-prod-models-model-sync", policy_statement("WriteModelObjects", whole_bucket)),
@@ -642,6 +658,32 @@ REGRESSIONS = [
         "ai-routes-require-api-key-and-rate-limit",
         edit(":BackendTrafficPolicy", "client-limits", lambda i: i["spec"].pop("rateLimit")),
         ("rate limit",),
+    ),
+    Regression(
+        "token-cost-not-recorded",
+        "token-budgets-charge-recorded-costs",
+        edit(":AIGatewayRoute", "inference", lambda i: i["spec"]["llmRequestCosts"].pop()),
+        ("llm_total_token", "cost 0 tokens"),
+    ),
+    Regression(
+        "gateway-admits-routes-from-every-namespace",
+        "predictors-have-no-other-entrance",
+        edit(
+            ":Gateway",
+            "inference",
+            lambda i: i["spec"]["listeners"][0]["allowedRoutes"]["namespaces"].update({"from": "All"}),
+        ),
+        ("Gateway ai-gateway/inference", "every namespace"),
+    ),
+    Regression(
+        "kserve-creates-its-own-ingress",
+        "predictors-have-no-other-entrance",
+        edit(
+            ":Release",
+            "llm-prod-serving-kserve",
+            lambda i: i["values"]["kserve"]["controller"]["gateway"].update(disableIngressCreation=False),
+        ),
+        ("disableIngressCreation",),
     ),
     Regression(
         "client-id-header-not-forwarded",
