@@ -5,7 +5,21 @@ from __future__ import annotations
 
 from pulumi_policy import Policy
 
-from . import cluster, first_deploy, gateway, gpu, isolation, scaling, serving, storage, supply_chain
+from . import (
+    backends,
+    cluster,
+    first_deploy,
+    gateway,
+    gpu,
+    identity,
+    isolation,
+    network,
+    scaling,
+    serving,
+    storage,
+    supply_chain,
+    workloads,
+)
 
 PACK_NAME = "inference-platform"
 
@@ -19,6 +33,10 @@ POLICIES: list[Policy] = [
     *cluster.POLICIES,
     *isolation.POLICIES,
     *first_deploy.POLICIES,
+    *identity.POLICIES,
+    *workloads.POLICIES,
+    *backends.POLICIES,
+    *network.POLICIES,
 ]
 
 BY_NAME: dict[str, Policy] = {policy.name: policy for policy in POLICIES}

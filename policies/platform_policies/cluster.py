@@ -143,4 +143,62 @@ auto_mode_tags = stack_policy(
     check=_check_node_class_tags,
 )
 
-POLICIES = [eks_control_plane, auto_mode_tags]
+# --- who may delete the cluster, and who may authenticate --------------------------------------
+
+
+def _access(subject: Subject) -> tuple[Any, Any] | None:
+    """(deletionProtection, authenticationMode) of either cluster shape; None: not a cluster."""
+    props = subject.props
+    if subject.resource_type == EKS_COMPONENT:
+        return k8s.get(props, "deletionProtection", unknown=True), k8s.get(props, "authenticationMode", unknown="API")
+    if subject.resource_type == AWS_EKS_CLUSTER:
+        return (
+            k8s.get(props, "deletionProtection", unknown=True),
+            k8s.get(props, "accessConfig", "authenticationMode", unknown="API"),
+        )
+    return None
+
+
+def _check_deletion_protection(subject: Subject, _config: Mapping[str, Any]) -> Iterator[str]:
+    found = _access(subject)
+    if found is not None and found[0] is not True:
+        yield f"EKS cluster '{subject.name}': deletionProtection is not true; one API call deletes the cluster"
+
+
+eks_deletion_protected = resource_policy(
+    name="eks-clusters-deletion-protected",
+    description=(
+        "EKS clusters set deletionProtection: EKS then refuses DeleteCluster until it is switched off (EKS user "
+        "guide, 'Protect EKS clusters from accidental deletion'), so a mistaken destroy or a stolen deployer key "
+        "cannot remove serving in one call."
+    ),
+    remediation=(
+        "Leave cluster.deletionProtection true (the default); a throwaway dev stack disables this policy in "
+        "policies/config/dev.json."
+    ),
+    check=_check_deletion_protection,
+)
+
+
+def _check_authentication(subject: Subject, _config: Mapping[str, Any]) -> Iterator[str]:
+    found = _access(subject)
+    if found is not None and found[1] != "API":
+        mode = found[1] or "unset (AWS then uses CONFIG_MAP)"
+        yield (
+            f"EKS cluster '{subject.name}': authenticationMode is {mode}; the aws-auth ConfigMap would map IAM "
+            "principals to Kubernetes groups, editable by anyone who may write ConfigMaps in kube-system"
+        )
+
+
+eks_access_entries_only = resource_policy(
+    name="eks-authentication-by-access-entries-only",
+    description=(
+        "EKS clusters authenticate IAM principals through access entries only (authenticationMode API): in CONFIG_MAP "
+        "or API_AND_CONFIG_MAP mode the aws-auth ConfigMap also grants access, outside IAM and CloudTrail (EKS user "
+        "guide, 'Grant IAM users access to Kubernetes with EKS access entries'; with no mode AWS uses the ConfigMap)."
+    ),
+    remediation="Keep authentication_mode API on eks.Cluster (components/cluster.py) and grant access with accessEntries.",
+    check=_check_authentication,
+)
+
+POLICIES = [eks_control_plane, auto_mode_tags, eks_deletion_protected, eks_access_entries_only]

@@ -181,3 +181,37 @@ def quantity(value: Any) -> float | None:
         return float(text)
     except ValueError:
         return None
+
+
+def selector_matches(selector: Any, labels: Mapping[str, Any]) -> bool:
+    """Whether a Kubernetes label selector selects an object with `labels`: every matchLabels pair
+    and every matchExpressions requirement holds; an empty selector selects everything (Kubernetes
+    docs, "Labels and Selectors"). A selector this helper cannot read selects nothing."""
+    if not is_map(selector):
+        return False
+    match_labels = get(selector, "matchLabels", unknown=None) or {}
+    if not is_map(match_labels) or any(labels.get(k) != v for k, v in match_labels.items()):
+        return False
+    for expression in known_items(selector, "matchExpressions"):
+        key, operator = get(expression, "key", unknown=None), get(expression, "operator", unknown=None)
+        values = list(known_items(expression, "values"))
+        if operator == "In" and labels.get(key) not in values:
+            return False
+        if operator == "NotIn" and labels.get(key) in values:
+            return False
+        if operator == "Exists" and key not in labels:
+            return False
+        if operator == "DoesNotExist" and key in labels:
+            return False
+        if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            return False
+    return True
+
+
+def selector_is_empty(selector: Any) -> bool:
+    """`{}` (or only empty fields): selects every pod, or every namespace."""
+    return (
+        is_map(selector)
+        and not (get(selector, "matchLabels", unknown={"?": "?"}) or {})
+        and not known_items(selector, "matchExpressions")
+    )

@@ -10,7 +10,9 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from . import k8s
+from pulumi_policy import PolicyConfigSchema
+
+from . import documents, k8s
 from .base import Subject, resource_policy, stack_policy
 
 BUCKET_TYPES = {"aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2"}
@@ -21,8 +23,13 @@ ENCRYPTION = {
 }
 VERSIONING = {"aws:s3/bucketVersioning:BucketVersioning", "aws:s3/bucketVersioningV2:BucketVersioningV2"}
 BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
+OWNERSHIP = {"aws:s3/bucketOwnershipControls:BucketOwnershipControls"}
 PUBLIC_ACCESS_FLAGS = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
-SSE_ALGORITHMS = {"aws:kms", "aws:kms:dsse", "AES256"}
+# SSE-KMS with the platform's own key: AES256 (SSE-S3) encrypts with a key anyone holding s3:GetObject
+# may use, and aws:kms without kmsMasterKeyId falls back to the AWS managed key aws/s3, whose key
+# policy nobody in the account can narrow (S3 User Guide, "Using server-side encryption with AWS KMS
+# keys (SSE-KMS)").
+KMS_ALGORITHMS = {"aws:kms", "aws:kms:dsse"}
 _UNKNOWN = object()
 
 
@@ -61,6 +68,12 @@ def _denies_insecure_transport(policy_text: Any) -> bool:
     return False
 
 
+def _public_grants(policy_text: Any) -> list[documents.Statement]:
+    """Allow statements with a wildcard principal: everyone, including anonymous callers (IAM User
+    Guide, "AWS JSON policy elements: Principal")."""
+    return [s for s in documents.parse(policy_text) or [] if s.effect == "Allow" and "*" in s.principals]
+
+
 def _check_buckets(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[tuple[str, str | None]]:
     for bucket in (r for r in resources if r.resource_type in BUCKET_TYPES):
         label = f"S3 bucket '{bucket.name}'"
@@ -75,9 +88,26 @@ def _check_buckets(resources: list[Any], _config: Mapping[str, Any]) -> Iterator
                 yield f"{label}: public access block '{block.name}' leaves {off} off", bucket.urn
 
         rules = [rule for r in settings if r.resource_type in ENCRYPTION for rule in k8s.items(r.props, "rules")]
-        algorithms = {k8s.get(rule, "applyServerSideEncryptionByDefault", "sseAlgorithm") for rule in rules}
-        if not algorithms & SSE_ALGORITHMS:
+        if not rules:
             yield f"{label}: has no default server-side encryption configuration", bucket.urn
+        for rule in rules:
+            default = k8s.get(rule, "applyServerSideEncryptionByDefault")
+            algorithm = k8s.get(default, "sseAlgorithm")
+            if algorithm not in KMS_ALGORITHMS:
+                yield f"{label}: encrypts with {algorithm} instead of SSE-KMS with the platform's key", bucket.urn
+            elif not k8s.is_set(default, "kmsMasterKeyId"):
+                yield f"{label}: SSE-KMS without kmsMasterKeyId uses the AWS managed key aws/s3", bucket.urn
+
+        # ACLs disabled: only the bucket policy and IAM decide access (S3 User Guide, "Controlling
+        # ownership of objects and disabling ACLs for your bucket").
+        ownership = {
+            k8s.get(rule, "objectOwnership", unknown=None)
+            for r in settings
+            if r.resource_type in OWNERSHIP
+            for rule in [k8s.get(r.props, "rule", unknown=None)]
+        }
+        if "BucketOwnerEnforced" not in ownership:
+            yield f"{label}: ACLs are not disabled (no BucketOwnershipControls with BucketOwnerEnforced)", bucket.urn
 
         statuses = {
             k8s.get(r.props, "versioningConfiguration", "status") for r in settings if r.resource_type in VERSIONING
@@ -86,24 +116,34 @@ def _check_buckets(resources: list[Any], _config: Mapping[str, Any]) -> Iterator
             yield f"{label}: versioning is not Enabled", bucket.urn
 
         policies = [r for r in settings if r.resource_type == BUCKET_POLICY]
-        documents = [k8s.get(p.props, "policy", unknown=_UNKNOWN) for p in policies]
+        texts = [k8s.get(p.props, "policy", unknown=_UNKNOWN) for p in policies]
         # A policy built from the bucket's ARN is unknown before the first update; the stack
         # policy runs again on the real outputs after `pulumi up`, where it is known.
-        if _UNKNOWN in documents:
+        if _UNKNOWN in texts:
             continue
-        if not any(_denies_insecure_transport(d) for d in documents):
+        if not any(_denies_insecure_transport(t) for t in texts):
             yield f"{label}: no bucket policy denies requests without TLS (aws:SecureTransport = false)", bucket.urn
+        for policy, text in zip(policies, texts, strict=True):
+            for statement in _public_grants(text):
+                yield (
+                    f"{label}: bucket policy '{policy.name}' {documents.label(statement)} allows "
+                    f"{list(statement.actions)} "
+                    'to Principal "*" (anyone, signed or anonymous)',
+                    bucket.urn,
+                )
 
 
 s3_buckets = stack_policy(
     name="s3-buckets-private-encrypted-versioned-tls-only",
     description=(
-        "Every S3 bucket blocks all public access, encrypts by default, keeps versions and denies non-TLS requests."
+        "Every S3 bucket blocks all public access, disables ACLs, encrypts by default with SSE-KMS under the "
+        'platform\'s own key, keeps versions, denies non-TLS requests and grants nothing to Principal "*".'
     ),
     remediation=(
         "Give each aws.s3.Bucket a BucketPublicAccessBlock with all four flags true, a "
-        "BucketServerSideEncryptionConfiguration (aws:kms), a BucketVersioning with status Enabled and a "
-        "BucketPolicy that denies s3:* when aws:SecureTransport is false (see components/model_store.py)."
+        "BucketOwnershipControls (BucketOwnerEnforced), a BucketServerSideEncryptionConfiguration (aws:kms with "
+        "kmsMasterKeyId), a BucketVersioning with status Enabled and a BucketPolicy that denies s3:* when "
+        "aws:SecureTransport is false and allows nothing to a wildcard principal (see components/model_store.py)."
     ),
     check=_check_buckets,
 )
@@ -124,4 +164,76 @@ no_force_destroy = resource_policy(
     check=_check_force_destroy,
 )
 
-POLICIES = [s3_buckets, no_force_destroy]
+# --- KMS keys ----------------------------------------------------------------------------------
+
+KMS_KEY = "aws:kms/key:Key"
+DEFAULT_MIN_DELETION_WINDOW_DAYS = 30
+# KMS waits 7-30 days (30 when unset) before it deletes a scheduled key; every object encrypted
+# under it is unreadable after that (KMS Developer Guide, "Deleting AWS KMS keys").
+KMS_DEFAULT_DELETION_WINDOW_DAYS = 30
+
+
+def _check_kms_key(subject: Subject, config: Mapping[str, Any]) -> Iterator[str]:
+    if subject.resource_type != KMS_KEY:
+        return
+    # Automatic rotation is off by default for customer managed keys and applies to symmetric keys
+    # (KMS Developer Guide, "Rotate AWS KMS keys").
+    spec = k8s.get(subject.props, "customerMasterKeySpec", unknown=None) or k8s.get(
+        subject.props, "keySpec", unknown=None
+    )
+    if spec in (None, "SYMMETRIC_DEFAULT") and k8s.get(subject.props, "enableKeyRotation", unknown=True) is not True:
+        yield f"KMS key '{subject.name}': enableKeyRotation is not true (KMS never rotates it)"
+    minimum = int(config.get("minDeletionWindowDays", DEFAULT_MIN_DELETION_WINDOW_DAYS))
+    window = k8s.get(subject.props, "deletionWindowInDays", unknown=None)
+    days = KMS_DEFAULT_DELETION_WINDOW_DAYS if window is None else window
+    if isinstance(days, (int, float)) and days < minimum:
+        yield f"KMS key '{subject.name}': deletionWindowInDays {days:g} leaves less than {minimum} days to cancel a deletion"
+
+
+kms_keys = resource_policy(
+    name="kms-keys-rotate-and-delete-slowly",
+    description=(
+        "Customer managed KMS keys (the model store's, the EKS secrets') rotate automatically and keep the longest "
+        "deletion window: rotation is off unless enabled, and a deleted key makes everything it encrypted unreadable."
+    ),
+    remediation="Create keys with enable_key_rotation=True and deletion_window_in_days=30 (components/model_store.py, "
+    "components/cluster.py).",
+    check=_check_kms_key,
+    config=PolicyConfigSchema(
+        properties={
+            "minDeletionWindowDays": {
+                "type": "integer",
+                "minimum": 7,
+                "maximum": 30,
+                "default": DEFAULT_MIN_DELETION_WINDOW_DAYS,
+            }
+        }
+    ),
+)
+
+# --- EBS volumes ---------------------------------------------------------------------------------
+
+STORAGE_CLASS = ("storage.k8s.io", "StorageClass")
+# The EBS CSI driver (and EKS Auto Mode's) creates unencrypted volumes unless the class says
+# `encrypted: "true"` (aws-ebs-csi-driver docs/parameters.md; EKS user guide, "Create a storage class").
+EBS_PROVISIONERS = {"ebs.csi.aws.com", "ebs.csi.eks.amazonaws.com"}
+
+
+def _check_storage_class(subject: Subject, _config: Mapping[str, Any]) -> Iterator[str]:
+    if subject.gk != STORAGE_CLASS or k8s.get(subject.props, "provisioner", unknown=None) not in EBS_PROVISIONERS:
+        return
+    if str(k8s.get(subject.props, "parameters", "encrypted", unknown="true")).lower() != "true":
+        yield f'{subject.label}: EBS volumes of this class are not encrypted (parameters.encrypted is not "true")'
+
+
+ebs_encrypted = resource_policy(
+    name="ebs-storage-classes-encrypt",
+    description=(
+        "StorageClasses of the EBS CSI driver set encrypted: \"true\": Prometheus' and Alertmanager's volumes hold "
+        "every client id, model and request rate the platform records, and EBS leaves volumes unencrypted by default."
+    ),
+    remediation='Keep parameters.encrypted "true" on the monitoring StorageClass (components/observability/).',
+    check=_check_storage_class,
+)
+
+POLICIES = [s3_buckets, no_force_destroy, kms_keys, ebs_encrypted]

@@ -6,6 +6,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from pulumi_policy import PolicyConfigSchema
+
 from . import k8s
 from .base import Subject, resource_policy
 from .platform import VLLM_IMAGE_REPOSITORY, VLLM_IMAGE_TAG
@@ -94,4 +96,106 @@ pinned = resource_policy(
     check=_check_pinned,
 )
 
-POLICIES = [pinned]
+# --- packages installed at start-up ----------------------------------------------------------
+
+PIP_INSTALL = re.compile(r"\bpip3?(\.\d+)?\s+install\b|-m\s+pip\s+install\b")
+# pip's hash-checking mode refuses any distribution whose digest the requirements file does not
+# pin, and --only-binary=:all: refuses source distributions, whose build runs their own code
+# (pip docs, "Secure installs" and "pip install --only-binary").
+REQUIRED_PIP_FLAGS = {
+    "--require-hashes": re.compile(r"(^|\s)--require-hashes(\s|$)"),
+    "--only-binary=:all:": re.compile(r"(^|\s)--only-binary(=|\s+)(:all:|\"?:all:\"?)(\s|;|$)"),
+}
+
+
+def _check_pip(subject: Subject, _config: Mapping[str, Any]) -> Iterator[str]:
+    gk = subject.gk
+    if gk is None:
+        return
+    for where, pod_spec in k8s.pod_specs(gk, subject.props):
+        for name, container in k8s.containers(pod_spec):
+            text = " ".join(
+                str(a) for a in (*k8s.known_items(container, "command"), *k8s.known_items(container, "args"))
+            )
+            for command in (c.strip() for c in re.split(r"[;&|\n]+", text)):
+                if not PIP_INSTALL.search(command):
+                    continue
+                missing = [flag for flag, pattern in REQUIRED_PIP_FLAGS.items() if not pattern.search(command)]
+                if missing:
+                    yield (
+                        f"{subject.label}: {where}.{name} runs pip install without {missing}: it would install "
+                        "whatever the index serves under those names at start-up, with the pod's credentials"
+                    )
+
+
+pip_hashes = resource_policy(
+    name="pip-installs-require-hashes",
+    description=(
+        "A container that installs Python packages when it starts (the model-sync Job) does so in pip's "
+        "hash-checking mode and from wheels only (--require-hashes --only-binary=:all:): the packages run with the "
+        "writer's AWS credentials, so a changed package on the index must fail the install, not run."
+    ),
+    remediation=(
+        "Keep `--require-hashes --only-binary=:all:` in components/model_sync.py and every dependency of "
+        "modelsync/requirements.txt pinned with its --hash lines."
+    ),
+    check=_check_pip,
+)
+
+# --- predictors serve only verified weights ------------------------------------------------
+
+VERIFY_FLAG = "--verify"
+DEFAULT_VERIFY_MODES = ["sha256"]
+
+
+def _verify_modes(container: Mapping[str, Any]) -> list[str]:
+    args = [str(a) for a in (*k8s.known_items(container, "command"), *k8s.known_items(container, "args"))]
+    modes = [args[i + 1] for i, a in enumerate(args[:-1]) if a == VERIFY_FLAG]
+    return modes + [a.split("=", 1)[1] for a in args if a.startswith(VERIFY_FLAG + "=")]
+
+
+def _check_weights_verified(subject: Subject, config: Mapping[str, Any]) -> Iterator[str]:
+    if subject.gk != k8s.INFERENCE_SERVICE:
+        return
+    predictor = k8s.get(subject.props, "spec", "predictor")
+    if not k8s.is_map(predictor):
+        return
+    gates = [(n, _verify_modes(c)) for n, c in k8s.containers(predictor) if n.startswith("initContainers")]
+    modes = [m for _, found in gates for m in found]
+    allowed = list(config.get("allowedModes", DEFAULT_VERIFY_MODES))
+    if not modes:
+        yield (
+            f"{subject.label}: no init container gates the predictor on the published manifest ({VERIFY_FLAG}); "
+            "it would serve whatever bytes the prefix holds"
+        )
+    elif any(m not in allowed for m in modes):
+        yield (
+            f"{subject.label}: the weights gate runs with {VERIFY_FLAG} {sorted(set(modes))}, not {allowed}; a size "
+            "check accepts a file overwritten in place with other bytes of the same length"
+        )
+
+
+weights_verified = resource_policy(
+    name="predictors-serve-only-verified-weights",
+    description=(
+        "Every InferenceService predictor starts behind the weights gate (modelsync's mounted check as an init "
+        "container) with --verify sha256: a size check alone accepts a same-sized file with other bytes."
+    ),
+    remediation=(
+        "Keep models[].gateVerification at sha256 (components/serving/objects.py builds the wait-for-model gate). A "
+        "stack that chooses size for a very large model says so in its policy config: "
+        '{"predictors-serve-only-verified-weights": {"allowedModes": ["sha256", "size"]}}.'
+    ),
+    check=_check_weights_verified,
+    config=PolicyConfigSchema(
+        properties={
+            "allowedModes": {
+                "type": "array",
+                "items": {"type": "string", "enum": ["sha256", "size"]},
+                "default": DEFAULT_VERIFY_MODES,
+            }
+        }
+    ),
+)
+
+POLICIES = [pinned, pip_hashes, weights_verified]

@@ -1035,6 +1035,17 @@ def test_stack_policies_are_stack_validation_policies() -> None:
         "private-endpoint-has-a-deploy-path",
         "load-balancer-class-has-its-controller",
         "gpu-node-pools-advertise-gpus",
+        # The rules that join resources (a role to its policies, a pod to its service account).
+        "iam-policies-grant-least-privilege",
+        "model-mount-is-read-only",
+        "predictors-have-no-aws-identity",
+        "platform-pods-mount-no-api-token",
+        "platform-workloads-reachable-only-from-named-pods",
+        "quotas-charged-to-the-authenticated-client",
+        "predictors-accept-only-the-gateway-key",
+        "rate-limit-store-authenticated",
+        "vpc-flow-logs-capture-all-traffic",
+        "token-budgets-charge-recorded-costs",
     }
 
 
