@@ -11,11 +11,13 @@ from __future__ import annotations
 import math
 
 import pytest
+import yaml
 
-from components.gpu_capacity import device_plugin_values
+from components.gpu_capacity import KARPENTER_VERSION, device_plugin_values
 from components.observability.objects import dcgm_values
 from contract.gpu import GPU_FAMILIES
 from contract.instances import (
+    INSTANCE_TYPES,
     InstanceSize,
     Requests,
     daemonset_overhead,
@@ -133,3 +135,9 @@ def test_the_device_plugin_is_deployed_without_requests_as_counted():
 
 def test_every_daemonset_names_its_source():
     assert all(d.source.strip() for d in node_daemonsets())
+
+
+def test_the_table_is_from_the_karpenter_the_program_deploys():
+    # Bumping Karpenter means regenerating the table (scripts/karpenter_instance_types.py).
+    source = yaml.safe_load(INSTANCE_TYPES.read_text())["source"]
+    assert source.startswith(f"aws/karpenter-provider-aws@v{KARPENTER_VERSION} ")
