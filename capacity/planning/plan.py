@@ -175,7 +175,29 @@ def deployment_notes(sm: StackModel, p: Mapping[str, Any]) -> list[str]:
             f"not measured; run `python -m capacity sweep` against one {p['gpu']} replica before moving production"
         )
     notes.append(landing_note(sm, family_of(sm, p["gpu"])))
+    stale = stack_price_note(sm)
+    if stale and p["gpu"] == current_gpu(sm):
+        notes.append(stale)
     return notes
+
+
+def stack_price_note(sm: StackModel) -> str | None:
+    """When the stack's own on-demand price (what the current GPU type is priced at) is not the
+    cited price of the size its replicas land on: a discount, or a price of the wrong size."""
+    on_demand = next((p.price_per_gpu_hour for p in sm.pools if p.capacity_type == "on-demand"), None)
+    if on_demand is None or not current_gpu(sm):
+        return None
+    size = landing(sm, family_of(sm, current_gpu(sm))).size
+    listed = yaml.safe_load(PRICES.read_text())["on_demand_usd_per_instance_hour"]
+    if size is None or size.name not in listed:
+        return None
+    cited = float(listed[size.name]) / sm.model.gpus_per_replica
+    if math.isclose(on_demand, cited, rel_tol=1e-3):
+        return None
+    return (
+        f"capacityPlanning.gpuHourlyPriceUsd.onDemand ({on_demand}) is not the cited ${cited:.4f} per GPU-hour "
+        f"of {size.name}, where replicas of {sm.model.name} land ({PRICES.name}); the plan used the stack's"
+    )
 
 
 def family_of(sm: StackModel, gpu: str) -> str:

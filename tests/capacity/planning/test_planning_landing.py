@@ -93,3 +93,14 @@ def test_the_smallest_size_that_fits_is_the_cheapest_that_fits():
 def test_the_price_list_names_only_sizes_of_the_table():
     known = {s.name for f in GPU_OF_FAMILY for s in instance_sizes(f)}
     assert set(LISTED) <= known
+
+
+def test_a_stack_price_of_another_size_is_named_in_the_notes():
+    sm = apply_config_set(prod_14b(), [("capacityPlanning.gpuHourlyPriceUsd.onDemand", 0.8048)])
+    note = plan.stack_price_note(sm)
+    assert note is not None and note.startswith("capacityPlanning.gpuHourlyPriceUsd.onDemand (0.8048)")
+    assert "$0.9776 per GPU-hour of g6.2xlarge" in note
+
+
+def test_the_committed_prod_price_is_the_landed_sizes():
+    assert plan.stack_price_note(prod_14b()) is None
