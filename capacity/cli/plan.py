@@ -325,7 +325,7 @@ def run(args: argparse.Namespace) -> int:
 FRONTIER_HEADERS = ("GPU", "SLO attained", "GPU-h", "cost $", "$/M output tokens", "min", "max", "queue target")
 GPU_HEADERS = (
     "GPU",
-    "family",
+    "instance",  # the size a replica lands on, which the prices are of
     "$/GPU-h on-demand",
     "$/GPU-h spot (est.)",
     "trials",
@@ -357,7 +357,7 @@ def _gpu_rows(payload: dict[str, Any]) -> list[list[str]]:
     return [
         [
             row["gpu"],
-            row["family"],
+            row["instance_size"],
             cell(row["on_demand_usd_per_gpu_hour"], ".3f"),
             cell(row["spot_usd_per_gpu_hour"], ".3f"),
             str(row["trials"]),

@@ -46,6 +46,7 @@ from capacity.planning.stack import (
     StackModel,
     apply_config_set,
     gpu_type_edits,
+    landing,
     model_index,
     pool_families,
     rendered_behavior,
@@ -53,6 +54,7 @@ from capacity.planning.stack import (
 from capacity.runtime import ctrl_c_held
 from capacity.workload.traces import Trace, rate_scale
 from contract.gpu import GPU_OF_FAMILY
+from contract.instances import instance_sizes
 from contract.scale_down import MIN_SCALE_DOWN_WINDOW_S, scale_down_problems
 
 PRICES = Path(__file__).parent / "data" / "aws_gpu_prices.yaml"
@@ -67,17 +69,21 @@ ENGINE_FLAGS = ("maxNumSeqs", "maxNumBatchedTokens", "gpuMemoryUtilization")  # 
 class GpuType:
     family: str
     gpu: str
+    # USD per GPU-hour of a replica: the hourly price of the instance size it lands on
+    # (`instance_size`) over its GPUs, so a node bills the whole instance (capacity/sim/fleet.py).
     on_demand_usd: float
     spot_usd: float
+    instance_size: str
 
 
 def gpu_types(sm: StackModel, prices: dict[str, float] | None = None) -> list[GpuType]:
-    """The GPU types the model's pools allow, priced: the stack's own prices for the family of
-    the model's current profile, the cited on-demand list (or `prices`) for the others, whose
-    spot price is estimated with the stack's spot/on-demand ratio (spot prices vary)."""
-    data = yaml.safe_load(PRICES.read_text())
-    gpu_of, listed = GPU_OF_FAMILY, dict(data["on_demand_usd_per_gpu_hour"])
-    listed.update(prices or {})
+    """The GPU types the model's pools allow, each priced as the instance size a replica lands on
+    (`stack.landing`: the smallest size of the family holding the predictor's requests and the
+    GPU node's DaemonSets): the stack's own prices for the family of the model's current profile
+    (they price what its replicas run on now), the cited on-demand list (or `prices`, per GPU-hour)
+    for the others, whose spot price is estimated with the stack's spot/on-demand ratio (spot
+    prices vary). A family no size of which holds the replica is left out."""
+    listed = dict(yaml.safe_load(PRICES.read_text())["on_demand_usd_per_instance_hour"])
     on_demand = next((p.price_per_gpu_hour for p in sm.pools if p.capacity_type == "on-demand"), None)
     spot = next((p.price_per_gpu_hour for p in sm.pools if p.capacity_type == "spot"), None)
     ratio = (spot / on_demand) if spot and on_demand else 1.0
@@ -85,16 +91,22 @@ def gpu_types(sm: StackModel, prices: dict[str, float] | None = None) -> list[Gp
     families = sorted({f for fams in pool_families(sm).values() for f in fams})
     out = []
     for family in families:
-        name = gpu_of.get(family)
-        if name is None:
+        name = GPU_OF_FAMILY.get(family)
+        size = landing(sm, family).size if name else None
+        if name is None or size is None:
             continue
         if name == current and on_demand and family not in (prices or {}):
             od = on_demand
-        elif family in listed:
-            od = float(listed[family])
+        elif family in (prices or {}):
+            od = float((prices or {})[family])
+        elif size.name in listed:
+            od = float(listed[size.name]) / sm.model.gpus_per_replica
         else:
-            raise ValueError(f"no price for instance family {family!r}: pass --price {family}=USD_PER_GPU_HOUR")
-        out.append(GpuType(family, name, od, od * ratio))
+            raise ValueError(
+                f"no price for instance size {size.name} (family {family!r}, where a replica of "
+                f"{sm.model.name} lands): pass --price {family}=USD_PER_GPU_HOUR"
+            )
+        out.append(GpuType(family, name, od, od * ratio, size.name))
     if not out:
         raise ValueError(f"the pools of {sm.model.name} allow no instance family with an engine profile: {families}")
     return out
@@ -162,7 +174,58 @@ def deployment_notes(sm: StackModel, p: Mapping[str, Any]) -> list[str]:
             f"profile is derived from the {p['gpu']} datasheet and the factors fitted on the A10G calibration, "
             f"not measured; run `python -m capacity sweep` against one {p['gpu']} replica before moving production"
         )
+    notes.append(landing_note(sm, family_of(sm, p["gpu"])))
+    stale = stack_price_note(sm)
+    if stale and p["gpu"] == current_gpu(sm):
+        notes.append(stale)
     return notes
+
+
+def stack_price_note(sm: StackModel) -> str | None:
+    """When the stack's own on-demand price (what the current GPU type is priced at) is not the
+    cited price of the size its replicas land on: a discount, or a price of the wrong size."""
+    on_demand = next((p.price_per_gpu_hour for p in sm.pools if p.capacity_type == "on-demand"), None)
+    if on_demand is None or not current_gpu(sm):
+        return None
+    size = landing(sm, family_of(sm, current_gpu(sm))).size
+    listed = yaml.safe_load(PRICES.read_text())["on_demand_usd_per_instance_hour"]
+    if size is None or size.name not in listed:
+        return None
+    cited = float(listed[size.name]) / sm.model.gpus_per_replica
+    if math.isclose(on_demand, cited, rel_tol=1e-3):
+        return None
+    return (
+        f"capacityPlanning.gpuHourlyPriceUsd.onDemand ({on_demand}) is not the cited ${cited:.4f} per GPU-hour "
+        f"of {size.name}, where replicas of {sm.model.name} land ({PRICES.name}); the plan used the stack's"
+    )
+
+
+def family_of(sm: StackModel, gpu: str) -> str:
+    """The instance family that runs `gpu` for the model: its pinned one, else the first its pools allow."""
+    pinned = [f for f in sm.model.instance_families or [] if GPU_OF_FAMILY.get(f) == gpu]
+    return pinned[0] if pinned else next(f for f, g in GPU_OF_FAMILY.items() if g == gpu and f in _families(sm))
+
+
+def landing_note(sm: StackModel, family: str) -> str:
+    """Which instance size a replica lands on, and why not a smaller one: what the plan priced."""
+    land = landing(sm, family)
+    if land.size is None:
+        return f"no {family} size holds a replica of {sm.model.name}"
+    need = land.pod + land.overhead
+    sizes = instance_sizes(family)
+    smaller = sizes[: sizes.index(land.size)]
+    why = (
+        f"; the smaller {smaller[-1].name} allocates {smaller[-1].allocatable_cpu_milli}m / "
+        f"{smaller[-1].allocatable_memory_mib}Mi / {smaller[-1].gpus} GPU"
+        if smaller
+        else ""
+    )
+    return (
+        f"each replica of {sm.model.name} lands on {land.size.name} and is priced as one: it requests "
+        f"{land.pod.cpu_milli}m CPU / {land.pod.memory_mib}Mi / {land.pod.gpus} GPU, the GPU node's DaemonSets "
+        f"{land.overhead.cpu_milli}m / {land.overhead.memory_mib}Mi, together {need.cpu_milli}m / "
+        f"{need.memory_mib}Mi{why} (Karpenter v1.14.1's instance-type reference, contract/instances.py)"
+    )
 
 
 # --- one candidate -------------------------------------------------------------------------
@@ -551,6 +614,7 @@ class GpuTypeRow:
         return {
             "gpu": kind.gpu,
             "family": kind.family,
+            "instance_size": kind.instance_size,
             "on_demand_usd_per_gpu_hour": kind.on_demand_usd,
             "spot_usd_per_gpu_hour": round(kind.spot_usd, 4),
             "trials": self.trials,

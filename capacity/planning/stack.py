@@ -25,6 +25,7 @@ from capacity.engine.profiles import derive
 from capacity.sim.cluster.startup import Pool, Startup, replica_capacity
 from capacity.sim.control.keda import ScaledObject
 from capacity.sim.scaledobject import Manifest, parse_scaled_object
+from contract.instances import InstanceSize, Requests, daemonset_overhead, landing_size, pod_requests
 from contract.manifests.monitored import MonitoredModel, ScaledTarget, monitored_models
 from contract.manifests.scaled_object import API_VERSION, scaled_object_spec
 from contract.manifests.scaled_object import scaled_object as scaled_object_manifest
@@ -39,7 +40,7 @@ from contract.settings.config_path import config_command as config_command
 from contract.settings.config_path import edited_config, holds
 from contract.settings.errors import SettingsError
 from contract.settings.gpu_capacity import duration_seconds
-from contract.settings.models import ModelSettings
+from contract.settings.models import ModelSettings, quantity
 from contract.settings.stack_file import StackFile, read_stack
 from contract.signals import Scope, Workload
 from contract.triggers import TRIGGERS, Trigger
@@ -278,6 +279,27 @@ def pool_families(sm: StackModel) -> dict[str, tuple[str, ...]]:
     the choice itself; where the pinned model can run now is `sm.pools`."""
     pools = sm.source.settings(sm.raw_autoscaling).gpu_capacity.pools
     return {p.name: tuple(p.instance_families) for p in pools if p.name in sm.model.pools}
+
+
+@dataclass(frozen=True)
+class Landing:
+    """Where one replica of the model lands in an instance family: its predictor's requests, the
+    DaemonSets every GPU node of the stack runs, and the smallest size holding both (None: none)."""
+
+    family: str
+    pod: Requests
+    overhead: Requests
+    size: InstanceSize | None
+
+
+def landing(sm: StackModel, family: str) -> Landing:
+    """The instance size of `family` a replica of the model lands on under the stack's provisioner
+    (contract/instances.py: Karpenter's allocatable less the GPU node's DaemonSets)."""
+    capacity = sm.source.settings(sm.raw_autoscaling).gpu_capacity
+    overhead = daemonset_overhead(capacity.provisioner, capacity.node_class.needs_device_plugin)
+    requests = sm.model.resources.requests
+    pod = pod_requests(quantity(requests.cpu), quantity(requests.memory), sm.model.gpus_per_replica)
+    return Landing(family, pod, overhead, landing_size(family, pod, overhead))
 
 
 def replica_budget(sm: StackModel) -> int:

@@ -22,7 +22,7 @@ from .errors import NAMESPACE, SettingsError, key_path, problems_of
 from .gateway import GatewaySettings, gateway_problems
 from .gpu_capacity import GpuCapacitySettings
 from .model_store import ModelStoreSettings, model_store_problems
-from .models import ModelSettings, instance_family_problems
+from .models import ModelSettings, instance_family_problems, request_fit_problems
 from .network import NetworkSettings
 from .observability import ObservabilitySettings
 from .serving import ServingSettings, gpu_fit_problems
@@ -127,6 +127,7 @@ def _cross_section_problems(s: StackSettings, aws_region: str | None, today: dat
         problems += _autoscaling_problems(s, pools)
     problems += instance_family_problems(s.models, s.gpu_capacity.pools)
     problems += gpu_fit_problems(s.models, s.gpu_capacity.pools)
+    problems += request_fit_problems(s.models, s.gpu_capacity)
     problems += gateway_problems(s)
     problems += model_store_problems(s)
     problems += _window_problems(s)

@@ -38,7 +38,8 @@ class StartupSettings(Section):
 
 
 class GpuPrices(Section):
-    """USD per GPU-hour by capacity type (single-GPU g5/g6 nodes: instance price = GPU price)."""
+    """USD per GPU-hour by capacity type: the price of the instance size a replica lands on over
+    its GPUs (contract/instances.py; a 14Gi predictor lands on a g5/g6 .2xlarge, not the .xlarge)."""
 
     spot: float = Field(default=0.45, gt=0)
     on_demand: float = Field(default=1.006, gt=0)

@@ -8,10 +8,11 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from ..gpu import GPU_OF_FAMILY
+from ..instances import daemonset_overhead, instance_sizes, landing_size, pod_requests
 from ..signals import VLLM_IMAGE_REPOSITORY, VLLM_IMAGE_TAG
 from .base import RuleViolation, Section
 from .errors import NAMESPACE
-from .gpu_capacity import NodePoolSettings, gpu_families
+from .gpu_capacity import GpuCapacitySettings, NodePoolSettings, gpu_families
 
 _SERVED_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 _HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
@@ -180,6 +181,10 @@ class ModelSettings(Section):
             return []
         return [f for f in pool.instance_families if self.instance_families is None or f in self.instance_families]
 
+    def landing_families(self, pools: list[NodePoolSettings]) -> list[str]:
+        """Every instance family a replica may land on across the model's pools, in pool order."""
+        return list(dict.fromkeys(f for p in pools for f in self.families_in(p)))
+
     @property
     def store_prefix(self) -> str:
         """Where the weights live in the model store bucket (the PV mounts exactly this)."""
@@ -229,3 +234,28 @@ def _profile_gpu_problems(key: str, families: list[str], profile: str) -> list[s
             f"i.e. be named '{gpu}-<model>'; the scaling thresholds were derived for the profile's GPU"
         ]
     return []
+
+
+def request_fit_problems(models: list[ModelSettings], gpu_capacity: GpuCapacitySettings) -> list[str]:
+    """A model's predictor requests (CPU, memory, GPUs) plus the DaemonSets of a GPU node fit some
+    instance size its pools launch (contract/instances.py: Karpenter's allocatable per size)."""
+    overhead = daemonset_overhead(gpu_capacity.provisioner, gpu_capacity.node_class.needs_device_plugin)
+    problems: list[str] = []
+    for i, model in enumerate(models):
+        families = model.landing_families(gpu_capacity.pools)
+        sizes = [s for f in families for s in instance_sizes(f)]
+        if not sizes or model.gpus_per_replica > max(s.gpus for s in sizes):
+            continue  # no pool hosts it, or too many GPUs: the pool and gpusPerReplica rules report those
+        requests = model.resources.requests
+        pod = pod_requests(quantity(requests.cpu), quantity(requests.memory), model.gpus_per_replica)
+        if any(landing_size(f, pod, overhead) for f in families):
+            continue
+        largest = max(sizes, key=lambda s: (s.allocatable_memory_mib, s.allocatable_cpu_milli))
+        problems.append(
+            f"{NAMESPACE}:models[{i}].resources.requests (cpu {requests.cpu}, memory {requests.memory}, "
+            f"{model.gpus_per_replica} GPU) plus the GPU node's DaemonSets ({overhead.cpu_milli}m, "
+            f"{overhead.memory_mib}Mi) fit no instance size the model's pools launch ({families}); the largest "
+            f"allocatable is {largest.name}: {largest.allocatable_cpu_milli}m CPU, "
+            f"{largest.allocatable_memory_mib}Mi memory, {largest.gpus} GPUs"
+        )
+    return problems

@@ -56,6 +56,8 @@ def test_plan_prints_the_output_contract_and_the_frontier_png(capsys, monkeypatc
     assert {"search", "validation", "frontier", "gpu_types", "config_set", "binding_limit"} <= set(out)
     assert set(out["validation"]) >= {"slo_attainment", "gpu_hours", "oracle_gpu_hours", "cost_usd", "scale_events"}
     assert [row["gpu"] for row in out["gpu_types"]] == ["a10g", "l4"]  # dev's pools allow g5 and g6
+    # dev's 12Gi predictor fits a .xlarge's 14,162Mi with the GPU node's DaemonSets: priced as one.
+    assert [row["instance_size"] for row in out["gpu_types"]] == ["g5.xlarge", "g6.xlarge"]
     assert (tmp_path / "f.png").stat().st_size > 10_000
     assert out["trials"] == 4
 
@@ -67,6 +69,7 @@ def test_plan_writes_one_html_report_with_the_frontier_table_and_png(capsys, mon
     assert out["html_report"] == str(tmp_path / "p.html")
     assert embeds(report, tmp_path / "f.png")
     assert [row["gpu"] for row in out["gpu_types"]] == [c for c in report.cells if c in ("a10g", "l4")][-2:]
+    assert {"g5.xlarge", "g6.xlarge"} <= set(report.cells)  # the GPU table names the size each type is priced as
 
 
 def test_the_same_seed_gives_the_same_plan(capsys, monkeypatch, tmp_path):

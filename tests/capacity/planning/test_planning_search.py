@@ -157,7 +157,7 @@ def test_every_told_trial_carries_its_cost_and_constraints(searched_dev):
 
 def test_the_gpu_table_picks_each_types_winner_by_the_same_constraints():
     breaking, planned = ran(0.5, 1.0, ("the kvCache guardrail is off",)), ran(1.0, 0.99)
-    kind = plan.GpuType("g6", "l4", 0.8, 0.36)
+    kind = plan.GpuType("g6", "l4", 0.8, 0.36, "g6.xlarge")
     result = plan.PlanResult([breaking, planned], planned, breaking, 0.95, {"l4": kind}, rules=None)  # type: ignore[arg-type]  # no rules needed to read the table
     (row,) = plan.per_gpu_type(result)
     assert row.meets_target and row.pick is planned.summary

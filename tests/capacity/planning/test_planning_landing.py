@@ -1,0 +1,106 @@
+"""The planner prices the instance size a replica lands on (issue 22, item 5): the smallest size
+of the family whose allocatable holds the predictor's requests and the GPU node's DaemonSets
+(contract/instances.py), at that size's cited price (data/aws_gpu_prices.yaml)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from capacity.planning import plan
+from capacity.planning.stack import apply_config_set, landing, load_stack_model
+from contract.gpu import GPU_OF_FAMILY
+from contract.instances import instance_sizes
+from tests.harness import ROOT
+
+LISTED = yaml.safe_load(plan.PRICES.read_text())["on_demand_usd_per_instance_hour"]
+NOT_IN_KARPENTERS_PRICE_TABLE = {"p5e"}
+
+
+def prod_14b():
+    return load_stack_model("prod", "qwen25-14b-awq", root=ROOT)
+
+
+def test_a_14gi_replica_is_priced_as_the_2xlarge_it_lands_on():
+    types = {t.gpu: t for t in plan.gpu_types(prod_14b())}
+    assert types["l4"].instance_size == "g6.2xlarge" and types["a10g"].instance_size == "g5.2xlarge"
+    assert types["a10g"].on_demand_usd == LISTED["g5.2xlarge"] == 1.212
+
+
+def test_the_current_gpu_keeps_the_stacks_own_price():
+    sm = prod_14b()
+    (on_demand,) = {p.price_per_gpu_hour for p in sm.pools if p.capacity_type == "on-demand"}
+    types = {t.gpu: t for t in plan.gpu_types(sm)}
+    assert types["l4"].on_demand_usd == on_demand == LISTED["g6.2xlarge"]
+
+
+def test_other_gpus_get_spot_at_the_stacks_spot_to_on_demand_ratio():
+    sm = prod_14b()
+    prices = {p.capacity_type: p.price_per_gpu_hour for p in sm.pools}
+    a10g = next(t for t in plan.gpu_types(sm) if t.gpu == "a10g")
+    assert a10g.spot_usd == pytest.approx(1.212 * prices["spot"] / prices["on-demand"])
+
+
+def test_a_smaller_request_lands_on_the_xlarge_and_is_priced_as_one():
+    sm = apply_config_set(prod_14b(), [("models[0].resources.requests.memory", "12Gi")])
+    a10g = next(t for t in plan.gpu_types(sm) if t.gpu == "a10g")
+    assert (a10g.instance_size, a10g.on_demand_usd) == ("g5.xlarge", LISTED["g5.xlarge"])
+
+
+def test_a_price_flag_overrides_the_list_per_gpu_hour():
+    a10g = next(t for t in plan.gpu_types(prod_14b(), {"g5": 2.0}) if t.gpu == "a10g")
+    assert a10g.on_demand_usd == 2.0 and a10g.instance_size == "g5.2xlarge"
+
+
+def test_a_multi_gpu_replica_pays_its_instance_over_its_gpus():
+    scope = "autoscaling.qwen25-14b-awq"
+    edits = [("models[0].gpusPerReplica", 4), (f"{scope}.minReplicas", 2), (f"{scope}.maxReplicas", 4)]
+    edits.append((f"{scope}.fallbackReplicas", 2))
+    sm = apply_config_set(prod_14b(), edits)
+    a10g = next(t for t in plan.gpu_types(sm) if t.gpu == "a10g")
+    assert a10g.instance_size == "g5.12xlarge"
+    assert a10g.on_demand_usd * 4 == pytest.approx(LISTED["g5.12xlarge"])
+
+
+def test_a_size_without_a_price_is_refused_naming_it_and_the_flag():
+    sm = apply_config_set(prod_14b(), [("gpuCapacity.pools[0].instanceFamilies[2]", "p5e")])
+    with pytest.raises(ValueError, match=r"no price for instance size p5e\.48xlarge .* pass --price p5e="):
+        plan.gpu_types(sm)
+
+
+def test_the_plan_notes_say_which_size_each_replica_lands_on_and_why():
+    sm = prod_14b()
+    note = plan.landing_note(sm, "g6")
+    assert note.startswith("each replica of qwen25-14b-awq lands on g6.2xlarge")
+    assert "together 3130m / 14712Mi; the smaller g6.xlarge allocates 3920m / 14162Mi" in note
+    assert landing(sm, "g6").size is not None
+
+
+def test_every_size_the_planner_may_pick_has_a_price():
+    priced = sorted(set(GPU_OF_FAMILY) - NOT_IN_KARPENTERS_PRICE_TABLE)
+    missing = [s.name for f in priced for s in instance_sizes(f) if s.name not in LISTED]
+    assert not missing
+
+
+def test_the_smallest_size_that_fits_is_the_cheapest_that_fits():
+    # Sizes are tried smallest first; a larger size never costs less, so the first fit is
+    # the one Karpenter's cheapest-first launch would pick too.
+    for family in sorted(set(GPU_OF_FAMILY) - NOT_IN_KARPENTERS_PRICE_TABLE):
+        prices = [LISTED[s.name] for s in instance_sizes(family)]
+        assert prices == sorted(prices), family
+
+
+def test_the_price_list_names_only_sizes_of_the_table():
+    known = {s.name for f in GPU_OF_FAMILY for s in instance_sizes(f)}
+    assert set(LISTED) <= known
+
+
+def test_a_stack_price_of_another_size_is_named_in_the_notes():
+    sm = apply_config_set(prod_14b(), [("capacityPlanning.gpuHourlyPriceUsd.onDemand", 0.8048)])
+    note = plan.stack_price_note(sm)
+    assert note is not None and note.startswith("capacityPlanning.gpuHourlyPriceUsd.onDemand (0.8048)")
+    assert "$0.9776 per GPU-hour of g6.2xlarge" in note
+
+
+def test_the_committed_prod_price_is_the_landed_sizes():
+    assert plan.stack_price_note(prod_14b()) is None
