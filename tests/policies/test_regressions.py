@@ -128,7 +128,7 @@ def as_dict_document_with(*actions: str) -> Callable[[dict[str, Any]], None]:
 
     def mutate(inputs: dict[str, Any]) -> None:
         document = json.loads(inputs["policy"])
-        actions_plus(*actions)(next(s for s in document["Statement"] if s.get("Sid") == "WriteModelObjects"))
+        actions_plus(*actions)(next(s for s in document["Statement"] if s.get("Sid") == "CreateModelObjectsOnly"))
         inputs["policy"] = document
 
     return mutate
@@ -348,7 +348,7 @@ REGRESSIONS = [
     Regression(
         "writer-scoped-to-whole-bucket",
         LEAST,
-        edit(":RolePolicy", "llm-prod-models-model-sync", policy_statement("WriteModelObjects", whole_bucket)),
+        edit(":RolePolicy", "llm-prod-models-model-sync", policy_statement("CreateModelObjectsOnly", whole_bucket)),
         ("anywhere in the bucket",),
     ),
     Regression(
@@ -357,7 +357,7 @@ REGRESSIONS = [
         edit(
             ":RolePolicy",
             "llm-prod-models-model-sync",
-            policy_statement("WriteModelObjects", actions_plus("s3:DeleteObjectVersion")),
+            policy_statement("CreateModelObjectsOnly", actions_plus("s3:DeleteObjectVersion")),
         ),
         ("s3:DeleteObjectVersion",),
     ),
@@ -381,7 +381,11 @@ REGRESSIONS = [
     Regression(
         "writer-associated-with-predictor-service-account",
         NO_IDENTITY,
-        edit(":PodIdentityAssociation", "llm-prod-models-model-sync", lambda i: i.update(serviceAccount=PREDICTOR_SA)),
+        edit(
+            ":PodIdentityAssociation",
+            "llm-prod-models-model-sync",
+            lambda i: i.update(namespace="inference", serviceAccount=PREDICTOR_SA),
+        ),
         (f"inference/{PREDICTOR_SA}", ISVC),
     ),
     Regression(
@@ -493,7 +497,7 @@ REGRESSIONS = [
     Regression(
         "predictor-prometheus-peer-in-any-namespace",
         BEHIND_GATEWAY,
-        edit(":NetworkPolicy", "predictors", lambda i: i["spec"]["ingress"][0]["from"][1].update(namespaceSelector={})),
+        edit(":NetworkPolicy", "predictors", lambda i: i["spec"]["ingress"][1]["from"][0].update(namespaceSelector={})),
         ("NetworkPolicy inference/predictors", "not named pods"),
     ),
     Regression(
@@ -529,7 +533,7 @@ REGRESSIONS = [
             "llm-prod-model-sync-qwen25-14b-awq",
             lambda i: template(i).update(automountServiceAccountToken=True),
         ),
-        ("Job inference/model-sync-qwen25-14b-awq", "automountServiceAccountToken: true"),
+        ("Job model-sync/model-sync-qwen25-14b-awq", "automountServiceAccountToken: true"),
     ),
     Regression(
         "redis-token-left-to-the-default-service-account",
@@ -607,7 +611,7 @@ REGRESSIONS = [
             "llm-prod-model-sync-qwen25-14b-awq",
             lambda i: first_container(i)["securityContext"].update(allowPrivilegeEscalation=True),
         ),
-        ("Job inference/model-sync-qwen25-14b-awq", "allowPrivilegeEscalation"),
+        ("Job model-sync/model-sync-qwen25-14b-awq", "allowPrivilegeEscalation"),
     ),
     # --- what runs
     Regression(
