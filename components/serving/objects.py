@@ -3,6 +3,7 @@ and policies read exactly what the component applies)."""
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -72,6 +73,36 @@ def shm_size(model: ModelSettings, serving: ServingSettings) -> str:
     return f"{serving.shm_gib_per_gpu * model.gpus_per_replica}Gi"
 
 
+# LMCache's vLLM connector, both storing and loading KV (LMCache docker/README.md run example;
+# vLLM registers `LMCacheConnectorV1` in vllm/distributed/kv_transfer/kv_connector/factory.py).
+LMCACHE_KV_TRANSFER_CONFIG = json.dumps(
+    {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}, separators=(",", ":")
+)
+
+
+def cache_args(model: ModelSettings) -> list[str]:
+    """vLLM's prefix cache is on unless turned off (vllm/config/cache.py: enable_prefix_caching
+    defaults to True, so the default renders no flag); LMCache attaches as a KV connector."""
+    engine = model.engine
+    args = [] if engine.prefix_caching else ["--no-enable-prefix-caching"]
+    if engine.lmcache:
+        args.append(f"--kv-transfer-config={LMCACHE_KV_TRANSFER_CONFIG}")
+    return args
+
+
+def lmcache_env(model: ModelSettings) -> list[dict[str, str]]:
+    """LMCache reads its config from `LMCACHE_<KEY>` variables (LMCache/LMCache
+    lmcache/v1/config.py, _CONFIG_DEFINITIONS): a local CPU tier of `max_local_cpu_size` GiB of
+    pinned host memory (the container's memory request and limit include it)."""
+    if not model.engine.lmcache:
+        return []
+    gib = model.engine.lmcache_bytes / 2**30
+    return [
+        {"name": "LMCACHE_LOCAL_CPU", "value": "True"},
+        {"name": "LMCACHE_MAX_LOCAL_CPU_SIZE", "value": f"{gib:g}"},
+    ]
+
+
 def vllm_args(model: ModelSettings) -> list[str]:
     engine = model.engine
     return [
@@ -83,6 +114,7 @@ def vllm_args(model: ModelSettings) -> list[str]:
         f"--gpu-memory-utilization={engine.gpu_memory_utilization}",
         f"--max-num-seqs={engine.max_num_seqs}",
         f"--max-num-batched-tokens={engine.max_num_batched_tokens}",
+        *cache_args(model),
         *engine.extra_args,
     ]
 
@@ -139,7 +171,7 @@ def pod_labels(model: ModelSettings) -> dict[str, str]:
 
 def container(model: ModelSettings, serving: ServingSettings) -> dict[str, Any]:
     gpus = str(model.gpus_per_replica)
-    res = model.resources
+    res = model.container_resources()
     return {
         "name": CONTAINER,
         "image": model.image,
@@ -154,12 +186,13 @@ def container(model: ModelSettings, serving: ServingSettings) -> dict[str, Any]:
                 "valueFrom": {"secretKeyRef": {"name": PREDICTOR_KEY_SECRET, "key": PREDICTOR_KEY_FIELD}},
             },
             *writable_paths_env(),
+            *lmcache_env(model),
         ],
         "ports": [{"name": names.PORT_NAME, "containerPort": names.PORT, "protocol": "TCP"}],
         # Requests == limits for GPUs: a GPU is never shared or overcommitted.
         "resources": {
-            "requests": {"cpu": res.requests.cpu, "memory": res.requests.memory, GPU_RESOURCE: gpus},
-            "limits": {"cpu": res.limits.cpu, "memory": res.limits.memory, GPU_RESOURCE: gpus},
+            "requests": {**res["requests"], GPU_RESOURCE: gpus},
+            "limits": {**res["limits"], GPU_RESOURCE: gpus},
         },
         **probes(model, serving),
         "lifecycle": {"preStop": pre_stop(serving)},
