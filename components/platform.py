@@ -24,7 +24,7 @@ from .network import Network, NetworkArgs
 from .observability import Observability, ObservabilityArgs
 from .observability.objects import PROMETHEUS_POD_LABELS
 from .serving import ModelReplicas, Serving, ServingArgs
-from .serving.objects import SERVICE_PORT
+from .serving.objects import PREDICTOR_KEY_SECRET, SERVICE_PORT
 
 
 class Platform(pulumi.ComponentResource):
@@ -127,6 +127,9 @@ class Platform(pulumi.ComponentResource):
                     namespace_peer(settings.observability.namespace, PROMETHEUS_POD_LABELS),
                 ],
                 instance_family_label=instance_family_label(settings.gpu_capacity.provisioner),
+                endpoint_picker_callers=[envoy_peer(settings.gateway)],
+                # The endpoint picker is on the request path: as available as the proxies that call it.
+                endpoint_picker_replicas=2 if settings.gateway.replicas > 1 else 1,
             ),
             opts=child,
         )
@@ -142,6 +145,9 @@ class Platform(pulumi.ComponentResource):
                 provider=provider,
                 depends_on=[self.serving],
                 load_balancer_controller=self.cluster.load_balancer_controller,
+                inference_pools=self.serving.inference_pools,
+                pool_key_secret=PREDICTOR_KEY_SECRET,
+                inference_pool_releases=self.serving.inference_pool_releases,
             ),
             opts=child,
         )

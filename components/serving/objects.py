@@ -337,3 +337,115 @@ def predictor_network_policy(serving: ServingSettings, peers: list[dict[str, Any
             "ingress": [{"from": peers, "ports": [{"protocol": "TCP", "port": names.PORT}]}],
         },
     }
+
+
+# --- The endpoint picker (serving.routing: endpoint-picker) ----------------------------------
+
+# The Gateway API Inference Extension release Envoy AI Gateway v1.1.0 builds against (its go.mod);
+# its chart deploys one InferencePool and its endpoint picker (EPP) per release, its CRDs come
+# from the release's manifests.yaml (`kustomize build config/crd`: Makefile, artifacts target).
+INFERENCE_EXTENSION_VERSION = "v1.0.2"
+INFERENCEPOOL_CHART = "oci://registry.k8s.io/gateway-api-inference-extension/charts/inferencepool"
+INFERENCE_EXTENSION_CRDS = (
+    "https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/"
+    f"{INFERENCE_EXTENSION_VERSION}/manifests.yaml"
+)
+INFERENCE_API = "inference.networking.k8s.io"
+# The EPP's ext-proc port, which Envoy calls for every request (chart values: extProcPort).
+EPP_EXT_PROC_PORT = 9002
+
+
+def routes_by_endpoint_picker(models: list[ModelSettings]) -> list[ModelSettings]:
+    return [m for m in models if m.serving.routing == "endpoint-picker"]
+
+
+def inference_pool_values(model: ModelSettings, replicas: int) -> dict[str, Any]:
+    """Values of the `inferencepool` chart (config/charts/inferencepool/values.yaml at v1.0.2): the
+    pool selects the model's predictor pods on the vLLM port; the EPP keeps the chart's image
+    (epp:v1.0.2) and default plugins (queue, KV-cache utilisation and prefix-cache scorers).
+    More than one replica runs active-passive with leader election (the chart adds
+    --ha-enable-leader-election; only the leader is ready: cmd/epp/runner/health.go)."""
+    return {
+        "inferenceExtension": {"replicas": replicas},
+        "inferencePool": {
+            "targetPorts": [{"number": names.PORT}],
+            "modelServerType": "vllm",
+            "modelServers": {"matchLabels": {names.ISVC_LABEL: names.inference_service_name(model)}},
+        },
+        # Envoy Gateway needs no provider-specific objects (only gke and istio have any).
+        "provider": {"name": "none"},
+    }
+
+
+def inference_pool(model: ModelSettings, serving: ServingSettings) -> dict[str, Any]:
+    """The InferencePool the chart renders from `inference_pool_values` (templates/inferencepool.yaml,
+    apiVersion inference.networking.k8s.io/v1): what the AIGatewayRoute's backendRef names."""
+    values = inference_pool_values(model, 1)["inferencePool"]
+    return {
+        "apiVersion": f"{INFERENCE_API}/v1",
+        "kind": "InferencePool",
+        "metadata": {"name": names.inference_pool_name(model), "namespace": serving.namespace},
+        "spec": {
+            "targetPorts": values["targetPorts"],
+            "selector": {"matchLabels": values["modelServers"]["matchLabels"]},
+            "endpointPickerRef": {
+                "name": names.endpoint_picker_name(model),
+                "port": {"number": EPP_EXT_PROC_PORT},
+            },
+        },
+    }
+
+
+def endpoint_picker_labels(model: ModelSettings) -> dict[str, str]:
+    return {names.ENDPOINT_PICKER_POD_LABEL: names.endpoint_picker_name(model)}
+
+
+def endpoint_picker_pdb(model: ModelSettings, serving: ServingSettings) -> dict[str, Any]:
+    """The chart ships no PodDisruptionBudget. With two replicas only the leader is ready, so this
+    budget holds the leader against voluntary eviction (a drain waits for it) while the never-ready
+    standby may always move (`unhealthyPodEvictionPolicy: AlwaysAllow`)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {
+            "name": names.endpoint_picker_name(model),
+            "namespace": serving.namespace,
+            "labels": {**pod_labels(model), **names.PART_OF},
+        },
+        "spec": {
+            "minAvailable": 1,
+            "selector": {"matchLabels": endpoint_picker_labels(model)},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }
+
+
+def endpoint_picker_network_policy(
+    model: ModelSettings, serving: ServingSettings, callers: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Only the gateway's Envoy proxies reach the EPP, on its ext-proc port (the namespace's
+    default-deny closes its health and metrics ports to everyone else; kubelet probes stay allowed)."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": names.endpoint_picker_name(model),
+            "namespace": serving.namespace,
+            "labels": names.PART_OF,
+        },
+        "spec": {
+            "podSelector": {"matchLabels": endpoint_picker_labels(model)},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": callers, "ports": [{"protocol": "TCP", "port": EPP_EXT_PROC_PORT}]}],
+        },
+    }
+
+
+def endpoint_picker_peer(models: list[ModelSettings]) -> list[dict[str, Any]]:
+    """The EPP pods, as a same-namespace peer of the predictors: they scrape each pod's /metrics
+    on the vLLM port (queue depth, KV-cache use: the scorers' inputs)."""
+    pickers = [names.endpoint_picker_name(m) for m in routes_by_endpoint_picker(models)]
+    if not pickers:
+        return []
+    expression = {"key": names.ENDPOINT_PICKER_POD_LABEL, "operator": "In", "values": pickers}
+    return [{"podSelector": {"matchExpressions": [expression]}}]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pulumi_policy import Policy
 
-from . import cluster, first_deploy, gateway, gpu, isolation, scaling, serving, storage, supply_chain
+from . import cluster, endpoint_picker, first_deploy, gateway, gpu, isolation, scaling, serving, storage, supply_chain
 
 PACK_NAME = "inference-platform"
 
@@ -19,6 +19,7 @@ POLICIES: list[Policy] = [
     *cluster.POLICIES,
     *isolation.POLICIES,
     *first_deploy.POLICIES,
+    *endpoint_picker.POLICIES,
 ]
 
 BY_NAME: dict[str, Policy] = {policy.name: policy for policy in POLICIES}

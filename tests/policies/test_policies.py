@@ -1035,6 +1035,7 @@ def test_stack_policies_are_stack_validation_policies() -> None:
         "private-endpoint-has-a-deploy-path",
         "load-balancer-class-has-its-controller",
         "gpu-node-pools-advertise-gpus",
+        "endpoint-picker-highly-available",
     }
 
 
