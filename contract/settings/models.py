@@ -44,6 +44,14 @@ _BYTES = re.compile(r"^\d+(Ki|Mi|Gi|Ti)?$")
 LMCACHE_MIN_BYTES = 2**30
 
 
+def _repository(image: str) -> str:
+    """An image reference without its tag or digest and without Docker Hub's implicit registry."""
+    name = image.split("@", 1)[0]
+    if ":" in name.rsplit("/", 1)[-1]:
+        name = name.rsplit(":", 1)[0]
+    return name.removeprefix("docker.io/")
+
+
 def _bytes_quantity(value: int) -> str:
     """Bytes as the largest binary unit that holds them exactly (Gi, Mi, Ki)."""
     for unit, scale in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
@@ -77,6 +85,7 @@ class EngineSettings(Section):
         default=True,
         description="vLLM's automatic prefix caching (--enable-prefix-caching / --no-enable-prefix-caching)",
     )
+    # LMCache must be in the image: the stock vllm/vllm-openai is refused (see ModelSettings._engine_fits).
     lmcache: str | None = Field(
         default=None,
         description="pinned host memory per replica for LMCache's CPU KV tier (bytes, e.g. 16Gi); unset: no LMCache",
@@ -225,6 +234,15 @@ class ModelSettings(Section):
                 "engine.maxNumBatchedTokens",
                 engine.max_num_batched_tokens,
                 f"must be >= engine.maxNumSeqs ({engine.max_num_seqs}) so every running sequence can decode each step",
+            )
+        if engine.lmcache and _repository(self.image) == VLLM_IMAGE_REPOSITORY:
+            raise RuleViolation(
+                "engine.lmcache",
+                engine.lmcache,
+                f"needs an image that ships LMCache, and {VLLM_IMAGE_REPOSITORY} is not known to: vLLM's "
+                "docker/Dockerfile installs requirements/kv_connectors.txt (lmcache) only when built with "
+                "INSTALL_KV_CONNECTORS=true (default false); set image to such a build of the same vLLM release, "
+                "pinned by tag or digest",
             )
         if self.serving.routing == "endpoint-picker" and not engine.prefix_caching:
             raise RuleViolation(

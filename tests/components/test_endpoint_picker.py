@@ -24,6 +24,7 @@ from components.serving.objects import (
 )
 from contract import names
 from contract.settings.stack_file import StackFile, load_stack, read_stack
+from tests.contract.test_kv_cache_settings import KV_CONNECTOR_IMAGE
 from tests.crd_rules import rule_violations
 from tests.harness import ROOT, StackRun, run_program, stack_config
 from tests.k8s_schemas import crd_dir, is_core, validate
@@ -39,6 +40,7 @@ def with_cache_aware_routing(stack: str) -> dict[str, str]:
     for model in models:
         model.update(ENDPOINT_PICKER)
         model.setdefault("engine", {})["lmcache"] = "8Gi"
+        model["image"] = KV_CONNECTOR_IMAGE
     config["inference-platform:models"] = json.dumps(models)
     return config
 
@@ -54,6 +56,7 @@ def settings_of(run: StackRun):
     for model in config["inference-platform:models"]:
         model.update(ENDPOINT_PICKER)
         model.setdefault("engine", {})["lmcache"] = "8Gi"
+        model["image"] = KV_CONNECTOR_IMAGE
     return StackFile(source.path, config).settings()
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from components.serving.objects import LMCACHE_KV_TRANSFER_CONFIG, container, vllm_args
 from contract.settings.models import ModelSettings
 from contract.settings.serving import ServingSettings
+from tests.contract.test_kv_cache_settings import KV_CONNECTOR_IMAGE
 
 
 def model(**engine: Any) -> ModelSettings:
@@ -18,6 +19,7 @@ def model(**engine: Any) -> ModelSettings:
             "revision": "b25037543e9394b818fdfca67ab2a00ecc7dd641",
             "sizeGiB": 5.6,
             "engine": engine,
+            **({"image": KV_CONNECTOR_IMAGE} if "lmcache" in engine else {}),
         }
     )
 

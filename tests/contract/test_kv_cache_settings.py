@@ -15,6 +15,9 @@ from tests.harness import ROOT
 
 NS = "inference-platform"
 MODELS = f"{NS}:models"
+# An operator's own build of the pinned vLLM release with vLLM's INSTALL_KV_CONNECTORS=true (its
+# docker/Dockerfile then installs requirements/kv_connectors.txt, lmcache among them), in their registry.
+KV_CONNECTOR_IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/vllm-openai-kv-connectors:v0.25.1"
 
 
 def config_of(stack: str) -> dict[str, Any]:
@@ -48,6 +51,7 @@ def test_the_endpoint_picker_and_lmcache_are_accepted_per_model() -> None:
     config = config_of("prod")
     config[MODELS][0]["serving"] = {"routing": "endpoint-picker"}
     config[MODELS][0]["engine"]["lmcache"] = "16Gi"
+    config[MODELS][0]["image"] = KV_CONNECTOR_IMAGE
     first, second = settings_of(config).models
     assert first.serving.routing == "endpoint-picker" and first.engine.lmcache_bytes == 16 * 2**30
     assert second.serving.routing == "least-request" and second.engine.lmcache_bytes == 0
@@ -61,6 +65,7 @@ def test_lmcache_memory_is_added_to_the_pods_memory_request_and_limit() -> None:
             "revision": "b25037543e9394b818fdfca67ab2a00ecc7dd641",
             "sizeGiB": 5.6,
             "engine": {"lmcache": "16Gi"},
+            "image": KV_CONNECTOR_IMAGE,
             "resources": {"requests": {"cpu": "3", "memory": "14Gi"}, "limits": {"cpu": "4", "memory": "15Gi"}},
         }
     )
@@ -89,7 +94,18 @@ def test_the_endpoint_picker_without_prefix_caching_is_refused_naming_routing() 
 def test_lmcache_below_a_gib_or_not_in_bytes_is_refused_naming_the_key(value: str) -> None:
     config = config_of("prod")
     config[MODELS][0]["engine"]["lmcache"] = value
+    config[MODELS][0]["image"] = KV_CONNECTOR_IMAGE
     assert one_problem(config).startswith(f"{NS}:models[0].engine.lmcache")
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.25.1", "docker.io/vllm/vllm-openai@sha256:" + "a" * 64])
+def test_lmcache_on_the_stock_vllm_image_is_refused_naming_the_key(image: str) -> None:
+    # vllm docker/Dockerfile: ARG INSTALL_KV_CONNECTORS=false, lmcache installed only when true
+    config = config_of("prod")
+    config[MODELS][0]["engine"]["lmcache"] = "16Gi"
+    config[MODELS][0]["image"] = image
+    problem = one_problem(config)
+    assert problem.startswith(f"{NS}:models[0].engine.lmcache") and "INSTALL_KV_CONNECTORS" in problem
 
 
 @pytest.mark.parametrize(
