@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from typing import Any
 
 import pytest
@@ -27,7 +26,7 @@ from contract.settings.stack_file import StackFile, load_stack, read_stack
 from tests.contract.test_kv_cache_settings import KV_CONNECTOR_IMAGE
 from tests.crd_rules import rule_violations
 from tests.harness import ROOT, StackRun, run_program, stack_config
-from tests.k8s_schemas import crd_dir, is_core, validate
+from tests.k8s_schemas import is_core, validate
 from tests.policies.policy_harness import load_config, run_pack
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -94,15 +93,6 @@ def test_the_inference_extension_crds_are_the_release_of_the_chart(routed: Stack
     (crds,) = routed.of_type("kubernetes:yaml/v2:ConfigFile")
     assert crds.inputs["file"] == INFERENCE_EXTENSION_CRDS
     assert f"/download/{INFERENCE_EXTENSION_VERSION}/" in INFERENCE_EXTENSION_CRDS
-
-
-def test_the_chart_is_the_release_the_shared_crds_note_names() -> None:
-    # ../shared/crds/README.md lists this folder in a note, not its table, until the table lists
-    # the chart; the note names the release and the chart.
-    note = (crd_dir() / "README.md").read_text()
-    (release,) = re.findall(r"`gateway-api-inference-extension/` holds .*?at (v[\d.]+)", note, re.S)
-    assert release == INFERENCE_EXTENSION_VERSION
-    assert INFERENCEPOOL_CHART.removeprefix("oci://") in note
 
 
 def test_each_rule_sends_its_model_to_its_pool_and_no_service_backend_is_left(routed: StackRun) -> None:
