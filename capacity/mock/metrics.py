@@ -126,10 +126,10 @@ class VllmMetrics:
         # prefix_cache_stats.record(num_tokens=request.num_tokens, num_hits=...)), only with prefix
         # caching on. The mock engine keeps no prefix cache: its hits stay 0, honestly.
         self.prefix_cache_queries = counter(
-            "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens."
+            Vllm.PREFIX_CACHE_QUERIES, "Prefix cache queries, in terms of number of queried tokens."
         )
         self.prefix_cache_hits = counter(
-            "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens."
+            Vllm.PREFIX_CACHE_HITS, "Prefix cache hits, in terms of number of cached tokens."
         )
         counter(
             "vllm:external_prefix_cache_queries",

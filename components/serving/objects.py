@@ -82,7 +82,9 @@ LMCACHE_KV_TRANSFER_CONFIG = json.dumps(
 
 def cache_args(model: ModelSettings) -> list[str]:
     """vLLM's prefix cache is on unless turned off (vllm/config/cache.py: enable_prefix_caching
-    defaults to True, so the default renders no flag); LMCache attaches as a KV connector."""
+    defaults to True, so the default renders no flag; vllm/engine/arg_utils.py adds it as the bool
+    `--enable-prefix-caching`, whose negative is `--no-enable-prefix-caching`); LMCache attaches as
+    a KV connector."""
     engine = model.engine
     args = [] if engine.prefix_caching else ["--no-enable-prefix-caching"]
     if engine.lmcache:

@@ -212,7 +212,14 @@ async def test_removed_metric_names_are_absent_and_every_signals_name_is_present
         "QUEUE_TIME",
     ):
         assert getattr(Vllm, attr) in names
-    for attr in ("PREEMPTIONS", "PROMPT_TOKENS", "GENERATION_TOKENS", "REQUEST_SUCCESS"):
+    for attr in (
+        "PREEMPTIONS",
+        "PROMPT_TOKENS",
+        "GENERATION_TOKENS",
+        "REQUEST_SUCCESS",
+        "PREFIX_CACHE_QUERIES",
+        "PREFIX_CACHE_HITS",
+    ):
         assert getattr(Vllm, attr).removesuffix("_total") in names
 
 
