@@ -19,11 +19,14 @@ def helm_release(
     values: pulumi.Input[dict[str, Any]] | None = None,
     create_namespace: bool | None = None,
     atomic: bool | None = None,
+    release_name: str | None = None,
 ) -> k8s.helm.v3.Release:
     """A `helm.v3.Release` (several charts need hooks); `repository` is for classic chart
-    repositories, an `oci://` chart needs none. Unset options stay unset in the release."""
+    repositories, an `oci://` chart needs none; `release_name` for a chart that names its objects
+    after the release (unset: Pulumi's auto-name). Unset options stay unset in the release."""
     return k8s.helm.v3.Release(
         name,
+        name=release_name,
         chart=chart,
         version=version,
         repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repository) if repository else None,

@@ -27,7 +27,7 @@ from .network import Network, NetworkArgs
 from .observability import Observability, ObservabilityArgs
 from .observability.objects import PROMETHEUS_POD_LABELS
 from .serving import ModelReplicas, Serving, ServingArgs
-from .serving.objects import CERT_MANAGER_NAMESPACE, SERVICE_PORT
+from .serving.objects import CERT_MANAGER_NAMESPACE, PREDICTOR_KEY_SECRET, SERVICE_PORT, serving_pod_security_level
 
 
 class Platform(pulumi.ComponentResource):
@@ -73,7 +73,12 @@ class Platform(pulumi.ComponentResource):
             # Predictors and their init containers meet the restricted Pod Security Standard.
             metadata={
                 "name": settings.serving.namespace,
-                "labels": {**names.PART_OF, **pod_security_labels("restricted", settings.cluster.kubernetes_version)},
+                "labels": {
+                    **names.PART_OF,
+                    **pod_security_labels(
+                        serving_pod_security_level(settings.models), settings.cluster.kubernetes_version
+                    ),
+                },
             },
             opts=pulumi.ResourceOptions(parent=self, provider=provider),
         )
@@ -136,6 +141,10 @@ class Platform(pulumi.ComponentResource):
                 predictor_peers=[envoy_peer(settings.gateway)],
                 metrics_peers=[namespace_peer(settings.observability.namespace, PROMETHEUS_POD_LABELS)],
                 instance_family_label=instance_family_label(settings.gpu_capacity.provisioner),
+                endpoint_picker_callers=[envoy_peer(settings.gateway)],
+                # The endpoint picker is on the request path: as available as the proxies that call it.
+                endpoint_picker_replicas=2 if settings.gateway.replicas > 1 else 1,
+                api_server_cidr=settings.network.cidr,
             ),
             opts=child,
         )
@@ -151,6 +160,9 @@ class Platform(pulumi.ComponentResource):
                 provider=provider,
                 depends_on=[self.serving],
                 load_balancer_controller=self.cluster.load_balancer_controller,
+                inference_pools=self.serving.inference_pools,
+                pool_key_secret=PREDICTOR_KEY_SECRET,
+                inference_pool_releases=self.serving.inference_pool_releases,
             ),
             opts=child,
         )

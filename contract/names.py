@@ -45,3 +45,24 @@ def scaled_object_name(model: ModelSettings) -> str:
 
 def hpa_name(model: ModelSettings) -> str:
     return f"{KEDA_HPA_PREFIX}{scaled_object_name(model)}"
+
+
+# The endpoint picker's chart (`inferencepool` v1.0.2) names the InferencePool after its Helm
+# release and labels its EPP pods `inferencepool: <release, lowercased, trimmed, cut to 40>-epp`
+# (kubernetes-sigs/gateway-api-inference-extension@v1.0.2 config/charts/inferencepool/templates/_helpers.tpl).
+ENDPOINT_PICKER_POD_LABEL = "inferencepool"
+
+
+def inference_pool_name(model: ModelSettings) -> str:
+    """The model's InferencePool, and the Helm release of its endpoint picker."""
+    return f"{inference_service_name(model)}-pool"
+
+
+def endpoint_picker_name(model: ModelSettings) -> str:
+    """The EPP Deployment, Service and pod label value of the model's pool."""
+    return endpoint_picker_of_release(inference_pool_name(model))
+
+
+def endpoint_picker_of_release(release: str) -> str:
+    """What the chart derives from its release name for the EPP's objects and pod label."""
+    return f"{release.lower().strip()[:40]}-epp"

@@ -27,6 +27,9 @@ class Vllm:
     PREEMPTIONS = "vllm:num_preemptions_total"  # counter
     PROMPT_TOKENS = "vllm:prompt_tokens_total"  # counter
     GENERATION_TOKENS = "vllm:generation_tokens_total"  # counter
+    # Prompt tokens looked up in the prefix cache, and the cached ones among them (counters).
+    PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries_total"
+    PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"
     REQUEST_SUCCESS = "vllm:request_success_total"  # counter, label finished_reason
     TTFT = "vllm:time_to_first_token_seconds"  # histogram
     # histogram, one observation per gap between consecutive tokens (token-weighted: long answers dominate)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 
 from tests.harness import StackRun
 from tests.k8s_schemas import crd_dir, validate
@@ -104,3 +105,16 @@ def test_kube_prometheus_stack_ships_the_operator_minor_of_the_shared_crds() -> 
     from components.observability.objects import STACK_OPERATOR_VERSION
 
     assert minor(STACK_OPERATOR_VERSION) == minor(crd_releases()["prometheus-operator/"])
+
+
+def test_the_inference_extension_chart_is_the_release_of_its_shared_crds_note() -> None:
+    # The shared README lists gateway-api-inference-extension/ in a note, not the table, until the
+    # table lists the chart (only the shared folder's owner edits it); the note names the release
+    # and the chart, which the endpoint picker's release and CRD manifest must match.
+    from components.serving.objects import INFERENCE_EXTENSION_CRDS, INFERENCE_EXTENSION_VERSION, INFERENCEPOOL_CHART
+
+    note = (crd_dir() / "README.md").read_text()
+    (release,) = re.findall(r"`gateway-api-inference-extension/` holds .*?at (v[\d.]+)", note, re.S)
+    assert bare(INFERENCE_EXTENSION_VERSION) == bare(release)
+    assert INFERENCEPOOL_CHART.removeprefix("oci://") in note
+    assert f"/download/{INFERENCE_EXTENSION_VERSION}/" in INFERENCE_EXTENSION_CRDS

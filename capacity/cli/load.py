@@ -29,7 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args, max_consecutive_4xx=args.stop_after_4xx)
     if config.trace is not None:
-        traces.load(config.trace)  # a bad row fails here, naming its line, before any request
+        trace = traces.load(config.trace)  # a bad row fails here, naming its line, before any request
+        if config.prefix_reuse and trace.block_ids is None:
+            raise ValueError(
+                f"--prefix-reuse: {config.trace} has no prefix block ids (a Mooncake trace's hash_ids on every line)"
+            )
     check_urls(args.url)
     with progress_bar(not args.no_progress, f"load {config.mode}") as update:
         result = run_main(functools.partial(run_load, config, update))

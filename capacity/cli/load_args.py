@@ -68,6 +68,12 @@ def add_load_arguments(parser: argparse.ArgumentParser, *, sweep: bool = False) 
         mode.add_argument("--trace", type=Path, help=f"replay a trace (arrival offsets and lengths): {traces.SOURCES}")
         parser.add_argument("--trace-speed", type=float, default=1.0, help="replay this many times faster")
         parser.add_argument(
+            "--prefix-reuse",
+            action="store_true",
+            help="with --trace: replay its shared prefixes (Mooncake hash_ids, 512-token blocks) as identical "
+            "leading text (default: every prompt starts uniquely, so no prefix is ever cached)",
+        )
+        parser.add_argument(
             "--max-requests", type=int, default=None, help="stop after sending this many (default: no cap)"
         )
         parser.add_argument(
@@ -117,7 +123,7 @@ def config_from_args(args: argparse.Namespace, **overrides: object) -> LoadConfi
         seed=args.seed,
         client=_client(args.client, args.url),
     )
-    for key in ("concurrency", "rate", "trace", "trace_speed", "max_requests"):
+    for key in ("concurrency", "rate", "trace", "trace_speed", "prefix_reuse", "max_requests"):
         if hasattr(args, key):
             values[key] = getattr(args, key)
     values.update(overrides)

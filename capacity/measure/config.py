@@ -20,6 +20,9 @@ class LoadConfig:
     rate: float | None = None  # open loop, requests per (model) second
     trace: Path | None = None  # replay (any trace `capacity.workload.traces.load` reads)
     trace_speed: float = 1.0
+    # Replay the trace's shared prefixes: prompts built from its prefix block ids (Mooncake hash_ids),
+    # the same text for the same block. Off: every prompt starts with its own fingerprint.
+    prefix_reuse: bool = False
     warmup_s: float = 30.0
     duration_s: float = 120.0
     max_requests: int | None = None  # requests sent, in every mode
@@ -50,6 +53,10 @@ class LoadConfig:
         for key in ("duration_s", "time_scale", "trace_speed", "timeout_s"):
             if getattr(self, key) <= 0:
                 raise ValueError(f"{key} must be > 0, got {getattr(self, key)}")
+        if self.prefix_reuse and self.trace is None:
+            raise ValueError(
+                "prefix_reuse (--prefix-reuse) replays a trace's prefix block ids: it needs a trace (--trace)"
+            )
         if self.max_requests is not None and self.max_requests < 1:
             raise ValueError(f"max_requests must be >= 1, got {self.max_requests}")
         if self.max_consecutive_4xx < 1:

@@ -56,12 +56,19 @@ class LoadStopped(ValueError):
     """The server kept refusing the requests (a run of 4xx): the run stopped, and why."""
 
 
-def trace_arrivals(path: Path, speed: float = 1.0) -> Iterator[tuple[float, int, int]]:
-    """(offset seconds, prompt tokens, output tokens) per request of a trace, `speed` times faster.
-    A request asks for at least one token of each."""
+Arrival = tuple[float, int, int, tuple[int, ...] | None]
+
+
+def trace_arrivals(path: Path, speed: float = 1.0, *, prefix_reuse: bool = False) -> Iterator[Arrival]:
+    """(offset seconds, prompt tokens, output tokens, prefix block ids or None) per request of a
+    trace, `speed` times faster. A request asks for at least one token of each. With
+    `prefix_reuse`, the trace must carry block ids (Mooncake hash_ids)."""
     trace = traces.load(path)
-    for offset, prompt, output in zip(trace.arrivals, trace.prompt_tokens, trace.output_tokens):
-        yield float(offset) / speed, max(1, int(prompt)), max(1, int(output))
+    if prefix_reuse and trace.block_ids is None:
+        raise ValueError(f"--prefix-reuse: {path} has no prefix block ids (a Mooncake trace's hash_ids on every line)")
+    blocks = trace.block_ids if prefix_reuse and trace.block_ids is not None else [None] * len(trace)
+    for offset, prompt, output, ids in zip(trace.arrivals, trace.prompt_tokens, trace.output_tokens, blocks):
+        yield float(offset) / speed, max(1, int(prompt)), max(1, int(output)), ids
 
 
 async def first_model(session: aiohttp.ClientSession, url: str, headers: dict[str, str]) -> dict:
@@ -146,7 +153,7 @@ class LoadGenerator:
             elif cfg.mode == "poisson":
                 work = self._open_loop(self._poisson_arrivals())
             else:
-                work = self._open_loop(trace_arrivals(cfg.trace, cfg.trace_speed))
+                work = self._open_loop(trace_arrivals(cfg.trace, cfg.trace_speed, prefix_reuse=cfg.prefix_reuse))
             main = asyncio.create_task(work)
             try:
                 # Requests still in flight when the window closes would complete after it and
@@ -189,16 +196,16 @@ class LoadGenerator:
 
         await asyncio.gather(*(worker() for _ in range(self.config.concurrency or 1)))
 
-    def _poisson_arrivals(self):
+    def _poisson_arrivals(self) -> Iterator[Arrival]:
         rng = random.Random(self.config.seed)
         t = 0.0
         while True:
             t += rng.expovariate(self.config.rate)
-            yield t, self.config.prompt_tokens, self.config.output_tokens
+            yield t, self.config.prompt_tokens, self.config.output_tokens, None
 
     async def _open_loop(self, arrivals) -> None:
         tasks: set[asyncio.Task] = set()
-        for offset, prompt, output in arrivals:
+        for offset, prompt, output, blocks in arrivals:
             if offset >= self._stop_at or not self._may_send():
                 break
             delay = self._wall(offset - self._now())
@@ -211,7 +218,7 @@ class LoadGenerator:
                 continue
             self._sent += 1
             due = self._t0 + self._wall(offset)
-            task = asyncio.create_task(self._one(next(self._counter), prompt, output, due))
+            task = asyncio.create_task(self._one(next(self._counter), prompt, output, due, blocks))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
         try:
@@ -221,8 +228,8 @@ class LoadGenerator:
             for task in tasks:
                 task.cancel()
 
-    def _body(self, index: int, prompt_tokens: int, output_tokens: int) -> bytes:
-        prompt = self._prompts.build(index, prompt_tokens)
+    def _body(self, index: int, prompt_tokens: int, output_tokens: int, blocks: tuple[int, ...] | None = None) -> bytes:
+        prompt = self._prompts.build(index, prompt_tokens, blocks)
         body: dict = {
             "model": self._model,
             "max_tokens": output_tokens,
@@ -238,7 +245,14 @@ class LoadGenerator:
             body["prompt"] = prompt
         return json.dumps(body).encode()
 
-    async def _one(self, index: int, prompt_tokens: int, output_tokens: int, due: float | None = None) -> None:
+    async def _one(
+        self,
+        index: int,
+        prompt_tokens: int,
+        output_tokens: int,
+        due: float | None = None,
+        blocks: tuple[int, ...] | None = None,
+    ) -> None:
         """One request. `due`: its scheduled time (open loop), so a late dispatch counts against
         its latency and send lag instead of hiding (no coordinated omission)."""
         cfg = self.config
@@ -248,7 +262,7 @@ class LoadGenerator:
         # same-host lags can be taken across the two processes
         start = time.monotonic() if due is None else min(time.monotonic(), due)
         record = RequestRecord(index=index, url=url, phase="", start_s=(start - self._t0) * cfg.time_scale)
-        data = self._body(index, prompt_tokens, output_tokens)
+        data = self._body(index, prompt_tokens, output_tokens, blocks)
         timing = Timing()
         itl: list[tuple[float, int]] = []
         try:

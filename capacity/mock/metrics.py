@@ -121,11 +121,15 @@ class VllmMetrics:
         for state, value in (("awake", 1), ("weights_offloaded", 0), ("discard_all", 0)):
             sleep.labels(model_name, engine, state).set(value)
 
+        # vLLM counts a request's prompt tokens as queries, and the cached ones among them as hits,
+        # when the scheduler looks its prefix up (vllm/v1/core/kv_cache_manager.py, get_computed_blocks:
+        # prefix_cache_stats.record(num_tokens=request.num_tokens, num_hits=...)), only with prefix
+        # caching on. The mock engine keeps no prefix cache: its hits stay 0, honestly.
         self.prefix_cache_queries = counter(
-            "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens."
+            Vllm.PREFIX_CACHE_QUERIES, "Prefix cache queries, in terms of number of queried tokens."
         )
         self.prefix_cache_hits = counter(
-            "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens."
+            Vllm.PREFIX_CACHE_HITS, "Prefix cache hits, in terms of number of cached tokens."
         )
         counter(
             "vllm:external_prefix_cache_queries",
@@ -214,6 +218,14 @@ class VllmMetrics:
         ]
         r.register(_HistogramCollector(self.histograms, labelvalues))
         self._labelvalues = labelvalues
+
+    def record_prefix_lookup(self, prompt_tokens: int, cached_tokens: int = 0) -> None:
+        """One request's prefix-cache lookup: its prompt tokens queried, `cached_tokens` of them hit."""
+        if not 0 <= cached_tokens <= prompt_tokens:
+            raise ValueError(f"cached tokens ({cached_tokens}) must be within the prompt's {prompt_tokens}")
+        self.prefix_cache_queries.inc(prompt_tokens)
+        if cached_tokens:
+            self.prefix_cache_hits.inc(cached_tokens)
 
     def bind_gauges(self, running: Callable[[], float], waiting: Callable[[], float], kv: Callable[[], float]) -> None:
         """Gauges read the engine at scrape time."""

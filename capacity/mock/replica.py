@@ -153,6 +153,9 @@ class MockReplica:
         m = self.metrics
         for request, t in self.engine.first_tokens():
             m.ttft.observe(t - request.arrival)
+            # vLLM looks the prefix up when it first schedules the request; the mock counts it with
+            # the request's first token (at most one prefill later), with no hits: no prefix cache.
+            m.record_prefix_lookup(request.prompt_tokens)
             pending = self._pending.get(request.id)
             if pending is not None:
                 pending.first_token_time = t

@@ -1,5 +1,6 @@
 """Exact-length prompts with a unique fingerprint per request (no accidental prefix-cache hits),
-and token counting.
+or, given a trace's prefix blocks (Mooncake `hash_ids`), prompts whose leading blocks are the same
+text wherever the trace has the same block id (the prefix reuse it recorded); and token counting.
 
 With a local tokenizer (a `tokenizer.json` loaded by the `tokenizers` library) the prompt has
 exactly N tokens for that tokenizer; without one, N whitespace-separated words, an
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 # Common short English words: close to one token each in most BPE vocabularies.
@@ -117,6 +118,8 @@ _VOCAB = [
 
 
 WHITESPACE = "whitespace words"
+# Tokens per prefix block of a trace's `hash_ids` (the Mooncake traces' block: ../shared/traces/README.md).
+BLOCK_TOKENS = 512
 
 
 def find_tokenizer(explicit: str | Path | None, models: Iterable[str] = ()) -> Path | None:
@@ -167,10 +170,11 @@ class PromptBuilder:
         self.counter = TokenCounter(tokenizer)
         self.count = self.counter.count
         self._tokenizer = self.counter.tokenizer
+        self._blocks: dict[tuple[int, int], str] = {}  # (block id, tokens) -> its text
+        self._ends: list[int] = []
         if self._tokenizer is None:
             self._filler = " ".join(words)
             # end offset of the k-th word, so a k-word slice costs one string slice
-            self._ends: list[int] = []
             pos = 0
             for w in words:
                 pos += len(w)
@@ -179,16 +183,76 @@ class PromptBuilder:
         else:
             self._filler_ids: list[int] = self._tokenizer.encode(" ".join(words), add_special_tokens=False).ids
 
-    def build(self, index: int, tokens: int) -> str:
-        """A prompt of exactly `tokens` tokens (words without a tokenizer) that starts uniquely."""
+    def build(self, index: int, tokens: int, blocks: Sequence[int] | None = None) -> str:
+        """A prompt of exactly `tokens` tokens (words without a tokenizer) that starts uniquely; with
+        `blocks` (a trace's prefix block ids), its first tokens are those blocks, BLOCK_TOKENS each
+        (the last one cut to what the prompt has left), the same text for the same id in this run,
+        then a unique remainder when the prompt is longer than its blocks."""
         if tokens < 1:
             raise ValueError(f"prompt tokens must be >= 1, got {tokens}")
+        if blocks:
+            return self._build_from_blocks(index, tokens, blocks)
         fingerprint = f"r{self.run_id}q{index}"
         if self._tokenizer is None:
             if tokens == 1:
                 return fingerprint
             return fingerprint + " " + self._filler[: self._ends[min(tokens - 2, len(self._ends) - 1)]]
         return self._build_tokenized(fingerprint, tokens)
+
+    def _build_from_blocks(self, index: int, tokens: int, blocks: Sequence[int]) -> str:
+        pieces: list[str] = []
+        have = 0
+        for block in blocks:
+            if have == tokens:
+                break
+            size = min(BLOCK_TOKENS, tokens - have)
+            pieces.append(self._block(block, size))
+            have += size
+        if have < tokens:  # longer than its blocks: the rest is this request's own
+            rest = tokens - have
+            pieces.append(
+                self.build(index, rest)
+                if self._tokenizer is None
+                else self._tokenized_piece(f" r{self.run_id}q{index}", rest)
+            )
+        # Whitespace words count per piece when joined by a space; with a tokenizer every piece
+        # starts with a space, where the pre-tokenizer splits, so pieces keep their counts.
+        return (" " if self._tokenizer is None else "").join(pieces)
+
+    def _block(self, block: int, size: int) -> str:
+        """Block `block`'s first `size` tokens: its id and this run's in the first word (no two
+        blocks, nor two runs against one server, share a prefix by accident), then filler from an
+        offset the id picks."""
+        if isinstance(block, bool) or not isinstance(block, int) or block < 0:
+            raise ValueError(f"prefix block ids must be whole numbers >= 0, got {block!r}")
+        key = (block, size)
+        cached = self._blocks.get(key)
+        if cached is not None:
+            return cached
+        head = f"b{self.run_id}k{block}"
+        words = len(self._ends) if self._tokenizer is None else len(self._filler_ids)
+        offset = random.Random(block).randrange(words - BLOCK_TOKENS)
+        if self._tokenizer is None:
+            start = self._ends[offset - 1] + 1 if offset else 0
+            text = head if size == 1 else head + " " + self._filler[start : self._ends[offset + size - 2]]
+        else:
+            text = self._tokenized_piece(" " + head, size, offset)
+        self._blocks[key] = text
+        return text
+
+    def _tokenized_piece(self, head_text: str, tokens: int, offset: int = 0) -> str:
+        """`head_text` (starting with a space) and filler from `offset`: exactly `tokens` tokens."""
+        tok = self._tokenizer
+        n = max(0, tokens - len(tok.encode(head_text, add_special_tokens=False).ids))
+        for _ in range(16):  # merges across the seam can shift the count by a token or two
+            text = head_text + tok.decode(self._filler_ids[offset : offset + n])
+            have = self.count(text)
+            if have == tokens:
+                return text
+            n += tokens - have
+            if n < 0:
+                break
+        raise ValueError(f"could not build a prompt piece of exactly {tokens} tokens with this tokenizer")
 
     def _build_tokenized(self, fingerprint: str, tokens: int) -> str:
         tok = self._tokenizer

@@ -34,11 +34,16 @@ class Trace:
     prompt_tokens: np.ndarray  # int64
     output_tokens: np.ndarray  # int64
     start: datetime | None = None  # wall-clock time of t = 0, when the source has one
+    # Per request, its prompt's prefix block ids (Mooncake `hash_ids`, 512 tokens each), when the
+    # source has them; None: the trace says nothing about shared prefixes.
+    block_ids: tuple[tuple[int, ...], ...] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.arrivals)
         if len(self.prompt_tokens) != n or len(self.output_tokens) != n:
             raise ValueError(f"trace {self.name!r}: arrivals and token arrays differ in length")
+        if self.block_ids is not None and len(self.block_ids) != n:
+            raise ValueError(f"trace {self.name!r}: block ids and arrivals differ in length")
         if n and np.any(np.diff(self.arrivals) < 0):
             raise ValueError(f"trace {self.name!r}: arrivals must be sorted")
 
@@ -59,10 +64,18 @@ class Trace:
             self.prompt_tokens[lo:hi],
             self.output_tokens[lo:hi],
             self.start + timedelta(seconds=start) if self.start else None,
+            self.block_ids[lo:hi] if self.block_ids is not None else None,
         )
 
 
-def _sorted_trace(name: str, times: np.ndarray, prompt: np.ndarray, output: np.ndarray, start=None) -> Trace:
+def _sorted_trace(
+    name: str,
+    times: np.ndarray,
+    prompt: np.ndarray,
+    output: np.ndarray,
+    start=None,
+    block_ids: list[tuple[int, ...]] | None = None,
+) -> Trace:
     order = np.argsort(times, kind="stable")
     times = times[order]
     base = times[0] if len(times) else 0.0
@@ -72,6 +85,7 @@ def _sorted_trace(name: str, times: np.ndarray, prompt: np.ndarray, output: np.n
         prompt[order].astype(np.int64),
         output[order].astype(np.int64),
         start,
+        tuple(block_ids[i] for i in order) if block_ids is not None else None,
     )
 
 
@@ -218,8 +232,10 @@ _UNIT_OF = {"timestamp": ("milliseconds", 1e-3), "offset_s": ("seconds", 1.0)}
 def load_jsonl(path: Path) -> Trace:
     """One JSON object per line: timestamp (milliseconds, as in the Mooncake traces, or an ISO-8601
     date-time) or offset_s (seconds), input_length or prompt_tokens, output_length or
-    output_tokens; other keys (Mooncake's hash_ids) are ignored. Errors name the file and line."""
+    output_tokens; Mooncake's hash_ids (prefix block ids) are kept when every line has them, other
+    keys are ignored. Errors name the file and line."""
     times, prompt, output = [], [], []
+    blocks: list[tuple[int, ...]] | None = []
     for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
         if not line.strip():
             continue
@@ -242,10 +258,20 @@ def load_jsonl(path: Path) -> Trace:
         times.append(_stamp_seconds(path, number, time_key, stamp))
         prompt.append(_token_count(path, number, input_key, inputs))
         output.append(_token_count(path, number, output_key, outputs))
+        if blocks is not None and "hash_ids" in record:
+            blocks.append(_block_ids(path, number, record["hash_ids"]))
+        else:
+            blocks = None  # a line without them: the trace says nothing about prefixes
     if not times:
         raise _no_requests(path)
     p, o = np.array(prompt, dtype=np.int64), np.array(output, dtype=np.int64)
-    return _sorted_trace(path.stem, np.array(times, dtype=np.float64), p, o)
+    return _sorted_trace(path.stem, np.array(times, dtype=np.float64), p, o, None, blocks)
+
+
+def _block_ids(path: Path, line: int, value: object) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+        raise ValueError(f"{path}: line {line}: hash_ids must be a list of whole numbers >= 0 (prefix block ids)")
+    return tuple(value)
 
 
 def _stamp_seconds(path: Path, line: int, key: str, value: object) -> float:

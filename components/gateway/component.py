@@ -3,7 +3,7 @@ objects of `objects.py` (one OpenAI-compatible endpoint for every model)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -40,6 +40,8 @@ from .objects import (
     envoy_proxy,
     gateway,
     gateway_class,
+    inference_pool_reference_grant,
+    inference_pool_security_policy,
     load_balancer_service,
     security_policy,
 )
@@ -59,6 +61,11 @@ class GatewayArgs:
     depends_on: list[pulumi.Resource]
     # Without Auto Mode, the controller that gives the `service.k8s.aws/nlb` Service its address.
     load_balancer_controller: pulumi.Resource | None = None
+    # Model name -> its InferencePool (name, namespace) for models routed by the endpoint picker
+    # (Serving), the predictor key's Secret beside those pools, and what creates the pools.
+    inference_pools: dict[str, dict[str, str]] = field(default_factory=dict)
+    pool_key_secret: str = ""
+    inference_pool_releases: list[pulumi.Resource] = field(default_factory=list)
 
 
 class Gateway(pulumi.ComponentResource):
@@ -105,7 +112,7 @@ class Gateway(pulumi.ComponentResource):
             ENVOY_GATEWAY_NAMESPACE,
             k8s_opts,
             create_namespace=True,
-            values=envoy_gateway_values(gw),
+            values=envoy_gateway_values(gw, args.models),
             atomic=True,
         )
         ai_crds = helm_release(
@@ -154,7 +161,9 @@ class Gateway(pulumi.ComponentResource):
             string_data={BACKEND_KEY_FIELD: pulumi.Output.secret(args.backend_api_key)},
             opts=after(namespace),
         )
-        for model in args.models:
+        pools = args.inference_pools
+        pool_objects = self._inference_pool_access(name, args, apply, installed)
+        for model in (m for m in args.models if m.name not in pools):
             apply(
                 f"{model.name}-backend",
                 backend(model, gw, args.service_hosts[model.name], args.service_port),
@@ -170,7 +179,15 @@ class Gateway(pulumi.ComponentResource):
             apply("limits", backend_traffic_policy(gw), gw_obj),
             apply("connections", client_traffic_policy(gw), gw_obj),
         ]
-        route = apply("route", ai_gateway_route(args.models, gw), gw_obj, *policies, *installed, *args.depends_on)
+        route = apply(
+            "route",
+            ai_gateway_route(args.models, gw, pools),
+            gw_obj,
+            *policies,
+            *installed,
+            *pool_objects,
+            *args.depends_on,
+        )
 
         lb = load_balancer_service(gw, args.auto_mode)
         controller = [args.load_balancer_controller] if args.load_balancer_controller else []
@@ -211,6 +228,24 @@ class Gateway(pulumi.ComponentResource):
             spec=serving["spec"],
             opts=after(issuer, nlb),
         )
+
+    def _inference_pool_access(
+        self, name: str, args: GatewayArgs, apply: Any, installed: tuple[pulumi.Resource, ...]
+    ) -> list[pulumi.Resource]:
+        """For pools in other namespaces: the grant that lets the route name them, and each pool's
+        predictor key (the AI gateway's CRDs must exist first, so the gateway creates them)."""
+        made: list[pulumi.Resource] = []
+        namespaces = sorted({pool["namespace"] for pool in args.inference_pools.values()})
+        for namespace in namespaces:
+            if namespace != args.settings.namespace:
+                grant = inference_pool_reference_grant(args.settings, namespace)
+                made.append(apply(f"{namespace}-pool-grant", grant, *installed))
+        for model in args.models:
+            pool = args.inference_pools.get(model.name)
+            if pool is not None:
+                policy = inference_pool_security_policy(model, pool, args.pool_key_secret)
+                made.append(apply(f"{model.name}-pool-key", policy, *installed, *args.inference_pool_releases))
+        return made
 
     def _rate_limit_store(
         self, name: str, gw: GatewaySettings, core: Any, namespace: pulumi.Resource, envoy_gateway: pulumi.Resource

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from contract.names import PART_OF
 from contract.settings.gateway import ClientSettings, GatewaySettings
 from contract.settings.models import ModelSettings
 
@@ -67,11 +68,26 @@ def zone_spread(labels: dict[str, str], strict: bool) -> list[dict[str, Any]]:
     ]
 
 
-def envoy_gateway_values(gw: GatewaySettings) -> dict[str, Any]:
+# What a model routed by the endpoint picker sends its requests to (Gateway API Inference
+# Extension v1.0.2, the release Envoy AI Gateway v1.1.0 builds against).
+INFERENCE_API = "inference.networking.k8s.io"
+INFERENCE_POOL_KIND = "InferencePool"
+# Envoy Gateway resolves InferencePool backendRefs through the extension server only when told to
+# (ai-gateway v1.1.0 examples/inference-pool/envoy-gateway-values-addon.yaml, the guide
+# "AIGatewayRoute + InferencePool", step 2).
+INFERENCE_POOL_BACKEND_RESOURCE = {"group": INFERENCE_API, "kind": INFERENCE_POOL_KIND, "version": "v1"}
+
+
+def uses_inference_pools(models: list[ModelSettings]) -> bool:
+    return any(m.serving.routing == "endpoint-picker" for m in models)
+
+
+def envoy_gateway_values(gw: GatewaySettings, models: list[ModelSettings]) -> dict[str, Any]:
     """Envoy Gateway as the AI gateway install requires: Backend API and EnvoyPatchPolicy on,
-    the AI gateway controller as extension server, global rate limiting on Redis through Sentinel."""
+    the AI gateway controller as extension server, global rate limiting on Redis through Sentinel;
+    InferencePool backends when a model is routed by the endpoint picker."""
     ha = gw.replicas > 1
-    return {
+    values = {
         "deployment": {"replicas": 2 if ha else 1},
         # the chart's own PDB for its controller (rendered only when minAvailable >= 1)
         "podDisruptionBudget": {"minAvailable": 1 if ha else 0},
@@ -114,6 +130,9 @@ def envoy_gateway_values(gw: GatewaySettings) -> dict[str, Any]:
             }
         },
     }
+    if uses_inference_pools(models):
+        values["config"]["envoyGateway"]["extensionManager"]["backendResources"] = [INFERENCE_POOL_BACKEND_RESOURCE]
+    return values
 
 
 def ai_gateway_values(gw: GatewaySettings) -> dict[str, Any]:
@@ -259,26 +278,38 @@ def ai_service_backend(model: ModelSettings, gw: GatewaySettings) -> dict[str, A
     }
 
 
-def route_rule(model: ModelSettings, gw: GatewaySettings) -> dict[str, Any]:
+def inference_pool_ref(pool: dict[str, str]) -> dict[str, str]:
+    """An AIGatewayRoute backendRef to an InferencePool (api/v1beta1 AIGatewayRouteRuleBackendRef:
+    group and kind together, the pool's namespace when it is not the route's)."""
+    return {"group": INFERENCE_API, "kind": INFERENCE_POOL_KIND, "name": pool["name"], "namespace": pool["namespace"]}
+
+
+def route_rule(model: ModelSettings, gw: GatewaySettings, pool: dict[str, str] | None = None) -> dict[str, Any]:
+    """One model's rule: to its AIServiceBackend (least-request over the predictor Service), or to
+    its InferencePool, whose endpoint picker chooses the pod (one pool per rule, never mixed)."""
     t = gw.timeouts
     return {
         "name": model.name,
         "matches": [{"headers": [{"type": "Exact", "name": MODEL_HEADER, "value": model.name}]}],
-        "backendRefs": [{"name": backend_name(model)}],
+        "backendRefs": [inference_pool_ref(pool) if pool else {"name": backend_name(model)}],
         # The request deadline the predictors' grace period is sized for.
         "timeouts": {"request": f"{t.request_seconds}s"},
         "streamIdleTimeout": f"{t.stream_idle_seconds}s",
     }
 
 
-def ai_gateway_route(models: list[ModelSettings], gw: GatewaySettings) -> dict[str, Any]:
+def ai_gateway_route(
+    models: list[ModelSettings], gw: GatewaySettings, pools: dict[str, dict[str, str]] | None = None
+) -> dict[str, Any]:
+    """`pools`: model name -> its InferencePool (name, namespace), for models the endpoint picker routes."""
+    pools = pools or {}
     return {
         "apiVersion": AI_API,
         "kind": "AIGatewayRoute",
         "metadata": {"name": ROUTE_NAME, "namespace": gw.namespace},
         "spec": {
             "parentRefs": [gateway_ref()],
-            "rules": [route_rule(m, gw) for m in models],
+            "rules": [route_rule(m, gw, pools.get(m.name)) for m in models],
             # Token counts of every response, as dynamic metadata the rate limiter charges.
             "llmRequestCosts": [{"metadataKey": key, "type": kind} for key, kind in COSTS.items()],
         },
@@ -373,6 +404,41 @@ def backend_security_policy(model: ModelSettings, gw: GatewaySettings) -> dict[s
             "targetRefs": [{"group": AI_API.split("/")[0], "kind": "AIServiceBackend", "name": backend_name(model)}],
             "type": "APIKey",
             "apiKey": {"secretRef": {"name": BACKEND_KEY_SECRET}},
+        },
+    }
+
+
+def inference_pool_security_policy(model: ModelSettings, pool: dict[str, str], key_secret: str) -> dict[str, Any]:
+    """The predictor key for requests through the pool: a BackendSecurityPolicy may target an
+    InferencePool of its own namespace (api/v1beta1 backendsecurity_policy.go, targetRefs), and the
+    controller looks it up there (internal/controller/gateway.go, getBSPForInferencePool); the key
+    is the serving namespace's own copy (`apiKey` of `key_secret`)."""
+    return {
+        "apiVersion": AI_API,
+        "kind": "BackendSecurityPolicy",
+        "metadata": {"name": f"{pool['name']}-key", "namespace": pool["namespace"]},
+        "spec": {
+            "targetRefs": [{"group": INFERENCE_API, "kind": INFERENCE_POOL_KIND, "name": pool["name"]}],
+            "type": "APIKey",
+            "apiKey": {"secretRef": {"name": key_secret}},
+        },
+    }
+
+
+def inference_pool_reference_grant(gw: GatewaySettings, namespace: str) -> dict[str, Any]:
+    """Lets the route (in the gateway namespace) name pools in the serving namespace: the AI gateway
+    checks AIGatewayRoute -> InferencePool (internal/controller/referencegrant.go), Envoy Gateway
+    the HTTPRoute the AI gateway generates from it (Gateway API ReferenceGrant)."""
+    return {
+        "apiVersion": f"{GATEWAY_API}/v1beta1",
+        "kind": "ReferenceGrant",
+        "metadata": {"name": f"{ROUTE_NAME}-inference-pools", "namespace": namespace, "labels": PART_OF},
+        "spec": {
+            "from": [
+                {"group": AI_API.split("/")[0], "kind": "AIGatewayRoute", "namespace": gw.namespace},
+                {"group": GATEWAY_API, "kind": "HTTPRoute", "namespace": gw.namespace},
+            ],
+            "to": [{"group": INFERENCE_API, "kind": INFERENCE_POOL_KIND}],
         },
     }
 

@@ -21,15 +21,25 @@ from .objects import (
     CERT_MANAGER_CHART,
     CERT_MANAGER_NAMESPACE,
     CERT_MANAGER_VERSION,
+    INFERENCE_EXTENSION_CRDS,
+    INFERENCE_EXTENSION_VERSION,
+    INFERENCEPOOL_CHART,
     KSERVE_CHART,
     KSERVE_CRD_CHART,
     KSERVE_VERSION,
     PREDICTOR_KEY_FIELD,
     PREDICTOR_KEY_SECRET,
+    endpoint_picker_egress_policy,
+    endpoint_picker_network_policy,
+    endpoint_picker_pdb,
+    endpoint_picker_peer,
+    inference_pool,
+    inference_pool_values,
     inference_service,
     kserve_values,
     pod_disruption_budget,
     predictor_network_policy,
+    routes_by_endpoint_picker,
     service_account,
     service_host,
 )
@@ -54,12 +64,22 @@ class ServingArgs:
     predictor_peers: list[dict[str, Any]]
     # The GPU nodes' instance-family label (GpuCapacity's provisioner): pins models to their families.
     instance_family_label: str
+    # NetworkPolicy peers that call an endpoint picker's ext-proc port (the gateway's proxies).
+    endpoint_picker_callers: list[dict[str, Any]]
+    # Endpoint-picker replicas per pool (more than one: active-passive with leader election).
+    endpoint_picker_replicas: int
+    # Where the endpoint picker reaches the Kubernetes API (the VPC: the control plane's ENIs).
+    api_server_cidr: str
     # NetworkPolicy peers that may scrape the metrics-only port (Prometheus).
     metrics_peers: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Serving(pulumi.ComponentResource):
     service_hosts: dict[str, str]
+    # Model name -> its InferencePool (name, namespace), for models routed by the endpoint picker.
+    inference_pools: dict[str, dict[str, str]]
+    # What the gateway's InferencePool objects wait for (the CRDs and each pool's chart release).
+    inference_pool_releases: list[pulumi.Resource]
     # The key every predictor requires; only the gateway gets the other copy.
     backend_api_key: pulumi.Output[str]
 
@@ -101,7 +121,12 @@ class Serving(pulumi.ComponentResource):
         isolated = pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=args.depends_on))
         for logical, policy in (
             ("default-deny", isolation.default_deny_ingress(s.namespace)),
-            ("predictors", predictor_network_policy(s, args.predictor_peers, args.metrics_peers)),
+            (
+                "predictors",
+                predictor_network_policy(
+                    s, [*args.predictor_peers, *endpoint_picker_peer(args.models)], args.metrics_peers
+                ),
+            ),
             # Predictors call nothing (weights come through the Mountpoint volume, the Hub is off):
             # a compromised engine reaches no internet, IMDS, Kubernetes API, Prometheus or rate limiter.
             ("deny-egress", isolation.default_deny_egress(s.namespace)),
@@ -152,4 +177,46 @@ class Serving(pulumi.ComponentResource):
             )
             self.service_hosts[model.name] = service_host(model, s)
 
-        self.register_outputs({"serviceHosts": self.service_hosts})
+        self._endpoint_pickers(name, args, k8s_opts, isolated)
+        self.register_outputs({"serviceHosts": self.service_hosts, "inferencePools": self.inference_pools})
+
+    def _endpoint_pickers(
+        self, name: str, args: ServingArgs, k8s_opts: pulumi.ResourceOptions, isolated: pulumi.ResourceOptions
+    ) -> None:
+        """Per model routed by the endpoint picker: its InferencePool and EPP from the chart, a
+        disruption budget when it has a standby, and the one port Envoy may call."""
+        s = args.settings
+        self.inference_pools = {}
+        self.inference_pool_releases = []
+        pickers = routes_by_endpoint_picker(args.models)
+        if not pickers:
+            return
+        crds = k8s.yaml.v2.ConfigFile(f"{name}-inference-extension-crds", file=INFERENCE_EXTENSION_CRDS, opts=k8s_opts)
+        self.inference_pool_releases.append(crds)
+        for model in pickers:
+            pool = inference_pool(model, s)["metadata"]
+            release = helm_release(
+                f"{name}-{model.name}-epp",
+                INFERENCEPOOL_CHART,
+                INFERENCE_EXTENSION_VERSION,
+                s.namespace,
+                pulumi.ResourceOptions.merge(isolated, pulumi.ResourceOptions(depends_on=[crds])),
+                values=inference_pool_values(model, args.endpoint_picker_replicas),
+                atomic=True,
+                release_name=pool["name"],
+            )
+            self.inference_pool_releases.append(release)
+            self.inference_pools[model.name] = {"name": pool["name"], "namespace": pool["namespace"]}
+            policy = endpoint_picker_network_policy(model, s, args.endpoint_picker_callers)
+            k8s.networking.v1.NetworkPolicy(
+                f"{name}-{model.name}-epp", metadata=policy["metadata"], spec=policy["spec"], opts=isolated
+            )
+            egress = endpoint_picker_egress_policy(model, s, args.api_server_cidr)
+            k8s.networking.v1.NetworkPolicy(
+                f"{name}-{model.name}-epp-egress", metadata=egress["metadata"], spec=egress["spec"], opts=isolated
+            )
+            if args.endpoint_picker_replicas > 1:
+                pdb = endpoint_picker_pdb(model, s)
+                k8s.policy.v1.PodDisruptionBudget(
+                    f"{name}-{model.name}-epp", metadata=pdb["metadata"], spec=pdb["spec"], opts=k8s_opts
+                )

@@ -3,6 +3,7 @@ and policies read exactly what the component applies)."""
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -12,6 +13,7 @@ from contract.settings.models import ModelSettings
 from contract.settings.serving import ServingSettings
 from contract.signals import Vllm
 
+from ..isolation import PodSecurityLevel
 from ..model_store import claim_name
 from ..model_sync import manifest_wait_init_container
 from ..pod_security import container_security_context, pod_security_context
@@ -83,6 +85,38 @@ def shm_size(model: ModelSettings, serving: ServingSettings) -> str:
 FORCE_INCLUDE_USAGE = "--enable-force-include-usage"
 
 
+# LMCache's vLLM connector, both storing and loading KV (LMCache docker/README.md run example;
+# vLLM registers `LMCacheConnectorV1` in vllm/distributed/kv_transfer/kv_connector/factory.py).
+LMCACHE_KV_TRANSFER_CONFIG = json.dumps(
+    {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}, separators=(",", ":")
+)
+
+
+def cache_args(model: ModelSettings) -> list[str]:
+    """vLLM's prefix cache is on unless turned off (vllm/config/cache.py: enable_prefix_caching
+    defaults to True, so the default renders no flag; vllm/engine/arg_utils.py adds it as the bool
+    `--enable-prefix-caching`, whose negative is `--no-enable-prefix-caching`); LMCache attaches as
+    a KV connector."""
+    engine = model.engine
+    args = [] if engine.prefix_caching else ["--no-enable-prefix-caching"]
+    if engine.lmcache:
+        args.append(f"--kv-transfer-config={LMCACHE_KV_TRANSFER_CONFIG}")
+    return args
+
+
+def lmcache_env(model: ModelSettings) -> list[dict[str, str]]:
+    """LMCache reads its config from `LMCACHE_<KEY>` variables (LMCache/LMCache
+    lmcache/v1/config.py, _CONFIG_DEFINITIONS): a local CPU tier of `max_local_cpu_size` GiB of
+    pinned host memory (the container's memory request and limit include it)."""
+    if not model.engine.lmcache:
+        return []
+    gib = model.engine.lmcache_bytes / 2**30
+    return [
+        {"name": "LMCACHE_LOCAL_CPU", "value": "True"},
+        {"name": "LMCACHE_MAX_LOCAL_CPU_SIZE", "value": f"{gib:g}"},
+    ]
+
+
 def vllm_args(model: ModelSettings) -> list[str]:
     engine = model.engine
     return [
@@ -99,6 +133,7 @@ def vllm_args(model: ModelSettings) -> list[str]:
         # a streamed /v1/completions would otherwise cost 0 tokens (vLLM cli_args.py
         # BaseFrontendArgs.enable_force_include_usage, at 789340fb and 00522333 of vllm-project/vllm).
         FORCE_INCLUDE_USAGE,
+        *cache_args(model),
         *engine.extra_args,
     ]
 
@@ -195,7 +230,7 @@ def pod_labels(model: ModelSettings) -> dict[str, str]:
 
 def container(model: ModelSettings, serving: ServingSettings) -> dict[str, Any]:
     gpus = str(model.gpus_per_replica)
-    res = model.resources
+    res = model.container_resources()
     return {
         "name": CONTAINER,
         "image": model.image,
@@ -210,12 +245,13 @@ def container(model: ModelSettings, serving: ServingSettings) -> dict[str, Any]:
                 "valueFrom": {"secretKeyRef": {"name": PREDICTOR_KEY_SECRET, "key": PREDICTOR_KEY_FIELD}},
             },
             *writable_paths_env(),
+            *lmcache_env(model),
         ],
         "ports": [{"name": names.PORT_NAME, "containerPort": names.PORT, "protocol": "TCP"}],
         # Requests == limits for GPUs: a GPU is never shared or overcommitted.
         "resources": {
-            "requests": {"cpu": res.requests.cpu, "memory": res.requests.memory, GPU_RESOURCE: gpus},
-            "limits": {"cpu": res.limits.cpu, "memory": res.limits.memory, GPU_RESOURCE: gpus},
+            "requests": {**res["requests"], GPU_RESOURCE: gpus},
+            "limits": {**res["limits"], GPU_RESOURCE: gpus},
         },
         **probes(model, serving),
         "lifecycle": {"preStop": pre_stop(serving)},
@@ -367,3 +403,150 @@ def predictor_network_policy(
             ],
         },
     }
+
+
+# --- The endpoint picker (serving.routing: endpoint-picker) ----------------------------------
+
+# The Gateway API Inference Extension release Envoy AI Gateway v1.1.0 builds against (its go.mod);
+# its chart deploys one InferencePool and its endpoint picker (EPP) per release, its CRDs come
+# from the release's manifests.yaml (`kustomize build config/crd`: Makefile, artifacts target).
+INFERENCE_EXTENSION_VERSION = "v1.0.2"
+INFERENCEPOOL_CHART = "oci://registry.k8s.io/gateway-api-inference-extension/charts/inferencepool"
+INFERENCE_EXTENSION_CRDS = (
+    "https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/"
+    f"{INFERENCE_EXTENSION_VERSION}/manifests.yaml"
+)
+INFERENCE_API = "inference.networking.k8s.io"
+# The EPP's ext-proc port, which Envoy calls for every request (chart values: extProcPort).
+EPP_EXT_PROC_PORT = 9002
+
+
+def routes_by_endpoint_picker(models: list[ModelSettings]) -> list[ModelSettings]:
+    return [m for m in models if m.serving.routing == "endpoint-picker"]
+
+
+def inference_pool_values(model: ModelSettings, replicas: int) -> dict[str, Any]:
+    """Values of the `inferencepool` chart (config/charts/inferencepool/values.yaml at v1.0.2): the
+    pool selects the model's predictor pods on the vLLM port; the EPP keeps the chart's image
+    (epp:v1.0.2) and default plugins (queue, KV-cache utilisation and prefix-cache scorers).
+    More than one replica runs active-passive with leader election (the chart adds
+    --ha-enable-leader-election; only the leader is ready: cmd/epp/runner/health.go)."""
+    return {
+        "inferenceExtension": {"replicas": replicas},
+        "inferencePool": {
+            "targetPorts": [{"number": names.PORT}],
+            "modelServerType": "vllm",
+            "modelServers": {"matchLabels": {names.ISVC_LABEL: names.inference_service_name(model)}},
+        },
+        # Envoy Gateway needs no provider-specific objects (only gke and istio have any).
+        "provider": {"name": "none"},
+    }
+
+
+def inference_pool(model: ModelSettings, serving: ServingSettings) -> dict[str, Any]:
+    """The InferencePool the chart renders from `inference_pool_values` (templates/inferencepool.yaml,
+    apiVersion inference.networking.k8s.io/v1): what the AIGatewayRoute's backendRef names."""
+    values = inference_pool_values(model, 1)["inferencePool"]
+    return {
+        "apiVersion": f"{INFERENCE_API}/v1",
+        "kind": "InferencePool",
+        "metadata": {"name": names.inference_pool_name(model), "namespace": serving.namespace},
+        "spec": {
+            "targetPorts": values["targetPorts"],
+            "selector": {"matchLabels": values["modelServers"]["matchLabels"]},
+            "endpointPickerRef": {
+                "name": names.endpoint_picker_name(model),
+                "port": {"number": EPP_EXT_PROC_PORT},
+            },
+        },
+    }
+
+
+def endpoint_picker_labels(model: ModelSettings) -> dict[str, str]:
+    return {names.ENDPOINT_PICKER_POD_LABEL: names.endpoint_picker_name(model)}
+
+
+def endpoint_picker_pdb(model: ModelSettings, serving: ServingSettings) -> dict[str, Any]:
+    """The chart ships no PodDisruptionBudget. With two replicas only the leader is ready, so this
+    budget holds the leader against voluntary eviction (a drain waits for it) while the never-ready
+    standby may always move (`unhealthyPodEvictionPolicy: AlwaysAllow`)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {
+            "name": names.endpoint_picker_name(model),
+            "namespace": serving.namespace,
+            "labels": {**pod_labels(model), **names.PART_OF},
+        },
+        "spec": {
+            "minAvailable": 1,
+            "selector": {"matchLabels": endpoint_picker_labels(model)},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }
+
+
+def endpoint_picker_network_policy(
+    model: ModelSettings, serving: ServingSettings, callers: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Only the gateway's Envoy proxies reach the EPP, on its ext-proc port (the namespace's
+    default-deny closes its health and metrics ports to everyone else; kubelet probes stay allowed)."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": names.endpoint_picker_name(model),
+            "namespace": serving.namespace,
+            "labels": names.PART_OF,
+        },
+        "spec": {
+            "podSelector": {"matchLabels": endpoint_picker_labels(model)},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": callers, "ports": [{"protocol": "TCP", "port": EPP_EXT_PROC_PORT}]}],
+        },
+    }
+
+
+def endpoint_picker_egress_policy(
+    model: ModelSettings, serving: ServingSettings, api_server_cidr: str
+) -> dict[str, Any]:
+    """The serving namespace denies all egress (predictors call nothing); the EPP must scrape the
+    pool's pods on the vLLM port (its metrics) and watch its pool and pods through the Kubernetes
+    API, which EKS serves from the control plane's ENIs inside the VPC (EKS user guide, "Cluster
+    API server endpoint"): those two ways out, and DNS (the namespace's allow-dns)."""
+    predictors = {"podSelector": {"matchExpressions": [{"key": names.ISVC_LABEL, "operator": "Exists"}]}}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": f"{names.endpoint_picker_name(model)}-egress",
+            "namespace": serving.namespace,
+            "labels": names.PART_OF,
+        },
+        "spec": {
+            "podSelector": {"matchLabels": endpoint_picker_labels(model)},
+            "policyTypes": ["Egress"],
+            "egress": [
+                {"to": [predictors], "ports": [{"protocol": "TCP", "port": names.PORT}]},
+                {"to": [{"ipBlock": {"cidr": api_server_cidr}}], "ports": [{"protocol": "TCP", "port": 443}]},
+            ],
+        },
+    }
+
+
+def serving_pod_security_level(models: list[ModelSettings]) -> PodSecurityLevel:
+    """Predictors meet `restricted`; the endpoint picker's chart (inferencepool v1.0.2
+    templates/epp-deployment.yaml) sets no securityContext and has no value for one, so its pods
+    would be refused there: a namespace with an endpoint picker enforces `baseline` (warn and audit
+    stay `restricted`, so the predictors' conformance is still reported)."""
+    return "baseline" if routes_by_endpoint_picker(models) else "restricted"
+
+
+def endpoint_picker_peer(models: list[ModelSettings]) -> list[dict[str, Any]]:
+    """The EPP pods, as a same-namespace peer of the predictors: they scrape each pod's /metrics
+    on the vLLM port (queue depth, KV-cache use: the scorers' inputs)."""
+    pickers = [names.endpoint_picker_name(m) for m in routes_by_endpoint_picker(models)]
+    if not pickers:
+        return []
+    expression = {"key": names.ENDPOINT_PICKER_POD_LABEL, "operator": "In", "values": pickers}
+    return [{"podSelector": {"matchExpressions": [expression]}}]

@@ -35,7 +35,33 @@ _OWNED_FLAGS = {
     # Token budgets are charged from every response's usage (components/serving/objects.py).
     "--enable-force-include-usage": "the platform (token budgets need usage on every response)",
     "--no-enable-force-include-usage": "the platform (token budgets need usage on every response)",
+    "--enable-prefix-caching": "engine.prefixCaching",
+    "--no-enable-prefix-caching": "engine.prefixCaching",
+    "--kv-transfer-config": "engine.lmcache",
+    "--kv-offloading-backend": "engine.lmcache",
+    "--kv-offloading-size": "engine.lmcache",
 }
+_BYTES = re.compile(r"^\d+(Ki|Mi|Gi|Ti)?$")
+# LMCache allocates `max_local_cpu_size` GiB (x 1024**3) of pinned host memory per engine; less
+# than one GiB holds a few 256-token chunks of a 7B model and is almost surely a unit mistake
+# (LMCache/LMCache lmcache/v1/config.py _CONFIG_DEFINITIONS, v1/memory_management: MixedMemoryAllocator).
+LMCACHE_MIN_BYTES = 2**30
+
+
+def _repository(image: str) -> str:
+    """An image reference without its tag or digest and without Docker Hub's implicit registry."""
+    name = image.split("@", 1)[0]
+    if ":" in name.rsplit("/", 1)[-1]:
+        name = name.rsplit(":", 1)[0]
+    return name.removeprefix("docker.io/")
+
+
+def _bytes_quantity(value: int) -> str:
+    """Bytes as the largest binary unit that holds them exactly (Gi, Mi, Ki)."""
+    for unit, scale in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if value % scale == 0:
+            return f"{value // scale}{unit}"
+    return str(value)
 
 
 def quantity(text: str) -> float:
@@ -57,7 +83,34 @@ class EngineSettings(Section):
     max_num_batched_tokens: int = Field(
         default=2048, ge=64, description="tokens per engine step: the prefill chunk interleaved with decode"
     )
+    # vLLM's automatic prefix caching: on by default in the pinned engine (vllm/config/cache.py,
+    # CacheConfig.enable_prefix_caching: bool = True); a cached prefix skips its prefill.
+    prefix_caching: bool = Field(
+        default=True,
+        description="vLLM's automatic prefix caching (--enable-prefix-caching / --no-enable-prefix-caching)",
+    )
+    # LMCache must be in the image: the stock vllm/vllm-openai is refused (see ModelSettings._engine_fits).
+    lmcache: str | None = Field(
+        default=None,
+        description="pinned host memory per replica for LMCache's CPU KV tier (bytes, e.g. 16Gi); unset: no LMCache",
+    )
     extra_args: list[str] = Field(default_factory=list)
+
+    @field_validator("lmcache")
+    @classmethod
+    def _lmcache(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not _BYTES.match(value):
+            raise ValueError('must be a byte quantity like "16Gi" (LMCache\'s CPU tier per replica) or unset')
+        if quantity(value) < LMCACHE_MIN_BYTES:
+            raise ValueError("must be at least 1Gi (LMCache sizes its CPU tier in GiB)")
+        return value
+
+    @property
+    def lmcache_bytes(self) -> int:
+        """Pinned host memory LMCache takes per replica (0 without LMCache)."""
+        return int(quantity(self.lmcache)) if self.lmcache else 0
 
     @field_validator("extra_args")
     @classmethod
@@ -94,6 +147,18 @@ class ResourceSettings(Section):
         return self
 
 
+class ModelServingSettings(Section):
+    """How the gateway picks a replica of this model."""
+
+    # least-request: Envoy's least-request over the predictor Service (today's default).
+    # endpoint-picker: an InferencePool whose endpoint picker (the Gateway API Inference
+    # Extension's EPP, chart `inferencepool` v1.0.2) scores queue, KV-cache use and prefix-cache
+    # affinity (config/charts/inferencepool/templates/epp-config.yaml, default-plugins.yaml).
+    routing: Literal["least-request", "endpoint-picker"] = Field(
+        default="least-request", description="how the gateway picks a replica: least-request or the endpoint picker"
+    )
+
+
 class ModelSettings(Section):
     # vLLM --served-model-name: the `model` field clients send and the `model_name` metric label.
     name: str
@@ -116,6 +181,7 @@ class ModelSettings(Section):
     image: str = f"{VLLM_IMAGE_REPOSITORY}:{VLLM_IMAGE_TAG}"
     engine: EngineSettings = Field(default_factory=EngineSettings)
     resources: ResourceSettings = Field(default_factory=ResourceSettings)
+    serving: ModelServingSettings = Field(default_factory=ModelServingSettings)
 
     @field_validator("name")
     @classmethod
@@ -173,7 +239,33 @@ class ModelSettings(Section):
                 engine.max_num_batched_tokens,
                 f"must be >= engine.maxNumSeqs ({engine.max_num_seqs}) so every running sequence can decode each step",
             )
+        if engine.lmcache and _repository(self.image) == VLLM_IMAGE_REPOSITORY:
+            raise RuleViolation(
+                "engine.lmcache",
+                engine.lmcache,
+                f"needs an image that ships LMCache, and {VLLM_IMAGE_REPOSITORY} is not known to: vLLM's "
+                "docker/Dockerfile installs requirements/kv_connectors.txt (lmcache) only when built with "
+                "INSTALL_KV_CONNECTORS=true (default false); set image to such a build of the same vLLM release, "
+                "pinned by tag or digest",
+            )
+        if self.serving.routing == "endpoint-picker" and not engine.prefix_caching:
+            raise RuleViolation(
+                "serving.routing",
+                self.serving.routing,
+                "needs engine.prefixCaching: the endpoint picker's prefix-cache scorer would steer requests to "
+                "replicas for cache hits that never happen (set engine.prefixCaching true or routing least-request)",
+            )
         return self
+
+    def container_resources(self) -> dict[str, dict[str, str]]:
+        """The predictor container's cpu and memory: `resources` plus LMCache's pinned host memory,
+        which the engine allocates in its own process (so it counts against the memory cgroup)."""
+        extra = self.engine.lmcache_bytes
+        out: dict[str, dict[str, str]] = {}
+        for side, res in (("requests", self.resources.requests), ("limits", self.resources.limits)):
+            memory = res.memory if not extra else _bytes_quantity(int(quantity(res.memory)) + extra)
+            out[side] = {"cpu": res.cpu, "memory": memory}
+        return out
 
     def families_in(self, pool: NodePoolSettings) -> list[str]:
         """The instance families this model's replicas may land on in `pool` (empty: never there)."""

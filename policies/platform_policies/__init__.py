@@ -8,6 +8,7 @@ from pulumi_policy import Policy
 from . import (
     backends,
     cluster,
+    endpoint_picker,
     first_deploy,
     gateway,
     gpu,
@@ -37,6 +38,7 @@ POLICIES: list[Policy] = [
     *workloads.POLICIES,
     *backends.POLICIES,
     *network.POLICIES,
+    *endpoint_picker.POLICIES,
 ]
 
 BY_NAME: dict[str, Policy] = {policy.name: policy for policy in POLICIES}

@@ -1046,6 +1046,7 @@ def test_stack_policies_are_stack_validation_policies() -> None:
         "rate-limit-store-authenticated",
         "vpc-flow-logs-capture-all-traffic",
         "token-budgets-charge-recorded-costs",
+        "endpoint-picker-highly-available",
     }
 
 

@@ -186,7 +186,7 @@ def test_tokenizer_prompts_have_exact_token_length(tmp_path):
 def test_trace_loader_reads_the_azure_layout(tmp_path):
     trace = tmp_path / "t.csv"
     trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:50.0,5,6\n2023-11-16 18:15:46.5,7,8\n")
-    assert list(trace_arrivals(trace)) == [(0.0, 7, 8), (3.5, 5, 6)]
+    assert list(trace_arrivals(trace)) == [(0.0, 7, 8, None), (3.5, 5, 6, None)]
 
 
 def test_config_rejects_two_modes_naming_them():

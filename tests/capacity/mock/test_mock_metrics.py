@@ -212,7 +212,14 @@ async def test_removed_metric_names_are_absent_and_every_signals_name_is_present
         "QUEUE_TIME",
     ):
         assert getattr(Vllm, attr) in names
-    for attr in ("PREEMPTIONS", "PROMPT_TOKENS", "GENERATION_TOKENS", "REQUEST_SUCCESS"):
+    for attr in (
+        "PREEMPTIONS",
+        "PROMPT_TOKENS",
+        "GENERATION_TOKENS",
+        "REQUEST_SUCCESS",
+        "PREFIX_CACHE_QUERIES",
+        "PREFIX_CACHE_HITS",
+    ):
         assert getattr(Vllm, attr).removesuffix("_total") in names
 
 
@@ -224,3 +231,27 @@ async def test_token_counters_match_what_the_load_generator_received(scraped):
     prompt = next(s.value for s in families["vllm:prompt_tokens"].samples if s.name.endswith("_total"))
     assert generation == sum(r.output_tokens for r in ok) == 20 * len(ok)
     assert prompt == sum(r.prompt_tokens for r in ok) == 50 * len(ok)
+
+
+@pytest.mark.asyncio
+async def test_prefix_cache_counters_query_every_prompt_and_hit_nothing_without_a_prefix_cache(scraped):
+    # vllm/v1/core/kv_cache_manager.py records num_tokens queried per lookup; the mock's engine keeps
+    # no prefix cache, so it reports zero hits rather than invent them
+    _, families = scraped
+    (queries,) = [s.value for s in families["vllm:prefix_cache_queries"].samples if s.name.endswith("_total")]
+    (hits,) = [s.value for s in families["vllm:prefix_cache_hits"].samples if s.name.endswith("_total")]
+    prompt = next(s.value for s in families["vllm:prompt_tokens"].samples if s.name.endswith("_total"))
+    assert queries == prompt > 0
+    assert hits == 0
+
+
+def test_a_lookup_records_its_hits_and_refuses_more_hits_than_tokens():
+    from capacity.mock.metrics import VllmMetrics
+
+    metrics = VllmMetrics("m1", 4096)
+    metrics.record_prefix_lookup(1024, cached_tokens=512)
+    labels = {"model_name": "m1", "engine": "0"}
+    assert metrics.registry.get_sample_value("vllm:prefix_cache_queries_total", labels) == 1024
+    assert metrics.registry.get_sample_value("vllm:prefix_cache_hits_total", labels) == 512
+    with pytest.raises(ValueError, match="cached tokens"):
+        metrics.record_prefix_lookup(16, cached_tokens=32)
