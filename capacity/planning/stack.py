@@ -297,8 +297,8 @@ def landing(sm: StackModel, family: str) -> Landing:
     (contract/instances.py: Karpenter's allocatable less the GPU node's DaemonSets)."""
     capacity = sm.source.settings(sm.raw_autoscaling).gpu_capacity
     overhead = daemonset_overhead(capacity.provisioner, capacity.node_class.needs_device_plugin)
-    requests = sm.model.resources.requests
-    pod = pod_requests(quantity(requests.cpu), quantity(requests.memory), sm.model.gpus_per_replica)
+    requests = sm.model.container_resources()["requests"]  # LMCache's host memory included
+    pod = pod_requests(quantity(requests["cpu"]), quantity(requests["memory"]), sm.model.gpus_per_replica)
     return Landing(family, pod, overhead, landing_size(family, pod, overhead))
 
 

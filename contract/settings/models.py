@@ -338,13 +338,13 @@ def request_fit_problems(models: list[ModelSettings], gpu_capacity: GpuCapacityS
         sizes = [s for f in families for s in instance_sizes(f)]
         if not sizes or model.gpus_per_replica > max(s.gpus for s in sizes):
             continue  # no pool hosts it, or too many GPUs: the pool and gpusPerReplica rules report those
-        requests = model.resources.requests
-        pod = pod_requests(quantity(requests.cpu), quantity(requests.memory), model.gpus_per_replica)
+        requests = model.container_resources()["requests"]  # LMCache's host memory included
+        pod = pod_requests(quantity(requests["cpu"]), quantity(requests["memory"]), model.gpus_per_replica)
         if any(landing_size(f, pod, overhead) for f in families):
             continue
         largest = max(sizes, key=lambda s: (s.allocatable_memory_mib, s.allocatable_cpu_milli))
         problems.append(
-            f"{NAMESPACE}:models[{i}].resources.requests (cpu {requests.cpu}, memory {requests.memory}, "
+            f"{NAMESPACE}:models[{i}].resources.requests (cpu {requests['cpu']}, memory {requests['memory']}, "
             f"{model.gpus_per_replica} GPU) plus the GPU node's DaemonSets ({overhead.cpu_milli}m, "
             f"{overhead.memory_mib}Mi) fit no instance size the model's pools launch ({families}); the largest "
             f"allocatable is {largest.name}: {largest.allocatable_cpu_milli}m CPU, "

@@ -58,3 +58,15 @@ def test_a_request_another_allowed_family_holds_is_accepted():
     del config[f"{NS}:models"][0]["instanceFamilies"]
     del config[f"{NS}:models"][0]["capacityProfile"]
     assert settings(config).models[0].resources.requests.memory == "720000Mi"
+
+
+def test_lmcache_host_memory_counts_toward_the_size_a_replica_needs():
+    from tests.contract.test_kv_cache_settings import KV_CONNECTOR_IMAGE
+
+    config = prod_with_requests("3", "600Gi")  # fits g6.48xlarge alone
+    config[f"{NS}:models"][0]["engine"]["lmcache"] = "200Gi"
+    config[f"{NS}:models"][0]["image"] = KV_CONNECTOR_IMAGE
+    with pytest.raises(SettingsError) as caught:
+        settings(config)
+    (problem,) = caught.value.problems
+    assert problem.startswith(f"{NS}:models[0].resources.requests (cpu 3, memory 800Gi, 1 GPU)")
