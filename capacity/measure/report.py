@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from capacity.measure.collector import Reading
 from capacity.measure.envelope import EnvelopeRow, Knee, find_knee, write_envelope
 from capacity.measure.sweep import PointResult
 from capacity.tables import cell
@@ -71,8 +72,44 @@ def envelope_table(rows: list[EnvelopeRow], knee: Knee | None = None) -> list[st
     return lines
 
 
-def _column(trigger: Trigger) -> str:
-    return f"{trigger.label} (s)" if trigger.unit == "s" else trigger.label
+def _column(trigger: Trigger, reading: Reading) -> str:
+    unit = " (s)" if trigger.unit == "s" else ""
+    return f"{trigger.label}{unit}" + (" / replica" if reading.additive else "")
+
+
+def _seen(reading: Reading, replicas: int) -> float | None:
+    """A KEDA reading as its target reads it: an additive one (AverageValue) per replica."""
+    if reading.instant is None or not reading.additive:
+        return reading.instant
+    return reading.instant / replicas
+
+
+def _autoscaler_table(points: Sequence[PointResult], triggers: Sequence[Trigger]) -> list[str]:
+    """The triggers' readings at the end of each level's window, in the units of their thresholds."""
+    read = [t for t in triggers if t.key in points[0].keda]
+    replicas, scale = points[0].replicas, points[0].time_scale
+    clock = (
+        f"The replicas ran on a {scale:g}x clock; every number here is in real (model) time, as a real "
+        f"replica would show it: each query's window is the policy's window / {scale:g} of wall time, and "
+        f"rates counted per wall second are divided by {scale:g}. "
+        if scale != 1
+        else ""
+    )
+    lines = [
+        "## What the autoscaler would have seen (KEDA queries, end of each window)",
+        "",
+        f"{clock}Additive signals (AverageValue triggers: the queue, KV and token rates) are shown per replica, "
+        f"their fleet sum over the {replicas} replica(s) divided as KEDA divides it, so each compares with its "
+        "per-replica target; latency quantiles (Value triggers) are the fleet's.",
+        "",
+        "| concurrency / replica | " + " | ".join(_column(t, points[0].keda[t.key]) for t in read) + " |",
+        "|---:|" + "---:|" * len(read),
+    ]
+    for p in points:
+        lines.append(
+            f"| {p.row.concurrency} | " + " | ".join(cell(_seen(p.keda[t.key], p.replicas), ".2f") for t in read) + " |"
+        )
+    return lines
 
 
 def markdown_report(
@@ -101,17 +138,7 @@ def markdown_report(
         ]
     keda_points = [p for p in points if p.keda]
     if keda_points:
-        read = [t for t in triggers if t.key in keda_points[0].keda]
-        lines += [
-            "## What the autoscaler would have seen (KEDA queries, end of each window)",
-            "",
-            "| concurrency | " + " | ".join(_column(t) for t in read) + " |",
-            "|---:|" + "---:|" * len(read),
-        ]
-        for p in keda_points:
-            lines.append(
-                f"| {p.row.concurrency} | " + " | ".join(cell(p.keda[t.key].instant, ".2f") for t in read) + " |"
-            )
+        lines += _autoscaler_table(keda_points, triggers)
         queries = keda_points[0].keda
         lines += ["", "Queries:", "", *(f"- `{name}`: `{r.query}`" for name, r in queries.items()), ""]
     if recommendations:
@@ -145,6 +172,8 @@ def write_report(
             [
                 {
                     "summary": p.summary,
+                    "replicas": p.replicas,
+                    "time_scale": p.time_scale,
                     "keda": {
                         k: {"query": v.query, "instant": v.instant, "mean": v.mean, "max": v.max}
                         for k, v in p.keda.items()
