@@ -11,7 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
+from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -148,34 +151,110 @@ def config_set_lines(sm: Any, edits: list[ConfigEdit]) -> list[str]:
     return [config_command(edit, sm.stack) for edit in edits]
 
 
-def plot_frontier(result: plan.PlanResult, front: list[plan.Trial], path: Path, title: str) -> Path:
+BAND = 0.05  # the attainment axis shows the target minus this up to 100%: where the decision is
+
+
+def plot_frontier(
+    result: plan.PlanResult,
+    front: list[plan.Trial],
+    path: Path,
+    title: str,
+    caption: str = "",
+    validation: CombinedSummary | None = None,
+) -> Path:
+    """Every candidate's cost against attainment on the search traffic, zoomed to the decision band
+    (candidates below it drawn on its lower edge), the frontier, the target, the winner (with its
+    validation in the legend) and the committed policy; `caption` under the axes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import PercentFormatter
 
-    fig, ax = plt.subplots(figsize=(9, 6))
+    best, committed = result.best, result.committed
+    marked = [t.summary.slo_attainment for t in (best, committed) if t is not None and t.summary is not None]
+    low = max(0.0, min([result.target - BAND, *(a - 0.01 for a in marked if a >= result.target - 3 * BAND)]))
+    fig, ax = plt.subplots(figsize=(9, 6.4))
+    below = 0
     for name in result.types:
         ran = [t.summary for t in result.trials if t.summary and t.params["gpu"] == name]
-        ax.scatter([s.cost_usd for s in ran], [s.slo_attainment for s in ran], s=12, alpha=0.5, label=name)
+        below += sum(1 for r in ran if r.slo_attainment < low)
+        ax.scatter([r.cost_usd for r in ran], [max(r.slo_attainment, low) for r in ran], s=12, alpha=0.5, label=name)
     ran_front = [t.summary for t in front if t.summary is not None]  # the frontier holds only candidates that ran
     ax.step(
-        [s.cost_usd for s in ran_front],
-        [s.slo_attainment for s in ran_front],
+        [r.cost_usd for r in ran_front],
+        [max(r.slo_attainment, low) for r in ran_front],
         where="post",
         color="black",
         label="Pareto frontier",
     )
-    ax.axhline(result.target, color="tab:red", linestyle="--", linewidth=0.8, label="target")
+    ax.axhline(result.target, color="tab:red", linestyle="--", linewidth=0.8, label=f"target {result.target:.1%}")
+    if committed is not None and committed.summary is not None:
+        c = committed.summary
+        ax.scatter(
+            [c.cost_usd],
+            [max(c.slo_attainment, low)],
+            marker="D",
+            s=70,
+            facecolors="none",
+            edgecolors="black",
+            label=f"committed: {c.slo_attainment:.2%}, {c.cost_usd:.2f} USD",
+        )
+    if best is not None and best.summary is not None:
+        w = best.summary
+        held = (
+            f"; validation {validation.slo_attainment:.2%}, {validation.cost_usd:.2f} USD held out"
+            if validation
+            else ""
+        )
+        ax.scatter(
+            [w.cost_usd],
+            [max(w.slo_attainment, low)],
+            marker="*",
+            s=260,
+            color="gold",
+            edgecolors="black",
+            zorder=5,
+            label=("winner" if w.slo_attainment >= result.target else "closest (misses the target)")
+            + f": {w.slo_attainment:.2%}, {w.cost_usd:.2f} USD{held}",
+        )
+    ax.set_ylim(low, 1.0 + (1.0 - low) * 0.03)
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     ax.set_xlabel("cost on the search traffic, USD")
     ax.set_ylabel("SLO attainment (search)")
+    if below:
+        ax.annotate(f"{below} candidate(s) below {low:.0%}, drawn on this edge", (0.01, 0.01), xycoords="axes fraction")
     ax.set_title(title)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    ax.legend(fontsize=8, loc="lower right")
+    if caption:
+        fig.text(0.01, 0.01, caption, fontsize=7, color="#444", wrap=True, parse_math=False)
+    fig.tight_layout(rect=(0, 0.06 if caption else 0, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
+
+
+def run_record(args: argparse.Namespace) -> dict[str, Any]:
+    """How this plan was made: the command line, its traffic, seed and the date (UTC)."""
+    argv = getattr(args, "_argv", None) or ["plan"]
+    return {
+        "command": "python -m capacity " + shlex.join(argv),
+        "traces": list(args.trace),
+        "validate_traces": list(args.validate_trace),
+        "seed": args.seed,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _caption(record: dict[str, Any]) -> str:
+    return f"{record['command']}\nseed {record['seed']}, {record['date']}"
+
+
+def refused_candidates(result: plan.PlanResult) -> list[dict[str, Any]]:
+    """The candidates that would not deploy or start, by reason, most frequent first."""
+    counts = Counter(t.refused for t in result.trials if t.refused)
+    return [{"reason": reason, "candidates": n} for reason, n in counts.most_common()]
 
 
 def _committed(
@@ -280,6 +359,9 @@ def run(args: argparse.Namespace) -> int:
         "target": args.slo_attainment,
         "trials": len(result.trials),
         "refused_trials": sum(1 for t in result.trials if t.refused),
+        "refused": refused_candidates(result),
+        "validation_meets_target": None if validation is None else validation.slo_attainment >= args.slo_attainment,
+        "run": run_record(args),
         "resumed_trials": result.resumed,
         "notes": [],
     }
@@ -312,7 +394,7 @@ def run(args: argparse.Namespace) -> int:
         payload["binding_limit"] = plan.binding_limit(sm, result, searched, options)
     name = f"plan {sm.stack}/{sm.model.name}"
     png = args.png or Path("out") / f"plan-{sm.stack}-{sm.model.name}.png"
-    payload["frontier_png"] = str(plot_frontier(result, front, png, name))
+    payload["frontier_png"] = str(plot_frontier(result, front, png, name, _caption(payload["run"]), validation))
     payload["html_report"] = str(_write_html(payload, name, args.slo_attainment, args.html or png.with_suffix(".html")))
     if args.json:
         json.dump(payload, sys.stdout, indent=2)
@@ -427,7 +509,39 @@ def _verdict(payload: dict[str, Any]) -> list[str]:
         )
     if payload["binding_limit"]:
         lines.append(f"no candidate meets the target; binding limit: {payload['binding_limit']}")
-    return lines + payload["notes"]
+    return lines + payload["notes"] + refused_lines(payload)
+
+
+def refused_lines(payload: dict[str, Any]) -> list[str]:
+    """The refused candidates by reason (they would not deploy or start, so they have no numbers)."""
+    if not payload["refused"]:
+        return []
+    head = f"refused: {payload['refused_trials']} of {payload['trials']} candidates would not deploy or start:"
+    return [head, *(f"  {r['candidates']} x {r['reason']}" for r in payload["refused"])]
+
+
+def withheld_warning(payload: dict[str, Any]) -> str | None:
+    """Why the printed commands must not be applied as they are: the winner missed the target on
+    traffic the search never saw (None: validation met it, or there are no commands)."""
+    if not payload["config_set"] or payload["validation_meets_target"] is not False:
+        return None
+    return (
+        f"DO NOT APPLY: the winner attains {payload['validation']['slo_attainment']:.2%} on the held-out traffic, "
+        f"below the target {payload['target']:.2%}; the lines below are commented out. Re-plan (more --trials, "
+        "--margin 1.2, or more traffic) before deploying them"
+    )
+
+
+def shown_commands(payload: dict[str, Any]) -> list[str]:
+    """The commands as the text and HTML outputs show them: commented out under a failed validation."""
+    if withheld_warning(payload):
+        return ["# " + line for line in payload["config_set"]]
+    return list(payload["config_set"])
+
+
+def record_line(payload: dict[str, Any]) -> str:
+    r = payload["run"]
+    return f"made by: {r['command']} (seed {r['seed']}, {r['date']})"
 
 
 def _write_html(payload: dict[str, Any], title: str, target: float, path: Path) -> Path:
@@ -438,9 +552,18 @@ def _write_html(payload: dict[str, Any], title: str, target: float, path: Path) 
     ]
     figure = HtmlFigure(
         Path(payload["frontier_png"]),
-        "Each dot a candidate on the search traffic; the line the cheapest attainment reachable at each cost.",
+        "Each dot a candidate on the search traffic; the line the cheapest attainment reachable at each cost; "
+        "the star the winner (its validation in the legend), the diamond the committed policy. " + record_line(payload),
     )
-    return write_html(path, title, _verdict(payload), tables, [figure], payload["config_set"])
+    return write_html(
+        path,
+        title,
+        [record_line(payload), *_verdict(payload)],
+        tables,
+        [figure],
+        shown_commands(payload),
+        withheld_warning(payload),
+    )
 
 
 def _table(title: str, headers: tuple[str, ...], rows: list[list[str]], text: tuple[int, ...] = (0,)) -> Table:
@@ -465,6 +588,9 @@ def _print(payload: dict[str, Any], title: str, target: float) -> None:
     for line in _verdict(payload):
         style = "yellow" if line.startswith("no candidate") else None
         console.print(line, style=style, highlight=False)
-    for line in payload["config_set"]:
-        console.print(line, soft_wrap=True, highlight=False)
+    if warning := withheld_warning(payload):
+        console.print(warning, style="bold red", highlight=False)
+    for line in shown_commands(payload):
+        console.print(line, soft_wrap=True, highlight=False, markup=False)
+    console.print(record_line(payload), highlight=False, markup=False)
     console.print(f"frontier: {payload['frontier_png']}\nreport: {payload['html_report']}")
