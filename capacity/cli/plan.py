@@ -13,15 +13,18 @@ import json
 import os
 import shlex
 import sys
+import textwrap
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.table import Table
 
 from capacity.cli import DEFAULT_STACK
 from capacity.cli.progress import counted
+from capacity.cli.stack_edit import write_stack
 from capacity.planning import plan
 from capacity.planning.guardrails import MAX_REPLICAS_RULE, Guardrails
 from capacity.planning.html_report import HtmlFigure, HtmlTable, write_html
@@ -31,6 +34,11 @@ from capacity.sim.cluster.router import ROUTERS
 from capacity.tables import cell, keep_numbers_whole
 from capacity.tables import console as table_console
 from capacity.workload import traces
+from contract.manifests.scaled_object import scaled_object as scaled_object_manifest
+
+# The in-cluster Prometheus KEDA queries (components/observability/objects.py `prometheus_url`;
+# tests/capacity/cli/test_plan_cli.py holds the two equal).
+PLATFORM_PROMETHEUS = "http://kps-prometheus.{namespace}.svc:9090"
 
 
 def _price(text: str) -> tuple[str, float]:
@@ -127,7 +135,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="self-contained HTML report (tables, commands, frontier) path, in an existing directory "
         "(default: next to the PNG, <png name>.html)",
     )
-    parser.add_argument("--json", action="store_true", help="print the JSON output contract instead of tables")
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the JSON output contract instead of tables")
+    out.add_argument(
+        "--emit",
+        choices=("scaledobject",),
+        help="print the winner's KEDA ScaledObject YAML instead of tables, to apply without Pulumi "
+        "(default: tables); refused unless the winner meets the target on the held-out traffic",
+    )
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="write the winner's values and its # Evidence block into the stack file, as `pulumi config set "
+        "--path` would, comments kept; refused unless it meets the target on the held-out traffic",
+    )
+    parser.add_argument(
+        "--prometheus-url",
+        help="the Prometheus the emitted ScaledObject queries (default: the platform's in-cluster one, "
+        f"{PLATFORM_PROMETHEUS.format(namespace='<observability.namespace>')})",
+    )
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -362,6 +388,7 @@ def run(args: argparse.Namespace) -> int:
         "refused": refused_candidates(result),
         "validation_meets_target": None if validation is None else validation.slo_attainment >= args.slo_attainment,
         "run": run_record(args),
+        "written": None,  # the stack file --write wrote the winner into
         "resumed_trials": result.resumed,
         "notes": [],
     }
@@ -392,16 +419,88 @@ def run(args: argparse.Namespace) -> int:
             )
     else:
         payload["binding_limit"] = plan.binding_limit(sm, result, searched, options)
+    planned = plan.deploy(sm, best.candidate, result.types) if meets and best is not None else None
     name = f"plan {sm.stack}/{sm.model.name}"
     png = args.png or Path("out") / f"plan-{sm.stack}-{sm.model.name}.png"
     payload["frontier_png"] = str(plot_frontier(result, front, png, name, _caption(payload["run"]), validation))
     payload["html_report"] = str(_write_html(payload, name, args.slo_attainment, args.html or png.with_suffix(".html")))
+    refusal = deploy_refusal(payload)
+    if args.write and refusal is None and planned is not None:
+        block = evidence_block(payload, planned.profile.name, args.search_fraction)
+        write_stack(sm.source.path, list(best.candidate.edits), f"autoscaling.{sm.model.name}", block)  # type: ignore[union-attr]  # planned: a winner exists
+        payload["written"] = str(sm.source.path)
+    if args.emit == "scaledobject":
+        if refusal is not None or planned is None:
+            raise ValueError(f"--emit scaledobject: {refusal}; nothing emitted")
+        print(emitted_scaled_object(payload, planned, args.prometheus_url), end="")
+        return 0
     if args.json:
         json.dump(payload, sys.stdout, indent=2)
         sys.stdout.write("\n")
-        return 0
-    _print(payload, name, args.slo_attainment)
+    else:
+        _print(payload, name, args.slo_attainment)
+    if args.write and payload["written"] is None:
+        print(f"{name}: --write: {refusal}; {sm.source.path} is unchanged", file=sys.stderr)
+        return 1
     return 0
+
+
+def deploy_refusal(payload: dict[str, Any]) -> str | None:
+    """Why the winner must not be written or emitted (None: it meets the target searched and held out)."""
+    if payload["binding_limit"] is not None or payload["search"] is None:
+        return "no candidate meets the target"
+    if payload["validation_meets_target"] is False:
+        return (
+            f"the winner attains {payload['validation']['slo_attainment']:.2%} on the held-out traffic, below the "
+            f"target {payload['target']:.2%}"
+        )
+    return None
+
+
+def evidence_command(payload: dict[str, Any]) -> str:
+    """The plan's command line as its evidence names it: without the flags that only say where its
+    output goes (a re-run re-plans, it does not re-write)."""
+    words, kept = shlex.split(payload["run"]["command"]), []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word in ("--write", "--json"):
+            continue
+        elif word in ("--emit", "--png", "--html", "--prometheus-url", "--journal"):
+            skip = True
+        elif not word.startswith(("--emit=", "--png=", "--html=", "--prometheus-url=", "--journal=")):
+            kept.append(word)
+    return shlex.join(kept)
+
+
+def evidence_block(payload: dict[str, Any], profile: str, search_fraction: float) -> list[str]:
+    """The `# Evidence` comment of a written plan: date and profile, command, validation and search
+    numbers, the rules its winner follows (the format tests/test_evidence.py and `explain` read)."""
+    v, s = payload["validation"], payload["search"]
+    numbers = (
+        f"validation (last {1 - search_fraction:.0%} of the trace, never searched): attainment "
+        f"{v['slo_attainment']:.2%}, {v['gpu_hours']:.2f} GPU-h ({v['oracle_ratio']}x the oracle's "
+        f"{v['oracle_gpu_hours']}), ${v['cost_usd']:.2f}; search (first {search_fraction:.0%}): "
+        f"{s['slo_attainment']:.2%}, {s['gpu_hours']:.2f} GPU-h, ${s['cost_usd']:.2f}. Target: "
+        f"{payload['target']:.2%}. Written by plan --write."
+    )
+    rules = [n for n in payload["notes"] if n.startswith("maxReplicas ")]
+    head = f"Evidence: planned {payload['run']['date'][:10]} on engine profile {profile}"
+    return [head, evidence_command(payload), *textwrap.wrap(" ".join([numbers, *rules]), 100)]
+
+
+def emitted_scaled_object(payload: dict[str, Any], planned: StackModel, prometheus_url: str | None) -> str:
+    """The winner's ScaledObject as the platform would deploy it (contract/manifests), as YAML."""
+    namespace = planned.source.settings(planned.raw_autoscaling).observability.namespace
+    url = prometheus_url or PLATFORM_PROMETHEUS.format(namespace=namespace)
+    manifest = scaled_object_manifest(planned.monitored, url)
+    v = payload["validation"]
+    head = (
+        f"# {planned.stack}/{planned.model.name}: the plan's winner, validation {v['slo_attainment']:.2%} at "
+        f"${v['cost_usd']:.2f} held out (target {payload['target']:.2%})\n# {record_line(payload)}\n"
+    )
+    return head + yaml.safe_dump(manifest, sort_keys=False)
 
 
 FRONTIER_HEADERS = ("GPU", "SLO attained", "GPU-h", "cost $", "$/M output tokens", "min", "max", "queue target")
@@ -593,4 +692,6 @@ def _print(payload: dict[str, Any], title: str, target: float) -> None:
     for line in shown_commands(payload):
         console.print(line, soft_wrap=True, highlight=False, markup=False)
     console.print(record_line(payload), highlight=False, markup=False)
+    if payload["written"]:
+        console.print(f"wrote the winner's values and its # Evidence block to {payload['written']}", highlight=False)
     console.print(f"frontier: {payload['frontier_png']}\nreport: {payload['html_report']}")
