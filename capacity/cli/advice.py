@@ -78,14 +78,17 @@ def measured_lines(target: Target, measured: str | None) -> list[str]:
     if measured is None:
         return [f"# the envelope's GPU is not given (--profile): {where}; these lines hold for that GPU only"]
     lines = []
+    swept, stack = get_profile(measured), sm.profile
     if measured != pinned:
         gpu, pinned_gpu = gpu_of_profile(measured), gpu_of_profile(pinned or "")
-        other = f"another GPU ({gpu} vs {pinned_gpu})" if gpu != pinned_gpu else "another profile"
+        differs = [f"GPU ({gpu} vs {pinned_gpu})"] if gpu != pinned_gpu else []
+        if swept.served_model_name != stack.served_model_name:
+            differs.append(f"checkpoint ({swept.served_model_name} vs {stack.served_model_name})")
+        other = f"another {' and '.join(differs)}" if differs else "another profile"
         lines.append(
             f"# the envelope is of {measured}, {other}: {where}. The lines below are what one {measured} "
-            f"replica reads; the pinned GPU's are `lab --profile {pinned}`, or a sweep of one such replica"
+            f"replica reads; the pinned replica's are `lab --profile {pinned}`, or a sweep of one such replica"
         )
-    swept, stack = get_profile(measured), sm.profile
     flags = [
         (key, a, b)
         for key, a, b in (
