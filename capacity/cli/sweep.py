@@ -76,6 +76,6 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"{no_recommendation} (envelope in {paths['csv']})") from None
     recs = advice(rec, target, args.profile, slo_p99, slo_ttft)
     print("\n".join(recs))
-    paths = write_report(points, args.out, title, slo_p99, recs)
+    paths = write_report(points, args.out, title, slo_p99, recs, current)
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0

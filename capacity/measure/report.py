@@ -11,6 +11,7 @@ from capacity.measure.collector import Reading
 from capacity.measure.envelope import EnvelopeRow, Knee, find_knee, write_envelope
 from capacity.measure.sweep import PointResult
 from capacity.tables import cell
+from contract.settings.autoscaling import ModelAutoscaling
 from contract.triggers import TRIGGERS, Trigger
 
 
@@ -84,8 +85,11 @@ def _seen(reading: Reading, replicas: int) -> float | None:
     return reading.instant / replicas
 
 
-def _autoscaler_table(points: Sequence[PointResult], triggers: Sequence[Trigger]) -> list[str]:
-    """The triggers' readings at the end of each level's window, in the units of their thresholds."""
+def _autoscaler_table(
+    points: Sequence[PointResult], triggers: Sequence[Trigger], policy: ModelAutoscaling | None = None
+) -> list[str]:
+    """The triggers' readings at the end of each level's window, in the units of their thresholds,
+    under a first row of the policy's targets (when given)."""
     read = [t for t in triggers if t.key in points[0].keda]
     replicas, scale = points[0].replicas, points[0].time_scale
     clock = (
@@ -105,6 +109,9 @@ def _autoscaler_table(points: Sequence[PointResult], triggers: Sequence[Trigger]
         "| concurrency / replica | " + " | ".join(_column(t, points[0].keda[t.key]) for t in read) + " |",
         "|---:|" + "---:|" * len(read),
     ]
+    if policy is not None:
+        targets = [f"{t.target(policy):g}" + ("" if t.enabled(policy) else " (off)") for t in read]
+        lines.append("| target | " + " | ".join(targets) + " |")
     for p in points:
         lines.append(
             f"| {p.row.concurrency} | " + " | ".join(cell(_seen(p.keda[t.key], p.replicas), ".2f") for t in read) + " |"
@@ -121,6 +128,7 @@ def markdown_report(
     slo_p99: float | None = None,
     recommendations: list[str] | None = None,
     triggers: Sequence[Trigger] = TRIGGERS,
+    policy: ModelAutoscaling | None = None,
 ) -> str:
     lines = [f"# {title}", "", f"![envelope]({png_name})", "", *envelope_table(rows, knee), ""]
     if knee:
@@ -138,7 +146,7 @@ def markdown_report(
         ]
     keda_points = [p for p in points if p.keda]
     if keda_points:
-        lines += _autoscaler_table(keda_points, triggers)
+        lines += _autoscaler_table(keda_points, triggers, policy)
         queries = keda_points[0].keda
         lines += ["", "Queries:", "", *(f"- `{name}`: `{r.query}`" for name, r in queries.items()), ""]
     if recommendations:
@@ -153,6 +161,7 @@ def write_report(
     title: str,
     slo_p99: float | None = None,
     recommendations: list[str] | None = None,
+    policy: ModelAutoscaling | None = None,
 ) -> dict[str, Path]:
     """envelope.csv, envelope.png, report.md and points.json (summaries and KEDA readings) in `out`."""
     out.mkdir(parents=True, exist_ok=True)
@@ -166,7 +175,9 @@ def write_report(
     write_envelope(paths["csv"], rows)
     knee = find_knee(rows) if len(rows) >= 2 else None
     plot_envelope(rows, knee, paths["png"], title, slo_p99)
-    paths["md"].write_text(markdown_report(rows, knee, title, paths["png"].name, points, slo_p99, recommendations))
+    paths["md"].write_text(
+        markdown_report(rows, knee, title, paths["png"].name, points, slo_p99, recommendations, policy=policy)
+    )
     paths["json"].write_text(
         json.dumps(
             [

@@ -94,3 +94,16 @@ def test_the_autoscaler_table_shows_additive_signals_per_replica_and_says_its_un
     assert values["Prompt tokens/s / replica"] == "0.30"  # 12 per wall second / 20 / 2 replicas
     assert values["End-to-end (s)"] == "12.00"  # a quantile: the fleet's, not divided
     assert "20x clock" in report and "per replica" in report
+
+
+def test_the_autoscaler_table_leads_with_the_policys_per_replica_targets():
+    queries = scaling_queries(signals.Scope("m", "ns"), time_scale=20)
+    readings = collect(_constant(12), queries, 0, 10, time_scale=20)
+    row = EnvelopeRow(20, 1.5, 1700, 17, 20)
+    policy, _ = current_values("dev", "default", REPO / "Pulumi.dev.yaml")
+    point = PointResult(row, {}, readings, replicas=2, time_scale=20)
+    report = markdown_report([row], None, "t", "e.png", [point], policy=policy)
+    target = next(line for line in report.splitlines() if line.startswith("| target |"))
+    cells = [c.strip() for c in target.strip("|").split("|")]
+    assert cells[1] == f"{policy.triggers.queue_depth.target_per_replica:g}"  # queue depth per replica
+    assert cells[3].endswith("(off)")  # dev's promptTokens trigger is off
