@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     args = parser.parse_args(argv)
+    args._argv = list(argv)  # the command line, for the reports that record how they were made
     try:
         return int(args._run(args) or 0)
     except ValueError as error:  # bad input: one clear line, no traceback

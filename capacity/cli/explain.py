@@ -28,6 +28,7 @@ from capacity.planning.run import RunOptions, RunSummary
 from capacity.planning.stack import StackModel, load_stack_model
 from capacity.tables import cell, keep_numbers_whole
 from capacity.tables import console as table_console
+from contract.settings.autoscaling import ModelAutoscaling
 
 METRICS = ("slo_attainment", "cost_usd", "gpu_hours")
 
@@ -74,6 +75,27 @@ def _metrics(summary: RunSummary | None) -> dict[str, Any] | None:
     return None if summary is None else {k: getattr(summary, k) for k in METRICS}
 
 
+def unchanged_note(policy: ModelAutoscaling, result: sensitivity.Explanation) -> str | None:
+    """How many simulated variants give exactly the committed result, and why when the fleet says
+    it: pinned at its ceiling, or never scaled off its floor (so a threshold that only decides when
+    to scale cannot move it on this traffic)."""
+    ran = [o for _, outcomes in result.rows for o in outcomes if o.summary is not None]
+    same = [o for o in ran if _metrics(o.summary) == _metrics(result.baseline)]
+    if not same:
+        return None
+    b = result.baseline
+    if b.max_replicas_used >= policy.max_replicas:
+        why = f"the committed fleet is pinned at its ceiling, maxReplicas {policy.max_replicas}"
+    elif b.scale_events == 0:
+        why = f"the committed fleet never scaled: {b.initial_replicas} replicas (minReplicas {policy.min_replicas})"
+    else:
+        return f"{len(same)} of {len(ran)} simulated variants give exactly the committed result"
+    return (
+        f"{len(same)} of {len(ran)} simulated variants give exactly the committed result: {why} all along on "
+        "this traffic, so a threshold that only decides when to scale changes nothing here"
+    )
+
+
 def payload(
     sm: StackModel, used: Traffic, result: sensitivity.Explanation, blocks: dict[str, Evidence]
 ) -> dict[str, Any]:
@@ -104,6 +126,8 @@ def payload(
             }
         )
     notes = [] if result.engine_refusal is None else [f"engine flags not varied: {result.engine_refusal}"]
+    if (unchanged := unchanged_note(sm.policy, result)) is not None:
+        notes.append(unchanged)
     profiles = {e.profile for e in cited.values() if e.profile}
     if profiles and sm.profile.name not in profiles:
         notes.append(

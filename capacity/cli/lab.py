@@ -12,10 +12,12 @@ import sys
 from pathlib import Path
 
 from capacity.cli import DEFAULT_STACK
+from capacity.cli.advice import advice, choose_target
 from capacity.cli.load_args import parse_levels
 from capacity.cli.progress import progress_bar
-from capacity.engine import DEFAULT_PROFILE, PROFILES
+from capacity.engine import DEFAULT_PROFILE, PROFILES, get_profile
 from capacity.lab.loop import LabOptions, run_lab
+from capacity.measure.recommend import slo_to_defend
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         default=None,
-        help="autoscaling block to target (default: the stack's model served with --profile, else 'default')",
+        help="the stack model whose autoscaling block to retune (default: the one served with --profile, else its first)",
     )
     parser.add_argument("--no-prometheus", action="store_true", help="skip Prometheus even if installed")
     parser.add_argument("--no-progress", action="store_true", help="no live progress bar (shown only on a terminal)")
@@ -59,6 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    profile = get_profile(args.profile).name  # an unknown name is one clear line before anything starts
+    target = choose_target(args.stack, None, args.model, profile)
+    slo_p99, slo_ttft = slo_to_defend(target.sm.policy, None, target.sm.stack, args.slo_p99, args.slo_ttft_p95)
     options = LabOptions(
         profile=args.profile,
         replicas=args.replicas,
@@ -68,17 +73,16 @@ def run(args: argparse.Namespace) -> int:
         output_tokens=args.output_tokens,
         warmup_s=args.warmup,
         duration_s=args.duration,
-        slo_p99=args.slo_p99,
-        slo_ttft_p95=args.slo_ttft_p95,
+        slo_p99=slo_p99,
+        slo_ttft_p95=slo_ttft,
         peak_rps=args.peak_rps,
-        stack=args.stack,
-        model=args.model,
+        policy=target.sm.policy,
         prometheus=not args.no_prometheus,
         out=args.out,
     )
     try:
         with progress_bar(not args.no_progress, "lab") as update:
-            paths = run_lab(options, progress=update)
+            paths = run_lab(options, lambda rec: advice(rec, target, profile, slo_p99, slo_ttft), progress=update)
     except KeyboardInterrupt:  # the lab's ExitStack has stopped its child processes by now
         print("lab: interrupted; the mock replicas and Prometheus it started are stopped", file=sys.stderr)
         return 130

@@ -11,14 +11,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
+import textwrap
+from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.table import Table
 
 from capacity.cli import DEFAULT_STACK
 from capacity.cli.progress import counted
+from capacity.cli.stack_edit import write_stack
 from capacity.planning import plan
 from capacity.planning.guardrails import MAX_REPLICAS_RULE, Guardrails
 from capacity.planning.html_report import HtmlFigure, HtmlTable, write_html
@@ -28,6 +34,11 @@ from capacity.sim.cluster.router import ROUTERS
 from capacity.tables import cell, keep_numbers_whole
 from capacity.tables import console as table_console
 from capacity.workload import traces
+from contract.manifests.scaled_object import scaled_object as scaled_object_manifest
+
+# The in-cluster Prometheus KEDA queries (components/observability/objects.py `prometheus_url`;
+# tests/capacity/cli/test_plan_cli.py holds the two equal).
+PLATFORM_PROMETHEUS = "http://kps-prometheus.{namespace}.svc:9090"
 
 
 def _price(text: str) -> tuple[str, float]:
@@ -124,7 +135,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="self-contained HTML report (tables, commands, frontier) path, in an existing directory "
         "(default: next to the PNG, <png name>.html)",
     )
-    parser.add_argument("--json", action="store_true", help="print the JSON output contract instead of tables")
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the JSON output contract instead of tables")
+    out.add_argument(
+        "--emit",
+        choices=("scaledobject",),
+        help="print the winner's KEDA ScaledObject YAML instead of tables, to apply without Pulumi "
+        "(default: tables); refused unless the winner meets the target on the held-out traffic",
+    )
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="write the winner's values and its # Evidence block into the stack file, as `pulumi config set "
+        "--path` would, comments kept; refused unless it meets the target on the held-out traffic",
+    )
+    parser.add_argument(
+        "--prometheus-url",
+        help="the Prometheus the emitted ScaledObject queries (default: the platform's in-cluster one, "
+        f"{PLATFORM_PROMETHEUS.format(namespace='<observability.namespace>')})",
+    )
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -148,34 +177,110 @@ def config_set_lines(sm: Any, edits: list[ConfigEdit]) -> list[str]:
     return [config_command(edit, sm.stack) for edit in edits]
 
 
-def plot_frontier(result: plan.PlanResult, front: list[plan.Trial], path: Path, title: str) -> Path:
+BAND = 0.05  # the attainment axis shows the target minus this up to 100%: where the decision is
+
+
+def plot_frontier(
+    result: plan.PlanResult,
+    front: list[plan.Trial],
+    path: Path,
+    title: str,
+    caption: str = "",
+    validation: CombinedSummary | None = None,
+) -> Path:
+    """Every candidate's cost against attainment on the search traffic, zoomed to the decision band
+    (candidates below it drawn on its lower edge), the frontier, the target, the winner (with its
+    validation in the legend) and the committed policy; `caption` under the axes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import PercentFormatter
 
-    fig, ax = plt.subplots(figsize=(9, 6))
+    best, committed = result.best, result.committed
+    marked = [t.summary.slo_attainment for t in (best, committed) if t is not None and t.summary is not None]
+    low = max(0.0, min([result.target - BAND, *(a - 0.01 for a in marked if a >= result.target - 3 * BAND)]))
+    fig, ax = plt.subplots(figsize=(9, 6.4))
+    below = 0
     for name in result.types:
         ran = [t.summary for t in result.trials if t.summary and t.params["gpu"] == name]
-        ax.scatter([s.cost_usd for s in ran], [s.slo_attainment for s in ran], s=12, alpha=0.5, label=name)
+        below += sum(1 for r in ran if r.slo_attainment < low)
+        ax.scatter([r.cost_usd for r in ran], [max(r.slo_attainment, low) for r in ran], s=12, alpha=0.5, label=name)
     ran_front = [t.summary for t in front if t.summary is not None]  # the frontier holds only candidates that ran
     ax.step(
-        [s.cost_usd for s in ran_front],
-        [s.slo_attainment for s in ran_front],
+        [r.cost_usd for r in ran_front],
+        [max(r.slo_attainment, low) for r in ran_front],
         where="post",
         color="black",
         label="Pareto frontier",
     )
-    ax.axhline(result.target, color="tab:red", linestyle="--", linewidth=0.8, label="target")
+    ax.axhline(result.target, color="tab:red", linestyle="--", linewidth=0.8, label=f"target {result.target:.1%}")
+    if committed is not None and committed.summary is not None:
+        c = committed.summary
+        ax.scatter(
+            [c.cost_usd],
+            [max(c.slo_attainment, low)],
+            marker="D",
+            s=70,
+            facecolors="none",
+            edgecolors="black",
+            label=f"committed: {c.slo_attainment:.2%}, {c.cost_usd:.2f} USD",
+        )
+    if best is not None and best.summary is not None:
+        w = best.summary
+        held = (
+            f"; validation {validation.slo_attainment:.2%}, {validation.cost_usd:.2f} USD held out"
+            if validation
+            else ""
+        )
+        ax.scatter(
+            [w.cost_usd],
+            [max(w.slo_attainment, low)],
+            marker="*",
+            s=260,
+            color="gold",
+            edgecolors="black",
+            zorder=5,
+            label=("winner" if w.slo_attainment >= result.target else "closest (misses the target)")
+            + f": {w.slo_attainment:.2%}, {w.cost_usd:.2f} USD{held}",
+        )
+    ax.set_ylim(low, 1.0 + (1.0 - low) * 0.03)
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     ax.set_xlabel("cost on the search traffic, USD")
     ax.set_ylabel("SLO attainment (search)")
+    if below:
+        ax.annotate(f"{below} candidate(s) below {low:.0%}, drawn on this edge", (0.01, 0.01), xycoords="axes fraction")
     ax.set_title(title)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    ax.legend(fontsize=8, loc="lower right")
+    if caption:
+        fig.text(0.01, 0.01, caption, fontsize=7, color="#444", wrap=True, parse_math=False)
+    fig.tight_layout(rect=(0, 0.06 if caption else 0, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
+
+
+def run_record(args: argparse.Namespace) -> dict[str, Any]:
+    """How this plan was made: the command line, its traffic, seed and the date (UTC)."""
+    argv = getattr(args, "_argv", None) or ["plan"]
+    return {
+        "command": "python -m capacity " + shlex.join(argv),
+        "traces": list(args.trace),
+        "validate_traces": list(args.validate_trace),
+        "seed": args.seed,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _caption(record: dict[str, Any]) -> str:
+    return f"{record['command']}\nseed {record['seed']}, {record['date']}"
+
+
+def refused_candidates(result: plan.PlanResult) -> list[dict[str, Any]]:
+    """The candidates that would not deploy or start, by reason, most frequent first."""
+    counts = Counter(t.refused for t in result.trials if t.refused)
+    return [{"reason": reason, "candidates": n} for reason, n in counts.most_common()]
 
 
 def _committed(
@@ -280,6 +385,10 @@ def run(args: argparse.Namespace) -> int:
         "target": args.slo_attainment,
         "trials": len(result.trials),
         "refused_trials": sum(1 for t in result.trials if t.refused),
+        "refused": refused_candidates(result),
+        "validation_meets_target": None if validation is None else validation.slo_attainment >= args.slo_attainment,
+        "run": run_record(args),
+        "written": None,  # the stack file --write wrote the winner into
         "resumed_trials": result.resumed,
         "notes": [],
     }
@@ -310,16 +419,88 @@ def run(args: argparse.Namespace) -> int:
             )
     else:
         payload["binding_limit"] = plan.binding_limit(sm, result, searched, options)
+    planned = plan.deploy(sm, best.candidate, result.types) if meets and best is not None else None
     name = f"plan {sm.stack}/{sm.model.name}"
     png = args.png or Path("out") / f"plan-{sm.stack}-{sm.model.name}.png"
-    payload["frontier_png"] = str(plot_frontier(result, front, png, name))
+    payload["frontier_png"] = str(plot_frontier(result, front, png, name, _caption(payload["run"]), validation))
     payload["html_report"] = str(_write_html(payload, name, args.slo_attainment, args.html or png.with_suffix(".html")))
+    refusal = deploy_refusal(payload)
+    if args.write and refusal is None and planned is not None:
+        block = evidence_block(payload, planned.profile.name, args.search_fraction)
+        write_stack(sm.source.path, list(best.candidate.edits), f"autoscaling.{sm.model.name}", block)  # type: ignore[union-attr]  # planned: a winner exists
+        payload["written"] = str(sm.source.path)
+    if args.emit == "scaledobject":
+        if refusal is not None or planned is None:
+            raise ValueError(f"--emit scaledobject: {refusal}; nothing emitted")
+        print(emitted_scaled_object(payload, planned, args.prometheus_url), end="")
+        return 0
     if args.json:
         json.dump(payload, sys.stdout, indent=2)
         sys.stdout.write("\n")
-        return 0
-    _print(payload, name, args.slo_attainment)
+    else:
+        _print(payload, name, args.slo_attainment)
+    if args.write and payload["written"] is None:
+        print(f"{name}: --write: {refusal}; {sm.source.path} is unchanged", file=sys.stderr)
+        return 1
     return 0
+
+
+def deploy_refusal(payload: dict[str, Any]) -> str | None:
+    """Why the winner must not be written or emitted (None: it meets the target searched and held out)."""
+    if payload["binding_limit"] is not None or payload["search"] is None:
+        return "no candidate meets the target"
+    if payload["validation_meets_target"] is False:
+        return (
+            f"the winner attains {payload['validation']['slo_attainment']:.2%} on the held-out traffic, below the "
+            f"target {payload['target']:.2%}"
+        )
+    return None
+
+
+def evidence_command(payload: dict[str, Any]) -> str:
+    """The plan's command line as its evidence names it: without the flags that only say where its
+    output goes (a re-run re-plans, it does not re-write)."""
+    words, kept = shlex.split(payload["run"]["command"]), []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word in ("--write", "--json"):
+            continue
+        elif word in ("--emit", "--png", "--html", "--prometheus-url", "--journal"):
+            skip = True
+        elif not word.startswith(("--emit=", "--png=", "--html=", "--prometheus-url=", "--journal=")):
+            kept.append(word)
+    return shlex.join(kept)
+
+
+def evidence_block(payload: dict[str, Any], profile: str, search_fraction: float) -> list[str]:
+    """The `# Evidence` comment of a written plan: date and profile, command, validation and search
+    numbers, the rules its winner follows (the format tests/test_evidence.py and `explain` read)."""
+    v, s = payload["validation"], payload["search"]
+    numbers = (
+        f"validation (last {1 - search_fraction:.0%} of the trace, never searched): attainment "
+        f"{v['slo_attainment']:.2%}, {v['gpu_hours']:.2f} GPU-h ({v['oracle_ratio']}x the oracle's "
+        f"{v['oracle_gpu_hours']}), ${v['cost_usd']:.2f}; search (first {search_fraction:.0%}): "
+        f"{s['slo_attainment']:.2%}, {s['gpu_hours']:.2f} GPU-h, ${s['cost_usd']:.2f}. Target: "
+        f"{payload['target']:.2%}. Written by plan --write."
+    )
+    rules = [n for n in payload["notes"] if n.startswith("maxReplicas ")]
+    head = f"Evidence: planned {payload['run']['date'][:10]} on engine profile {profile}"
+    return [head, evidence_command(payload), *textwrap.wrap(" ".join([numbers, *rules]), 100)]
+
+
+def emitted_scaled_object(payload: dict[str, Any], planned: StackModel, prometheus_url: str | None) -> str:
+    """The winner's ScaledObject as the platform would deploy it (contract/manifests), as YAML."""
+    namespace = planned.source.settings(planned.raw_autoscaling).observability.namespace
+    url = prometheus_url or PLATFORM_PROMETHEUS.format(namespace=namespace)
+    manifest = scaled_object_manifest(planned.monitored, url)
+    v = payload["validation"]
+    head = (
+        f"# {planned.stack}/{planned.model.name}: the plan's winner, validation {v['slo_attainment']:.2%} at "
+        f"${v['cost_usd']:.2f} held out (target {payload['target']:.2%})\n# {record_line(payload)}\n"
+    )
+    return head + yaml.safe_dump(manifest, sort_keys=False)
 
 
 FRONTIER_HEADERS = ("GPU", "SLO attained", "GPU-h", "cost $", "$/M output tokens", "min", "max", "queue target")
@@ -427,7 +608,39 @@ def _verdict(payload: dict[str, Any]) -> list[str]:
         )
     if payload["binding_limit"]:
         lines.append(f"no candidate meets the target; binding limit: {payload['binding_limit']}")
-    return lines + payload["notes"]
+    return lines + payload["notes"] + refused_lines(payload)
+
+
+def refused_lines(payload: dict[str, Any]) -> list[str]:
+    """The refused candidates by reason (they would not deploy or start, so they have no numbers)."""
+    if not payload["refused"]:
+        return []
+    head = f"refused: {payload['refused_trials']} of {payload['trials']} candidates would not deploy or start:"
+    return [head, *(f"  {r['candidates']} x {r['reason']}" for r in payload["refused"])]
+
+
+def withheld_warning(payload: dict[str, Any]) -> str | None:
+    """Why the printed commands must not be applied as they are: the winner missed the target on
+    traffic the search never saw (None: validation met it, or there are no commands)."""
+    if not payload["config_set"] or payload["validation_meets_target"] is not False:
+        return None
+    return (
+        f"DO NOT APPLY: the winner attains {payload['validation']['slo_attainment']:.2%} on the held-out traffic, "
+        f"below the target {payload['target']:.2%}; the lines below are commented out. Re-plan (more --trials, "
+        "--margin 1.2, or more traffic) before deploying them"
+    )
+
+
+def shown_commands(payload: dict[str, Any]) -> list[str]:
+    """The commands as the text and HTML outputs show them: commented out under a failed validation."""
+    if withheld_warning(payload):
+        return ["# " + line for line in payload["config_set"]]
+    return list(payload["config_set"])
+
+
+def record_line(payload: dict[str, Any]) -> str:
+    r = payload["run"]
+    return f"made by: {r['command']} (seed {r['seed']}, {r['date']})"
 
 
 def _write_html(payload: dict[str, Any], title: str, target: float, path: Path) -> Path:
@@ -438,9 +651,18 @@ def _write_html(payload: dict[str, Any], title: str, target: float, path: Path) 
     ]
     figure = HtmlFigure(
         Path(payload["frontier_png"]),
-        "Each dot a candidate on the search traffic; the line the cheapest attainment reachable at each cost.",
+        "Each dot a candidate on the search traffic; the line the cheapest attainment reachable at each cost; "
+        "the star the winner (its validation in the legend), the diamond the committed policy. " + record_line(payload),
     )
-    return write_html(path, title, _verdict(payload), tables, [figure], payload["config_set"])
+    return write_html(
+        path,
+        title,
+        [record_line(payload), *_verdict(payload)],
+        tables,
+        [figure],
+        shown_commands(payload),
+        withheld_warning(payload),
+    )
 
 
 def _table(title: str, headers: tuple[str, ...], rows: list[list[str]], text: tuple[int, ...] = (0,)) -> Table:
@@ -465,6 +687,11 @@ def _print(payload: dict[str, Any], title: str, target: float) -> None:
     for line in _verdict(payload):
         style = "yellow" if line.startswith("no candidate") else None
         console.print(line, style=style, highlight=False)
-    for line in payload["config_set"]:
-        console.print(line, soft_wrap=True, highlight=False)
+    if warning := withheld_warning(payload):
+        console.print(warning, style="bold red", highlight=False)
+    for line in shown_commands(payload):
+        console.print(line, soft_wrap=True, highlight=False, markup=False)
+    console.print(record_line(payload), highlight=False, markup=False)
+    if payload["written"]:
+        console.print(f"wrote the winner's values and its # Evidence block to {payload['written']}", highlight=False)
     console.print(f"frontier: {payload['frontier_png']}\nreport: {payload['html_report']}")

@@ -12,10 +12,10 @@ import argparse
 from pathlib import Path
 
 from capacity.cli import DEFAULT_STACK
+from capacity.cli.advice import advice, choose_target
+from capacity.engine import get_profile
 from capacity.measure.envelope import read_envelope
-from capacity.measure.recommend import Setting, commands, recommend, report_lines, slo_to_defend, stack_path
-from capacity.planning.stack import apply_config_set, load_stack_model
-from contract.settings.autoscaling import DEFAULT_KEY, merged_policy
+from capacity.measure.recommend import recommend, slo_to_defend
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +35,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stack", default=DEFAULT_STACK, help="Pulumi stack the commands target (-s); its file must exist"
     )
-    parser.add_argument("--model", default=None, help="served model name (default: the 'default' block)")
+    parser.add_argument(
+        "--model", default=None, help="the stack model whose autoscaling block to retune (default: its first model)"
+    )
+    parser.add_argument(
+        "--profile",
+        default=None,
+        help="engine profile the envelope was measured with, to compare with the stack's pinned one (default: not given)",
+    )
     parser.add_argument(
         "--peak-rps", type=float, default=None, help="peak load to size maxReplicas for, req/s (default: not sized)"
     )
@@ -50,27 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.stack_file is not None and not args.stack_file.is_file():
         raise ValueError(f"--stack-file {args.stack_file} does not exist")
+    if args.profile is not None:
+        get_profile(args.profile)  # an unknown name is one clear line before anything is read
     rows = read_envelope(args.envelope)
     # The stack and the model must exist: commands for either that does not would not deploy.
-    sm = load_stack_model(stack_path(args.stack, args.stack_file), args.model)
-    settings = sm.source.settings()
-    current = sm.policy if args.model else merged_policy(settings.autoscaling.get(DEFAULT_KEY, {}))
-    slo_p99, slo_ttft = slo_to_defend(current, None, sm.stack, args.slo_p99, args.slo_ttft_p95)
+    target = choose_target(args.stack, args.stack_file, args.model)
+    slo_p99, slo_ttft = slo_to_defend(target.sm.policy, None, target.sm.stack, args.slo_p99, args.slo_ttft_p95)
     rec = recommend(rows, slo_p99, slo_ttft, args.peak_rps)
-    budget = sm.pool_replicas
-    refused: list[str] = []
-    kept: list[Setting] = []
-    for s in rec.settings:
-        if s.path == "maxReplicas" and isinstance(s.value, int) and s.value > budget:
-            pools = ", ".join(f"{p.name} {p.gpu_limit}" for p in sm.pools)
-            refused.append(
-                f"# maxReplicas {s.value} refused: the pools of {sm.model.name} hold {budget} replicas' GPUs "
-                f"({pools}); raise gpuCapacity.pools[].gpuLimit first or plan for less peak"
-            )
-            continue
-        kept.append(s)
-    scope = args.model or DEFAULT_KEY
-    apply_config_set(sm, [(f"autoscaling.{scope}.{s.path}", s.value) for s in kept])
-    print("\n".join(report_lines(rec, slo_p99, slo_ttft)))
-    print("\n".join(refused + commands(rec, sm.stack, args.model, current, kept)))
+    print("\n".join(advice(rec, target, args.profile, slo_p99, slo_ttft)))
     return 0

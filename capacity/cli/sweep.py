@@ -11,9 +11,11 @@ import functools
 from pathlib import Path
 
 from capacity.cli import DEFAULT_STACK
+from capacity.cli.advice import advice, choose_target
 from capacity.cli.load_args import add_load_arguments, check_urls, config_from_args, parse_levels
 from capacity.cli.progress import progress_bar
-from capacity.measure.recommend import commands, current_values, recommend, report_lines, slo_to_defend
+from capacity.engine import get_profile
+from capacity.measure.recommend import recommend, slo_to_defend
 from capacity.measure.report import write_report
 from capacity.measure.sweep import PointResult, SweepOptions, run_sweep
 from capacity.runtime import run_main
@@ -36,13 +38,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stack", default=DEFAULT_STACK, help="stack whose SLO is defended and whose thresholds the commands set"
     )
+    parser.add_argument(
+        "--profile",
+        default=None,
+        help="engine profile of the swept replica's GPU and model, to compare with the stack's pinned one (default: not given)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     levels = parse_levels(args.concurrency)
     base = config_from_args(args, concurrency=levels[0])
-    current, why_not = current_values(args.stack, args.model or "default")
-    slo_p99, slo_ttft = slo_to_defend(current, why_not, args.stack, args.slo_p99, args.slo_ttft_p95)
+    if args.profile is not None:
+        get_profile(args.profile)  # an unknown name is one clear line before any load
+    # --model is the name requested and the stack model retuned (the gateway routes by it)
+    target = choose_target(args.stack, None, args.model, args.profile)
+    current = target.sm.policy
+    slo_p99, slo_ttft = slo_to_defend(current, None, target.sm.stack, args.slo_p99, args.slo_ttft_p95)
     check_urls(args.url)
 
     def show(point: PointResult) -> None:
@@ -63,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
         paths = write_report(points, args.out, title, slo_p99)
         print("wrote " + ", ".join(str(p) for p in paths.values()))
         raise ValueError(f"{no_recommendation} (envelope in {paths['csv']})") from None
-    recs = [*report_lines(rec, slo_p99, slo_ttft), *commands(rec, args.stack, args.model, current)]
+    recs = advice(rec, target, args.profile, slo_p99, slo_ttft)
     print("\n".join(recs))
-    paths = write_report(points, args.out, title, slo_p99, recs)
+    paths = write_report(points, args.out, title, slo_p99, recs, current)
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0

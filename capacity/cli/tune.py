@@ -1,6 +1,8 @@
 """Tune thresholds: the cheapest policy whose simulated SLO attainment meets a target.
 
-Prints the before/after table and the `pulumi config set --path ...` lines that deploy it.
+Prints the before/after table and the `pulumi config set --path ...` lines that deploy it. While
+no policy meets the target, maxReplicas is searched too, up to the pools' budget for the model;
+when none meets it even so, it says why, prints no lines and exits 1.
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from typing import Any
 from rich.console import Console
 
 from capacity.cli.sim_args import add_common_arguments, emit, load_inputs, row_name, start_note
-from capacity.planning.stack import apply_config_set
-from capacity.planning.tune import config_set_lines, tune
+from capacity.planning.stack import apply_config_set, replica_budget
+from capacity.planning.tune import config_set_lines, shortfall, tune
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,10 +33,11 @@ def run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
     sm, trace, options, orc = load_inputs(args)
-    result = tune(sm, trace, args.slo_attainment, options, workers=args.workers)
+    result = tune(sm, trace, args.slo_attainment, options, workers=args.workers, ceiling=replica_budget(sm))
     # Every printed command must deploy: the stack file with all of them applied is validated.
     apply_config_set(sm, [(f"autoscaling.{sm.model.name}.{path}", after) for path, _, after in result.changes])
-    lines = config_set_lines(result, sm.model.name, sm.stack)
+    meets = result.meets_target
+    lines = config_set_lines(result, sm.model.name, sm.stack) if meets else []
     before, after = (e.summary.with_oracle(orc.gpu_hours) for e in (result.baseline, result.best))  # type: ignore[union-attr]  # tune always runs its baseline and keeps a best
     payload: dict[str, Any] = {
         "target_slo_attainment": result.target,
@@ -43,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
         "after": after.as_dict(),
         "changes": [{"path": p, "before": b, "after": a} for p, b, a in result.changes],
         "pulumi_config_set": lines,
-        "meets_target": after.slo_attainment >= result.target,
+        "meets_target": meets,
+        "why_not": None if meets else shortfall(result, sm),
         "oracle_infeasible_intervals": orc.infeasible_intervals,
     }
     title = f"tune {sm.stack}/{sm.model.name}: cheapest policy with SLO attainment >= {result.target:.1%}"
@@ -55,10 +59,15 @@ def run(args: argparse.Namespace) -> int:
     emit(args, payload, rows, f"{title}\n{start_note(sm.manifest, options)}")
     if not args.json:
         console = Console()
-        if not payload["meets_target"]:
-            console.print("[yellow]no policy in the search space meets the target; the closest one is shown[/]")
+        if not meets:
+            console.print(
+                f"[yellow]no policy in the search space (maxReplicas up to {result.ceiling}, the pools' budget) "
+                f"meets the target: {payload['why_not']}. The closest is shown; nothing to apply.[/]",
+                soft_wrap=True,
+            )
         for p, b, a in result.changes:
-            console.print(f"{p}: {b} -> {a}")
-        for line in lines or ["# the stack's policy is already the cheapest that meets the target"]:
-            console.print(line, soft_wrap=True, highlight=False)
-    return 0
+            console.print(f"{'closest: ' if not meets else ''}{p}: {b} -> {a}")
+        if meets:
+            for line in lines or ["# the stack's policy is already the cheapest that meets the target"]:
+                console.print(line, soft_wrap=True, highlight=False)
+    return 0 if meets else 1

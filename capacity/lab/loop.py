@@ -21,12 +21,11 @@ from capacity.lab.processes import stop, wait_until_ready
 from capacity.lab.prometheus import find_prometheus, free_port, run_prometheus, wait_for_targets
 from capacity.measure.config import LoadConfig
 from capacity.measure.envelope import find_knee
-from capacity.measure.recommend import commands, current_values, recommend, report_lines, slo_to_defend
+from capacity.measure.recommend import Recommendation, recommend
 from capacity.measure.report import envelope_table, write_report
 from capacity.measure.sweep import PointResult, SweepOptions, run_sweep
 from capacity.runtime import run_main
 from contract.settings.autoscaling import ModelAutoscaling
-from contract.settings.stack_file import load_stack
 
 
 @dataclass(frozen=True)
@@ -39,11 +38,10 @@ class LabOptions:
     output_tokens: int
     warmup_s: float  # model seconds per level
     duration_s: float  # measured model seconds per level
-    slo_p99: float | None  # None: the stack's SLO for the model
+    slo_p99: float | None  # the SLO the envelope is read against (the stack's for the model, or a flag's)
     slo_ttft_p95: float | None
     peak_rps: float | None
-    stack: str  # whose thresholds the commands retune
-    model: str | None  # its autoscaling block (None: the model served with the profile, else 'default')
+    policy: ModelAutoscaling  # the retuned model's policy in force: the KEDA queries' targets
     prometheus: bool  # use Prometheus when installed
     out: Path
 
@@ -80,19 +78,9 @@ def _start_replicas(stack: ExitStack, options: LabOptions) -> list[str]:
     return urls
 
 
-def model_served_with(stack: str, profile_name: str) -> str | None:
-    """The stack's model whose `capacityProfile` is this profile: the envelope measured here is its."""
-    try:
-        settings = load_stack(stack)
-    except (OSError, ValueError):  # no such stack file, or one that does not validate
-        return None
-    return next((m.name for m in settings.models if m.capacity_profile == profile_name), None)
-
-
 def _measure(
     options: LabOptions,
     profile: EngineProfile,
-    policy: ModelAutoscaling | None,
     say: Callable[[str], None],
     progress: Callable[[dict], None] | None,
 ) -> list[PointResult]:
@@ -118,7 +106,7 @@ def _measure(
             time_scale=options.speedup,
             client="raw",
         )
-        sweep = SweepOptions(options.levels, sample_interval_s=0.5, prometheus=prometheus, policy=policy)
+        sweep = SweepOptions(options.levels, sample_interval_s=0.5, prometheus=prometheus, policy=options.policy)
 
         def show(point: PointResult) -> None:
             r, attained = point.row, point.summary.get("slo_attainment")
@@ -134,34 +122,25 @@ def _measure(
 
 def run_lab(
     options: LabOptions,
+    advise: Callable[[Recommendation], list[str]],
     say: Callable[[str], None] = functools.partial(print, flush=True),
     progress: Callable[[dict], None] | None = None,
 ) -> dict[str, Path]:
-    """Measure, print the envelope and the recommended commands, write the report; its paths.
-    The SLO defended is the stack's for the model, unless the options give one; no thresholds
-    come from an envelope without a plateau (the report is written, then ValueError says why)."""
+    """Measure, print the envelope and what `advise` makes of its recommendation (the commands),
+    write the report; its paths. No thresholds come from an envelope without a plateau (the
+    report is written, then ValueError says why)."""
     if options.replicas < 1:
         raise ValueError(f"--replicas must be >= 1, got {options.replicas}")
     profile = get_profile(options.profile)
-    model = options.model or model_served_with(options.stack, profile.name)
-    current, why_not = current_values(options.stack, model or "default")
-    slo_p99, slo_ttft = slo_to_defend(current, why_not, options.stack, options.slo_p99, options.slo_ttft_p95)
-    points = _measure(options, profile, current, say, progress)
+    points = _measure(options, profile, say, progress)
     rows = [p.row for p in points]
     say("\n" + "\n".join(envelope_table(rows, find_knee(rows))) + "\n")
     title = f"Capacity lab: {profile.name} (mock, {options.speedup:g}x)"
     try:
-        rec = recommend(rows, slo_p99, slo_ttft, options.peak_rps)
+        rec = recommend(rows, options.slo_p99, options.slo_ttft_p95, options.peak_rps)
     except ValueError as no_recommendation:
-        paths = write_report(points, options.out, title, slo_p99)
+        paths = write_report(points, options.out, title, options.slo_p99)
         raise ValueError(f"{no_recommendation} (envelope in {paths['csv']})") from None
-    lines = [*report_lines(rec, slo_p99, slo_ttft), *commands(rec, options.stack, model, current)]
-    if model is None and not options.model:
-        lines.insert(
-            0,
-            f"# no model in stack {options.stack!r} names capacityProfile {profile.name!r}: commands target 'default'",
-        )
-    if why_not:
-        lines.insert(0, f"# current values not shown: {why_not}")
+    lines = advise(rec)
     say("\n".join(lines))
-    return write_report(points, options.out, title, slo_p99, lines)
+    return write_report(points, options.out, title, options.slo_p99, lines, options.policy)

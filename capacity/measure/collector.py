@@ -32,6 +32,7 @@ class NamedQuery:
     name: str  # a trigger's key, or a load signal's name
     query: str
     rate: bool = False  # a per-second rate (scaled back to model time for a sped-up mock)
+    additive: bool = False  # a sum over replicas, which KEDA divides by their count (AverageValue)
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class Reading:
     mean: float | None  # over the range query's samples
     max: float | None
     samples: list[tuple[float, float]]
+    additive: bool = False  # a fleet sum (see NamedQuery)
 
 
 def wall_window(model_seconds: int, time_scale: float) -> int:
@@ -67,7 +69,8 @@ def scaling_queries(
     second of a sped-up mock, whose windows shrink by it."""
     policy = policy or ModelAutoscaling()
     queries = [
-        NamedQuery(t.key, _on_wall_clock(query, time_scale).promql(scope))
+        # a trigger's rate (prompt tokens/s) is per wall second of the mock: scaled back like the load's
+        NamedQuery(t.key, _on_wall_clock(query, time_scale).promql(scope), query.shape == "sum_rate", query.additive)
         for t in triggers
         if (query := t.signal(policy)) is not None
     ]
@@ -99,5 +102,6 @@ def collect(
             mean=sum(values) / len(values) if values else None,
             max=max(values) if values else None,
             samples=samples,
+            additive=s.additive,
         )
     return out

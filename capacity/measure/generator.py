@@ -162,6 +162,11 @@ class LoadGenerator:
                 if not main.done():
                     main.cancel()
                 await asyncio.gather(main, return_exceptions=True)
+                # A run that ran out of requests (max_requests) before the window closed measured until
+                # it ended, not over the whole window: its rates are per second actually elapsed.
+                ended = self._now()
+                if ended < self._window[1]:
+                    self._window = (self._window[0], max(self._window[0], ended))
                 if main.done() and not main.cancelled() and main.exception():
                     raise main.exception()
                 if self._stopped:

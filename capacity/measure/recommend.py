@@ -279,8 +279,10 @@ def commands(
     model: str | None,
     current: ModelAutoscaling | None = None,
     settings: Sequence[Setting] | None = None,
+    planned: bool = False,
 ) -> list[str]:
-    """The settings (default: all recommended) as commands; the caller validates them first."""
+    """The settings (default: all recommended) as commands; the caller validates them first.
+    `planned`: the model's values were planned (an evidence block), so the value in force shows as `plan:`."""
     key = model or "default"
     # Pulumi's --path syntax: a key with a dot must be quoted, e.g. autoscaling["qwen2.5-7b"]
     prefix = f'autoscaling["{key}"]' if "." in key else f"autoscaling.{key}"
@@ -289,7 +291,7 @@ def commands(
     for s in rec.settings if settings is None else settings:
         comment = s.rationale
         if current is not None and s.current is not None:
-            comment += f" (current: {_render(s.current(current))})"
+            comment += f" ({'plan' if planned else 'current'}: {_render(s.current(current))})"
         models = [m for m, block in shadowed.items() if holds(block, s.path)]
         if models:  # a default a model's own block overrides changes nothing for that model
             comment += f"; autoscaling.{{{','.join(models)}}} set it themselves: pass --model to retune them"

@@ -7,9 +7,11 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from capacity.measure.collector import Reading
 from capacity.measure.envelope import EnvelopeRow, Knee, find_knee, write_envelope
 from capacity.measure.sweep import PointResult
 from capacity.tables import cell
+from contract.settings.autoscaling import ModelAutoscaling
 from contract.triggers import TRIGGERS, Trigger
 
 
@@ -71,8 +73,50 @@ def envelope_table(rows: list[EnvelopeRow], knee: Knee | None = None) -> list[st
     return lines
 
 
-def _column(trigger: Trigger) -> str:
-    return f"{trigger.label} (s)" if trigger.unit == "s" else trigger.label
+def _column(trigger: Trigger, reading: Reading) -> str:
+    unit = " (s)" if trigger.unit == "s" else ""
+    return f"{trigger.label}{unit}" + (" / replica" if reading.additive else "")
+
+
+def _seen(reading: Reading, replicas: int) -> float | None:
+    """A KEDA reading as its target reads it: an additive one (AverageValue) per replica."""
+    if reading.instant is None or not reading.additive:
+        return reading.instant
+    return reading.instant / replicas
+
+
+def _autoscaler_table(
+    points: Sequence[PointResult], triggers: Sequence[Trigger], policy: ModelAutoscaling | None = None
+) -> list[str]:
+    """The triggers' readings at the end of each level's window, in the units of their thresholds,
+    under a first row of the policy's targets (when given)."""
+    read = [t for t in triggers if t.key in points[0].keda]
+    replicas, scale = points[0].replicas, points[0].time_scale
+    clock = (
+        f"The replicas ran on a {scale:g}x clock; every number here is in real (model) time, as a real "
+        f"replica would show it: each query's window is the policy's window / {scale:g} of wall time, and "
+        f"rates counted per wall second are divided by {scale:g}. "
+        if scale != 1
+        else ""
+    )
+    lines = [
+        "## What the autoscaler would have seen (KEDA queries, end of each window)",
+        "",
+        f"{clock}Additive signals (AverageValue triggers: the queue, KV and token rates) are shown per replica, "
+        f"their fleet sum over the {replicas} replica(s) divided as KEDA divides it, so each compares with its "
+        "per-replica target; latency quantiles (Value triggers) are the fleet's.",
+        "",
+        "| concurrency / replica | " + " | ".join(_column(t, points[0].keda[t.key]) for t in read) + " |",
+        "|---:|" + "---:|" * len(read),
+    ]
+    if policy is not None:
+        targets = [f"{t.target(policy):g}" + ("" if t.enabled(policy) else " (off)") for t in read]
+        lines.append("| target | " + " | ".join(targets) + " |")
+    for p in points:
+        lines.append(
+            f"| {p.row.concurrency} | " + " | ".join(cell(_seen(p.keda[t.key], p.replicas), ".2f") for t in read) + " |"
+        )
+    return lines
 
 
 def markdown_report(
@@ -84,6 +128,7 @@ def markdown_report(
     slo_p99: float | None = None,
     recommendations: list[str] | None = None,
     triggers: Sequence[Trigger] = TRIGGERS,
+    policy: ModelAutoscaling | None = None,
 ) -> str:
     lines = [f"# {title}", "", f"![envelope]({png_name})", "", *envelope_table(rows, knee), ""]
     if knee:
@@ -101,17 +146,7 @@ def markdown_report(
         ]
     keda_points = [p for p in points if p.keda]
     if keda_points:
-        read = [t for t in triggers if t.key in keda_points[0].keda]
-        lines += [
-            "## What the autoscaler would have seen (KEDA queries, end of each window)",
-            "",
-            "| concurrency | " + " | ".join(_column(t) for t in read) + " |",
-            "|---:|" + "---:|" * len(read),
-        ]
-        for p in keda_points:
-            lines.append(
-                f"| {p.row.concurrency} | " + " | ".join(cell(p.keda[t.key].instant, ".2f") for t in read) + " |"
-            )
+        lines += _autoscaler_table(keda_points, triggers, policy)
         queries = keda_points[0].keda
         lines += ["", "Queries:", "", *(f"- `{name}`: `{r.query}`" for name, r in queries.items()), ""]
     if recommendations:
@@ -126,6 +161,7 @@ def write_report(
     title: str,
     slo_p99: float | None = None,
     recommendations: list[str] | None = None,
+    policy: ModelAutoscaling | None = None,
 ) -> dict[str, Path]:
     """envelope.csv, envelope.png, report.md and points.json (summaries and KEDA readings) in `out`."""
     out.mkdir(parents=True, exist_ok=True)
@@ -139,12 +175,16 @@ def write_report(
     write_envelope(paths["csv"], rows)
     knee = find_knee(rows) if len(rows) >= 2 else None
     plot_envelope(rows, knee, paths["png"], title, slo_p99)
-    paths["md"].write_text(markdown_report(rows, knee, title, paths["png"].name, points, slo_p99, recommendations))
+    paths["md"].write_text(
+        markdown_report(rows, knee, title, paths["png"].name, points, slo_p99, recommendations, policy=policy)
+    )
     paths["json"].write_text(
         json.dumps(
             [
                 {
                     "summary": p.summary,
+                    "replicas": p.replicas,
+                    "time_scale": p.time_scale,
                     "keda": {
                         k: {"query": v.query, "instant": v.instant, "mean": v.mean, "max": v.max}
                         for k, v in p.keda.items()

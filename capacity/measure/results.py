@@ -85,6 +85,7 @@ def summarize(result: LoadResult) -> dict:
     measured = [r for r in result.records if r.phase == "measure"]
     ok = [r for r in measured if r.ok]
     window = result.window[1] - result.window[0]
+    per_s = 1 / window if window > 0 else 0.0  # a window of no time (every request ended in warm-up): none
     errors: dict[str, int] = {}
     for r in measured:
         if not r.ok:
@@ -110,9 +111,9 @@ def summarize(result: LoadResult) -> dict:
         "successful": len(ok),
         "errors": errors,
         "dropped": result.dropped,
-        "successful_rps": len(ok) / window,
-        "total_tokens_per_s": (prompt + output) / window,
-        "output_tokens_per_s": output / window,
+        "successful_rps": len(ok) * per_s,
+        "total_tokens_per_s": (prompt + output) * per_s,
+        "output_tokens_per_s": output * per_s,
         "latency_s": _pct([r.latency_s for r in ok]),
         "ttft_s": _pct([r.ttft_s for r in ok]),
         "itl_s": _pct(result.itl_samples),

@@ -30,7 +30,9 @@ from contract.settings.autoscaling import ModelAutoscaling
 class PointResult:
     row: EnvelopeRow
     summary: dict
-    keda: dict[str, Reading] = field(default_factory=dict)
+    keda: dict[str, Reading] = field(default_factory=dict)  # fleet-wide, in model (real-clock) time
+    replicas: int = 1  # the replicas swept together: an additive reading over them is the fleet's sum
+    time_scale: float = 1.0  # model seconds per wall second of the swept replicas
 
 
 class MetricsSampler:
@@ -146,7 +148,7 @@ async def run_sweep(
             )
             if options.policy is not None:  # the stack's per-request service level, level by level
                 s["slo_attainment"] = slo_attainment(result.records, options.policy.slo)
-            point = PointResult(row, s, keda)
+            point = PointResult(row, s, keda, replicas, config.time_scale)
             points.append(point)
             sampler.samples.clear()
             if on_point:

@@ -112,7 +112,7 @@ def merge_results(config: LoadConfig, parts: Sequence[LoadResult]) -> LoadResult
     result = LoadResult(
         config=config,
         records=records,
-        window=parts[0].window,
+        window=(parts[0].window[0], max(p.window[1] for p in parts)),  # until the last worker ended
         itl_samples=np.concatenate([p.itl_samples for p in parts]),
         loop_lag_ms=np.concatenate([p.loop_lag_ms for p in parts]),
         dropped=sum(p.dropped for p in parts),

@@ -19,6 +19,7 @@ figure { margin: 1.5em 0; } img { max-width: 100%; }
 figcaption, caption, .note { color: #555; font-size: 0.9em; }
 caption { caption-side: bottom; text-align: left; padding-top: 0.4em; }
 pre { background: #f6f6f6; padding: 0.6em; overflow-x: auto; }
+.warning { color: #b00; border: 2px solid #b00; padding: 0.5em; font-weight: bold; }
 """
 
 
@@ -56,10 +57,14 @@ def write_html(
     tables: Sequence[HtmlTable] = (),
     figures: Sequence[HtmlFigure] = (),
     commands: Sequence[str] = (),
+    warning: str | None = None,
 ) -> Path:
-    """The page at `path`: notes, then the tables, any commands (as a code block), the figures."""
+    """The page at `path`: notes, then the tables, any commands (as a code block, under `warning`
+    in red when they must not be applied as they are), the figures."""
     parts = [f"<h1>{escape(title)}</h1>", *(f'<p class="note">{escape(n)}</p>' for n in notes)]
     parts += [_table(t) for t in tables]
+    if warning:
+        parts.append(f'<p class="warning">{escape(warning)}</p>')
     if commands:
         parts.append("<pre>" + escape("\n".join(commands)) + "</pre>")
     parts += [_figure(f) for f in figures]

@@ -28,8 +28,9 @@ from contract.triggers import TRIGGERS, Trigger, enabled_triggers
 Knob = tuple[str, Callable[[Policy], Sequence[Any]], Callable[[Policy], Any]]
 
 
-def _knobs(policy: Policy, triggers: Sequence[Trigger] = TRIGGERS) -> list[Knob]:
-    """Every enabled trigger's target the trigger has candidates for, then the non-trigger knobs."""
+def _knobs(policy: Policy, triggers: Sequence[Trigger] = TRIGGERS, ceiling: int | None = None) -> list[Knob]:
+    """Every enabled trigger's target the trigger has candidates for, then the non-trigger knobs;
+    with a `ceiling` above the policy's maxReplicas, maxReplicas up to it too."""
     knobs: list[Knob] = [
         (t.target_path(), t.search, t.target) for t in enabled_triggers(policy, triggers) if t.search(policy)
     ]
@@ -47,6 +48,8 @@ def _knobs(policy: Policy, triggers: Sequence[Trigger] = TRIGGERS) -> list[Knob]
             lambda p: p.behavior.scale_down.stabilization_window_seconds,
         )
     )
+    if ceiling is not None and ceiling > policy.max_replicas:
+        knobs.append(("maxReplicas", lambda p: _spread(p.max_replicas, ceiling, 4), lambda p: p.max_replicas))
     # Up to maxReplicas: on steady traffic a (nearly) static fleet can be the cheapest policy.
     knobs.append(("minReplicas", lambda p: _spread(0, p.max_replicas, 13), lambda p: p.min_replicas))
     return knobs
@@ -94,6 +97,11 @@ class TuneResult:
     changes: list[tuple[str, Any, Any]]  # (path, before, after)
     evaluated: int
     target: float
+    ceiling: int | None = None  # the highest maxReplicas searched (the pools' budget for the model)
+
+    @property
+    def meets_target(self) -> bool:
+        return self.best.summary is not None and self.best.summary.slo_attainment >= self.target
 
 
 def _score(summary: RunSummary, target: float) -> tuple:
@@ -127,9 +135,12 @@ def tune(
     options: RunOptions = RunOptions(),
     workers: int = 2,
     max_passes: int = 3,
+    ceiling: int | None = None,
 ) -> TuneResult:
     """`target`: the attainment to reach (share of feasible requests within the SLO); default
-    the SLO's own objective (the P95 of its key names)."""
+    the SLO's own objective (the P95 of its key names). `ceiling`: while no policy meets the
+    target, maxReplicas is searched up to it too (the pools' budget for the model: more would
+    not deploy); a policy that meets it keeps its ceiling."""
     target = slo_targets(sm).objective if target is None else target
     job = TuneJob(sm, trace, options, feasible_requests(sm, trace))
     cache: dict[tuple[tuple[str, Any], ...], Evaluated[RunSummary]] = {}
@@ -153,7 +164,8 @@ def tune(
         for _ in range(max_passes):
             improved = False
             policy = apply_config_set(sm, best.candidate.edits).policy
-            for path, candidates, _ in _knobs(policy):
+            missing = best.summary is None or best.summary.slo_attainment < target
+            for path, candidates, _ in _knobs(policy, ceiling=ceiling if missing else None):
                 tried = [knob_candidate(model, {**knobs, path: v}) for v in candidates(policy)]
                 evaluate_all(tried)
                 for candidate in tried:
@@ -167,10 +179,39 @@ def tune(
     before, after = sm.policy, apply_config_set(sm, best.candidate.edits).policy
     changes = [
         (path, current(before), current(after))
-        for path, _, current in _knobs(before)
+        for path, _, current in _knobs(before, ceiling=ceiling)
         if current(before) != current(after)
     ]
-    return TuneResult(baseline, best, changes, sum(1 for e in cache.values() if e.summary is not None), target)
+    evaluated = sum(1 for e in cache.values() if e.summary is not None)
+    return TuneResult(baseline, best, changes, evaluated, target, ceiling)
+
+
+def shortfall(result: TuneResult, sm: StackModel) -> str:
+    """Why the closest policy misses the target: the ceiling it is pinned at, or what else limits it."""
+    s = result.best.summary
+    assert s is not None  # the baseline ran, so the best did
+    policy = apply_config_set(sm, result.best.candidate.edits).policy
+    why = [f"the closest attains {s.slo_attainment:.2%} < the target {result.target:.2%}"]
+    if s.max_replicas_used >= policy.max_replicas:
+        at_budget = result.ceiling is not None and policy.max_replicas >= result.ceiling
+        why.append(
+            f"its fleet is pinned at maxReplicas {policy.max_replicas}"
+            + (
+                ", the pools' replica budget for the model (the most the settings allow): raise "
+                "gpuCapacity.pools[].gpuLimit or lower the other models' maxReplicas"
+                if at_budget
+                else ""
+            )
+        )
+    else:
+        why.append(
+            f"its fleet peaked at {s.max_replicas_used} of maxReplicas {policy.max_replicas}, so replicas are not "
+            "what it lacks: requests miss while new replicas start, or are slower than the SLO on a busy replica"
+        )
+    lost = s.failed_requests + s.rejected_requests + s.unfinished_requests
+    if lost:
+        why.append(f"{lost} of {s.requests} requests failed, were rejected or did not finish")
+    return "; ".join(why)
 
 
 def config_set_lines(result: TuneResult, model: str, stack: str) -> list[str]:

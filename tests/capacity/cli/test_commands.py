@@ -108,7 +108,8 @@ def test_recommend_prints_only_values_the_stack_accepts(tmp_path, stack):
 
 def test_recommend_never_sizes_max_replicas_past_the_pools_gpu_limit(tmp_path):
     out = recommend_cli(tmp_path, "--stack", "prod", "--model", "qwen25-14b-awq", "--peak-rps", "45").stdout
-    assert "maxReplicas 30 refused: the pools of qwen25-14b-awq hold 24" in out
+    assert "# not printed: autoscaling.qwen25-14b-awq.maxReplicas 30: would not deploy" in out
+    assert "must fit the gpuLimit of pools ['gpu-on-demand', 'gpu-spot'] (24 GPUs)" in out
     assert not [line for line in out.splitlines() if line.startswith("pulumi config set") and "maxReplicas" in line]
 
 

@@ -2,14 +2,18 @@
 from the evidence comment, and one clear line without evidence or --trace."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 
 from capacity.__main__ import main
+from capacity.cli.explain import unchanged_note
 from capacity.planning import sensitivity
 from capacity.planning.stack import load_stack_model
+from contract.settings.autoscaling import ModelAutoscaling
+from tests.summaries import RUN
 
 ROOT = Path(__file__).resolve().parents[3]
 TRACE = "synthetic:step:base=1,peak=3,at=150,length=150,duration=450,prompt=256,output=64"
@@ -108,3 +112,27 @@ def test_a_bad_search_fraction_is_one_line(capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     assert main(["explain", "--stack", "dev", "--trace", TRACE, "--search-fraction", "1"]) == 2
     assert "--search-fraction must be in (0, 1), got 1.0" in capsys.readouterr().err
+
+
+def _explanation(baseline, *summaries):
+    threshold = sensitivity.Threshold("minReplicas", "autoscaling.m.minReplicas", 2, "warm", None, 0)
+    variant = sensitivity.Variant("half", 1, ())
+    return sensitivity.Explanation(
+        baseline, [(threshold, [sensitivity.Outcome(variant, s, None) for s in summaries])], None
+    )
+
+
+def test_variants_identical_to_the_committed_result_say_the_fleet_sat_at_its_ceiling():
+    policy = ModelAutoscaling(min_replicas=2, max_replicas=4)
+    pinned = replace(RUN, max_replicas_used=4, scale_events=3)
+    note = unchanged_note(policy, _explanation(pinned, pinned, replace(pinned, cost_usd=2.0)))
+    assert note.startswith("1 of 2 simulated variants give exactly the committed result")
+    assert "pinned at its ceiling, maxReplicas 4" in note
+
+
+def test_variants_identical_to_a_fleet_that_never_scaled_say_so():
+    policy = ModelAutoscaling(min_replicas=2, max_replicas=4)
+    still = replace(RUN, initial_replicas=2, max_replicas_used=2, scale_events=0)
+    note = unchanged_note(policy, _explanation(still, still))
+    assert "never scaled: 2 replicas (minReplicas 2)" in note
+    assert unchanged_note(policy, _explanation(still, replace(still, cost_usd=3.0))) is None

@@ -7,13 +7,18 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import optuna
 import pytest
 
 from capacity.__main__ import main
+from capacity.cli.plan import refused_candidates, refused_lines, shown_commands, withheld_warning
 from capacity.planning import journal
+from capacity.planning.evaluator import Candidate, Evaluated
+from capacity.planning.html_report import write_html
 from capacity.planning.stack import apply_config_set, load_stack_model
 from contract.settings.config_path import ConfigRemove
 from tests.html_page import Report, embeds
@@ -359,3 +364,60 @@ def test_a_small_unservable_share_is_a_note_and_a_large_one_a_warning():
     assert planner.unservable_note(dev, trial(0.01), 0.95).startswith("1.0% of the searched requests")
     assert planner.unservable_note(dev, trial(0.08), 0.95).startswith("warning: 8.0% of the searched requests")
     assert planner.unservable_note(dev, trial(0.0001), 0.95).startswith("0.01% of the searched requests")
+
+
+def test_the_json_and_the_html_record_the_command_traffic_seed_and_date(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    out = plan(capsys, tmp_path, "--trace", STEP, "--seed", "5", "--html", str(tmp_path / "p.html"))
+    run = out["run"]
+    assert run["command"].startswith("python -m capacity plan --stack dev --trials 4")
+    assert f"--trace {STEP}" in run["command"] and run["traces"] == [STEP] and run["seed"] == 5
+    assert datetime.fromisoformat(run["date"]).tzinfo is not None
+    text = " ".join(Report(tmp_path / "p.html").text)
+    assert f"made by: {run['command']} (seed 5, {run['date']})" in text
+
+
+def _payload(validation: float, target: float = 0.99) -> dict:
+    return {
+        "config_set": ["pulumi config set --path 'autoscaling.m.minReplicas' 3 -s dev"],
+        "validation": {"slo_attainment": validation},
+        "validation_meets_target": validation >= target,
+        "target": target,
+    }
+
+
+def test_commands_under_a_failed_validation_are_commented_out_under_a_red_warning(tmp_path):
+    missed = _payload(0.97)
+    warning = withheld_warning(missed)
+    assert warning.startswith(
+        "DO NOT APPLY: the winner attains 97.00% on the held-out traffic, below the target 99.00%"
+    )
+    assert shown_commands(missed) == ["# pulumi config set --path 'autoscaling.m.minReplicas' 3 -s dev"]
+    page = write_html(tmp_path / "r.html", "plan", commands=shown_commands(missed), warning=warning).read_text()
+    assert f'<p class="warning">{warning}</p>' in page and ".warning { color: #b00;" in page
+    assert page.index('class="warning"') < page.index("<pre># pulumi config set")
+
+
+def test_commands_under_a_validation_that_meets_the_target_are_ready_to_run():
+    met = _payload(0.995)
+    assert withheld_warning(met) is None and shown_commands(met) == met["config_set"]
+
+
+def test_the_text_output_lists_refused_candidates_by_reason():
+    trials = [
+        Evaluated(Candidate(()), None, "maxReplicas (44 GPUs) must fit the gpuLimit of pools"),
+        Evaluated(Candidate(()), None, "engine profile: weights do not fit"),
+        Evaluated(Candidate(()), None, "maxReplicas (44 GPUs) must fit the gpuLimit of pools"),
+        Evaluated(Candidate(()), object(), None),
+    ]
+    refused = refused_candidates(SimpleNamespace(trials=trials))
+    assert refused == [
+        {"reason": "maxReplicas (44 GPUs) must fit the gpuLimit of pools", "candidates": 2},
+        {"reason": "engine profile: weights do not fit", "candidates": 1},
+    ]
+    lines = refused_lines({"refused": refused, "refused_trials": 3, "trials": 4})
+    assert lines == [
+        "refused: 3 of 4 candidates would not deploy or start:",
+        "  2 x maxReplicas (44 GPUs) must fit the gpuLimit of pools",
+        "  1 x engine profile: weights do not fit",
+    ]

@@ -22,3 +22,14 @@ def test_tune_command_prints_before_after_against_the_oracle_and_the_config_set_
     assert [c["path"] for c in out["changes"]] == [
         line.split("'")[1].split(".", 2)[2] for line in out["pulumi_config_set"]
     ]
+
+
+def test_when_no_policy_meets_the_target_tune_says_why_prints_no_lines_and_exits_1(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    flood = "synthetic:step:base=120,peak=120,at=10,length=10,duration=30,prompt=512,output=64"  # past 3 replicas
+    argv = ["tune", "--stack", "dev", "--profile", PROFILE, "--trace", flood, "--slo-attainment", "0.99"]
+    assert main(argv) == 1
+    out = " ".join(capsys.readouterr().out.split())  # rich folds long lines
+    assert "no policy in the search space (maxReplicas up to 3, the pools' budget) meets the target" in out
+    assert "its fleet is pinned at maxReplicas 3, the pools' replica budget for the model" in out
+    assert "already the cheapest" not in out and "pulumi config set" not in out

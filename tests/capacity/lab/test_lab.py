@@ -3,7 +3,6 @@
 import subprocess
 import sys
 
-from contract.settings.stack_file import load_stack
 from tests.capacity.conftest import REPO
 
 
@@ -53,11 +52,3 @@ def test_lab_runs_the_whole_loop_and_prints_commands_for_the_stacks_slo(tmp_path
     assert "SLO attained" in run.stdout  # each level judged per request against dev's TTFT/TPOT SLO
     assert "## SLO attained per level" in (tmp_path / "report.md").read_text()
     assert "What the autoscaler would have seen" in (tmp_path / "report.md").read_text()
-
-
-def test_lab_targets_the_stack_model_served_with_its_profile() -> None:
-    from capacity.lab.loop import model_served_with
-
-    models = load_stack("prod", REPO).models
-    assert [model_served_with("prod", m.capacity_profile) for m in models] == [m.name for m in models]
-    assert model_served_with("dev", models[0].capacity_profile) is None

@@ -507,6 +507,29 @@ async def test_max_requests_caps_what_is_sent_in_every_mode(mode, tmp_path):
     assert len(result.records) == 7 and all(r.ok for r in result.records)
 
 
+@pytest.mark.asyncio
+async def test_a_run_out_of_requests_before_its_window_closes_reports_the_rate_it_sent_at():
+    # `load --max-requests 20 --duration 100` once reported 20 / 100 s = 0.2 req/s for ~1.5 real
+    async with serve_replicas(FAST, speedup=SPEEDUP) as [replica]:
+        config = LoadConfig(
+            urls=(replica.url,),
+            concurrency=4,
+            warmup_s=0,
+            duration_s=100,
+            time_scale=SPEEDUP,
+            prompt_tokens=8,
+            output_tokens=2,
+            max_requests=20,
+        )
+        started = time.monotonic()
+        result = await asyncio.wait_for(run_load(config), timeout=30)
+        elapsed = (time.monotonic() - started) * SPEEDUP  # model seconds
+    summary = result.summary
+    assert summary["successful"] == 20 and summary["window_s"][1] < elapsed < 100
+    assert summary["successful_rps"] == pytest.approx(20 / summary["window_s"][1])
+    assert summary["successful_rps"] > 20 / elapsed
+
+
 def test_workers_share_max_requests_exactly():
     shares = split_config(LoadConfig(urls=("http://127.0.0.1:1",), rate=10.0, max_requests=5), 2)
     assert [c.max_requests for c in shares] == [3, 2]

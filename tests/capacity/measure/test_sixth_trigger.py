@@ -40,6 +40,8 @@ def test_a_sixth_trigger_is_read_from_prometheus_and_becomes_a_report_column():
     rows = [EnvelopeRow(1, 0.5, 500, 2, 3), EnvelopeRow(2, 0.9, 900, 2.5, 4)]
     report = markdown_report(rows, None, "t", "e.png", [PointResult(rows[0], {}, readings)], triggers=SIX)
     keda_table = report.split("## What the autoscaler would have seen")[1].splitlines()
-    header, values = next(line for line in keda_table if line.startswith("| concurrency")), keda_table[4]
-    assert header.startswith("| concurrency | Queue depth |") and header.endswith("| Waiting now |")
+    at = next(i for i, line in enumerate(keda_table) if line.startswith("| concurrency"))
+    header, values = keda_table[at], keda_table[at + 2]
+    assert header.startswith("| concurrency / replica | Queue depth / replica |")
+    assert header.endswith("| Waiting now / replica |")
     assert values.startswith("| 1 | 1.00 |") and values.endswith("| 7.00 |")

@@ -97,3 +97,18 @@ def test_the_printed_lines_deploy_the_policy_tune_simulated(padded, tuned):
         run_policy(deployed, load(LIGHT), RunOptions()), deployed, feasible_requests(deployed, load(LIGHT))
     )
     assert replayed == tuned.best.summary
+
+
+# steady traffic past one replica's cliff: one replica attains 8%, three about 49% once they have started
+BUSY = "synthetic:step:base=17,peak=17,at=60,length=100,duration=600,prompt=512,output=128"
+
+
+def test_while_no_policy_meets_the_target_tune_raises_max_replicas_up_to_the_ceiling():
+    sm = load_stack_model("dev", profile=PROFILE, root=ROOT)
+    capped = apply_config_set(
+        sm, knob_edits(sm.model.name, {"minReplicas": 1, "maxReplicas": 1, "fallbackReplicas": 1})
+    )
+    result = tune(capped, load(BUSY), target=0.4, options=RunOptions(), workers=2, max_passes=1, ceiling=3)
+    assert result.baseline.summary.slo_attainment < 0.4 and result.meets_target
+    raised = dict((path, after) for path, _, after in result.changes)
+    assert 1 < raised["maxReplicas"] <= 3
