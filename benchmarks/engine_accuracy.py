@@ -97,6 +97,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="in-sample only (no leave-one-source-out)")
     parser.add_argument("--fit", action="store_true", help="refit the calibration first and report the refit")
     parser.add_argument("--write", action="store_true", help=f"write {ACCURACY_FILE.relative_to(ROOT)}")
+    parser.add_argument("--iterations", type=int, default=100, help="simplex iterations per leave-one-out fit")
+    parser.add_argument("--workers", type=int, default=5, help="leave-one-out folds fitted at once")
     args = parser.parse_args()
     rows, scenarios = read_sweep(SWEEP), load_scenarios(PUBLIC)
     calibration = fit(rows, scenarios, CALIBRATED) if args.fit else CALIBRATED
@@ -116,7 +118,7 @@ def main() -> int:
         "command": "python benchmarks/engine_accuracy.py --write",
     }
     if not args.quick:
-        held = leave_one_source_out(rows, scenarios, calibration)
+        held = leave_one_source_out(rows, scenarios, calibration, args.iterations, workers=args.workers)
         table("leave one source out: each source predicted by a fit on the others", held)
         out["loso"] = report("leave-one-source-out", held)
         out["loso_a10g_sweep"] = report("A10G sweep (held out)", [p for p in held if p.source == SWEEP_SOURCE])

@@ -12,7 +12,8 @@ The fit set is every row of the calibration directory, nothing else:
 The loss is the mean over sources of each source's mean squared log error, so a source with many
 rows does not outweigh one with few; the search is a Nelder-Mead simplex over the log of the nine
 calibration values (numpy only). A point's regime is "light" (concurrency <= 16, a Poisson rate,
-a batch or burst of <= 8) or "saturated" (bigger bursts and batches, concurrency > 16).
+a burst of <= 16, an offline batch of <= 8) or "saturated" (bigger bursts and batches,
+concurrency > 16).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import csv
 import math
 import statistics
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +73,8 @@ def regime_of(scenario: Scenario) -> str:
     if scenario.arrival == "poisson":
         return "light"
     if scenario.arrival == "concurrency":
+        return "light" if n <= LIGHT_CONCURRENCY else "saturated"
+    if scenario.arrival == "burst":  # N requests at once: a closed loop's first N in flight
         return "light" if n <= LIGHT_CONCURRENCY else "saturated"
     return "light" if n <= 8 else "saturated"
 
@@ -142,21 +146,32 @@ def fit(
     return decode(_nelder_mead(objective, x0, step=0.2, iterations=iterations))
 
 
-def leave_one_source_out(
-    rows: Sequence[SweepRow], scenarios: Sequence[Scenario], start: Calibration = CALIBRATED, iterations: int = 150
+def _held_out(
+    held: str, rows: Sequence[SweepRow], scenarios: Sequence[Scenario], start: Calibration, iterations: int
 ) -> list[Point]:
-    """Each source's points predicted by a calibration fitted on every other source."""
+    keep_rows = [] if held == SWEEP_SOURCE else list(rows)
+    keep = [s for s in scenarios if source_of(s) != held]
+    c = fit(keep_rows, keep, start, iterations)
+    if held == SWEEP_SOURCE:
+        return sweep_points(rows, c)
+    return scenario_points([s for s in scenarios if source_of(s) == held], c)
+
+
+def leave_one_source_out(
+    rows: Sequence[SweepRow],
+    scenarios: Sequence[Scenario],
+    start: Calibration = CALIBRATED,
+    iterations: int = 100,
+    workers: int = 1,
+) -> list[Point]:
+    """Each source's points predicted by a calibration fitted on every other source (one fold
+    per source, `workers` folds at once)."""
     sources = sorted({source_of(s) for s in scenarios} | ({SWEEP_SOURCE} if rows else set()))
-    out: list[Point] = []
-    for held in sources:
-        keep_rows = [] if held == SWEEP_SOURCE else list(rows)
-        keep = [s for s in scenarios if source_of(s) != held]
-        c = fit(keep_rows, keep, start, iterations)
-        if held == SWEEP_SOURCE:
-            out += sweep_points(rows, c)
-        else:
-            out += scenario_points([s for s in scenarios if source_of(s) == held], c)
-    return out
+    if workers <= 1:
+        return [p for held in sources for p in _held_out(held, rows, scenarios, start, iterations)]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(_held_out, held, rows, scenarios, start, iterations) for held in sources]
+        return [p for f in futures for p in f.result()]
 
 
 def summary(points: Sequence[Point]) -> dict[str, float]:
