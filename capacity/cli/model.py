@@ -19,6 +19,7 @@ from capacity.engine import DEFAULT_PROFILE, PROFILES, get_profile
 from capacity.engine.explain import Explained, explain
 from capacity.engine.scenario import METRIC_NAMES, Metrics, Scenario, load
 from capacity.engine.scenario import run as run_scenario
+from capacity.engine.trust import trust_of
 from capacity.tables import console, keep_numbers_whole
 
 
@@ -108,8 +109,13 @@ def run(args: argparse.Namespace) -> int:
         explain(profile, c, args.prompt_tokens, args.output_tokens, seed=args.seed)
         for c in parse_levels(str(args.concurrency))
     ]
+    trust = trust_of(profile)
     if args.json:
-        print(json.dumps([{**asdict(p.state), "bound": p.bound, "why": p.why} for p in points], indent=2))
+        extra = {"trust": trust.level, "trust_basis": trust.basis}
+        print(json.dumps([{**asdict(p.state), "bound": p.bound, "why": p.why, **extra} for p in points], indent=2))
         return 0
     console().print(table(points))
+    console().print(
+        f"trust: {trust.level} (error light {trust.light_error:.0%}, saturated {trust.saturated_error:.0%}): {trust.basis}"
+    )
     return 0
