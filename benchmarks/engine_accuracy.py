@@ -1,153 +1,139 @@
-"""How well the physics-based engine model reproduces real vLLM replicas (not a timed test).
+"""How well the engine model reproduces real vLLM replicas (a benchmark, not a timed test).
 
-    .venv/bin/python benchmarks/engine_accuracy.py            # refit + leave-one-out (~5 min)
-    .venv/bin/python benchmarks/engine_accuracy.py --quick    # the stored factors only
+    .venv/bin/python benchmarks/engine_accuracy.py             # stored calibration + leave-one-source-out (~10 min)
+    .venv/bin/python benchmarks/engine_accuracy.py --quick     # stored calibration, in-sample only (~5 s)
+    .venv/bin/python benchmarks/engine_accuracy.py --fit       # refit on ../shared/calibration/ and print it
+    .venv/bin/python benchmarks/engine_accuracy.py --write     # also write capacity/engine/data/accuracy.yaml
 
-Prints: the physics of the calibrated replica (bytes, FLOPs, derived KV capacity vs the run's
-KV usage); the three efficiency factors (stored in capacity/engine/profiles.py, and refitted
-here on ../shared/calibration/ only) with the residuals per calibration row (rps and p99);
-leave-one-row-out errors (fit on four rows, predict the fifth); the 8 GB references as a
-sanity check; and a request-shape sweep showing the direction of change off the calibration
-shape. Issue 12's targets: median error <= 8%, worst <= 15% on the calibration rows.
+The fit set is ../shared/calibration/ only: the A10G sweep (closed loop, the calibrated replica)
+and every vLLM row of public/vllm-public-measurements.csv, each replayed from its scenario file
+in benchmarks/scenarios/public/ (`python -m capacity model --scenario FILE` runs any of them).
+Prints every point (measured, predicted, error, regime), the in-sample summary, the
+leave-one-source-out (LOSO) summary (each publisher's rows predicted by a calibration fitted on
+the others: median, saturated median, worst), the A10G sweep's errors, and the validation table:
+published measurements that are NOT in ../shared (benchmarks/scenarios/validation/), never fitted.
+
+`--write` stores what capacity/engine/trust.py reads: per GPU, its LOSO error per regime.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import yaml
 
-from capacity.engine import get_profile, predict
-from capacity.engine.explain import explain
-from capacity.engine.fit import Row, fit, predict_rows, read_rows
-from capacity.engine.hardware import checkpoint, gpu
-from capacity.engine.profiles import CALIBRATED, calibrated
-from capacity.engine.roofline import Efficiency, memory_plan
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-CALIBRATION = (
-    Path(__file__).resolve().parents[2] / "shared" / "calibration" / "a10g-deepseek-r1-14b-awq-concurrency.csv"
+from capacity.engine.fit import (  # noqa: E402
+    SWEEP_SOURCE,
+    Point,
+    all_points,
+    fit,
+    leave_one_source_out,
+    load_scenarios,
+    read_sweep,
+    scenario_points,
+    summary,
 )
-PROMPT, OUTPUT = 1024, 128  # the calibration's request shape (its README)
+from capacity.engine.profiles import CALIBRATED  # noqa: E402
+from capacity.engine.roofline import Calibration  # noqa: E402
+from capacity.engine.trust import ACCURACY_FILE  # noqa: E402
+
+CALIBRATION = ROOT.parent / "shared" / "calibration"
+SWEEP = CALIBRATION / "a10g-deepseek-r1-14b-awq-concurrency.csv"
+PUBLIC = ROOT / "benchmarks" / "scenarios" / "public"
+VALIDATION = ROOT / "benchmarks" / "scenarios" / "validation"
 
 
-def _err(predicted: float, measured: float) -> float:
-    return predicted / measured - 1
+def table(title: str, points: Sequence[Point]) -> None:
+    print(f"== {title} ==")
+    print(f"  {'point':50s} {'metric':22s} {'regime':9s} {'measured':>10s} {'predicted':>10s}  error")
+    for p in points:
+        print(f"  {p.name:50s} {p.metric:22s} {p.regime:9s} {p.measured:10.2f} {p.predicted:10.2f}  {p.error:+6.1%}")
 
 
-def physics() -> None:
-    model, device = checkpoint("DeepSeek-R1-Distill-Qwen-14B-AWQ"), gpu("a10g")
-    a = model.architecture
-    plan = memory_plan(model, device, 0.90, 2048, 40)
-    print("== physics: DeepSeek-R1-Distill-Qwen-14B-AWQ on one A10G ==")
+def report(title: str, points: Sequence[Point]) -> dict[str, float]:
+    s = summary(points)
     print(
-        f"  weights resident {model.weight_bytes / 1e9:.2f} GB, read per step {model.weight_bytes_read_per_step / 1e9:.2f} GB"
+        f"  {title}: {int(s['points'])} points, median |error| {s['median']:.1%}, light median "
+        f"{s['light_median']:.1%}, saturated median {s['saturated_median']:.1%}, worst {s['worst']:.1%}, "
+        f"within 25%: {s['within_25']:.0%}"
     )
-    print(f"  KV {a.kv_bytes_per_token:,} bytes/token; linear {model.linear_flops_per_token / 1e9:.1f} GFLOP/token")
-    print(
-        f"  memory plan: 0.90 x {device.memory_mib} MiB = {plan.budget_bytes / 2**30:.2f} GiB - weights "
-        f"{plan.weight_bytes / 2**30:.2f} - activations {plan.activation_bytes / 2**30:.2f} - runtime "
-        f"{plan.runtime_bytes / 2**30:.2f} = KV {plan.kv_bytes / 2**30:.2f} GiB"
+    return s
+
+
+def calibration_text(c: Calibration) -> str:
+    v0, v1 = c.schedulers["v0"], c.schedulers["v1"]
+    return (
+        f"bandwidth GDDR {c.bandwidth['gddr']:.3f} / HBM {c.bandwidth['hbm']:.3f} of datasheet; compute "
+        f"{c.compute:.3f} of sustained GEMM; GEMM fill {c.gemm_fill:.3f} x ridge; V0 step {v0.step_s * 1e3:.2f} ms "
+        f"+ {v0.seq_s * 1e6:.1f} us/seq, server {v0.server_s * 1e3:.2f} ms/request; V1 step "
+        f"{v1.step_s * 1e3:.2f} ms + {v1.seq_s * 1e6:.1f} us/seq, server {v1.server_s * 1e3:.2f} ms/request"
     )
-    estimate = 40 * 1090 / 0.78  # the run: 78% KV usage at 40 requests x ~1,090 tokens of context
-    derived = plan.kv_tokens()
-    print(
-        f"  KV capacity derived {derived:,} tokens vs ~{estimate:,.0f} from the run's usage ({_err(derived, estimate):+.1%})"
-    )
 
 
-def residuals(title: str, efficiency: Efficiency, rows: list[Row]) -> list[float]:
-    states = predict_rows(calibrated(efficiency), rows)
-    print(
-        f"== {title}: bandwidth {efficiency.bandwidth:.3f}, FLOPs {efficiency.flops:.3f}, step overhead {efficiency.step_overhead_s * 1e3:.2f} ms =="
-    )
-    print("  conc   rps meas  pred    err   p99 meas  pred    err   KV   bound")
-    errors = []
-    for s, r in zip(states, rows):
-        e_rps, e_p99 = _err(s.rps, r.rps), _err(s.p99_latency_s, r.p99_latency_s)
-        errors += [abs(e_rps), abs(e_p99)]
-        bound = explain(calibrated(efficiency), r.concurrency, PROMPT, OUTPUT).bound
-        print(
-            f"  {r.concurrency:4d}   {r.rps:5.2f} {s.rps:6.3f} {e_rps:+6.1%}   {r.p99_latency_s:6.1f} {s.p99_latency_s:6.2f} "
-            f"{e_p99:+6.1%}  {s.avg_kv_usage:4.0%}  {bound}"
-        )
-    print(f"  |error| over rps and p99: median {statistics.median(errors):.1%}, worst {max(errors):.1%}")
-    return errors
-
-
-def leave_one_out(rows: list[Row], start: Efficiency) -> None:
-    print("== leave one row out: fit on four rows, predict the fifth ==")
-    errors = []
-    for i, held in enumerate(rows):
-        rest = rows[:i] + rows[i + 1 :]
-        e = fit(calibrated, rest, start, iterations=40)
-        [s] = predict_rows(calibrated(e), [held])
-        e_rps, e_p99 = _err(s.rps, held.rps), _err(s.p99_latency_s, held.p99_latency_s)
-        errors += [abs(e_rps), abs(e_p99)]
-        print(
-            f"  held out concurrency {held.concurrency:3d}: factors ({e.bandwidth:.3f}, {e.flops:.3f}, "
-            f"{e.step_overhead_s * 1e3:.2f} ms) -> rps {e_rps:+6.1%}, p99 {e_p99:+6.1%}"
-        )
-    print(f"  held-out |error|: median {statistics.median(errors):.1%}, worst {max(errors):.1%}")
-
-
-def eight_gb() -> None:
-    print("== sanity check: the README's 8 GB references (physics, A10G factors, assumed RTX 3070) ==")
-    small, eager = get_profile("8gb-qwen2.5-1.5b"), get_profile("8gb-qwen2.5-3b-eager")
-    a = predict(small, 64, 150, 256)
-    ttft = {prompt: predict(small, 1, prompt, 128).ttft_p50_s for prompt in (150, 450)}
-    c = predict(eager, 16, 150, 256)
-    d = explain(eager, 16, 1500, 300)
-    print(
-        f"  1.5B x64 (150+256): {a.output_tokens_per_s:,.0f} tokens/s vs ~2,600 ({_err(a.output_tokens_per_s, 2600):+.0%}), KV {a.avg_kv_usage:.0%} vs ~11%"
-    )
-    print(
-        f"  1.5B TTFT p50 at low load: {ttft[150] * 1e3:.0f} ms (150-token prompt), {ttft[450] * 1e3:.0f} ms (450) vs 31 ms (prompt length not reported)"
-    )
-    print(
-        f"  3B eager x16 (150+256): {c.output_tokens_per_s:,.0f} tokens/s vs ~670 ({_err(c.output_tokens_per_s, 670):+.0%})"
-    )
-    print(f"  3B eager x16 (1500+300): {d.bound} ({d.why}), TTFT p95 {d.state.ttft_p95_s:.1f} s vs 4.1 s")
-    device = gpu("rtx-3070")
-    for repo, reported, seqs in (
-        ("Qwen/Qwen2.5-1.5B-Instruct", 6382 * 16, 256),
-        ("Qwen/Qwen2.5-3B-Instruct", 751 * 16, 256),
-    ):
-        derived = memory_plan(checkpoint(repo), device, 0.90, 2048, seqs).kv_tokens()
-        print(
-            f"  {repo}: KV capacity derived for 8 GiB {derived:,} tokens vs reported {reported:,} ({_err(derived, reported):+.0%})"
-        )
-
-
-def sweep() -> None:
-    profile = calibrated()
-    print("== shape sweep, a10g-r1-14b-awq at concurrency 20 (direction of change) ==")
-    print("  prompt output    rps  out tok/s  p99 s  TTFT p95 s  KV    bound")
-    shapes = [(1024, o) for o in (128, 256, 512, 1024)] + [(p, 128) for p in (128, 512, 2048, 4096)]
-    for p, o in shapes:
-        e = explain(profile, 20, p, o)
-        s = e.state
-        print(
-            f"  {p:6d} {o:6d} {s.rps:6.2f} {s.output_tokens_per_s:10.0f} {s.p99_latency_s:6.1f} {s.ttft_p95_s:11.2f}  "
-            f"{s.avg_kv_usage:4.0%}  {e.bound}"
-        )
+def per_gpu(points: Sequence[Point]) -> dict[str, dict[str, float]]:
+    out = {}
+    for gpu in sorted({p.gpu for p in points}):
+        mine = [p for p in points if p.gpu == gpu]
+        s = summary(mine)
+        out[gpu] = {
+            "points": int(s["points"]),
+            "sources": sorted({p.source for p in mine}),
+            "median": s["median"],
+            "light_median": s["light_median"] if any(p.regime == "light" for p in mine) else None,
+            "saturated_median": s["saturated_median"] if any(p.regime == "saturated" for p in mine) else None,
+            "worst": s["worst"],
+        }
+    return out
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="skip the refit and leave-one-out (stored factors only)")
+    parser.add_argument("--quick", action="store_true", help="in-sample only (no leave-one-source-out)")
+    parser.add_argument("--fit", action="store_true", help="refit the calibration first and report the refit")
+    parser.add_argument("--write", action="store_true", help=f"write {ACCURACY_FILE.relative_to(ROOT)}")
+    parser.add_argument("--iterations", type=int, default=100, help="simplex iterations per leave-one-out fit")
+    parser.add_argument("--workers", type=int, default=5, help="leave-one-out folds fitted at once")
     args = parser.parse_args()
-    rows = read_rows(CALIBRATION, PROMPT, OUTPUT)
-    physics()
-    residuals("stored factors (capacity/engine/profiles.py CALIBRATED)", CALIBRATED, rows)
+    rows, scenarios = read_sweep(SWEEP), load_scenarios(PUBLIC)
+    calibration = fit(rows, scenarios, CALIBRATED) if args.fit else CALIBRATED
+    print(f"calibration ({'refitted' if args.fit else 'stored in capacity/engine/profiles.py'}):")
+    print(f"  {calibration_text(calibration)}")
+    if args.fit:
+        print(f"  as stored: {calibration!r}")
+    points = all_points(rows, scenarios, calibration)
+    table("in-sample: fitted on these rows (../shared/calibration/ only)", points)
+    in_sample = report("in-sample", points)
+    sweep = [p for p in points if p.source == SWEEP_SOURCE]
+    sweep_summary = report("A10G sweep (in-sample)", sweep)
+    out: dict = {
+        "calibration": calibration.as_vector(),
+        "in_sample": in_sample,
+        "a10g_sweep": sweep_summary,
+        "command": "python benchmarks/engine_accuracy.py --write",
+    }
     if not args.quick:
-        refit = fit(calibrated, rows, CALIBRATED, iterations=60)
-        residuals("refitted on the calibration CSV", refit, rows)
-        leave_one_out(rows, CALIBRATED)
-    eight_gb()
-    sweep()
+        held = leave_one_source_out(rows, scenarios, calibration, args.iterations, workers=args.workers)
+        table("leave one source out: each source predicted by a fit on the others", held)
+        out["loso"] = report("leave-one-source-out", held)
+        out["loso_a10g_sweep"] = report("A10G sweep (held out)", [p for p in held if p.source == SWEEP_SOURCE])
+        out["loso_per_gpu"] = per_gpu(held)
+    validation = load_scenarios(VALIDATION) if VALIDATION.is_dir() else []
+    if validation:
+        vpoints = scenario_points(validation, calibration)
+        table("validation: published measurements not in ../shared (never fitted)", vpoints)
+        out["validation"] = report("validation", vpoints)
+    if args.write:
+        if "loso" not in out:
+            parser.error("--write needs the leave-one-source-out run (drop --quick)")
+        header = "# Written by `python benchmarks/engine_accuracy.py --write`; read by capacity/engine/trust.py.\n"
+        ACCURACY_FILE.write_text(header + yaml.safe_dump(out, sort_keys=True))
+        print(f"wrote {ACCURACY_FILE.relative_to(ROOT)}")
     return 0
 
 

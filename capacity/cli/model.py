@@ -1,16 +1,25 @@
-"""Predict a replica's steady state from its engine profile, and the bound that limits it (no GPU)."""
+"""Predict a replica's steady state and its limiting bound, or a benchmark from its setup (no GPU).
+
+`--profile P --concurrency 1,5,10`: the closed-loop steady state of an engine profile at each
+level and the bound that limits it. `--scenario FILE.yaml`: a
+published vLLM benchmark's metrics from its setup (the format in capacity/engine/scenario.py and
+the README)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 from dataclasses import asdict
+from pathlib import Path
 
 from rich.table import Table
 
 from capacity.cli.load_args import parse_levels
 from capacity.engine import DEFAULT_PROFILE, PROFILES, get_profile
 from capacity.engine.explain import Explained, explain
+from capacity.engine.scenario import METRIC_NAMES, Metrics, Scenario, load
+from capacity.engine.scenario import run as run_scenario
+from capacity.engine.trust import trust_of
 from capacity.tables import console, keep_numbers_whole
 
 
@@ -18,8 +27,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--profile", default=DEFAULT_PROFILE, help=f"engine profile, one of: {', '.join(sorted(PROFILES))}"
     )
-    parser.add_argument(
-        "--concurrency", required=True, help="requests in flight (closed loop): one level or a list like 1,5,10,20,40"
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--concurrency", help="requests in flight (closed loop): one level or a list like 1,5,10,20,40")
+    what.add_argument(
+        "--scenario",
+        type=Path,
+        help="a benchmark setup (GPU, model, flags, vLLM version, arrival, lengths) to predict vLLM's "
+        "benchmark metrics for, instead of --profile and --concurrency",
     )
     parser.add_argument("--prompt-tokens", type=int, default=1024, help="prompt length of each request, tokens")
     parser.add_argument("--output-tokens", type=int, default=128, help="output length of each request, tokens")
@@ -48,14 +62,60 @@ def table(points: list[Explained]) -> Table:
     return keep_numbers_whole(out, text_columns=(7, 8))
 
 
+def scenario_table(scenario: Scenario, metrics: Metrics) -> Table:
+    out = Table(
+        title=f"{scenario.name}: {scenario.gpu.name}, {scenario.checkpoint.repo}, vLLM {scenario.vllm_version} "
+        f"({scenario.scheduler}), {scenario.arrival} {scenario.arrival_value:g}, {metrics.completed} requests"
+    )
+    for column in ("metric", "predicted", "measured", "error"):
+        out.add_column(column, justify="left" if column == "metric" else "right")
+    shown = ("benchmark_duration_s", "request_throughput", "output_tok_s", "total_tok_s", *METRIC_NAMES[:12])
+    for name in dict.fromkeys([*shown, *scenario.measured]):
+        value = metrics.metric(name)
+        measured = scenario.measured.get(name)
+        out.add_row(
+            name,
+            f"{value:.2f}",
+            "" if measured is None else f"{measured:.2f}",
+            "" if measured is None else f"{value / measured - 1:+.1%}",
+        )
+    return keep_numbers_whole(out, text_columns=(0,))
+
+
+def _run_scenario(args: argparse.Namespace) -> int:
+    scenario = load(args.scenario)
+    metrics = run_scenario(scenario)
+    if args.json:
+        out = {k: getattr(metrics, k) for k in Metrics.__dataclass_fields__}
+        out.update(
+            scenario=scenario.name,
+            gpu=scenario.gpu.name,
+            model=scenario.checkpoint.repo,
+            vllm_version=scenario.vllm_version,
+            scheduler=scenario.scheduler,
+            measured={k: {"measured": v, "predicted": metrics.metric(k)} for k, v in scenario.measured.items()},
+        )
+        print(json.dumps(out, indent=2))
+        return 0
+    console().print(scenario_table(scenario, metrics))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.scenario is not None:
+        return _run_scenario(args)
     profile = get_profile(args.profile)
     points = [
         explain(profile, c, args.prompt_tokens, args.output_tokens, seed=args.seed)
         for c in parse_levels(str(args.concurrency))
     ]
+    trust = trust_of(profile)
     if args.json:
-        print(json.dumps([{**asdict(p.state), "bound": p.bound, "why": p.why} for p in points], indent=2))
+        extra = {"trust": trust.level, "trust_basis": trust.basis}
+        print(json.dumps([{**asdict(p.state), "bound": p.bound, "why": p.why, **extra} for p in points], indent=2))
         return 0
     console().print(table(points))
+    console().print(
+        f"trust: {trust.level} (error light {trust.light_error:.0%}, saturated {trust.saturated_error:.0%}): {trust.basis}"
+    )
     return 0

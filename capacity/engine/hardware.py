@@ -3,7 +3,7 @@ there), with the byte and FLOP counts of one forward pass that the roofline need
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
@@ -15,7 +15,7 @@ ACT_BYTES = 2  # FP16/BF16 activations and KV cache (vLLM's dtype "auto" for the
 
 @dataclass(frozen=True)
 class Architecture:
-    """A decoder-only transformer as its config.json describes it (Qwen2 family)."""
+    """A decoder-only dense transformer as its config.json describes it (Qwen2, Llama, Mistral)."""
 
     name: str
     hidden_size: int
@@ -26,6 +26,7 @@ class Architecture:
     vocab_size: int
     tie_word_embeddings: bool
     source: str = ""
+    attention_bias: bool = True  # q/k/v projection biases (Qwen2: yes; Llama, Mistral: no)
 
     @property
     def head_dim(self) -> int:
@@ -53,7 +54,8 @@ class Architecture:
     @property
     def small_params(self) -> int:
         """Norm weights and q/k/v biases (stay FP16 under AWQ; negligible but counted)."""
-        return self.num_hidden_layers * (2 * self.hidden_size + self.qkv_dim) + self.hidden_size
+        biases = self.qkv_dim if self.attention_bias else 0
+        return self.num_hidden_layers * (2 * self.hidden_size + biases) + self.hidden_size
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -138,6 +140,13 @@ class Checkpoint:
         return 2 * self.lm_head_params
 
 
+MEMORY_CLASSES = ("gddr", "hbm")
+# A GPU without a GEMM measurement sustains this fraction of its datasheet dense FP16 figure: the
+# median sustained / datasheet ratio of the measured GPUs in data/gpus.yaml (L4 0.46, A100 0.66,
+# H100 0.78, A10G 0.96), computed by `sustained_ratio` from the file itself.
+SUSTAINED_RATIO_SOURCE = "median sustained/datasheet FP16 ratio of the GPUs measured in data/gpus.yaml"
+
+
 @dataclass(frozen=True)
 class Gpu:
     name: str
@@ -149,6 +158,22 @@ class Gpu:
     int8_tops: float | None
     fp8_tflops: float | None
     source: str = ""
+    memory_class: str = "hbm"
+    sustained_fp16_tflops: float | None = None  # torch.matmul GEMM measurement; None: derived
+    sustained_source: str = ""
+    sustained_from: str | None = None  # another GPU's measurement applies (same die, clocks, power)
+    board_power_w: float | None = None
+    board_power_source: str = ""
+    derived_sustained_ratio: float = 0.0  # set by `gpus()` for a GPU without a measurement
+
+    def __post_init__(self) -> None:
+        if self.memory_class not in MEMORY_CLASSES:
+            raise ValueError(
+                f"GPU {self.name!r}: memory_class must be one of {MEMORY_CLASSES}, got {self.memory_class!r}"
+            )
+        for key in ("memory_mib", "bandwidth_gb_s", "fp16_tflops"):
+            if not getattr(self, key) > 0:
+                raise ValueError(f"GPU {self.name!r}: {key} must be > 0, got {getattr(self, key)}")
 
     @property
     def memory_bytes(self) -> int:
@@ -158,12 +183,28 @@ class Gpu:
     def bandwidth_bytes_s(self) -> float:
         return self.bandwidth_gb_s * 1e9
 
+    @property
+    def sustained_measured(self) -> bool:
+        """Its sustained compute comes from a GEMM measurement (its own or its twin's)."""
+        return self.sustained_fp16_tflops is not None
+
     def peak_flops(self, compute: str) -> float:
         """Dense tensor throughput (FLOP/s) in the datatype a checkpoint computes in."""
         peak = {"fp16": self.fp16_tflops, "fp8": self.fp8_tflops, "int8": self.int8_tops}[compute]
         if peak is None:
             raise ValueError(f"GPU {self.name!r} has no {compute} tensor cores")
         return peak * 1e12
+
+    def sustained_flops(self, compute: str) -> float:
+        """Dense GEMM FLOP/s this GPU sustains in `compute`: the measured FP16 figure (or the
+        datasheet's times the measured GPUs' median ratio), scaled by the datasheet's FP8/INT8
+        to FP16 ratio for those datatypes (the same power and clock limits apply)."""
+        fp16 = (
+            self.sustained_fp16_tflops * 1e12
+            if self.sustained_fp16_tflops is not None
+            else self.peak_flops("fp16") * (self.derived_sustained_ratio or 1.0)
+        )
+        return fp16 * self.peak_flops(compute) / self.peak_flops("fp16")
 
 
 def _read(name: str) -> dict:
@@ -196,12 +237,39 @@ def checkpoints() -> dict[str, Checkpoint]:
     }
 
 
+def sustained_ratio(measured: list[Gpu]) -> float:
+    """The median sustained / datasheet dense FP16 ratio of GPUs with a GEMM measurement."""
+    ratios = sorted(g.sustained_fp16_tflops / g.fp16_tflops for g in measured if g.sustained_fp16_tflops)
+    if not ratios:
+        raise ValueError("data/gpus.yaml: no GPU has a sustained_fp16_tflops measurement")
+    mid = len(ratios) // 2
+    return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+
+
+def gpu_from_fields(key: str, fields: dict, ratio: float) -> Gpu:
+    """A Gpu from datasheet fields (data/gpus.yaml's or a scenario file's); a missing sustained
+    figure is derived with `ratio`."""
+    fields = dict(fields)
+    description = fields.pop("name", key)
+    device = Gpu(name=key, description=description, **fields)
+    if device.sustained_fp16_tflops is None:
+        device = replace(device, derived_sustained_ratio=ratio)
+    return device
+
+
 @cache
 def gpus() -> dict[str, Gpu]:
-    return {
-        key: Gpu(name=key, description=g.pop("name"), **g)
-        for key, g in ((k, dict(v)) for k, v in _read("gpus.yaml")["gpus"].items())
-    }
+    raw = {k: dict(g) for k, g in _read("gpus.yaml")["gpus"].items()}
+    for g in raw.values():
+        if g.get("sustained_from"):
+            g["sustained_fp16_tflops"] = raw[g["sustained_from"]]["sustained_fp16_tflops"]
+    measured = [
+        Gpu(name=k, description=k, **{f: v for f, v in g.items() if f != "name"})
+        for k, g in raw.items()
+        if not g.get("sustained_from")
+    ]
+    ratio = sustained_ratio(measured)
+    return {key: gpu_from_fields(key, g, ratio) for key, g in raw.items()}
 
 
 def checkpoint(repo: str) -> Checkpoint:

@@ -1,15 +1,23 @@
-"""One replica's engine profile: vLLM settings and the step cost of its GPU + model."""
+"""One replica's engine profile: vLLM settings, its version's scheduler, and the step cost of its GPU + model."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from capacity.engine.roofline import StepCost
+from capacity.engine.roofline import StepCost, scheduler_of
 
 
 @dataclass(frozen=True)
 class EngineProfile:
-    """One replica: vLLM's scheduler limits, its KV cache, and what a step costs (`cost`)."""
+    """One replica: vLLM's scheduler limits, its KV cache, and what a step costs (`cost`).
+
+    `vllm_version` names the vLLM release the replica runs; `scheduler` follows from it (V0
+    prefill-first before 0.7, V1 chunked prefill after: `roofline.scheduler_of`). `server_s` is
+    the API server's time per request (tokenize, detokenize, HTTP/SSE), serialized in front of the
+    engine. `watermark` is the fraction of KV blocks an admission must leave free (V0's block
+    manager: 0.01; V1's KVCacheManager: 0.0 by default). `prefix_caching` lets a request
+    resumed after a preemption reuse its blocks that were not evicted meanwhile (on by default
+    in V1)."""
 
     name: str
     description: str
@@ -20,12 +28,30 @@ class EngineProfile:
     max_model_len: int
     cost: StepCost
     block_size: int = 16
+    vllm_version: str = "0.25.1"
+    server_s: float = 0.0
+    watermark: float = 0.0
+    prefix_caching: bool = True
+    gpu: str = ""  # data/gpus.yaml name of a derived profile ("" for a hand-built one)
+    checkpoint: str = ""  # data/models.yaml checkpoint of a derived profile
 
     def __post_init__(self) -> None:
         for key in ("max_num_seqs", "max_num_batched_tokens", "kv_cache_tokens", "max_model_len", "block_size"):
             if getattr(self, key) <= 0:
                 raise ValueError(f"profile {self.name!r}: {key} must be > 0, got {getattr(self, key)}")
+        if self.server_s < 0 or not 0 <= self.watermark < 1:
+            raise ValueError(f"profile {self.name!r}: server_s must be >= 0 and watermark in [0, 1)")
+        scheduler_of(self.vllm_version)  # a ValueError names a version that is not one
+
+    @property
+    def scheduler(self) -> str:
+        """ "v0" (prefill-first) or "v1" (chunked prefill), from `vllm_version`."""
+        return scheduler_of(self.vllm_version)
 
     @property
     def kv_blocks(self) -> int:
         return self.kv_cache_tokens // self.block_size
+
+    @property
+    def watermark_blocks(self) -> int:
+        return int(self.watermark * self.kv_blocks)

@@ -1,5 +1,6 @@
-"""Named engine profiles: one vLLM replica (GPU + checkpoint + engine flags) each, derived from
-physics (`capacity.engine.roofline`) with the efficiency factors fitted on ../shared/calibration/.
+"""Named engine profiles: one vLLM replica (GPU + checkpoint + engine flags + vLLM version) each,
+derived from physics (`capacity.engine.roofline`) with the calibration fitted on
+../shared/calibration/ only (`capacity.engine.fit`).
 
 - `a10g-r1-14b-awq`: the calibrated replica itself;
 - `<gpu>-<model>` (e.g. `h100-qwen2.5-7b-awq`): every model of the stacks on every GPU in
@@ -13,11 +14,22 @@ from __future__ import annotations
 
 from capacity.engine.hardware import Checkpoint, Gpu, checkpoint, gpu
 from capacity.engine.profile import EngineProfile
-from capacity.engine.roofline import Efficiency, memory_plan, step_cost
+from capacity.engine.roofline import Calibration, SchedulerCost, memory_plan, scheduler_of, step_cost
 
-# Fitted by capacity.engine.fit on the calibration CSV (rps and p99 of all five rows);
-# benchmarks/engine_accuracy.py refits them and prints the fit with its residuals.
-CALIBRATED = Efficiency(bandwidth=0.798, flops=0.806, step_overhead_s=0.00236)
+# Fitted by capacity.engine.fit on ../shared/calibration/ only (the A10G sweep and the public
+# measurements); `benchmarks/engine_accuracy.py --fit` refits them and prints the fit, its
+# leave-one-source-out errors and the A10G sweep's.
+CALIBRATED = Calibration(
+    bandwidth={"gddr": 0.8377, "hbm": 0.9},
+    compute=0.8725,
+    gemm_fill=0.2386,
+    schedulers={
+        "v0": SchedulerCost(step_s=0.009148, seq_s=2.022e-06, server_s=0.002506),
+        "v1": SchedulerCost(step_s=0.001490, seq_s=6.882e-06, server_s=0.007163),
+    },
+)
+PINNED_VLLM = "0.25.1"  # the stacks' image, vllm/vllm-openai:v0.25.1
+V0_WATERMARK = 0.01  # V0 CacheConfig/BlockSpaceManager watermark: 1% of the blocks stay free
 
 
 def derive(
@@ -29,13 +41,16 @@ def derive(
     max_num_seqs: int,
     max_num_batched_tokens: int,
     gpu_memory_utilization: float = 0.90,
-    efficiency: Efficiency = CALIBRATED,
+    calibration: Calibration = CALIBRATED,
     kv_cache_tokens: int | None = None,
     description: str = "",
     served_model_name: str = "",
+    vllm_version: str = PINNED_VLLM,
 ) -> EngineProfile:
-    """The profile of `model` on `device` with these vLLM flags; KV capacity derived from memory
-    unless measured (`kv_cache_tokens`). A ValueError says why a replica cannot start."""
+    """The profile of `model` on `device` with these vLLM flags on this vLLM version; KV capacity
+    derived from memory unless measured (`kv_cache_tokens`). A ValueError says why a replica
+    cannot start."""
+    scheduler = scheduler_of(vllm_version)
     plan = memory_plan(model, device, gpu_memory_utilization, max_num_batched_tokens, max_num_seqs)
     if plan.budget_bytes < plan.weight_bytes:
         raise ValueError(
@@ -57,11 +72,17 @@ def derive(
         max_num_batched_tokens=max_num_batched_tokens,
         kv_cache_tokens=tokens,
         max_model_len=max_model_len,
-        cost=step_cost(model, device, efficiency),
+        cost=step_cost(model, device, calibration, scheduler),
+        vllm_version=vllm_version,
+        server_s=calibration.schedulers[scheduler].server_s,
+        watermark=V0_WATERMARK if scheduler == "v0" else 0.0,
+        prefix_caching=scheduler == "v1",
+        gpu=device.name,
+        checkpoint=model.repo,
     )
 
 
-def calibrated(efficiency: Efficiency = CALIBRATED) -> EngineProfile:
+def calibrated(calibration: Calibration = CALIBRATED) -> EngineProfile:
     """One A10G (g5.xlarge), DeepSeek-R1-Distill-Qwen-14B-AWQ, vLLM v0.25.1, --gpu-memory-utilization
     0.90 --max-num-seqs 40 --max-model-len 15000 --max-num-batched-tokens 2048 (the calibration run)."""
     return derive(
@@ -71,7 +92,7 @@ def calibrated(efficiency: Efficiency = CALIBRATED) -> EngineProfile:
         max_model_len=15_000,
         max_num_seqs=40,
         max_num_batched_tokens=2048,
-        efficiency=efficiency,
+        calibration=calibration,
         description="1x A10G 24GB, DeepSeek-R1-Distill-Qwen-14B-AWQ, max-num-seqs 40, batched-tokens 2048 (calibrated)",
         served_model_name="deepseek-r1-distill-qwen-14b-awq",
     )

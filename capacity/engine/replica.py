@@ -1,15 +1,31 @@
 """A vLLM replica under continuous batching, as an event-driven model (pure Python, no I/O).
 
-What is modelled, following vLLM V1's scheduler:
-- every engine step first gives each running request its share of the token budget
-  (`max_num_batched_tokens`): one token per decoding request, a prefill chunk per request
-  still prefilling; leftover budget admits waiting requests FCFS (chunked prefill);
-- at most `max_num_seqs` requests run at once; a request is admitted only if the KV cache
-  has blocks for the tokens it computes; when decoding outgrows the cache the newest running
-  request is preempted (recompute: it re-prefills prompt + generated tokens later);
-- a step costs what the profile's roofline (`capacity.engine.roofline.StepCost`) says for its
-  batch: weights + KV + activations read vs FLOPs of every scheduled token and attention pair,
-  so decode slows as the batch and its context grow and prefill steals time from decode.
+What is modelled, following vLLM's schedulers (the profile's `scheduler`, from its vLLM version):
+- V1 (vLLM >= 0.7; vllm/v1/core/sched/scheduler.py `Scheduler.schedule`, read at
+  vllm-project/vllm@00024d31): every step first schedules the RUNNING requests in order, one
+  token per decoding request, a prefill chunk per request still prefilling, from the token
+  budget (`max_num_batched_tokens`); each needs `KVCacheManager.allocate_slots` to succeed, and
+  when it fails the scheduler preempts the last running request (`self.running.pop()`: the most
+  recently admitted) and retries. Only if that step preempted nobody (`if not preempted_reqs`)
+  does it admit WAITING requests FCFS, each while `allocate_slots` succeeds for its chunk alone
+  (vllm/v1/core/kv_cache_manager.py `allocate_slots`, read at vllm-project/vllm@003df296: free
+  blocks must cover the chunk plus `watermark_blocks` when other requests are scheduled; the
+  KVCacheManager's watermark defaults to 0.0). A preempted request goes back to the head of the
+  queue with its blocks freed (recompute); with prefix caching its freed full blocks keep their
+  hashes in the free queue (FIFO: blocks freed earlier are evicted first) and, on resumption,
+  `get_computed_blocks` finds those not yet evicted, so only the rest is recomputed.
+- V0 (vLLM < 0.7, prefill-first; vllm/core/scheduler.py `_schedule_default`): a step runs either
+  prefills only (whole prompts of waiting requests, FCFS, while their tokens fit
+  `max_num_batched_tokens` and the block manager's `can_allocate` leaves the 1% watermark free)
+  or, when none can be admitted, a decode step of every running request; a decode step that
+  cannot append a slot preempts the newest running request (recompute; no prefix caching).
+- at most `max_num_seqs` requests run at once;
+- a step costs what the profile's `capacity.engine.roofline.StepCost` says for its batch;
+- the API server's per-request cost (`profile.server_s`: tokenize, detokenize, HTTP/SSE) is
+  serialized in front of the engine: a burst reaches the scheduler one request per `server_s`;
+  in V0 the server and the engine share one asyncio loop (AsyncLLMEngine), so that time also
+  stalls the engine: a burst of 1,280 requests is tokenized before the first step runs (the
+  Lambda H100 result JSON: every request's TTFT >= 6.1 s).
 
 Between events (admission, prefill chunk, first token, completion) a pure-decode batch is
 constant, so time advances analytically over many steps at once (`StepCost.decode_span`),
@@ -67,6 +83,10 @@ class IterationStats:
 
 class _Seq:
     __slots__ = (
+        "admitted",
+        "cache_ahead",
+        "cache_mark",
+        "cached",
         "computed",
         "finish_step",
         "first_token_time",
@@ -74,14 +94,20 @@ class _Seq:
         "join_step",
         "last_token_time",
         "order",
+        "ready",
         "req",
         "scheduled_time",
         "to_prefill",
     )
 
-    def __init__(self, req: Request, order: int) -> None:
+    def __init__(self, req: Request, order: int, ready: float) -> None:
         self.req = req
         self.order = order
+        self.ready = ready  # when the API server hands it to the engine (arrival + server time)
+        self.admitted = 0  # admission counter: the last admitted running request is preempted first
+        self.cached = 0  # full-block tokens left in the prefix cache when it was preempted
+        self.cache_mark = 0  # tokens allocated (cumulative) when it was preempted
+        self.cache_ahead = 0  # free tokens ahead of its blocks in the free queue then
         self.to_prefill = req.prompt_tokens  # tokens still to compute before the next token
         self.computed = 0  # tokens whose KV is cached (prefill progress)
         self.generated = 0
@@ -102,6 +128,9 @@ class ReplicaEngine:
         self._clock = now  # end of the last executed step (the next step starts here or later)
         self._step = 0  # steps executed
         self._order = 0
+        self._admissions = 0
+        self._allocated = 0  # KV tokens allocated so far (prefill chunks + decode tokens): eviction pressure
+        self._server_free = now  # when the API server is done with the requests submitted so far
         self._waiting: deque[_Seq] = deque()
         self._prefilling: list[_Seq] = []
         self._decoding: dict[int, _Seq] = {}
@@ -129,6 +158,10 @@ class ReplicaEngine:
         self._max_len = profile.max_model_len
         self._bs = profile.block_size
         self._cost = profile.cost
+        self._v0 = profile.scheduler == "v0"
+        self._server_s = profile.server_s
+        self._watermark = profile.watermark_blocks * profile.block_size
+        self._prefix_caching = profile.prefix_caching and not self._v0
 
     # --- observable state --------------------------------------------------------------
     @property
@@ -195,7 +228,13 @@ class ReplicaEngine:
         if not (self._waiting or self._prefilling or self._decoding) and now > self._clock:
             self._clock = now  # == max(self._clock, now)
         self._order += 1
-        self._waiting.append(_Seq(request, self._order))
+        start = request.arrival if request.arrival > self._server_free else self._server_free
+        ready = start + self._server_s
+        self._server_free = ready
+        if self._v0 and ready > self._clock:
+            # V0's API server and engine share one event loop: tokenizing stalls the next step
+            self._clock = ready
+        self._waiting.append(_Seq(request, self._order, ready))
 
     def abort(self, request_id: int) -> bool:
         """Drop a request (client went away), freeing its slot and KV; False if not present."""
@@ -219,16 +258,20 @@ class ReplicaEngine:
         """Time of the next internal change if nothing else arrives; None when idle."""
         if not self._has_work():
             return None
-        if not self.num_running and self._waiting[0].req.arrival > self._clock:
-            return self._waiting[0].req.arrival
-        if self._prefilling or self._admissible():
+        if not self.num_running and self._waiting[0].ready > self._clock:
+            return self._waiting[0].ready
+        if self._v0:
+            plan = self._v0_plan()
+            if plan:
+                return self._clock + self._prefill_only_time(plan)
+        elif self._prefilling or self._admissible():
             return self._clock + self._step_time(self._plan_prefill()[1])
         while self._heap and self._heap[0][2].finish_step != self._heap[0][0]:
             heapq.heappop(self._heap)
         k = self._heap[0][0] - self._step
         if self._waiting and self.num_running < self.profile.max_num_seqs:
             # the first step boundary after the queue head arrived admits it
-            k = min(k, max(1, self._steps_until(self._waiting[0].req.arrival - self._clock)))
+            k = min(k, max(1, self._steps_until(self._waiting[0].ready - self._clock)))
         return self._clock + self._decode_span(k)
 
     def next_step_time(self) -> float | None:
@@ -243,7 +286,14 @@ class ReplicaEngine:
         """Which roofline side limits the next step ("memory" or "compute"); None when idle."""
         if not (self._prefilling or self._decoding):
             return None
-        plan = self._plan_prefill()[1] if self._prefilling or self._admissible() else []
+        if self._v0:
+            v0_plan = self._v0_plan()
+            if v0_plan:
+                _, tokens, sampled, kv, pairs = self._batch(v0_plan, decoders=False)
+                return "memory" if self._cost.memory_bound(tokens, sampled, kv, pairs) else "compute"
+            plan = []
+        else:
+            plan = self._plan_prefill()[1] if self._prefilling or self._admissible() else []
         _, tokens, sampled, kv, pairs = self._batch(plan)
         return "memory" if self._cost.memory_bound(tokens, sampled, kv, pairs) else "compute"
 
@@ -257,27 +307,22 @@ class ReplicaEngine:
                     break
                 continue
             if not decoding:
-                arrival = waiting[0].req.arrival
-                if arrival > self._clock:
-                    if arrival > now:
+                ready = waiting[0].ready
+                if ready > self._clock:
+                    if ready > now:
                         break
-                    self._clock = arrival  # idle until it arrives
-            # inline _admissible() (prefilling is empty here, so running == len(decoding))
+                    self._clock = ready  # idle until the server hands it over
             if waiting:
-                b = len(decoding)
-                head = waiting[0]
-                if b < self._max_seqs and head.req.arrival <= self._clock:
-                    chunk = self._max_batched - b
-                    if head.to_prefill < chunk:
-                        chunk = head.to_prefill
-                    if (
-                        chunk > 0
-                        and self._ctx_base + b * self._step + self._prefill_ctx + chunk + (b + 1) * self._bs
-                        <= self._kv_cap
-                    ):
-                        if not self._mixed_step(now, done):
+                if self._v0:
+                    plan = self._v0_plan()
+                    if plan:
+                        if not self._prefill_only_step(now, done, plan):
                             break
                         continue
+                elif self._admissible():
+                    if not self._mixed_step(now, done):
+                        break
+                    continue
             if not self._decode_segment(now, done):
                 break
         if not (waiting or prefilling or decoding) and now > self._clock:
@@ -294,71 +339,122 @@ class ReplicaEngine:
     def _kv_tokens_used(self) -> int:
         return self._ctx_base + len(self._decoding) * self._step + self._prefill_ctx
 
+    def _cache_hit(self, s: _Seq) -> int:
+        """Tokens of a preempted request still in the prefix cache (vLLM V1 get_computed_blocks:
+        full blocks only, at most all but the last token); 0 for a request never preempted."""
+        if not s.cached:
+            return 0
+        evicted = self._allocated - s.cache_mark - s.cache_ahead
+        hit = s.cached - evicted if evicted > 0 else s.cached
+        total = s.computed + s.to_prefill
+        if hit > total - 1:
+            hit = total - 1
+        return (hit // self._bs) * self._bs if hit > 0 else 0
+
+    def _admit_need(self, s: _Seq, budget: int) -> tuple[int, int]:
+        """(chunk, prefix-cache hit) of admitting waiting request `s` with `budget` tokens left."""
+        hit = self._cache_hit(s) if self._prefix_caching else 0
+        rest = s.to_prefill - hit
+        return (rest if rest < budget else budget), hit
+
     def _admissible(self) -> bool:
         """Could the head of the queue be admitted in a step starting at the clock?"""
-        if not self._waiting or self.num_running >= self.profile.max_num_seqs:
+        if not self._waiting or self.num_running >= self._max_seqs:
             return False
         head = self._waiting[0]
-        if head.req.arrival > self._clock:
+        if head.ready > self._clock:
             return False
-        budget = self.profile.max_num_batched_tokens - len(self._decoding)
-        chunk = min(head.to_prefill, budget)
-        return chunk > 0 and self._kv_fits(chunk)
+        budget = self._max_batched - len(self._decoding)
+        chunk, hit = self._admit_need(head, budget)
+        watermark = self._watermark if self.num_running else 0
+        return chunk > 0 and self._kv_fits(hit + chunk + watermark)
 
     def _kv_fits(self, new_tokens: int) -> bool:
-        spare = (self.num_running + 1) * self.profile.block_size  # partly filled last blocks
-        return self._kv_tokens_used() + new_tokens + spare <= self.profile.kv_cache_tokens
+        spare = (self.num_running + 1) * self._bs  # partly filled last blocks
+        return self._kv_tokens_used() + new_tokens + spare <= self._kv_cap
 
-    def _plan_prefill(self) -> tuple[int, list[tuple[_Seq, int]], int]:
-        """Prefill tokens of the next step, the (seq, chunk) pairs, and how many waiting it admits."""
+    def _plan_prefill(self, admit: bool = True) -> tuple[int, list[tuple[_Seq, int, int]], int]:
+        """Prefill tokens of the next step, the (seq, chunk, cache hit) triples, and how many
+        waiting requests it admits (none when `admit` is False: the step preempted)."""
         max_seqs, bs, kv_cap = self._max_seqs, self._bs, self._kv_cap
         budget = self._max_batched - len(self._decoding)
-        plan: list[tuple[_Seq, int]] = []
+        plan: list[tuple[_Seq, int, int]] = []
         tokens = 0
         for s in self._prefilling:
             if budget <= 0:
                 break
             c = s.to_prefill if s.to_prefill < budget else budget
-            plan.append((s, c))
+            plan.append((s, c, 0))
             tokens += c
             budget -= c
         admitted = 0
         running = len(self._prefilling) + len(self._decoding)
         used = self._ctx_base + len(self._decoding) * self._step + self._prefill_ctx + tokens
         clock = self._clock
+        if not admit:
+            return tokens, plan, 0
         for s in self._waiting:
-            if budget <= 0 or running >= max_seqs or s.req.arrival > clock:
+            if budget <= 0 or running >= max_seqs or s.ready > clock:
                 break
-            c = s.to_prefill if s.to_prefill < budget else budget
-            if used + s.computed + c + (running + 1) * bs > kv_cap:
+            c, hit = self._admit_need(s, budget)
+            watermark = self._watermark if running or plan else 0
+            if c <= 0 or used + s.computed + hit + c + watermark + (running + 1) * bs > kv_cap:
                 break
-            plan.append((s, c))
+            plan.append((s, c, hit))
             tokens += c
             budget -= c
-            used += s.computed + c
+            used += s.computed + hit + c
             running += 1
             admitted += 1
         return tokens, plan, admitted
 
-    def _batch(self, plan: list[tuple[_Seq, int]]) -> tuple[int, int, int, int, int]:
+    def _v0_plan(self) -> list[tuple[_Seq, int, int]]:
+        """V0's prefill step: waiting requests FCFS whose whole prompt (plus tokens generated
+        before a preemption) fits the token budget, the batch and the KV cache with the block
+        manager's watermark free (vllm/core/scheduler.py `_schedule_prefills`,
+        vllm/core/block_manager `can_allocate`); empty when the head cannot be admitted."""
+        budget, bs = self._max_batched, self._bs
+        running = len(self._decoding)
+        used = self._ctx_base + running * self._step
+        free = self._kv_cap - used - running * bs
+        plan: list[tuple[_Seq, int, int]] = []
+        clock = self._clock
+        for s in self._waiting:
+            c = s.to_prefill
+            if s.ready > clock or running >= self._max_seqs or (c > budget and plan):
+                break
+            need = -(-c // bs) * bs
+            if free - need < self._watermark:
+                break
+            plan.append((s, c, 0))
+            budget -= c
+            free -= need
+            running += 1
+        return plan
+
+    def _batch(self, plan: list[tuple[_Seq, int, int]], decoders: bool = True) -> tuple[int, int, int, int, int]:
         """(sequences, tokens, sampled, KV tokens read, attention pairs) of a step running every
-        decoder plus the prefill chunks of `plan` (a chunk of c tokens after o cached ones
-        attends to o + 1 .. o + c tokens; a sequence is sampled when its prefill completes)."""
-        b = len(self._decoding)
-        ctx = self._ctx_base + b * self._step
+        decoder (unless `decoders` is False: a V0 prefill step) plus the prefill chunks of `plan`
+        (a chunk of c tokens after o cached ones attends to o + 1 .. o + c tokens; a sequence is
+        sampled when its prefill completes)."""
+        b = len(self._decoding) if decoders else 0
+        ctx = self._ctx_base + b * self._step if b else 0
         seqs, tokens, sampled, kv, pairs = b, b, b, ctx, ctx
-        for s, c in plan:
-            o = s.computed
+        for s, c, hit in plan:
+            o = s.computed + hit
             seqs += 1
             tokens += c
             kv += o + c
             pairs += c * o + c * (c + 1) // 2
-            if c == s.to_prefill:
+            if c + hit == s.to_prefill:
                 sampled += 1
         return seqs, tokens, sampled, kv, pairs
 
-    def _step_time(self, plan: list[tuple[_Seq, int]]) -> float:
+    def _step_time(self, plan: list[tuple[_Seq, int, int]]) -> float:
         return self._cost.step_time(*self._batch(plan))
+
+    def _prefill_only_time(self, plan: list[tuple[_Seq, int, int]]) -> float:
+        return self._cost.step_time(*self._batch(plan, decoders=False))
 
     def _decode_span(self, k: int) -> float:
         """Duration of k pure-decode steps from the clock (context grows by b per step)."""
@@ -370,27 +466,37 @@ class ReplicaEngine:
         b = len(self._decoding)
         return self._cost.decode_steps_within(b, self._ctx_base + b * self._step, dt)
 
-    def _preempt_if_needed(self) -> None:
-        """Free KV for at least one more decode step by preempting the newest running request."""
+    def _preempt_if_needed(self) -> bool:
+        """Free KV for one more decode step by preempting the most recently admitted running
+        request (V1 `self.running.pop()`, V0 `running.pop()`), as often as needed; True if any."""
         p = self.profile
+        preempted = False
         while self._decoding or self._prefilling:
-            need = self._kv_tokens_used() + len(self._decoding) + self.num_running * p.block_size
+            used = self._kv_tokens_used()
+            need = used + len(self._decoding) + self.num_running * p.block_size
             if need <= p.kv_cache_tokens or self.num_running <= 1:
-                return
-            victim = max([*self._decoding.values(), *self._prefilling], key=lambda s: s.order)
+                return preempted
+            victim = max([*self._decoding.values(), *self._prefilling], key=lambda s: s.admitted)
             if victim.order in self._decoding:
                 self._leave_decode(victim)
-                victim.computed = 0
+                held = victim.computed
                 victim.to_prefill = victim.req.prompt_tokens + victim.generated
             else:
                 self._prefilling.remove(victim)
                 self._prefill_ctx -= victim.computed
+                held = victim.computed
                 victim.to_prefill += victim.computed
-                victim.computed = 0
+            victim.computed = 0
+            # its full blocks go to the tail of the free queue, behind every block free now
+            victim.cached = (held // p.block_size) * p.block_size
+            victim.cache_mark = self._allocated
+            victim.cache_ahead = p.kv_cache_tokens - used
             self._waiting.appendleft(victim)
             self.total_preemptions += 1
+            preempted = True
             if self._record:
                 self.stats.preemptions += 1
+        return preempted
 
     def _join_decode(self, s: _Seq) -> None:
         step = self._step
@@ -409,51 +515,23 @@ class ReplicaEngine:
         self._ctx_base -= s.computed - ran - s.join_step
         s.finish_step = -1
 
-    def _mixed_step(self, now: float, done: list[Finished]) -> bool:
-        """One step with prefill work. False if it would end after `now` (not executed)."""
-        prefilling, decoding = self._prefilling, self._decoding
-        b = len(decoding)
-        nrun = len(prefilling) + b
-        if nrun > 1 and (self._ctx_base + b * self._step + self._prefill_ctx + b + nrun * self._bs > self._kv_cap):
-            self._preempt_if_needed()
-            b = len(decoding)
-        # the step's time without its prefill chunks: a lower bound of its duration, so if even
-        # that ends after `now` the step cannot run and need not be planned
-        start = self._clock
-        if b and start + self._cost.decode_step(b, self._ctx_base + b * self._step) > now:
-            return False
-        tokens, plan, admitted = self._plan_prefill()
-        dur = self._step_time(plan)
-        end = start + dur
-        if end > now:
-            return False
-        if admitted:
-            for _ in range(admitted):
-                s = self._waiting.popleft()
-                if s.scheduled_time < 0:
-                    s.scheduled_time = start
-                prefilling.append(s)
-        self._step += 1
-        self._clock = end
+    def _admit(self, count: int, start: float) -> list[_Seq]:
+        out = []
+        for _ in range(count):
+            s = self._waiting.popleft()
+            if s.scheduled_time < 0:
+                s.scheduled_time = start
+            self._admissions += 1
+            s.admitted = self._admissions
+            out.append(s)
+        return out
+
+    def _complete_prefills(self, completed: list[_Seq], end: float, done: list[Finished]) -> int:
+        """Sample the first token (or, after a preemption, the next one) of each sequence whose
+        prefill completed at `end`; the prompt tokens counted once, with the first output."""
         record = self._record
-        if record:
-            stats = self.stats
-            stats.generation_tokens += b
-            if b:
-                stats.inter_token_latencies.append((dur, b))
-        completed: list[_Seq] = []
-        for s, c in plan:
-            s.to_prefill -= c
-            s.computed += c
-            if s.to_prefill == 0:
-                completed.append(s)
-        self._prefill_ctx += tokens  # == the sum of the chunks (ints)
-        if self._heap and self._heap[0][0] <= self._step:
-            self._pop_finished(end, done)
-        first_prompts = 0  # vLLM counts a prompt once, with the request's first output
+        first_prompts = 0
         for s in completed:
-            prefilling.remove(s)
-            self._prefill_ctx -= s.computed
             s.generated += 1
             if record:
                 self.stats.generation_tokens += 1
@@ -470,18 +548,93 @@ class ReplicaEngine:
                 self._join_decode(s)
         if record:
             self.stats.prompt_tokens += first_prompts
+        return first_prompts
+
+    def _mixed_step(self, now: float, done: list[Finished]) -> bool:
+        """One V1 step with prefill work. False if it would end after `now` (not executed)."""
+        prefilling, decoding = self._prefilling, self._decoding
+        b = len(decoding)
+        nrun = len(prefilling) + b
+        preempted = False
+        if nrun > 1 and (self._ctx_base + b * self._step + self._prefill_ctx + b + nrun * self._bs > self._kv_cap):
+            preempted = self._preempt_if_needed()
+            b = len(decoding)
+        # the step's time without its prefill chunks: a lower bound of its duration, so if even
+        # that ends after `now` the step cannot run and need not be planned
+        start = self._clock
+        if b and start + self._cost.decode_step(b, self._ctx_base + b * self._step) > now:
+            return False
+        tokens, plan, admitted = self._plan_prefill(admit=not preempted)
+        if not plan:
+            return self._decode_segment(now, done, preempted=True)
+        dur = self._step_time(plan)
+        end = start + dur
+        if end > now:
+            return False
+        if admitted:
+            prefilling.extend(self._admit(admitted, start))
+        self._step += 1
+        self._clock = end
+        self._allocated += tokens + b
+        record = self._record
+        if record:
+            stats = self.stats
+            stats.generation_tokens += b
+            if b:
+                stats.inter_token_latencies.append((dur, b))
+        completed: list[_Seq] = []
+        for s, c, hit in plan:
+            if hit:
+                s.computed += hit
+                s.to_prefill -= hit
+                self._prefill_ctx += hit
+            s.cached = 0
+            s.to_prefill -= c
+            s.computed += c
+            if s.to_prefill == 0:
+                completed.append(s)
+        self._prefill_ctx += tokens  # == the sum of the chunks (ints)
+        if self._heap and self._heap[0][0] <= self._step:
+            self._pop_finished(end, done)
+        for s in completed:
+            prefilling.remove(s)
+            self._prefill_ctx -= s.computed
+        first_prompts = self._complete_prefills(completed, end, done)
+        if record:
             self.stats.step_tokens.append((first_prompts + b + len(completed), 1))
         return True
 
-    def _decode_segment(self, now: float, done: list[Finished]) -> bool:
-        """Many identical pure-decode steps up to the next completion, arrival or `now`."""
+    def _prefill_only_step(self, now: float, done: list[Finished], plan: list[tuple[_Seq, int, int]]) -> bool:
+        """One V0 prefill step: whole prompts of the admitted requests, no decode (the running
+        requests wait: their step index does not advance). False if it would end after `now`."""
+        start = self._clock
+        dur = self._prefill_only_time(plan)
+        end = start + dur
+        if end > now:
+            return False
+        admitted = self._admit(len(plan), start)
+        self._clock = end
+        tokens = 0
+        for s in admitted:
+            tokens += s.to_prefill
+            s.computed += s.to_prefill
+            s.to_prefill = 0
+        self._allocated += tokens
+        first_prompts = self._complete_prefills(admitted, end, done)
+        if self._record:
+            self.stats.step_tokens.append((first_prompts + len(admitted), 1))
+        return True
+
+    def _decode_segment(self, now: float, done: list[Finished], preempted: bool = False) -> bool:
+        """Many identical pure-decode steps up to the next completion, arrival or `now` (one
+        step only right after a preemption: the next step may readmit the preempted request)."""
         decoding = self._decoding
         b = len(decoding)
         nrun = len(self._prefilling) + b
         bs = self._bs
         used = self._ctx_base + b * self._step + self._prefill_ctx  # == _kv_tokens_used()
         if nrun > 1 and used + b + nrun * bs > self._kv_cap:
-            self._preempt_if_needed()
+            preempted = self._preempt_if_needed() or preempted
             b = len(decoding)
             nrun = len(self._prefilling) + b
             used = self._ctx_base + b * self._step + self._prefill_ctx
@@ -496,7 +649,7 @@ class ReplicaEngine:
         dt = now - clock
         if cost.decode_step(b, ctx) > dt + 1e-12:
             return False
-        k = cost.decode_steps_within(b, ctx, dt)
+        k = 1 if preempted else cost.decode_steps_within(b, ctx, dt)
         if k <= 0:
             return False
         heap = self._heap
@@ -507,9 +660,9 @@ class ReplicaEngine:
             k = k_next
         waiting = self._waiting
         if waiting and nrun < self._max_seqs:
-            arrival = waiting[0].req.arrival
-            if arrival > clock:  # stop at the first step starting after it arrives
-                dt = arrival - clock
+            ready = waiting[0].ready
+            if ready > clock:  # stop at the first step starting after the server hands it over
+                dt = ready - clock
                 ka = cost.decode_steps_within(b, ctx, dt)  # == _steps_until(dt)
                 if not (cost.decode_span(b, ctx, ka) >= dt):
                     ka += 1
@@ -527,6 +680,7 @@ class ReplicaEngine:
         dur = cost.decode_span(b, ctx, k)
         self._step = step = step + k
         self._clock = clock = clock + dur
+        self._allocated += b * k
         if self._record:
             stats = self.stats
             stats.generation_tokens += b * k

@@ -1,18 +1,26 @@
-"""One engine step's duration from physics: a roofline over the model's bytes and FLOPs.
+"""One engine step's duration from physics: per-kernel rooflines over the model's bytes and FLOPs.
 
 A step (one forward pass over the batch) costs
 
-    step_s + seq_s * sequences + max(memory time, compute time)
+    step_s + seq_s * sequences                                   (CPU: scheduler, inputs, sampler)
+    + max(weights + activations read / bandwidth, linear FLOPs / GEMM rate)       (the matmuls)
+    + max(KV read / bandwidth, attention FLOPs / attention rate)                  (attention)
 
-memory time  = (weights read + KV read for every context token + activation traffic) / achieved bandwidth
-compute time = (linear FLOPs per scheduled token + lm_head FLOPs per sampled sequence
-                + attention FLOPs per (query, context) token pair) / achieved FLOP/s
+The matmuls and attention are separate kernels, so each has its own roofline and they add.
+- bandwidth: the datasheet's times the achieved fraction of its memory class (GDDR or HBM);
+- GEMM rate: the GPU's SUSTAINED dense FLOP/s (a torch.matmul measurement: power and clock limits
+  included) times a fitted fraction, at a batch of `tokens` rows reaching tokens / (tokens +
+  fill_tokens) of it: a matmul needs enough rows to fill the SMs, which a small decode batch or a
+  small prefill chunk does not (fill_tokens = a fitted fraction of the GPU's ridge point, the
+  FLOP per byte where its compute and bandwidth roofs meet);
+- attention rate: the GEMM rate times ATTENTION_VS_GEMM; decode attention reads every context
+  token's K/V (memory), long prefill attends c x context pairs (compute).
 
-`StepCost` holds those terms as seconds per unit, derived by `step_cost` from a checkpoint, a GPU
-and the efficiency factors (fitted on ../shared/calibration/ by `capacity.engine.fit`). A pure
-decode batch of b sequences grows its context by b tokens per step, so both roofline sides are
-linear in the step index and the step time is piecewise linear with at most one crossover:
-`decode_span` / `decode_steps_within` sum and invert it in closed form (no per-step loop).
+`StepCost` holds those terms as seconds per unit, derived by `step_cost` from a checkpoint, a GPU,
+the fitted `Calibration` (capacity.engine.fit, on ../shared/calibration/ only) and the scheduler
+version's CPU costs. A pure decode batch of b sequences grows its context by b tokens per step;
+its matmul side is constant and its attention side linear in the context, so k decode steps sum to
+an arithmetic series: `decode_span` / `decode_steps_within` sum and invert it in closed form.
 """
 
 from __future__ import annotations
@@ -27,34 +35,91 @@ from capacity.engine.hardware import Checkpoint, Gpu
 # reports a few hundred MiB of each on one GPU. Checked against the calibration's KV usage.
 RUNTIME_RESERVE_BYTES = 2**29  # 0.5 GiB
 SAMPLER_COPIES = 2  # FP32 logits and probabilities for every sequence in vLLM's profiling run
+# FlashAttention-2 forward reaches 50-73% of the A100's peak where cuBLAS GEMMs reach ~80-90%
+# (Dao, "FlashAttention-2", 2023, section 4.1): attention runs at about 0.7 of the GEMM rate.
+ATTENTION_VS_GEMM = 0.7
+SCHEDULERS = ("v0", "v1")
+# A fit bound, not a measurement: DRAM never streams its full datasheet rate (refresh, bank and
+# page overheads), so the search may not trade per-step CPU time for bandwidth beyond this.
+MAX_BANDWIDTH_FRACTION = 0.9
 
 
 @dataclass(frozen=True)
-class Efficiency:
-    """The three fitted factors: achieved fractions of the datasheet peaks, and a fixed per-step
-    overhead (scheduler, input preparation, sampling, kernel launches)."""
+class SchedulerCost:
+    """CPU time of a vLLM engine generation: per engine step (fixed, and per sequence), and the
+    API server's per request (tokenize, detokenize, HTTP/SSE). V1 runs the API server in its own
+    process in front of the engine core; V0 runs both on one event loop, so there a request's
+    server time stalls the engine too (replica.py)."""
 
-    bandwidth: float
-    flops: float
-    step_overhead_s: float
+    step_s: float
+    seq_s: float
+    server_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What is fitted (capacity.engine.fit, on ../shared/calibration/ only), and nothing else:
+    achieved bandwidth per memory class, the achieved fraction of the sustained GEMM rate, the
+    GEMM fill (fraction of the ridge point), and each engine generation's CPU costs: per step,
+    per sequence, and the API server's per request (tokenize, detokenize, HTTP/SSE)."""
+
+    bandwidth: dict[str, float]  # memory class -> achieved fraction of the datasheet bandwidth
+    compute: float  # achieved fraction of the sustained GEMM FLOP/s
+    gemm_fill: float  # fill_tokens = gemm_fill x ridge point (FLOP/byte)
+    schedulers: dict[str, SchedulerCost]  # "v0" (vLLM < 0.7), "v1" (>= 0.7)
 
     def __post_init__(self) -> None:
-        if not (0 < self.bandwidth <= 1 and 0 < self.flops <= 1) or self.step_overhead_s < 0:
-            raise ValueError(f"efficiency factors out of range: {self}")
+        if not all(0 < f <= 1 for f in self.bandwidth.values()) or not 0 < self.compute <= 1.5:
+            raise ValueError(f"calibration fractions out of range: {self}")
+        costs = [v for c in self.schedulers.values() for v in (c.step_s, c.seq_s, c.server_s)]
+        if self.gemm_fill < 0 or min(costs) < 0 or set(self.schedulers) != set(SCHEDULERS):
+            raise ValueError(f"calibration out of range: {self}")
+
+    def as_vector(self) -> list[float]:
+        return [
+            self.bandwidth["gddr"],
+            self.bandwidth["hbm"],
+            self.compute,
+            self.gemm_fill,
+            *(getattr(self.schedulers[g], k) for g in SCHEDULERS for k in ("step_s", "seq_s", "server_s")),
+        ]
+
+    @classmethod
+    def from_vector(cls, v: list[float]) -> Calibration:
+        """The calibration of a search vector; bandwidth clipped at MAX_BANDWIDTH_FRACTION."""
+        return cls(
+            bandwidth={"gddr": min(v[0], MAX_BANDWIDTH_FRACTION), "hbm": min(v[1], MAX_BANDWIDTH_FRACTION)},
+            compute=min(v[2], 1.5),
+            gemm_fill=v[3],
+            schedulers={"v0": SchedulerCost(v[4], v[5], v[6]), "v1": SchedulerCost(v[7], v[8], v[9])},
+        )
+
+
+def scheduler_of(vllm_version: str) -> str:
+    """vLLM's engine generation for a version string: "v0" (prefill-first, before 0.7: V1 became
+    the default engine in v0.8.0 and was an opt-in from v0.7; the published pre-0.7 runs are V0)
+    or "v1" (chunked prefill, one token budget shared by decodes and prefills)."""
+    text = vllm_version.strip().lstrip("v~").split()[0]
+    try:
+        major, minor = (int(x.rstrip("x")) for x in text.split(".")[:2])
+    except ValueError:
+        raise ValueError(f"vllm_version {vllm_version!r} is not a version like 0.6.3 or 0.25.1") from None
+    return "v0" if (major, minor) < (0, 7) else "v1"
 
 
 @dataclass(frozen=True)
 class StepCost:
-    """Seconds per unit of each roofline term (see the module docstring)."""
+    """Seconds per unit of each term (see the module docstring)."""
 
     step_s: float = 0.0  # fixed cost of one step
     seq_s: float = 0.0  # per sequence in the step
     weights_s: float = 0.0  # reading the weights once
     kv_token_s: float = 0.0  # reading one context token's K and V
     act_token_s: float = 0.0  # one scheduled token's activation traffic
-    token_s: float = 0.0  # one scheduled token through the linear layers
+    token_s: float = 0.0  # one scheduled token through the linear layers at the full GEMM rate
     sample_s: float = 0.0  # lm_head for one sampled sequence
     attn_pair_s: float = 0.0  # one query token attending to one context token
+    fill_tokens: float = 0.0  # rows a matmul needs to reach half its rate (GEMM fill)
 
     def __post_init__(self) -> None:
         for key, value in vars(self).items():
@@ -64,18 +129,24 @@ class StepCost:
             raise ValueError("a step must take time (step_s, seq_s, weights_s or token_s > 0)")
 
     # --- one step --------------------------------------------------------------------------
+    def linear_memory_time(self, tokens: int) -> float:
+        return self.weights_s + self.act_token_s * tokens
+
+    def linear_compute_time(self, tokens: int, sampled: int) -> float:
+        return self.token_s * (tokens + self.fill_tokens) + self.sample_s * sampled
+
     def memory_time(self, tokens: int, kv_tokens: int) -> float:
-        return self.weights_s + self.kv_token_s * kv_tokens + self.act_token_s * tokens
+        return self.linear_memory_time(tokens) + self.kv_token_s * kv_tokens
 
     def compute_time(self, tokens: int, sampled: int, pairs: int) -> float:
-        return self.token_s * tokens + self.sample_s * sampled + self.attn_pair_s * pairs
+        return self.linear_compute_time(tokens, sampled) + self.attn_pair_s * pairs
 
     def step_time(self, seqs: int, tokens: int, sampled: int, kv_tokens: int, pairs: int) -> float:
         """One step over `seqs` sequences computing `tokens` tokens (`sampled` of them sampled),
         reading `kv_tokens` cached tokens' K/V, with `pairs` (query, context) attention pairs."""
-        memory = self.memory_time(tokens, kv_tokens)
-        compute = self.compute_time(tokens, sampled, pairs)
-        return self.step_s + self.seq_s * seqs + (memory if memory > compute else compute)
+        lm, lc = self.linear_memory_time(tokens), self.linear_compute_time(tokens, sampled)
+        am, ac = self.kv_token_s * kv_tokens, self.attn_pair_s * pairs
+        return self.step_s + self.seq_s * seqs + (lm if lm > lc else lc) + (am if am > ac else ac)
 
     def decode_step(self, b: int, ctx: int) -> float:
         """A pure decode step: b sequences with `ctx` cached tokens in total."""
@@ -85,41 +156,22 @@ class StepCost:
         return self.memory_time(tokens, kv_tokens) >= self.compute_time(tokens, sampled, pairs)
 
     # --- many pure decode steps (context grows by b per step) ------------------------------
-    def _decode_lines(self, b: int, ctx: int) -> tuple[float, float, float, float, float]:
-        """Step j's time as max of two lines a + g*j: (a1, g1) until step jx, then (a2, g2)
-        (a2 already shifted to start at jx); jx = inf when one side dominates throughout."""
-        fixed = self.step_s + self.seq_s * b
-        am = fixed + self.weights_s + self.act_token_s * b + self.kv_token_s * ctx
-        gm = self.kv_token_s * b
-        ac = fixed + (self.token_s + self.sample_s) * b + self.attn_pair_s * ctx
-        gc = self.attn_pair_s * b
-        if (am, gm) < (ac, gc):
-            am, gm, ac, gc = ac, gc, am, gm  # (am, gm): the side that is larger at j = 0
-        if gc <= gm:
-            return am, gm, math.inf, am, gm
-        jx = math.floor((am - ac) / (gc - gm)) + 1  # first step where the other side is larger
-        return am, gm, jx, ac + gc * jx, gc
+    def _decode_line(self, b: int, ctx: int) -> tuple[float, float]:
+        """Step j's time is a + g*j: the matmul side is constant in j, attention linear."""
+        lm, lc = self.linear_memory_time(b), self.linear_compute_time(b, b)
+        per_ctx = self.kv_token_s if self.kv_token_s > self.attn_pair_s else self.attn_pair_s
+        a = self.step_s + self.seq_s * b + (lm if lm > lc else lc) + per_ctx * ctx
+        return a, per_ctx * b
 
     def decode_span(self, b: int, ctx: int, k: int) -> float:
         """Duration of k pure-decode steps of b sequences starting from `ctx` cached tokens."""
-        a1, g1, jx, a2, g2 = self._decode_lines(b, ctx)
-        if k <= jx:
-            return k * a1 + g1 * k * (k - 1) / 2
-        k1, k2 = int(jx), k - int(jx)
-        return (k1 * a1 + g1 * k1 * (k1 - 1) / 2) + (k2 * a2 + g2 * k2 * (k2 - 1) / 2)
+        a, g = self._decode_line(b, ctx)
+        return k * a + g * k * (k - 1) / 2
 
     def decode_steps_within(self, b: int, ctx: int, dt: float) -> int:
         """Largest k with decode_span(b, ctx, k) <= dt."""
-        a1, g1, jx, a2, g2 = self._decode_lines(b, ctx)
-        k = _steps_within(dt, a1, g1)
-        if k < jx:
-            return k
-        k1 = int(jx)
-        first = k1 * a1 + g1 * k1 * (k1 - 1) / 2
-        k = k1 + _steps_within(dt - first, a2, g2)
-        while k > k1 and self.decode_span(b, ctx, k) > dt + 1e-12:
-            k -= 1  # the two-piece sum rounds differently from its parts
-        return k
+        a, g = self._decode_line(b, ctx)
+        return _steps_within(dt, a, g)
 
 
 def _steps_within(dt: float, t0: float, c2: float) -> int:
@@ -136,19 +188,23 @@ def _steps_within(dt: float, t0: float, c2: float) -> int:
     return k
 
 
-def step_cost(checkpoint: Checkpoint, gpu: Gpu, efficiency: Efficiency) -> StepCost:
-    """The roofline terms of one checkpoint on one GPU at the given efficiencies."""
+def step_cost(checkpoint: Checkpoint, gpu: Gpu, calibration: Calibration, scheduler: str = "v1") -> StepCost:
+    """The step-cost terms of one checkpoint on one GPU under one scheduler generation."""
     a = checkpoint.architecture
-    bandwidth = gpu.bandwidth_bytes_s * efficiency.bandwidth
-    flops = gpu.peak_flops(checkpoint.quantization.compute) * efficiency.flops
+    bandwidth = gpu.bandwidth_bytes_s * calibration.bandwidth[gpu.memory_class]
+    flops = gpu.sustained_flops(checkpoint.quantization.compute) * calibration.compute
+    cpu = calibration.schedulers[scheduler]
+    ridge = flops / bandwidth  # FLOP per byte where the two roofs meet
     return StepCost(
-        step_s=efficiency.step_overhead_s,
+        step_s=cpu.step_s,
+        seq_s=cpu.seq_s,
         weights_s=checkpoint.weight_bytes_read_per_step / bandwidth,
         kv_token_s=a.kv_bytes_per_token / bandwidth,
         act_token_s=a.activation_bytes_per_token / bandwidth,
         token_s=checkpoint.linear_flops_per_token / flops,
         sample_s=checkpoint.lm_head_flops_per_sample / flops,
-        attn_pair_s=a.attention_flops_per_pair / flops,
+        attn_pair_s=a.attention_flops_per_pair / (flops * ATTENTION_VS_GEMM),
+        fill_tokens=calibration.gemm_fill * ridge,
     )
 
 

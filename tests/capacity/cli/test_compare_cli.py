@@ -155,5 +155,5 @@ def test_the_header_says_where_a_scaledobject_starts_when_it_is_not_the_stacks_s
         == 0
     )
     out = " ".join(capsys.readouterr().out.split())
-    assert "starts from 2 warm replicas" in out  # the oracle's first interval, within dev's 1..3
+    assert "starts from 3 warm replicas" in out  # the oracle's first interval, within dev's 1..3
     assert "other ScaledObjects start within their own bounds: pinned-one 1" in out

@@ -6,7 +6,10 @@ import pytest
 
 from capacity.engine import ReplicaEngine, Request, get_profile
 
-A10G = get_profile("a10g-r1-14b-awq")
+CALIBRATED_A10G = get_profile("a10g-r1-14b-awq")
+# The scheduler's own behaviour, without the API server's per-request time in front of it
+# (test_api_server_cost_* below cover that).
+A10G = dataclasses.replace(CALIBRATED_A10G, server_s=0.0)
 
 
 def _run(engine: ReplicaEngine, until: float) -> list:
@@ -25,6 +28,25 @@ def test_single_request_latency_is_prefill_plus_one_step_per_output_token():
     assert done.first_token_time == pytest.approx(prefill)
     assert done.finish_time == pytest.approx(prefill + cost.decode_span(1, 1024, 127))
     assert done.finish_time > prefill + 127 * cost.decode_step(1, 1024)
+
+
+def test_api_server_cost_delays_the_first_token_by_its_time_per_request():
+    engine = ReplicaEngine(CALIBRATED_A10G)
+    engine.submit(Request(1, 0.0, 1024, 2), 0.0)
+    [done] = _run(engine, 60)
+    prefill = A10G.cost.step_time(seqs=1, tokens=1024, sampled=1, kv_tokens=1024, pairs=1024 * 1025 // 2)
+    assert done.first_token_time == pytest.approx(CALIBRATED_A10G.server_s + prefill)
+
+
+def test_api_server_cost_serializes_a_burst_one_request_per_server_time():
+    profile = dataclasses.replace(A10G, server_s=0.2)
+    engine = ReplicaEngine(profile)
+    for i in range(3):
+        engine.submit(Request(i, 0.0, 16, 400), 0.0)
+    engine.advance(0.3)  # the first request reached the engine at 0.2, the second at 0.4
+    assert (engine.num_running, engine.num_waiting) == (1, 2)
+    engine.advance(0.7)
+    assert (engine.num_running, engine.num_waiting) == (3, 0)
 
 
 def test_no_more_than_max_num_seqs_run_and_the_rest_wait():
@@ -146,3 +168,60 @@ def test_next_step_time_is_one_decode_step_ahead_while_requests_decode():
     second_token = engine.next_step_time()
     assert second_token == pytest.approx(first_token + A10G.cost.decode_step(1, 64))
     assert engine.next_event_time() > second_token  # the completion is 98 steps later
+
+
+# --- vLLM's schedulers (the profile's version) ------------------------------------------------
+# V1: vllm/v1/core/sched/scheduler.py Scheduler.schedule (vllm-project/vllm@00024d31) and
+# vllm/v1/core/kv_cache_manager.py KVCacheManager.allocate_slots (@003df296). V0:
+# vllm/core/scheduler.py Scheduler._schedule_default (prefills first, then decodes).
+
+
+def _preempting_engine(**changes) -> ReplicaEngine:
+    profile = dataclasses.replace(A10G, kv_cache_tokens=2400, max_num_batched_tokens=4096, **changes)
+    engine = ReplicaEngine(profile, record_stats=True)
+    for i in range(3):
+        engine.submit(Request(i, 0.0, 600, 600), 0.0)
+    return engine
+
+
+def test_v1_preempts_the_most_recently_admitted_running_request():
+    engine = _preempting_engine(prefix_caching=False)
+    t = 0.0
+    while engine.total_preemptions == 0:
+        t += 0.02
+        engine.advance(t)
+    # `self.running.pop()`: the last admitted goes first; the first admitted keeps running
+    assert engine._waiting[-1].req.id == 2 and 2 not in engine.running_progress()
+    assert 0 in engine.running_progress()
+
+
+def test_v1_admits_no_waiting_request_in_a_step_that_preempted():
+    engine = _preempting_engine(prefix_caching=False)
+    t = 0.0
+    while engine.total_preemptions == 0:
+        t += 0.02
+        engine.advance(t)
+    running = engine.num_running
+    engine.advance(engine._clock + 1e-9)  # `if not preempted_reqs:` guards the waiting loop
+    assert engine.num_running == running
+
+
+def test_v1_prefix_cache_lets_a_preempted_request_resume_without_recomputing_its_cached_blocks():
+    cold = _preempting_engine(prefix_caching=False)
+    warm = _preempting_engine(prefix_caching=True)
+    cold_done, warm_done = _run(cold, 600), _run(warm, 600)
+    assert len(cold_done) == len(warm_done) == 3
+    assert cold.total_preemptions and warm.total_preemptions
+    # less recompute after each preemption: everything finishes sooner
+    assert max(f.finish_time for f in warm_done) < max(f.finish_time for f in cold_done)
+
+
+def test_v0_runs_prefills_first_while_decoders_wait():
+    v0 = dataclasses.replace(A10G, vllm_version="0.5.4", max_num_batched_tokens=2048, prefix_caching=False)
+    engine = ReplicaEngine(v0)
+    engine.submit(Request(1, 0.0, 64, 200), 0.0)
+    engine.advance(engine.next_event_time())  # request 1's prefill: its first token
+    engine.submit(Request(2, engine._clock, 2000, 10), engine._clock)
+    engine.advance(engine.next_event_time())  # a prefill-only step for request 2
+    assert engine.generated_tokens(1) == 1  # request 1 did not decode during request 2's prefill
+    assert engine.generated_tokens(2) == 1

@@ -1,16 +1,20 @@
 """The engine model reproduces measured vLLM replicas (../shared/calibration).
 
-The A10G profile is physics plus three efficiency factors fitted on these rows (benchmarks/
-engine_accuracy.py prints the fit); the 8 GB references are physics with the A10G's factors on
-an assumed 8 GB Ampere card (the README does not name the GPU): a sanity check of the physics.
+The A10G profile is physics plus the calibration fitted on ../shared/calibration/ (these rows and
+the public measurements; benchmarks/engine_accuracy.py prints the fit); the 8 GB references are
+physics with that calibration on an assumed 8 GB Ampere card (the README does not name the GPU):
+a sanity check of the physics.
 """
 
 import pytest
 
 from capacity.engine import get_profile, predict
 
-TOLERANCE = 0.15
-RPS_TOLERANCE = 0.05  # the fit reproduces throughput to within 4% on every row
+# Issue 22: the calibration A10G stays within 10% (one fit over every source of ../shared/calibration/,
+# not over these five rows alone: it reproduces their throughput within 6%, p99 within 10%)
+TOLERANCE = 0.10
+RPS_TOLERANCE = 0.10
+REFERENCE_TOLERANCE = 0.15  # the 8 GB references: physics on an assumed GPU, a sanity check
 
 
 def _within(predicted: float, measured: float, tolerance: float = TOLERANCE) -> bool:
@@ -23,22 +27,22 @@ def a10g_predictions(calibration_rows):
     return [(row, predict(profile, int(row["concurrency"]), 1024, 128)) for row in calibration_rows]
 
 
-def test_a10g_profile_reproduces_every_row_rps_within_5_percent(a10g_predictions):
+def test_a10g_profile_reproduces_every_row_rps_within_10_percent(a10g_predictions):
     misses = [
         (r["concurrency"], r["successful_rps"], s.rps)
         for r, s in a10g_predictions
         if not _within(s.rps, r["successful_rps"], RPS_TOLERANCE)
     ]
-    assert not misses, f"(concurrency, measured rps, predicted rps) off by more than 5%: {misses}"
+    assert not misses, f"(concurrency, measured rps, predicted rps) off by more than 10%: {misses}"
 
 
-def test_a10g_profile_reproduces_every_row_p99_latency_within_15_percent(a10g_predictions):
+def test_a10g_profile_reproduces_every_row_p99_latency_within_10_percent(a10g_predictions):
     misses = [
         (r["concurrency"], r["p99_latency_s"], s.p99_latency_s)
         for r, s in a10g_predictions
         if not _within(s.p99_latency_s, r["p99_latency_s"])
     ]
-    assert not misses, f"(concurrency, measured p99, predicted p99) off by more than 15%: {misses}"
+    assert not misses, f"(concurrency, measured p99, predicted p99) off by more than 10%: {misses}"
 
 
 def test_a10g_profile_total_tokens_per_second_follow_the_request_shape(a10g_predictions):
@@ -72,19 +76,19 @@ PHYSICS_MISSES_1_5B = pytest.mark.xfail(
 def test_qwen_1_5b_reference_is_compute_bound_at_about_2600_tokens_per_second():
     profile = get_profile("8gb-qwen2.5-1.5b")
     state = predict(profile, 64, 150, 256)
-    assert _within(state.output_tokens_per_s, 2600)
+    assert _within(state.output_tokens_per_s, 2600, REFERENCE_TOLERANCE)
     assert state.avg_kv_usage < 0.25  # KV is not the binding resource
 
 
 @PHYSICS_MISSES_1_5B
 def test_qwen_1_5b_reference_ttft_at_low_load_is_about_31_ms():
     state = predict(get_profile("8gb-qwen2.5-1.5b"), 1, 450, 128)
-    assert _within(state.ttft_p50_s, 0.031)
+    assert _within(state.ttft_p50_s, 0.031, REFERENCE_TOLERANCE)
 
 
 def test_qwen_3b_reference_generates_about_670_tokens_per_second():
     state = predict(get_profile("8gb-qwen2.5-3b-eager"), 16, 150, 256)
-    assert _within(state.output_tokens_per_s, 670)
+    assert _within(state.output_tokens_per_s, 670, REFERENCE_TOLERANCE)
 
 
 def test_qwen_3b_reference_is_kv_bound_on_long_requests():

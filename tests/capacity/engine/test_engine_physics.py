@@ -8,7 +8,7 @@ from capacity.engine import PROFILES, get_profile
 from capacity.engine.explain import explain
 from capacity.engine.hardware import Checkpoint, architectures, checkpoint, gpu, gpus, quantizations
 from capacity.engine.profiles import STACK_GPUS, STACK_MODELS, derive
-from capacity.engine.roofline import Efficiency, StepCost, memory_plan, step_cost
+from capacity.engine.roofline import Calibration, SchedulerCost, StepCost, memory_plan, scheduler_of, step_cost
 
 QWEN14 = architectures()["qwen2.5-14b"]
 AWQ14 = checkpoint("Qwen/Qwen2.5-14B-Instruct-AWQ")
@@ -113,21 +113,88 @@ def test_every_data_entry_cites_its_source():
     assert all(g.source for g in gpus().values())
 
 
-def test_step_cost_terms_are_bytes_over_bandwidth_and_flops_over_throughput():
-    eff = Efficiency(bandwidth=0.8, flops=0.5, step_overhead_s=0.002)
-    cost = step_cost(AWQ14, A10G, eff)
-    assert cost.weights_s == pytest.approx(AWQ14.weight_bytes_read_per_step / (600e9 * 0.8))
-    assert cost.kv_token_s == pytest.approx(196_608 / (600e9 * 0.8))
-    assert cost.token_s == pytest.approx(2 * QWEN14.linear_params / (70e12 * 0.5))
-    assert cost.attn_pair_s == pytest.approx(4 * 48 * 40 * 128 / (70e12 * 0.5))
-    assert cost.step_s == 0.002
+CAL = Calibration(
+    bandwidth={"gddr": 0.8, "hbm": 0.7},
+    compute=0.5,
+    gemm_fill=0.1,
+    schedulers={"v0": SchedulerCost(0.003, 2e-5, 0.005), "v1": SchedulerCost(0.002, 1e-5, 0.01)},
+)
+
+
+def test_step_cost_terms_use_the_memory_class_bandwidth_and_the_sustained_gemm_rate():
+    cost = step_cost(AWQ14, A10G, CAL)
+    bandwidth, flops = 600e9 * 0.8, 67.24e12 * 0.5  # A10G: GDDR; sustained 67.24 TFLOPS, not 70
+    assert cost.weights_s == pytest.approx(AWQ14.weight_bytes_read_per_step / bandwidth)
+    assert cost.kv_token_s == pytest.approx(196_608 / bandwidth)
+    assert cost.token_s == pytest.approx(2 * QWEN14.linear_params / flops)
+    assert cost.attn_pair_s == pytest.approx(4 * 48 * 40 * 128 / (flops * 0.7))
+    assert cost.fill_tokens == pytest.approx(0.1 * flops / bandwidth)  # a fraction of the ridge point
+    assert (cost.step_s, cost.seq_s) == (0.002, 1e-5)  # V1's CPU costs by default
+    assert step_cost(AWQ14, gpu("h100"), CAL).weights_s == pytest.approx(
+        AWQ14.weight_bytes_read_per_step / (3350e9 * 0.7)
+    )
+
+
+def test_step_cost_takes_the_cpu_costs_of_the_scheduler_generation():
+    v0 = step_cost(AWQ14, A10G, CAL, "v0")
+    assert (v0.step_s, v0.seq_s) == (0.003, 2e-5)
+
+
+def test_vllm_versions_before_0_7_run_the_v0_scheduler():
+    assert [scheduler_of(v) for v in ("0.4.3", "0.5.4", "0.6.6", "0.7.0", "0.16.0", "0.25.1", "v0.21.0")] == [
+        "v0",
+        "v0",
+        "v0",
+        "v1",
+        "v1",
+        "v1",
+        "v1",
+    ]
+    with pytest.raises(ValueError, match="vllm_version"):
+        scheduler_of("latest")
+
+
+def test_a_profile_names_its_vllm_version_and_scheduler():
+    profile = get_profile("a10g-r1-14b-awq")
+    assert (profile.vllm_version, profile.scheduler) == ("0.25.1", "v1")
+    old = derive(
+        "old", AWQ14, A10G, max_model_len=4096, max_num_seqs=8, max_num_batched_tokens=4096, vllm_version="0.5.4"
+    )
+    assert (old.scheduler, old.watermark, old.prefix_caching) == ("v0", 0.01, False)
+
+
+def test_gemm_fill_slows_small_batches_below_the_full_gemm_rate():
+    cost = StepCost(token_s=1e-4, fill_tokens=100)
+    assert cost.linear_compute_time(100, 0) == pytest.approx(2 * 100 * 1e-4)  # half rate at fill_tokens rows
+    assert cost.linear_compute_time(10_000, 0) == pytest.approx(10_100 * 1e-4)  # ~full rate when large
+
+
+def test_sustained_compute_is_measured_for_the_gpus_the_calibration_covers():
+    sustained = {name: g.sustained_flops("fp16") / 1e12 for name, g in gpus().items()}
+    assert sustained["l4"] == pytest.approx(55.2, abs=0.1)  # under half its 121 TFLOPS datasheet figure
+    assert sustained["a10g"] == pytest.approx(67.2, abs=0.1)
+    assert all(gpus()[g].sustained_measured for g in ("l4", "a10g", "a100-80gb", "h100", "h200"))
+    assert not gpus()["l40s"].sustained_measured  # derived: extrapolated
+    assert sustained["l40s"] == pytest.approx(362.05 * gpus()["l40s"].derived_sustained_ratio)
+
+
+def test_every_gpu_has_a_board_power_and_a_memory_class_with_sources():
+    for g in gpus().values():
+        assert g.board_power_w and g.board_power_source, g.name
+        assert g.memory_class in ("gddr", "hbm") and g.sustained_source, g.name
+    assert {n: gpus()[n].board_power_w for n in ("l4", "a10g", "l40s", "h100")} == {
+        "l4": 72,
+        "a10g": 300,
+        "l40s": 350,
+        "h100": 700,
+    }
 
 
 def test_roofline_regimes_decode_is_memory_bound_and_prefill_compute_bound():
     cost = get_profile("a10g-r1-14b-awq").cost
     # one decoder with 1k tokens of context: the weights dominate, the FLOPs are tiny
     assert cost.memory_bound(tokens=1, sampled=1, kv_tokens=1024, pairs=1024)
-    assert cost.decode_step(1, 1024) == pytest.approx(cost.step_s + cost.memory_time(1, 1024))
+    assert cost.decode_step(1, 1024) == pytest.approx(cost.step_s + cost.seq_s + cost.memory_time(1, 1024))
     # a 2048-token prefill chunk: 2048 x 26 GFLOP takes far longer than reading the weights once
     assert not cost.memory_bound(tokens=2048, sampled=1, kv_tokens=2048, pairs=2048 * 2049 // 2)
     # decode at 40 x 1k context: KV read (40k tokens x 196 KB) is about as large as the weights
@@ -135,29 +202,30 @@ def test_roofline_regimes_decode_is_memory_bound_and_prefill_compute_bound():
     assert cost.kv_token_s * kv == pytest.approx(cost.weights_s, rel=0.1)
 
 
-def test_step_time_is_the_larger_roofline_side_plus_overheads():
-    cost = StepCost(step_s=0.001, seq_s=0.0001, weights_s=0.01, kv_token_s=1e-6, token_s=1e-3)
+def test_step_time_adds_the_matmul_and_attention_rooflines_to_the_cpu_costs():
+    cost = StepCost(step_s=0.001, seq_s=0.0001, weights_s=0.01, kv_token_s=1e-6, token_s=1e-3, attn_pair_s=1e-8)
+    # matmuls memory-bound (10 ms of weights), attention memory-bound (1,000 tokens of K/V)
     assert cost.step_time(seqs=2, tokens=2, sampled=2, kv_tokens=1000, pairs=1000) == pytest.approx(
-        0.001 + 0.0002 + 0.011
+        0.001 + 0.0002 + 0.01 + 0.001
     )
-    assert cost.step_time(seqs=2, tokens=100, sampled=2, kv_tokens=1000, pairs=1000) == pytest.approx(
-        0.001 + 0.0002 + 0.1
+    # matmuls compute-bound (100 tokens), attention compute-bound (a long prefill's pairs)
+    assert cost.step_time(seqs=2, tokens=100, sampled=2, kv_tokens=1000, pairs=1_000_000) == pytest.approx(
+        0.001 + 0.0002 + 0.1 + 0.01
     )
 
 
-def test_decode_span_splits_at_the_crossover_between_compute_and_memory():
-    # compute-bound at first (b x token_s = 30 ms), memory overtakes as the context grows
+def test_decode_span_sums_steps_whose_attention_grows_with_the_context():
     cost = StepCost(weights_s=0.005, kv_token_s=2e-6, token_s=3e-3)
     b, ctx = 10, 5000
     steps = [cost.decode_step(b, ctx + b * j) for j in range(2000)]
-    assert steps[0] == pytest.approx(0.03) and steps[-1] > 0.03  # flat, then rising
+    assert steps[0] == pytest.approx(0.03 + 0.01) and steps[-1] > steps[0]  # rising with the context
     assert cost.decode_span(b, ctx, 2000) == pytest.approx(sum(steps), rel=1e-12)
     assert cost.decode_steps_within(b, ctx, sum(steps[:1500])) == 1500
 
 
-def test_efficiency_factors_are_fractions_of_the_peak():
+def test_calibration_fractions_are_bounded():
     with pytest.raises(ValueError):
-        Efficiency(bandwidth=1.2, flops=0.5, step_overhead_s=0.0)
+        Calibration.from_vector([1.0, 0.8, 0.9, 0.1, 0.003, 2e-5, 0.005, 0.001, 2e-5, -0.01])
     with pytest.raises(ValueError):
         dataclasses.replace(get_profile("a10g-r1-14b-awq").cost, kv_token_s=-1.0)
 
