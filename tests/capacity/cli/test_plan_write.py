@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from capacity.__main__ import main
-from capacity.cli.plan import PLATFORM_PROMETHEUS
+from capacity.cli.plan import PLATFORM_PROMETHEUS, deploy_refusal
 from capacity.cli.stack_edit import edited_text
 from capacity.planning.evidence import evidence
 from capacity.planning.stack import load_stack_model
@@ -144,12 +144,25 @@ def test_emit_scaledobject_prints_the_winners_keda_object_as_the_platform_render
     assert emitted["spec"]["maxReplicaCount"] == 3 and validate(emitted) == []
 
 
-def test_nothing_is_emitted_when_no_candidate_meets_the_target(tmp_path, capsys):
-    code, text = plan(one_replica_copy(tmp_path), "--emit", "scaledobject", trace=FLOOD)
-    assert code == 2 and text == ""
-    assert (
-        capsys.readouterr().err.strip().endswith("--emit scaledobject: no candidate meets the target; nothing emitted")
-    )
+@pytest.mark.parametrize(
+    "binding_limit, validation, reason",
+    [
+        ("the pools' GPU limit", None, "no candidate meets the target"),
+        (None, 0.97, "the winner attains 97.00% on the held-out traffic, below the target 99.00%"),
+        (None, 0.995, None),
+    ],
+)
+def test_a_winner_is_written_or_emitted_only_when_it_meets_the_target_searched_and_held_out(
+    binding_limit, validation, reason
+):
+    payload = {
+        "binding_limit": binding_limit,
+        "search": None if binding_limit else {"slo_attainment": 0.995},
+        "validation": None if validation is None else {"slo_attainment": validation},
+        "validation_meets_target": None if validation is None else validation >= 0.99,
+        "target": 0.99,
+    }
+    assert deploy_refusal(payload) == reason
 
 
 def test_the_emitted_objects_prometheus_is_the_one_the_platform_deploys():
