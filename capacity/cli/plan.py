@@ -507,6 +507,7 @@ FRONTIER_HEADERS = ("GPU", "SLO attained", "GPU-h", "cost $", "$/M output tokens
 GPU_HEADERS = (
     "GPU",
     "instance",  # the size a replica lands on, which the prices are of
+    "trust",  # of the GPU's engine profile: measured, validated (published data) or extrapolated
     "$/GPU-h on-demand",
     "$/GPU-h spot (est.)",
     "trials",
@@ -539,6 +540,7 @@ def _gpu_rows(payload: dict[str, Any]) -> list[list[str]]:
         [
             row["gpu"],
             row["instance_size"],
+            row["trust"] or "-",
             cell(row["on_demand_usd_per_gpu_hour"], ".3f"),
             cell(row["spot_usd_per_gpu_hour"], ".3f"),
             str(row["trials"]),

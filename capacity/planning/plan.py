@@ -25,6 +25,7 @@ import yaml
 
 from capacity.engine import EngineProfile
 from capacity.engine.hardware import checkpoint, gpus
+from capacity.engine.trust import Trust, trust_of
 from capacity.planning import journal
 from capacity.planning.evaluator import Candidate, Evaluated, evaluators
 from capacity.planning.guardrails import KV_CEILING, Guardrails, guardrails
@@ -74,6 +75,9 @@ class GpuType:
     on_demand_usd: float
     spot_usd: float
     instance_size: str
+    # How far the engine profile of this GPU is checked (capacity/engine/trust.py): measured,
+    # validated on published data, or extrapolated; None when the model has no profile there.
+    trust: Trust | None = None
 
 
 def gpu_types(sm: StackModel, prices: dict[str, float] | None = None) -> list[GpuType]:
@@ -106,10 +110,20 @@ def gpu_types(sm: StackModel, prices: dict[str, float] | None = None) -> list[Gp
                 f"no price for instance size {size.name} (family {family!r}, where a replica of "
                 f"{sm.model.name} lands): pass --price {family}=USD_PER_GPU_HOUR"
             )
-        out.append(GpuType(family, name, od, od * ratio, size.name))
+        out.append(GpuType(family, name, od, od * ratio, size.name, gpu_trust(sm, name)))
     if not out:
         raise ValueError(f"the pools of {sm.model.name} allow no instance family with an engine profile: {families}")
     return out
+
+
+def gpu_trust(sm: StackModel, gpu: str) -> Trust | None:
+    """The trust level of the profile the model would run with on `gpu` (its own engine flags)."""
+    edits = gpu_edits(sm, gpu)
+    try:
+        profile = apply_config_set(sm, edits).profile if edits else sm.profile
+    except ValueError:
+        return None  # that GPU's profile would not deploy: the search refuses its candidates anyway
+    return trust_of(profile)
 
 
 def current_gpu(sm: StackModel) -> str:
@@ -169,10 +183,14 @@ def deployment_notes(sm: StackModel, p: Mapping[str, Any]) -> list[str]:
             f"which {', '.join(sharing)} also run on: plan them after it (without --search-pools)"
         )
     if p["gpu"] != current_gpu(sm):
+        trust = gpu_trust(sm, p["gpu"])
+        level = trust.level if trust else "unknown"
+        warning = "warning: " if level != "validated" else ""
+        rests = f" ({trust.basis})" if trust else ""
         notes.append(
-            f"the winner moves {sm.model.name} from {current_gpu(sm) or 'its profile'} to {p['gpu']}: its engine "
-            f"profile is derived from the {p['gpu']} datasheet and the factors fitted on the A10G calibration, "
-            f"not measured; run `python -m capacity sweep` against one {p['gpu']} replica before moving production"
+            f"{warning}the winner moves {sm.model.name} from {current_gpu(sm) or 'its profile'} to {p['gpu']}, "
+            f"whose engine profile is {level}{rests}, not measured on this replica; run `python -m capacity "
+            f"sweep` against one {p['gpu']} replica before moving production"
         )
     notes.append(landing_note(sm, family_of(sm, p["gpu"])))
     stale = stack_price_note(sm)
@@ -615,6 +633,9 @@ class GpuTypeRow:
             "gpu": kind.gpu,
             "family": kind.family,
             "instance_size": kind.instance_size,
+            "trust": kind.trust.level if kind.trust else None,
+            "trust_saturated_error": kind.trust.saturated_error if kind.trust else None,
+            "trust_basis": kind.trust.basis if kind.trust else None,
             "on_demand_usd_per_gpu_hour": kind.on_demand_usd,
             "spot_usd_per_gpu_hour": round(kind.spot_usd, 4),
             "trials": self.trials,
