@@ -240,8 +240,8 @@ class PromptBuilder:
         self._blocks[key] = text
         return text
 
-    def _tokenized_piece(self, head_text: str, tokens: int, offset: int = 0) -> str:
-        """`head_text` (starting with a space) and filler from `offset`: exactly `tokens` tokens."""
+    def _tokenized_piece(self, head_text: str, tokens: int, offset: int = 0, what: str = "a prompt piece") -> str:
+        """`head_text` and filler from `offset`: exactly `tokens` tokens."""
         tok = self._tokenizer
         n = max(0, tokens - len(tok.encode(head_text, add_special_tokens=False).ids))
         for _ in range(16):  # merges across the seam can shift the count by a token or two
@@ -252,23 +252,13 @@ class PromptBuilder:
             n += tokens - have
             if n < 0:
                 break
-        raise ValueError(f"could not build a prompt piece of exactly {tokens} tokens with this tokenizer")
+        raise ValueError(f"could not build {what} of exactly {tokens} tokens with this tokenizer")
 
     def _build_tokenized(self, fingerprint: str, tokens: int) -> str:
-        tok = self._tokenizer
-        head = tok.encode(fingerprint, add_special_tokens=False).ids
+        head = self._tokenizer.encode(fingerprint, add_special_tokens=False).ids
         if tokens < len(head):
             raise ValueError(f"prompt tokens ({tokens}) must be >= the fingerprint's {len(head)} tokens")
-        n = max(0, tokens - len(head))
-        for _ in range(16):  # merges across the seam can shift the count by a token or two
-            text = fingerprint + tok.decode(self._filler_ids[:n])
-            have = self.count(text)
-            if have == tokens:
-                return text
-            n += tokens - have
-            if n < 0:
-                break
-        raise ValueError(f"could not build a prompt of exactly {tokens} tokens with this tokenizer")
+        return self._tokenized_piece(fingerprint, tokens, what="a prompt")
 
 
 def _load_tokenizer(path: Path):

@@ -74,24 +74,9 @@ def _selects(pdb: Subject, labels: Mapping[str, Any]) -> bool:
     selector = k8s.get(pdb.props, "spec", "selector")
     if not k8s.is_map(selector):
         return False
-    match_labels = k8s.get(selector, "matchLabels") or {}
-    expressions = k8s.items(selector, "matchExpressions")
-    if not match_labels and not expressions:
+    if not k8s.get(selector, "matchLabels") and not k8s.items(selector, "matchExpressions"):
         return False  # an empty selector is a footgun; do not count it as covering the predictor
-    if any(labels.get(k) != v for k, v in match_labels.items()):
-        return False
-    for expression in expressions:
-        key, operator = k8s.get(expression, "key"), k8s.get(expression, "operator")
-        values = list(k8s.items(expression, "values"))
-        if operator == "In" and labels.get(key) not in values:
-            return False
-        if operator == "NotIn" and labels.get(key) in values:
-            return False
-        if operator == "Exists" and key not in labels:
-            return False
-        if operator == "DoesNotExist" and key in labels:
-            return False
-    return True
+    return k8s.selector_matches(selector, labels)
 
 
 def _blocks_all_evictions(pdb: Subject) -> bool:
