@@ -170,7 +170,24 @@ def dcgm_values() -> dict[str, Any]:
             }
         },
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
+        "securityContext": DCGM_SECURITY_CONTEXT,
     }
+
+
+# The chart's default container securityContext adds SYS_ADMIN, "Required for profiling metrics
+# (DCGM_FI_PROF_*)" (NVIDIA/dcgm-exporter deployment/values.yaml, chart 4.8.2 at d5e5f51; 4.8.3 is
+# not in the snapshot read). The platform reads DCGM_FI_DEV_* only (contract/signals.py Dcgm), and
+# without the capability the exporter skips profiling fields and serves the rest
+# (pkg/cmd/app.go queryDCPMetrics: "Not collecting DCP metrics"; internal/pkg/capabilities
+# WarnIfMissingProfilingCapabilities only warns). It stays root: the per-pod labels
+# model_gpu_utilization matches on come from the kubelet's pod-resources socket (the chart's
+# hostPath volume), which the kubelet creates owned by root.
+DCGM_SECURITY_CONTEXT = {
+    "runAsNonRoot": False,
+    "runAsUser": 0,
+    "capabilities": {"drop": ["ALL"]},
+    "allowPrivilegeEscalation": False,
+}
 
 
 def dcgm_service_monitor_spec(obs: ObservabilitySettings) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pulumi_policy import Policy
 
 from . import (
+    admission,
     backends,
     cluster,
     endpoint_picker,
@@ -15,6 +16,7 @@ from . import (
     identity,
     isolation,
     network,
+    operators,
     scaling,
     serving,
     storage,
@@ -39,6 +41,8 @@ POLICIES: list[Policy] = [
     *backends.POLICIES,
     *network.POLICIES,
     *endpoint_picker.POLICIES,
+    *admission.POLICIES,
+    *operators.POLICIES,
 ]
 
 BY_NAME: dict[str, Policy] = {policy.name: policy for policy in POLICIES}

@@ -86,7 +86,7 @@ client_identity = stack_policy(
 # --- the predictors accept only the gateway's key ------------------------------------------------
 
 
-def _requires_key(container: Mapping[str, Any]) -> bool:
+def requires_api_key(container: Mapping[str, Any]) -> bool:
     env = {str(k8s.get(e, "name", unknown="")) for e in k8s.known_items(container, "env")}
     args = [str(a) for a in (*k8s.known_items(container, "command"), *k8s.known_items(container, "args"))]
     return VLLM_KEY_ENV in env or any(a == VLLM_KEY_FLAG or a.startswith(VLLM_KEY_FLAG + "=") for a in args)
@@ -110,7 +110,7 @@ def _check_backend_keys(resources: list[Any], _config: Mapping[str, Any]) -> Ite
     for isvc in of_kind(resources, *k8s.INFERENCE_SERVICE):
         predictor = k8s.get(isvc.props, "spec", "predictor")
         serving = [c for n, c in k8s.containers(predictor) if not n.startswith("initContainers")]
-        if k8s.is_map(predictor) and not any(_requires_key(c) for c in serving):
+        if k8s.is_map(predictor) and not any(requires_api_key(c) for c in serving):
             yield (
                 f"{isvc.label}: the predictor's server requires no API key ({VLLM_KEY_ENV} or {VLLM_KEY_FLAG}); any "
                 "pod that reaches it is served past the gateway's keys and quotas",
@@ -299,4 +299,143 @@ token_costs = stack_policy(
     check=_check_token_costs,
 )
 
-POLICIES = [client_identity, backend_keys, public_load_balancers_tls, store_authenticated, token_costs]
+# --- streamed completions report their usage -------------------------------------------------------
+
+# vLLM reports usage on a streamed response only when the request asks (stream_options.include_usage)
+# unless the server forces it: `--enable-force-include-usage` (vllm/entrypoints/openai/cli_args.py,
+# enable_force_include_usage); AI Gateway v1.1 forces stream usage for chat completions only, and a
+# response without usage is charged 0 tokens.
+FORCE_USAGE_FLAG = "--enable-force-include-usage"
+
+
+def _forces_usage(container: Mapping[str, Any]) -> bool:
+    """The last of --enable-force-include-usage / --no-enable-force-include-usage wins (argparse)."""
+    args = [str(a) for a in (*k8s.known_items(container, "command"), *k8s.known_items(container, "args"))]
+    flags = [a for a in args if a.split("=", 1)[0] in (FORCE_USAGE_FLAG, "--no-" + FORCE_USAGE_FLAG[2:])]
+    return bool(flags) and flags[-1].split("=", 1)[0] == FORCE_USAGE_FLAG
+
+
+def _check_stream_usage(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[tuple[str, str | None]]:
+    if not any(_cost_keys(limits) for limits in of_kind(resources, *TRAFFIC_POLICY)):
+        return
+    for isvc in of_kind(resources, *k8s.INFERENCE_SERVICE):
+        predictor = k8s.get(isvc.props, "spec", "predictor")
+        servers = [
+            c for n, c in k8s.containers(predictor) if not n.startswith("initContainers") and requires_api_key(c)
+        ]
+        if servers and not any(_forces_usage(c) for c in servers):
+            yield (
+                f"{isvc.label}: vLLM runs without {FORCE_USAGE_FLAG}; a streamed /v1/completions reports no usage "
+                "and is charged 0 tokens against the client's budget",
+                isvc.urn,
+            )
+
+
+stream_usage = stack_policy(
+    name="token-budgets-see-streamed-usage",
+    description=(
+        "Where token budgets are charged, every predictor's vLLM forces usage into every response "
+        f"({FORCE_USAGE_FLAG}): otherwise a streamed /v1/completions costs nothing."
+    ),
+    remediation=(
+        "Keep the flag components/serving/objects.py adds to every predictor (the settings refuse extraArgs that "
+        "set or negate it)."
+    ),
+    check=_check_stream_usage,
+)
+
+# --- the gateway terminates TLS, and the load balancer admits named ranges -------------------------
+
+GATEWAY = ("gateway.networking.k8s.io", "Gateway")
+TLS_PROTOCOLS = {"HTTPS", "TLS"}
+OWNING_GATEWAY = "gateway.envoyproxy.io/owning-gateway-name"
+
+
+def _nlb_terminates_tls(resources: list[Any], gateway: Subject) -> bool:
+    """A LoadBalancer Service in front of this gateway's proxies that terminates TLS with an ACM
+    certificate on every port (aws-load-balancer-ssl-cert; ssl-ports unset means all)."""
+    for service in of_kind(resources, *SERVICE):
+        selector = k8s.get(service.props, "spec", "selector", unknown=None)
+        if not k8s.is_map(selector) or k8s.get(selector, OWNING_GATEWAY, unknown=None) != gateway.k8s_name:
+            continue
+        annotations = k8s.get(service.props, "metadata", "annotations", unknown=None)
+        annotations = annotations if k8s.is_map(annotations) else {}
+        if k8s.get(annotations, f"{LB_ANNOTATION}-ssl-cert", unknown="unknown") and not k8s.get(
+            annotations, f"{LB_ANNOTATION}-ssl-ports", unknown=None
+        ):
+            return True
+    return False
+
+
+def _check_gateway_tls(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[tuple[str, str | None]]:
+    for gateway in of_kind(resources, *GATEWAY):
+        if _nlb_terminates_tls(resources, gateway):
+            continue
+        for listener in k8s.items(gateway.props, "spec", "listeners"):
+            protocol = str(k8s.get(listener, "protocol", unknown="?"))
+            refs = k8s.items(listener, "tls", "certificateRefs")
+            if protocol not in TLS_PROTOCOLS and protocol != "?":
+                yield (
+                    f"{gateway.label}: listener {k8s.get(listener, 'name')} speaks {protocol} and no load balancer in "
+                    "front terminates TLS; API keys and prompts cross the VPC in clear",
+                    gateway.urn,
+                )
+            elif protocol == "HTTPS" and not refs:
+                yield (
+                    f"{gateway.label}: HTTPS listener {k8s.get(listener, 'name')} has no certificateRefs; Envoy "
+                    "refuses the listener (no certificate to terminate with)",
+                    gateway.urn,
+                )
+
+
+gateway_tls = stack_policy(
+    name="gateway-terminates-tls",
+    description=(
+        "Every listener of a Gateway serves HTTPS (or TLS) with a certificate, unless the NLB in front "
+        "terminates TLS with an ACM certificate on every port: keys and prompts never cross the VPC in clear, "
+        "internal or not."
+    ),
+    remediation=(
+        "Keep gateway.clusterTls (the default: the gateway's own CA through cert-manager, components/gateway/tls.py) "
+        "or set gateway.tlsCertificateArn; the settings refuse plain HTTP in prod."
+    ),
+    check=_check_gateway_tls,
+)
+
+
+def _check_source_ranges(subject: Subject, _config: Mapping[str, Any]) -> Iterator[str]:
+    if subject.gk != SERVICE or k8s.get(subject.props, "spec", "type", unknown=None) != "LoadBalancer":
+        return
+    ranges = k8s.get(subject.props, "spec", "loadBalancerSourceRanges", unknown=["?"])
+    ranges = [str(r) for r in ranges] if k8s.is_list(ranges) else []
+    if not ranges:
+        yield (
+            f"{subject.label}: no loadBalancerSourceRanges; the load balancer admits every address that routes to it"
+        )
+    elif any(r.endswith("/0") for r in ranges):
+        yield f"{subject.label}: loadBalancerSourceRanges {ranges} include every address"
+
+
+source_ranges = resource_policy(
+    name="load-balancers-admit-named-ranges",
+    description=(
+        "A LoadBalancer Service lists the ranges it admits (loadBalancerSourceRanges, which the AWS Load Balancer "
+        "Controller and EKS Auto Mode turn into the NLB's security-group rules), none of them /0."
+    ),
+    remediation=(
+        "Set gateway.sourceRanges (the settings refuse an empty list in prod); a dev stack left open to every "
+        "address that routes to its internal NLB disables this policy in policies/config/dev.json."
+    ),
+    check=_check_source_ranges,
+)
+
+POLICIES = [
+    client_identity,
+    backend_keys,
+    public_load_balancers_tls,
+    store_authenticated,
+    token_costs,
+    stream_usage,
+    gateway_tls,
+    source_ranges,
+]

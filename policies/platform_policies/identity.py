@@ -22,6 +22,15 @@ ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 POD_IDENTITY = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 ADDON = "aws:eks/addon:Addon"
 SERVICE_ACCOUNT = ("", "ServiceAccount")
+# Workload kinds whose pods could run as a service account of the writer's namespace.
+WORKLOAD_KINDS = {
+    ("apps", "Deployment"),
+    ("apps", "StatefulSet"),
+    ("apps", "DaemonSet"),
+    ("batch", "Job"),
+    ("batch", "CronJob"),
+    ("", "Pod"),
+}
 # The Mountpoint for S3 CSI driver's add-on; its controller's pods get the role of its
 # podIdentityAssociations (EKS user guide, "Mountpoint for Amazon S3 CSI driver").
 MOUNTPOINT_ADDON = "aws-mountpoint-s3-csi-driver"
@@ -349,4 +358,134 @@ predictors_without_aws_identity = stack_policy(
     check=_check_predictor_identity,
 )
 
-POLICIES = [roles_trust_named_principals, iam_least_privilege, mount_read_only, predictors_without_aws_identity]
+# --- trust policies carry their conditions ---------------------------------------------------------
+
+# What each service principal's trust must be conditioned on. EKS Pod Identity tags every session
+# with the association's cluster ARN, namespace and service account (EKS user guide, "Create IAM role
+# with trust policy required by EKS Pod Identity" and "Enable or disable session tags"): without
+# them, anyone who may create an association and pass the role binds it to another cluster or
+# service account. VPC Flow Logs act for any account unless aws:SourceAccount / aws:SourceArn say
+# whose (Amazon VPC user guide, "IAM role for publishing flow logs to CloudWatch Logs"; IAM user
+# guide, "The confused deputy problem").
+TRUST_CONDITIONS = {
+    "pods.eks.amazonaws.com": (
+        "aws:SourceAccount",
+        "aws:RequestTag/eks-cluster-arn",
+        "aws:RequestTag/kubernetes-namespace",
+        "aws:RequestTag/kubernetes-service-account",
+    ),
+    "vpc-flow-logs.amazonaws.com": ("aws:SourceAccount", "aws:SourceArn"),
+}
+
+
+def _condition_values(statement: documents.Statement) -> dict[str, list[str]]:
+    """Condition key (lower case, as IAM compares them) -> the values some operator pins it to."""
+    found: dict[str, list[str]] = {}
+    for _operator, block in statement.conditions.items():
+        if not k8s.is_map(block):
+            continue
+        for key in block:
+            value = block[key]
+            values = [str(v) for v in value] if k8s.is_list(value) else [str(value)]
+            found.setdefault(str(key).lower(), []).extend(values)
+    return found
+
+
+def _check_trust_conditions(subject: Subject, _config: Mapping[str, Any]) -> Iterator[str]:
+    if subject.resource_type != ROLE:
+        return
+    for statement in documents.parse(k8s.get(subject.props, "assumeRolePolicy", unknown=None)) or []:
+        if statement.effect != "Allow":
+            continue
+        pinned = _condition_values(statement)
+        for service in (p for p in statement.principals if p in TRUST_CONDITIONS):
+            missing = [
+                key for key in TRUST_CONDITIONS[service] if not any(v and v != "*" for v in pinned.get(key.lower(), []))
+            ]
+            if missing:
+                yield (
+                    f"{subject.label}: its trust of {service} ({documents.label(statement)}) does not pin {missing}; "
+                    "whoever may pass the role can have it assumed for another cluster, service account or account"
+                )
+
+
+trust_conditioned = resource_policy(
+    name="iam-role-trust-is-conditioned",
+    description=(
+        "A role trusted by EKS Pod Identity names its cluster ARN, namespace, service account (session tags) and "
+        "source account in its trust conditions; a role trusted by VPC Flow Logs names its source account and "
+        "flow-log ARN. Without them the trust is as wide as everyone who may pass the role."
+    ),
+    remediation=(
+        "Build Pod Identity trust with components/iam.py pod_identity_trust (it pins all four) and the flow-logs "
+        "trust with flow_logs_trust."
+    ),
+    check=_check_trust_conditions,
+)
+
+
+# --- the model writer runs alone ------------------------------------------------------------------
+
+
+def writer_roles(resources: list[Any]) -> list[tuple[Any, list[tuple[Subject, Any]]]]:
+    """Roles some policy of theirs lets write S3 objects (s3:PutObject), with those policies."""
+    found = []
+    for role in (r for r in resources if r.resource_type == ROLE):
+        policies = list(_policies_of(role, resources))
+        if any(documents.granted(documents.parse(d) or [], ["s3:PutObject"]) for _, d in policies):
+            found.append((role, policies))
+    return found
+
+
+def _check_writer_alone(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[tuple[str, str | None]]:
+    subjects = [subject_of(r) for r in resources]
+    associations = [r for r in resources if r.resource_type == POD_IDENTITY]
+    for role, _policies in writer_roles(resources):
+        for association in (subject_of(a) for a in associations if refers_to(a, "roleArn", role)):
+            namespace = k8s.get(association.props, "namespace", unknown=None)
+            account = k8s.get(association.props, "serviceAccount", unknown=None)
+            if namespace is None:
+                continue
+            sharing = [s for s in subjects if s.namespace == namespace and s.gk == k8s.INFERENCE_SERVICE]
+            sharing += [
+                s
+                for s in subjects
+                if s.namespace == namespace
+                and s.gk in WORKLOAD_KINDS
+                and s.gk != ("batch", "Job")
+                and any(
+                    str(k8s.get(spec, "serviceAccountName", unknown="")) != account
+                    for _, spec in k8s.pod_specs(s.gk, s.props)
+                )
+            ]
+            if sharing:
+                yield (
+                    f"{association.label}: associates the object writer '{role.name}' in namespace {namespace}, "
+                    f"where {[s.label for s in sharing]} run; whoever may create a workload there runs as the writer "
+                    "and can publish weights the predictors serve",
+                    association.urn,
+                )
+
+
+writer_alone = stack_policy(
+    name="model-writer-alone-in-its-namespace",
+    description=(
+        "A role that writes objects to the model store is associated only in a namespace of its own (the model-sync "
+        "Jobs'): no InferenceService and no other workload runs there, so creating a pod beside the predictors or "
+        "the gateway never yields the writer's credentials."
+    ),
+    remediation=(
+        "Keep modelStore.syncNamespace apart from serving, gateway and monitoring (the settings refuse a shared "
+        "one); components/model_store.py associates the writer there only."
+    ),
+    check=_check_writer_alone,
+)
+
+POLICIES = [
+    roles_trust_named_principals,
+    iam_least_privilege,
+    mount_read_only,
+    predictors_without_aws_identity,
+    trust_conditioned,
+    writer_alone,
+]

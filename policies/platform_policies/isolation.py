@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from contract.names import PART_OF
+from contract.names import ISVC_LABEL, PART_OF
 
 from . import k8s
+from .backends import requires_api_key
 from .base import Subject, of_kind, resource_policy, stack_policy, subject_of
 from .cluster import AUTO_MODE_NODE_CLASS, EKS_COMPONENT
 
@@ -229,4 +230,287 @@ only_gateway_entrance = resource_policy(
     check=_check_entrances,
 )
 
-POLICIES = [network_policies_enforced, predictors_behind_gateway, platform_workloads_isolated, only_gateway_entrance]
+# --- egress: default-deny, and predictors reach nothing but DNS -----------------------------------
+
+DNS_PORT = 53
+
+
+def _is_default_deny_egress(policy: Subject) -> bool:
+    selector = k8s.get(policy.props, "spec", "podSelector", unknown=None)
+    return (
+        k8s.is_map(selector)
+        and not list(iter(selector))
+        and "Egress" in [str(t) for t in k8s.items(policy.props, "spec", "policyTypes")]
+        and not k8s.items(policy.props, "spec", "egress")
+    )
+
+
+def predictor_pod_labels(isvc: Subject) -> dict[str, Any]:
+    """The labels KServe puts on an InferenceService's predictor pods: the service's own labels,
+    `serving.kserve.io/inferenceservice: <name>` and `component: predictor` (KServe v0.20
+    pkg/controller/v1beta1/inferenceservice/components/predictor.go)."""
+    labels = dict(k8s.labels_of(isvc.props))
+    return {**labels, ISVC_LABEL: isvc.k8s_name, "component": "predictor"}
+
+
+def _selects(policy: Subject, labels: Mapping[str, Any]) -> bool:
+    return k8s.selector_matches(k8s.get(policy.props, "spec", "podSelector", unknown=None), labels)
+
+
+def _port_numbers(rule: Any) -> set[str] | None:
+    """The ports a NetworkPolicy rule opens (as strings: numbers or named ports), None for every port
+    (Kubernetes: a rule without `ports` matches all ports)."""
+    ports = k8s.items(rule, "ports")
+    if not ports:
+        return None
+    return {_port_text(k8s.get(p, "port", unknown="?")) for p in ports}
+
+
+def _port_text(port: Any) -> str:
+    return str(int(port)) if isinstance(port, (int, float)) and not isinstance(port, bool) else str(port)
+
+
+def _check_egress(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[tuple[str, str | None]]:
+    policies = of_kind(resources, *NETWORK_POLICY)
+    isvcs = of_kind(resources, *k8s.INFERENCE_SERVICE)
+    namespaces: dict[str | None, Subject] = {}
+    for subject in [*isvcs, *_platform_workloads(resources)]:
+        namespaces.setdefault(subject.namespace, subject)
+    for namespace, example in namespaces.items():
+        if not any(_is_default_deny_egress(p) for p in policies if p.namespace == namespace):
+            yield (
+                f"{example.label}: namespace {namespace} has no default-deny egress NetworkPolicy; its pods reach "
+                "the internet over NAT, the node's metadata service, the Kubernetes API and every other namespace",
+                example.urn,
+            )
+    for isvc in isvcs:
+        labels = predictor_pod_labels(isvc)
+        for policy in (p for p in policies if p.namespace == isvc.namespace and _selects(p, labels)):
+            if "Egress" not in [str(t) for t in k8s.items(policy.props, "spec", "policyTypes")]:
+                continue
+            for rule in k8s.items(policy.props, "spec", "egress"):
+                ports = _port_numbers(rule)
+                if ports is None or ports - {str(DNS_PORT)}:
+                    shown = "every port" if ports is None else f"port(s) {sorted(ports)}"
+                    yield (
+                        f"{policy.label}: lets the predictors of {isvc.label} out on {shown}; a predictor runs "
+                        "downloaded model code and needs nothing beyond DNS",
+                        policy.urn,
+                    )
+
+
+platform_egress_denied = stack_policy(
+    name="platform-namespaces-deny-egress-by-default",
+    description=(
+        "Every namespace with the platform's pods (predictors, model sync, the rate-limit store) has a default-deny "
+        "egress NetworkPolicy, and no policy lets a predictor out beyond DNS (port 53): a compromised engine must "
+        "not reach the internet, IMDS, the Kubernetes API, Prometheus or the rate limiter."
+    ),
+    remediation=(
+        "Keep default_deny_egress and dns_egress (components/isolation.py) in the serving, gateway and model-sync "
+        "namespaces; open other ways out for named pods only (components/model_sync.py egress_policy)."
+    ),
+    check=_check_egress,
+)
+
+# --- Prometheus reaches the metrics port, never vLLM's ----------------------------------------------
+
+# The Prometheus pods the operator runs carry `app.kubernetes.io/name: prometheus`
+# (prometheus-operator v0.80+ pkg/prometheus/statefulset.go, the managed-by/name labels).
+PROMETHEUS_NAME = ("app.kubernetes.io/name", "prometheus")
+
+
+def _names_prometheus(peer: Any) -> bool:
+    labels = k8s.get(peer, "podSelector", "matchLabels", unknown=None)
+    return k8s.is_map(labels) and k8s.get(labels, PROMETHEUS_NAME[0], unknown=None) == PROMETHEUS_NAME[1]
+
+
+def _serving_ports(isvc: Subject) -> set[str]:
+    """The ports (numbers and names) of the predictor containers that require the API key: vLLM's."""
+    found: set[str] = set()
+    predictor = k8s.get(isvc.props, "spec", "predictor")
+    for name, container in k8s.containers(predictor):
+        if name.startswith("initContainers") or not requires_api_key(container):
+            continue
+        for port in k8s.known_items(container, "ports"):
+            found |= {_port_text(k8s.get(port, "containerPort", unknown="?")), str(k8s.get(port, "name", default=""))}
+        for arg in k8s.known_items(container, "args"):
+            if str(arg).startswith("--port="):
+                found.add(str(arg).split("=", 1)[1])
+    return found - {""}
+
+
+def _check_metrics_port(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[tuple[str, str | None]]:
+    policies = of_kind(resources, *NETWORK_POLICY)
+    for isvc in of_kind(resources, *k8s.INFERENCE_SERVICE):
+        serving = _serving_ports(isvc)
+        labels = predictor_pod_labels(isvc)
+        for policy in (p for p in policies if p.namespace == isvc.namespace and _selects(p, labels)):
+            for rule in k8s.items(policy.props, "spec", "ingress"):
+                if not any(_names_prometheus(peer) for peer in k8s.items(rule, "from")):
+                    continue
+                ports = _port_numbers(rule)
+                if ports is None or ports & serving:
+                    shown = "every port" if ports is None else f"vLLM's port {sorted(ports & serving)}"
+                    yield (
+                        f"{policy.label}: admits Prometheus to the predictors of {isvc.label} on {shown}; a pod "
+                        "wearing Prometheus' labels would reach /invocations, /pause and /update_weights, which "
+                        "vLLM's --api-key does not guard",
+                        policy.urn,
+                    )
+
+
+metrics_port_only = stack_policy(
+    name="predictors-admit-prometheus-on-the-metrics-port-only",
+    description=(
+        "A NetworkPolicy rule that admits Prometheus to the predictors names ports, and none of them is vLLM's "
+        "serving port: Prometheus scrapes the metrics-only sidecar (GET /metrics alone), because vLLM's API key "
+        "guards /v1 but not /invocations, /pause or /update_weights."
+    ),
+    remediation=(
+        "Keep the predictors policy of components/serving/objects.py: Envoy on names.PORT, Prometheus on "
+        "METRICS_PORT only, and the PodMonitor on the metrics port."
+    ),
+    check=_check_metrics_port,
+)
+
+# --- the rate-limit service admits only Envoy, on gRPC ---------------------------------------------
+
+GATEWAY_CHART = "gateway-helm"
+# Envoy Gateway v1.9.0 internal/infrastructure/kubernetes/ratelimit/resource.go: the rate-limit pods'
+# labels, InfraGRPCPort 8081 (what Envoy calls); the HTTP/JSON port 8080 takes unauthenticated
+# requests that spend any client's budget, the debug port 6070 serves the configuration.
+RATE_LIMIT_POD_LABELS = {"app.kubernetes.io/name": "envoy-ratelimit", "app.kubernetes.io/component": "ratelimit"}
+RATE_LIMIT_GRPC_PORT = "8081"
+
+
+def chart_of(release: Subject) -> str:
+    return str(k8s.get(release.props, "chart", default="", unknown="")).rsplit("/", 1)[-1]
+
+
+def _check_rate_limit_ingress(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[tuple[str, str | None]]:
+    policies = of_kind(resources, *NETWORK_POLICY)
+    for release in (subject_of(r) for r in resources if r.resource_type == HELM_RELEASE):
+        if chart_of(release) != GATEWAY_CHART:
+            continue
+        if k8s.get(release.props, "values", "config", "envoyGateway", "rateLimit", unknown=None) is None:
+            continue
+        namespace = k8s.get(release.props, "namespace", unknown=None)
+        selecting = [
+            p
+            for p in policies
+            if p.namespace == namespace
+            and _selects(p, RATE_LIMIT_POD_LABELS)
+            and "Ingress" in [str(t) for t in k8s.items(p.props, "spec", "policyTypes")]
+        ]
+        if not selecting:
+            yield (
+                f"{release.label}: no NetworkPolicy in {namespace} isolates the rate-limit service; any pod can "
+                "POST to its HTTP/JSON port to spend another client's budget and read its config on 6070",
+                release.urn,
+            )
+        for policy in selecting:
+            for rule in k8s.items(policy.props, "spec", "ingress"):
+                ports = _port_numbers(rule)
+                if _opens_to_anyone(rule) or ports is None or ports - {RATE_LIMIT_GRPC_PORT}:
+                    shown = "every port" if ports is None else f"port(s) {sorted(ports)}"
+                    yield (
+                        f"{policy.label}: admits {'callers that are not named pods' if _opens_to_anyone(rule) else 'peers'} "
+                        f"to the rate-limit service on {shown}; only the Envoy proxies, on gRPC "
+                        f"{RATE_LIMIT_GRPC_PORT}",
+                        policy.urn,
+                    )
+
+
+rate_limit_isolated = stack_policy(
+    name="rate-limit-service-reachable-only-from-envoy",
+    description=(
+        "When Envoy Gateway runs its rate-limit service, a NetworkPolicy selects its pods and admits only named "
+        "pods (the gateway's Envoy proxies) on its gRPC port: its HTTP/JSON port answers anyone who asks to "
+        "charge a budget, and its debug port prints the limits."
+    ),
+    remediation=(
+        "Keep the rate-limit policy of components/namespace_isolation.py (envoy-gateway-system: the proxies' "
+        "labels, port 8081)."
+    ),
+    check=_check_rate_limit_ingress,
+)
+
+# --- operator namespaces deny ingress by default ---------------------------------------------------
+
+# Charts whose namespaces the platform isolates (components/namespace_isolation.py): their pods
+# hold what an attacker wants (Alertmanager's silences, what KEDA reads, webhooks that admit pods).
+# envoy-gateway-system is left out: the Envoy proxies there serve the NLB from every VPC address.
+ISOLATED_CHARTS = {
+    "kube-prometheus-stack",
+    "dcgm-exporter",
+    "keda",
+    "kserve-resources",
+    "cert-manager",
+    "ai-gateway-helm",
+}
+
+
+def _admits_everyone(rule: Any) -> bool:
+    """A rule that admits every source on every port, or any pod of any namespace (an empty
+    namespaceSelector, an ipBlock): not what an operator namespace opens. A rule limited to ports
+    but without sources is the control plane's way to a webhook (api_server_ingress)."""
+    peers = k8s.items(rule, "from")
+    if not peers:
+        return _port_numbers(rule) is None
+    for peer in peers:
+        if not k8s.is_map(peer) or k8s.get(peer, "ipBlock") is not None:
+            return True
+        namespaces = k8s.get(peer, "namespaceSelector")
+        if namespaces is not None and k8s.selector_is_empty(namespaces):
+            return True
+    return False
+
+
+def _check_operator_namespaces(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[tuple[str, str | None]]:
+    policies = of_kind(resources, *NETWORK_POLICY)
+    seen: set[Any] = set()
+    for release in (subject_of(r) for r in resources if r.resource_type == HELM_RELEASE):
+        namespace = k8s.get(release.props, "namespace", unknown=None)
+        if chart_of(release) not in ISOLATED_CHARTS or namespace in seen:
+            continue
+        seen.add(namespace)
+        here = [p for p in policies if p.namespace == namespace]
+        if not any(_is_default_deny(p) for p in here):
+            yield (
+                f"{release.label}: namespace {namespace} has no default-deny ingress NetworkPolicy; any pod can call "
+                "its operators (silence alerts through Alertmanager, forge what KEDA reads)",
+                release.urn,
+            )
+        for policy in here:
+            if any(_admits_everyone(r) for r in k8s.items(policy.props, "spec", "ingress")):
+                yield (
+                    f"{policy.label}: admits every pod of every namespace (or every address) to {namespace}",
+                    policy.urn,
+                )
+
+
+operator_namespaces_isolated = stack_policy(
+    name="operator-namespaces-deny-ingress-by-default",
+    description=(
+        "The namespaces of the operators the platform installs (monitoring, KEDA, KServe, cert-manager, the AI "
+        "gateway's controller) deny ingress by default, and no policy there admits any pod of any namespace: only "
+        "their own pods, named peers, and the control plane on webhook ports."
+    ),
+    remediation=(
+        "Keep components/namespace_isolation.py (operator_namespaces): default-deny, same-namespace, the API "
+        "server on each chart's webhook ports, named peers for the rest."
+    ),
+    check=_check_operator_namespaces,
+)
+
+POLICIES = [
+    network_policies_enforced,
+    predictors_behind_gateway,
+    platform_workloads_isolated,
+    only_gateway_entrance,
+    platform_egress_denied,
+    metrics_port_only,
+    rate_limit_isolated,
+    operator_namespaces_isolated,
+]

@@ -14,6 +14,7 @@ from pulumi_policy import PolicyConfigSchema
 
 from . import documents, k8s
 from .base import Subject, resource_policy, stack_policy
+from .identity import writer_roles
 
 BUCKET_TYPES = {"aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2"}
 PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
@@ -74,6 +75,42 @@ def _public_grants(policy_text: Any) -> list[documents.Statement]:
     return [s for s in documents.parse(policy_text) or [] if s.effect == "Allow" and "*" in s.principals]
 
 
+# An upload that names its own encryption is stored that way, whatever the bucket's default says
+# (S3 User Guide, "Requiring server-side encryption": deny s3:PutObject when
+# s3:x-amz-server-side-encryption is not aws:kms, and when s3:x-amz-server-side-encryption-aws-kms-key-id
+# is not the bucket's key).
+ENCRYPTION_DENIES = (
+    ("s3:x-amz-server-side-encryption", "aws:kms", "another encryption than SSE-KMS (SSE-S3)"),
+    ("s3:x-amz-server-side-encryption-aws-kms-key-id", None, "another KMS key"),
+)
+
+
+def covers(statement: documents.Statement, action: str) -> bool:
+    """Whether a statement (Allow or Deny) names `action`, through Action or NotAction."""
+    if statement.not_actions:
+        return not any(documents.action_matches(p, action) for p in statement.not_actions)
+    return any(documents.action_matches(p, action) for p in statement.actions)
+
+
+def _condition(statement: documents.Statement, operator_prefix: str, key: str) -> list[str] | None:
+    """The values of `key` under any condition operator starting with `operator_prefix` (case-insensitive keys)."""
+    for operator, block in statement.conditions.items():
+        if not str(operator).startswith(operator_prefix) or not k8s.is_map(block):
+            continue
+        for name in block:
+            if str(name).lower() == key.lower():
+                value = block[name]
+                return [str(v) for v in value] if k8s.is_list(value) else [str(value)]
+    return None
+
+
+def _denies_upload_unless(statement: documents.Statement, key: str, value: str | None) -> bool:
+    if statement.effect != "Deny" or not covers(statement, "s3:PutObject"):
+        return False
+    values = _condition(statement, "StringNotEquals", key)
+    return values is not None and (value is None or values == [value])
+
+
 def _check_buckets(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[tuple[str, str | None]]:
     for bucket in (r for r in resources if r.resource_type in BUCKET_TYPES):
         label = f"S3 bucket '{bucket.name}'"
@@ -123,6 +160,14 @@ def _check_buckets(resources: list[Any], _config: Mapping[str, Any]) -> Iterator
             continue
         if not any(_denies_insecure_transport(t) for t in texts):
             yield f"{label}: no bucket policy denies requests without TLS (aws:SecureTransport = false)", bucket.urn
+        statements = [st for t in texts for st in documents.parse(t) or []]
+        for key, value, what in ENCRYPTION_DENIES:
+            if not any(_denies_upload_unless(st, key, value) for st in statements):
+                yield (
+                    f"{label}: no bucket policy statement denies an upload that names {what} ({key}); the "
+                    "default encryption applies only to uploads that name none",
+                    bucket.urn,
+                )
         for policy, text in zip(policies, texts, strict=True):
             for statement in _public_grants(text):
                 yield (
@@ -236,4 +281,84 @@ ebs_encrypted = resource_policy(
     check=_check_storage_class,
 )
 
-POLICIES = [s3_buckets, no_force_destroy, kms_keys, ebs_encrypted]
+# --- the model writer only creates ------------------------------------------------------------------
+
+# S3 conditional writes (S3 User Guide, "Enforce conditional writes on Amazon S3 buckets"): a PutObject
+# or CompleteMultipartUpload with If-None-Match fails when the key exists; s3:if-none-match is the
+# header, s3:ObjectCreationOperation names the operations that take none (the upload's parts).
+IF_NONE_MATCH = "s3:if-none-match"
+CREATION_OPERATION = "s3:ObjectCreationOperation"
+HEADERLESS_OPERATIONS = {"CreateMultipartUpload", "UploadPart"}
+WRITER_DELETES = ("s3:DeleteObject", "s3:DeleteObjectVersion")
+
+
+def _create_only(statement: documents.Statement) -> bool:
+    if (_condition(statement, "Null", IF_NONE_MATCH) or [""])[0].lower() == "false":
+        return True
+    operations = _condition(statement, "StringEquals", CREATION_OPERATION)
+    return bool(operations) and set(operations or []) <= HEADERLESS_OPERATIONS
+
+
+def _denies_replacing(statement: documents.Statement) -> bool:
+    return (
+        statement.effect == "Deny"
+        and "*" not in statement.principals
+        and covers(statement, "s3:PutObject")
+        and (_condition(statement, "Null", IF_NONE_MATCH) or [""])[0].lower() == "true"
+    )
+
+
+def _check_create_only(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[tuple[str, str | None]]:
+    writers = writer_roles(resources)
+    for role, policies in writers:
+        for subject, document in policies:
+            for statement in documents.parse(document) or []:
+                if documents.allows(statement, "s3:PutObject") and not _create_only(statement):
+                    yield (
+                        f"{subject.label}: {documents.label(statement)} lets '{role.name}' put objects without "
+                        f"If-None-Match ({IF_NONE_MATCH}); it could replace a published revision's files and manifest",
+                        subject.urn,
+                    )
+    if not writers:
+        return
+    for bucket in (r for r in resources if r.resource_type in BUCKET_TYPES):
+        policies = [r for r in resources if r.resource_type == BUCKET_POLICY and _belongs_to(r, bucket)]
+        texts = [k8s.get(p.props, "policy", unknown=_UNKNOWN) for p in policies]
+        if _UNKNOWN in texts:
+            continue
+        statements = [st for t in texts for st in documents.parse(t) or []]
+        label = f"S3 bucket '{bucket.name}'"
+        if not any(_denies_replacing(st) for st in statements):
+            yield (
+                f"{label}: no bucket policy statement denies the writer a PutObject without If-None-Match; an "
+                "identity policy widened later would let it replace published weights",
+                bucket.urn,
+            )
+        denied = {
+            a
+            for st in statements
+            if st.effect == "Deny" and "*" not in st.principals
+            for a in WRITER_DELETES
+            if covers(st, a)
+        }
+        missing = [a for a in WRITER_DELETES if a not in denied]
+        if missing:
+            yield f"{label}: no bucket policy statement denies the writer {missing}", bucket.urn
+
+
+create_only_writes = stack_policy(
+    name="model-store-writes-create-only",
+    description=(
+        "The model writer may only create objects: every statement that lets it s3:PutObject requires "
+        "If-None-Match (or names the upload operations that take none), and the bucket policy denies it a "
+        "PutObject without If-None-Match and every delete, whatever its identity policy says later. A published "
+        "revision and the manifest the serving gate trusts are never replaced."
+    ),
+    remediation=(
+        "Keep _write_policy (CreateModelObjectsOnly, UploadPartsOfNewObjects) and bucket_policy (DenyWriterReplacing, "
+        "DenyWriterDeleting) of components/model_store.py."
+    ),
+    check=_check_create_only,
+)
+
+POLICIES = [s3_buckets, no_force_destroy, kms_keys, ebs_encrypted, create_only_writes]

@@ -14,6 +14,7 @@ from components.observability import objects as obs_module
 from components.observability.objects import alertmanager_config, prometheus_url
 from contract.gpu import GPU_TAINT, POOL_LABEL
 from contract.settings.observability import Receiver
+from contract.signals import Dcgm
 from tests.harness import ProgramFailed, StackRun, run_program, stack_config
 from tests.k8s_schemas import validate
 
@@ -99,6 +100,15 @@ def test_dcgm_exporter_runs_only_on_gpu_nodes_and_tolerates_their_taint(dev: Sta
     terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchExpressions": [{"key": POOL_LABEL, "operator": "Exists"}]}]
     assert values["tolerations"] == [{**GPU_TAINT, "operator": "Equal"}]
+
+
+def test_dcgm_exporter_adds_no_capability_and_reads_no_profiling_metric(stack: StackRun) -> None:
+    """The chart's default adds SYS_ADMIN for DCGM_FI_PROF_* only (NVIDIA/dcgm-exporter
+    deployment/values.yaml); the platform reads DCGM_FI_DEV_* fields, which need none."""
+    context = release(stack, "dcgm-exporter")["values"]["securityContext"]
+    assert context["capabilities"] == {"drop": ["ALL"]} and context["allowPrivilegeEscalation"] is False
+    fields = [v for k, v in vars(Dcgm).items() if k.isupper()]
+    assert fields and all(f.startswith("DCGM_FI_DEV_") for f in fields)
 
 
 def test_dcgm_series_carry_the_node_name_and_a_fixed_job(dev: StackRun) -> None:

@@ -1047,6 +1047,16 @@ def test_stack_policies_are_stack_validation_policies() -> None:
         "vpc-flow-logs-capture-all-traffic",
         "token-budgets-charge-recorded-costs",
         "endpoint-picker-highly-available",
+        # The rules for the controls issue 24 added (a namespace to its pods, a role to its association).
+        "model-store-writes-create-only",
+        "model-writer-alone-in-its-namespace",
+        "token-budgets-see-streamed-usage",
+        "gateway-terminates-tls",
+        "platform-namespaces-deny-egress-by-default",
+        "predictors-admit-prometheus-on-the-metrics-port-only",
+        "rate-limit-service-reachable-only-from-envoy",
+        "operator-namespaces-deny-ingress-by-default",
+        "platform-namespaces-enforce-pod-security",
     }
 
 

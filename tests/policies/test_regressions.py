@@ -213,6 +213,50 @@ def set_arg(flag: str, value: str) -> Callable[[dict[str, Any]], None]:
     return change
 
 
+def drop_statement(sid: str) -> Callable[[dict[str, Any]], None]:
+    def mutate(inputs: dict[str, Any]) -> None:
+        document = json.loads(inputs["policy"])
+        document["Statement"] = [s for s in document["Statement"] if s.get("Sid") != sid]
+        inputs["policy"] = json.dumps(document)
+
+    return mutate
+
+
+def trust_condition(change: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    """Change the StringEquals/ArnLike condition blocks of the first trust statement."""
+
+    def mutate(inputs: dict[str, Any]) -> None:
+        document = json.loads(inputs["assumeRolePolicy"])
+        change(document["Statement"][0]["Condition"])
+        inputs["assumeRolePolicy"] = json.dumps(document)
+
+    return mutate
+
+
+def release_values(*path: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    def reach(inputs: dict[str, Any]) -> dict[str, Any]:
+        found = inputs["values"]
+        for key in path:
+            found = found[key]
+        return found
+
+    return reach
+
+
+def labels(inputs: dict[str, Any]) -> dict[str, Any]:
+    return inputs["metadata"]["labels"]
+
+
+def predictor_rule(index: int) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    return lambda inputs: inputs["spec"]["ingress"][index]
+
+
+PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
+GRAFANA = release_values("grafana")
+PROMETHEUS_SPEC = release_values("prometheus", "prometheusSpec")
+KEDA_PERMISSIONS = release_values("permissions")
+
+
 S3 = "s3-buckets-private-encrypted-versioned-tls-only"
 KMS = "kms-keys-rotate-and-delete-slowly"
 LEAST = "iam-policies-grant-least-privilege"
@@ -226,6 +270,14 @@ BEHIND_GATEWAY = "predictors-reachable-only-through-gateway"
 WORKLOADS_ISOLATED = "platform-workloads-reachable-only-from-named-pods"
 CLIENT_ID = "quotas-charged-to-the-authenticated-client"
 BACKEND_KEY = "predictors-accept-only-the-gateway-key"
+CREATE_ONLY = "model-store-writes-create-only"
+CONDITIONED = "iam-role-trust-is-conditioned"
+RATE_LIMIT = "rate-limit-service-reachable-only-from-envoy"
+METRICS_ONLY = "predictors-admit-prometheus-on-the-metrics-port-only"
+EGRESS = "platform-namespaces-deny-egress-by-default"
+OPERATORS_ISOLATED = "operator-namespaces-deny-ingress-by-default"
+PSA = "platform-namespaces-enforce-pod-security"
+OPERATOR_VALUES = "operator-charts-keep-their-restrictions"
 
 REGRESSIONS = [
     # --- the model store: bucket and keys
@@ -759,6 +811,281 @@ REGRESSIONS = [
             lambda i: i["spec"]["provider"]["kubernetes"]["envoyDeployment"].update(replicas=1),
         ),
         ("Envoy proxies run 1",),
+    ),
+    # --- the controls of issue 24 (findings 1-10 and 11)
+    Regression(
+        "s3-policy-accepts-sse-s3-uploads",
+        S3,
+        edit(":BucketPolicy", BUCKET, drop_statement("DenyOtherEncryption")),
+        ("s3:x-amz-server-side-encryption", "SSE-S3"),
+    ),
+    Regression(
+        "s3-policy-accepts-other-kms-keys",
+        S3,
+        edit(":BucketPolicy", BUCKET, drop_statement("DenyOtherKmsKey")),
+        ("s3:x-amz-server-side-encryption-aws-kms-key-id", "another KMS key"),
+    ),
+    Regression(
+        "bucket-policy-lets-writer-replace",
+        CREATE_ONLY,
+        edit(":BucketPolicy", BUCKET, drop_statement("DenyWriterReplacing")),
+        ("If-None-Match",),
+    ),
+    Regression(
+        "bucket-policy-lets-writer-delete",
+        CREATE_ONLY,
+        edit(":BucketPolicy", BUCKET, drop_statement("DenyWriterDeleting")),
+        ("s3:DeleteObject", "s3:DeleteObjectVersion"),
+    ),
+    Regression(
+        "writer-puts-without-if-none-match",
+        CREATE_ONLY,
+        edit(
+            ":RolePolicy",
+            "llm-prod-models-model-sync",
+            policy_statement("CreateModelObjectsOnly", lambda s: s.pop("Condition")),
+        ),
+        ("'CreateModelObjectsOnly'", "without If-None-Match"),
+    ),
+    Regression(
+        "writer-associated-in-predictors-namespace",
+        "model-writer-alone-in-its-namespace",
+        edit(":PodIdentityAssociation", "llm-prod-models-model-sync", lambda i: i.update(namespace="inference")),
+        ("namespace inference", f"InferenceService inference/{ISVC}"),
+    ),
+    Regression(
+        "writer-associated-in-gateway-namespace",
+        "model-writer-alone-in-its-namespace",
+        edit(":PodIdentityAssociation", "llm-prod-models-model-sync", lambda i: i.update(namespace="ai-gateway")),
+        ("StatefulSet ai-gateway/ratelimit-redis",),
+    ),
+    Regression(
+        "writer-trust-without-conditions",
+        CONDITIONED,
+        edit(":Role", "llm-prod-models-model-sync", trust_condition(lambda c: c.clear())),
+        ("llm-prod-models-model-sync", "aws:RequestTag/kubernetes-namespace", "aws:SourceAccount"),
+    ),
+    Regression(
+        "writer-trust-any-namespace",
+        CONDITIONED,
+        edit(
+            ":Role",
+            "llm-prod-models-model-sync",
+            trust_condition(lambda c: c["StringEquals"].pop("aws:RequestTag/kubernetes-namespace")),
+        ),
+        ("['aws:RequestTag/kubernetes-namespace']",),
+    ),
+    Regression(
+        "amp-writer-trust-any-cluster",
+        CONDITIONED,
+        edit(
+            ":Role",
+            "llm-prod-obs-amp-writer",
+            trust_condition(lambda c: c["StringEquals"].update({"aws:RequestTag/eks-cluster-arn": "*"})),
+        ),
+        ("llm-prod-obs-amp-writer", "aws:RequestTag/eks-cluster-arn"),
+    ),
+    Regression(
+        "flow-logs-trust-without-source-arn",
+        CONDITIONED,
+        edit(":Role", "llm-prod-net-flow-logs", trust_condition(lambda c: c.pop("ArnLike"))),
+        ("vpc-flow-logs.amazonaws.com", "aws:SourceArn"),
+    ),
+    Regression(
+        "force-include-usage-dropped",
+        "token-budgets-see-streamed-usage",
+        edit(":InferenceService", ISVC, lambda i: vllm(i)["args"].remove("--enable-force-include-usage")),
+        (f"InferenceService inference/{ISVC}", "--enable-force-include-usage"),
+    ),
+    Regression(
+        "force-include-usage-negated",
+        "token-budgets-see-streamed-usage",
+        edit(":InferenceService", ISVC, lambda i: vllm(i)["args"].append("--no-enable-force-include-usage")),
+        ("charged 0 tokens",),
+    ),
+    Regression(
+        "rate-limit-policy-removed",
+        RATE_LIMIT,
+        remove(":NetworkPolicy", "llm-prod-isolation-envoy-gateway-system-rate-limit"),
+        ("envoy-gateway-system", "isolates the rate-limit service"),
+    ),
+    Regression(
+        "rate-limit-json-port-open",
+        RATE_LIMIT,
+        edit(
+            ":NetworkPolicy",
+            "llm-prod-isolation-envoy-gateway-system-rate-limit",
+            lambda i: i["spec"]["ingress"][0]["ports"].append({"protocol": "TCP", "port": 8080}),
+        ),
+        ("'8080'",),
+    ),
+    Regression(
+        "rate-limit-admits-every-pod",
+        RATE_LIMIT,
+        edit(":NetworkPolicy", "llm-prod-isolation-envoy-gateway-system-rate-limit", every_pod_peer),
+        ("not named pods",),
+    ),
+    Regression(
+        "prometheus-admitted-to-vllm-port",
+        METRICS_ONLY,
+        edit(":NetworkPolicy", "predictors", lambda i: predictor_rule(1)(i)["ports"][0].update(port=8080)),
+        ("vLLM's port ['8080']",),
+    ),
+    Regression(
+        "prometheus-admitted-on-every-port",
+        METRICS_ONLY,
+        edit(":NetworkPolicy", "predictors", lambda i: predictor_rule(1)(i).pop("ports")),
+        ("every port", "/update_weights"),
+    ),
+    Regression(
+        "gateway-listener-plain-http",
+        "gateway-terminates-tls",
+        edit(
+            ":Gateway",
+            "inference",
+            lambda i: i["spec"]["listeners"][0].update(protocol="HTTP", tls=None),
+        ),
+        ("Gateway ai-gateway/inference", "speaks HTTP", "in clear"),
+    ),
+    Regression(
+        "gateway-listener-without-certificate",
+        "gateway-terminates-tls",
+        edit(":Gateway", "inference", lambda i: i["spec"]["listeners"][0]["tls"].pop("certificateRefs")),
+        ("no certificateRefs",),
+    ),
+    Regression(
+        "nlb-source-ranges-removed",
+        "load-balancers-admit-named-ranges",
+        edit(":Service", "inference-gateway", lambda i: i["spec"].pop("loadBalancerSourceRanges")),
+        ("Service envoy-gateway-system/inference-gateway", "no loadBalancerSourceRanges"),
+    ),
+    Regression(
+        "nlb-source-ranges-everywhere",
+        "load-balancers-admit-named-ranges",
+        edit(":Service", "inference-gateway", lambda i: i["spec"].update(loadBalancerSourceRanges=["0.0.0.0/0"])),
+        ("every address",),
+    ),
+    Regression(
+        "predictors-default-deny-egress-removed",
+        EGRESS,
+        remove(":NetworkPolicy", "llm-prod-serving-deny-egress"),
+        ("namespace inference", "default-deny egress"),
+    ),
+    Regression(
+        "predictors-egress-on-every-port",
+        EGRESS,
+        edit(":NetworkPolicy", "llm-prod-serving-dns", lambda i: i["spec"]["egress"][0].pop("ports")),
+        ("NetworkPolicy inference/allow-dns", "every port"),
+    ),
+    Regression(
+        "model-sync-default-deny-egress-removed",
+        EGRESS,
+        remove(":NetworkPolicy", "llm-prod-model-sync-default-deny-egress"),
+        ("namespace model-sync",),
+    ),
+    Regression(
+        "gateway-namespace-default-deny-egress-removed",
+        EGRESS,
+        remove(":NetworkPolicy", "llm-prod-gateway-deny-egress"),
+        ("namespace ai-gateway",),
+    ),
+    Regression(
+        "monitoring-default-deny-removed",
+        OPERATORS_ISOLATED,
+        remove(":NetworkPolicy", "llm-prod-isolation-monitoring-default-deny-ingress"),
+        ("namespace monitoring", "default-deny ingress"),
+    ),
+    Regression(
+        "keda-default-deny-removed",
+        OPERATORS_ISOLATED,
+        remove(":NetworkPolicy", "llm-prod-isolation-keda-default-deny-ingress"),
+        ("namespace keda",),
+    ),
+    Regression(
+        "alertmanager-open-to-every-namespace",
+        OPERATORS_ISOLATED,
+        edit(
+            ":NetworkPolicy",
+            "llm-prod-isolation-monitoring-same-namespace",
+            lambda i: i["spec"]["ingress"][0]["from"][0].update(namespaceSelector={}),
+        ),
+        ("NetworkPolicy monitoring/same-namespace", "every pod of every namespace"),
+    ),
+    Regression(
+        "webhook-policy-on-every-port",
+        OPERATORS_ISOLATED,
+        edit(":NetworkPolicy", "llm-prod-isolation-kserve-api-server", lambda i: i["spec"]["ingress"][0].pop("ports")),
+        ("NetworkPolicy kserve/api-server",),
+    ),
+    Regression(
+        "predictors-namespace-enforce-removed",
+        PSA,
+        edit(":Namespace", "inference", lambda i: labels(i).pop(PSA_ENFORCE)),
+        ("namespace inference", "enforces no Pod Security level"),
+    ),
+    Regression(
+        "model-sync-namespace-enforces-baseline",
+        PSA,
+        edit(":Namespace", "model-sync", lambda i: labels(i).update({PSA_ENFORCE: "baseline"})),
+        ("namespace model-sync: enforces baseline, below restricted",),
+    ),
+    Regression(
+        "keda-namespace-privileged",
+        PSA,
+        edit(":NamespacePatch", "keda", lambda i: labels(i).update({PSA_ENFORCE: "privileged"})),
+        ("namespace keda: enforces privileged, below baseline",),
+    ),
+    Regression(
+        "kserve-namespace-labels-removed",
+        PSA,
+        remove(":NamespacePatch", "llm-prod-isolation-kserve"),
+        ("namespace kserve",),
+    ),
+    Regression(
+        "gateway-namespace-audit-off",
+        PSA,
+        edit(":NamespacePatch", "ai-gateway", lambda i: labels(i).pop("pod-security.kubernetes.io/audit")),
+        ("namespace ai-gateway", "audit"),
+    ),
+    Regression(
+        "grafana-cluster-wide-rbac",
+        OPERATOR_VALUES,
+        edit(":Release", "llm-prod-obs-stack", lambda i: GRAFANA(i)["rbac"].update(namespaced=False)),
+        ("grafana.rbac.namespaced", "every namespace"),
+    ),
+    Regression(
+        "grafana-sidecar-searches-all-namespaces",
+        OPERATOR_VALUES,
+        edit(
+            ":Release",
+            "llm-prod-obs-stack",
+            lambda i: GRAFANA(i)["sidecar"]["dashboards"].update(searchNamespace="ALL"),
+        ),
+        ("grafana.sidecar.dashboards.searchNamespace is ALL",),
+    ),
+    Regression(
+        "prometheus-rules-from-every-namespace",
+        OPERATOR_VALUES,
+        edit(":Release", "llm-prod-obs-stack", lambda i: PROMETHEUS_SPEC(i).update(ruleNamespaceSelector={})),
+        ("ruleNamespaceSelector is empty",),
+    ),
+    Regression(
+        "prometheus-monitors-from-every-namespace",
+        OPERATOR_VALUES,
+        edit(":Release", "llm-prod-obs-stack", lambda i: PROMETHEUS_SPEC(i).pop("podMonitorNamespaceSelector")),
+        ("podMonitorNamespaceSelector is unset",),
+    ),
+    Regression(
+        "keda-reads-every-secret",
+        OPERATOR_VALUES,
+        edit(":Release", "llm-prod-autoscaling-keda", lambda i: KEDA_PERMISSIONS(i).pop("operator")),
+        ("permissions.operator.restrict.secret",),
+    ),
+    Regression(
+        "dcgm-exporter-sys-admin",
+        OPERATOR_VALUES,
+        edit(":Release", "llm-prod-obs-dcgm", lambda i: i["values"].pop("securityContext")),
+        ("dcgm-exporter", "SYS_ADMIN"),
     ),
 ]
 COVERED.update(r.policy for r in REGRESSIONS)

@@ -1,0 +1,105 @@
+"""Pod Security Admission on every namespace the platform runs pods in: the label that makes the
+API server refuse a pod, whoever creates it (Kubernetes docs, "Pod Security Admission": the
+`pod-security.kubernetes.io/<mode>` namespace labels; "Pod Security Standards" for the levels).
+
+- namespaces with the platform's own pods (predictors, model sync, the rate-limit store) enforce
+  `restricted`;
+- operator namespaces enforce at least `baseline`; `privileged` only where a chart runs host-level
+  pods (node-exporter: host network, PID and paths; the DCGM exporter: the kubelet's pod-resources
+  socket through hostPath, as root);
+- every namespace warns and audits at `restricted`, so anything short of it is visible.
+
+kube-system is EKS's own and is not labelled by the platform.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from contract.names import PART_OF
+
+from . import k8s
+from .base import Subject, stack_policy, subject_of
+
+PSA = "pod-security.kubernetes.io"
+LEVELS = ("privileged", "baseline", "restricted")
+NAMESPACE_KINDS = {"kubernetes:core/v1:Namespace", "kubernetes:core/v1:NamespacePatch"}
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+HOST_LEVEL_CHARTS = {"kube-prometheus-stack", "dcgm-exporter"}
+UNLABELLED = {"kube-system"}
+WORKLOAD_KINDS = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "DaemonSet"), ("batch", "Job")}
+
+
+def _chart(release: Subject) -> str:
+    return str(k8s.get(release.props, "chart", default="", unknown="")).rsplit("/", 1)[-1]
+
+
+def _labels(resources: list[Any]) -> dict[str, dict[str, str]]:
+    """Namespace -> its Pod Security labels, from the Namespaces and NamespacePatches of the stack."""
+    found: dict[str, dict[str, str]] = {}
+    for subject in (subject_of(r) for r in resources if r.resource_type in NAMESPACE_KINDS):
+        labels = k8s.labels_of(subject.props)
+        found.setdefault(subject.k8s_name, {}).update(
+            {str(k): str(labels[k]) for k in labels if str(k).startswith(PSA + "/")}
+        )
+    return found
+
+
+def _wanted(resources: list[Any]) -> dict[str, tuple[str, str]]:
+    """Namespace -> (the least level it must enforce, why), for every namespace the platform runs pods in."""
+    wanted: dict[str, tuple[str, str]] = {}
+    subjects = [subject_of(r) for r in resources]
+    charts: dict[str, set[str]] = {}
+    for release in (s for s in subjects if s.resource_type == HELM_RELEASE):
+        namespace = k8s.get(release.props, "namespace", unknown=None)
+        if isinstance(namespace, str) and namespace not in UNLABELLED:
+            charts.setdefault(namespace, set()).add(_chart(release))
+    for namespace, here in charts.items():
+        host_level = sorted(here & HOST_LEVEL_CHARTS)
+        wanted[namespace] = (
+            ("privileged", f"the {host_level} charts'") if host_level else ("baseline", f"the {sorted(here)} charts'")
+        )
+    for subject in subjects:
+        platform = subject.gk == k8s.INFERENCE_SERVICE or (
+            subject.gk in WORKLOAD_KINDS
+            and all(k8s.get(k8s.labels_of(subject.props), k, unknown=None) == v for k, v in PART_OF.items())
+        )
+        if platform and subject.namespace:
+            wanted[subject.namespace] = ("restricted", f"{subject.label}'s")
+    return wanted
+
+
+def _check_pod_security(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[tuple[str, str | None]]:
+    labels = _labels(resources)
+    for namespace, (least, whose) in sorted(_wanted(resources).items()):
+        mine = labels.get(namespace, {})
+        enforce = mine.get(f"{PSA}/enforce")
+        if enforce not in LEVELS:
+            yield (
+                f"namespace {namespace}: enforces no Pod Security level ({PSA}/enforce unset); any pod, privileged "
+                f"or on the host, is admitted beside {whose} pods",
+                None,
+            )
+        elif LEVELS.index(enforce) < LEVELS.index(least):
+            yield f"namespace {namespace}: enforces {enforce}, below {least} that {whose} pods meet", None
+        for mode in ("warn", "audit"):
+            if mine.get(f"{PSA}/{mode}") != "restricted":
+                yield f"namespace {namespace}: {PSA}/{mode} is not restricted; pods short of it go unnoticed", None
+
+
+pod_security_enforced = stack_policy(
+    name="platform-namespaces-enforce-pod-security",
+    description=(
+        "Every namespace the platform runs pods in carries Pod Security Admission labels: restricted enforced "
+        "where its own pods run, at least baseline in operator namespaces (privileged only beside node-exporter "
+        "and the DCGM exporter), warn and audit restricted everywhere."
+    ),
+    remediation=(
+        "Keep isolation.pod_security_labels on the serving, model-sync and gateway Namespaces and the "
+        "NamespacePatches of components/namespace_isolation.py."
+    ),
+    check=_check_pod_security,
+)
+
+POLICIES = [pod_security_enforced]
