@@ -50,11 +50,29 @@ class ModelStore(pulumi.ComponentResource):
         s, tags = args.settings, args.tags
         child = pulumi.ResourceOptions(parent=self)
 
+        writer, _ = iam.pod_identity_role(
+            f"{name}-model-sync",
+            cluster_name=args.cluster_name,
+            namespace=args.sync_namespace,
+            service_account=MODEL_SYNC_SERVICE_ACCOUNT,
+            tags=tags,
+            parent=self,
+            description="Model sync Jobs: create (never replace) pinned model revisions under their prefixes",
+            association_under_role=True,
+        )
+        # The key's own policy names who may use it: the writer and the Mountpoint role, through S3.
+        key_policy = pulumi.Output.all(
+            aws.get_partition_output().partition,
+            aws.get_caller_identity_output().account_id,
+            writer.arn,
+            args.mountpoint_role.arn,
+        ).apply(lambda a: weights_key_policy(a[0], a[1], args.region, writer_arn=a[2], reader_arn=a[3]))
         key = aws.kms.Key(
             f"{name}-weights",
             description="Model store encryption",
             enable_key_rotation=True,
             deletion_window_in_days=30,
+            policy=key_policy,
             tags=tags,
             opts=child,
         )
@@ -112,16 +130,6 @@ class ModelStore(pulumi.ComponentResource):
                 )
             ],
             opts=bucket_opts,
-        )
-        writer, _ = iam.pod_identity_role(
-            f"{name}-model-sync",
-            cluster_name=args.cluster_name,
-            namespace=args.sync_namespace,
-            service_account=MODEL_SYNC_SERVICE_ACCOUNT,
-            tags=tags,
-            parent=self,
-            description="Model sync Jobs: create (never replace) pinned model revisions under their prefixes",
-            association_under_role=True,
         )
         aws.s3.BucketPolicy(
             f"{name}-weights",
@@ -261,6 +269,62 @@ def bucket_policy(bucket_arn: str, key_arn: str, writer_arn: str) -> str:
             "Principal": {"AWS": writer_arn},
             "Action": ["s3:DeleteObject", "s3:DeleteObjectVersion", "s3:PutObjectRetention", "s3:PutObjectLegalHold"],
             "Resource": objects,
+        },
+    )
+
+
+# The KMS Developer Guide's default key policy ("Default key policy": "Allows access to the AWS account
+# and enables IAM policies") gives the account root kms:*, so any identity policy in the account that
+# grants kms:Decrypt on "*" decrypts the weights. This policy keeps the account's IAM in charge of the
+# key's administration (the guide's key-administrator actions, so the key never becomes unmanageable
+# and PutKeyPolicy's lockout safety check passes) and gives its cryptographic use to the two roles
+# that need it, and only in requests S3 makes for them (kms:ViaService, "AWS KMS condition keys").
+KEY_ADMINISTRATION_ACTIONS = [
+    "kms:Create*",
+    "kms:Describe*",
+    "kms:Enable*",
+    "kms:List*",
+    "kms:Put*",
+    "kms:Update*",
+    "kms:Revoke*",
+    "kms:Disable*",
+    "kms:Get*",
+    "kms:Delete*",
+    "kms:TagResource",
+    "kms:UntagResource",
+    "kms:ScheduleKeyDeletion",
+    "kms:CancelKeyDeletion",
+    "kms:RotateKeyOnDemand",
+]
+
+
+def weights_key_policy(partition: str, account_id: str, region: str, *, writer_arn: str, reader_arn: str) -> str:
+    via_s3 = {"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com", "kms:CallerAccount": account_id}}
+    return iam.document(
+        {
+            "Sid": "AdministerThroughAccountIam",
+            "Effect": "Allow",
+            "Principal": {"AWS": f"arn:{partition}:iam::{account_id}:root"},
+            "Action": KEY_ADMINISTRATION_ACTIONS,
+            "Resource": "*",
+        },
+        {
+            # Uploads (single and multipart) need GenerateDataKey and Decrypt (S3 User Guide,
+            # "Using server-side encryption with AWS KMS keys": permissions for multipart uploads).
+            "Sid": "WriterEncryptsThroughS3",
+            "Effect": "Allow",
+            "Principal": {"AWS": writer_arn},
+            "Action": ["kms:GenerateDataKey", "kms:Decrypt"],
+            "Resource": "*",
+            "Condition": via_s3,
+        },
+        {
+            "Sid": "MountDecryptsThroughS3",
+            "Effect": "Allow",
+            "Principal": {"AWS": reader_arn},
+            "Action": "kms:Decrypt",
+            "Resource": "*",
+            "Condition": via_s3,
         },
     )
 

@@ -235,6 +235,28 @@ def test_model_bucket_refuses_objects_encrypted_other_than_with_its_own_kms_key(
     assert all(statements[sid]["Principal"] == "*" for sid in ("DenyOtherEncryption", "DenyOtherKmsKey"))
 
 
+def test_the_weights_key_is_used_only_by_the_writer_and_the_mount_through_s3(stack: StackRun) -> None:
+    """An explicit key policy instead of KMS's default (which gives the account root kms:* and so
+    every identity policy in the account): the account's IAM administers the key, only the writer
+    and the Mountpoint role may use it, and only in requests S3 makes (KMS Developer Guide, "Default
+    key policy"; "AWS KMS condition keys", kms:ViaService)."""
+    (key,) = [k for k in stack.of_type("aws:kms/key:Key") if k.name.endswith("-models-weights")]
+    statements = {s["Sid"]: s for s in json.loads(key.inputs["policy"])["Statement"]}
+    account = "123456789012"
+    admin = statements["AdministerThroughAccountIam"]
+    assert admin["Principal"] == {"AWS": f"arn:aws:iam::{account}:root"}
+    assert not {a for a in admin["Action"] if a.startswith(("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"))}
+    assert "kms:*" not in admin["Action"] and "kms:Put*" in admin["Action"]
+    users = {
+        statements[sid]["Principal"]["AWS"]: statements[sid]
+        for sid in ("WriterEncryptsThroughS3", "MountDecryptsThroughS3")
+    }
+    prefix = f"arn:aws:iam:us-west-2:{account}:llm-{stack.stack}"
+    assert set(users) == {f"{prefix}-models-model-sync", f"{prefix}-cluster-mountpoint-s3"}
+    assert users[f"{prefix}-cluster-mountpoint-s3"]["Action"] == "kms:Decrypt"
+    assert all(u["Condition"]["StringEquals"]["kms:ViaService"] == "s3.us-west-2.amazonaws.com" for u in users.values())
+
+
 def test_the_bucket_denies_the_writer_any_replacing_write_or_delete(stack: StackRun) -> None:
     """Whatever identity policy the writer role is given, the bucket refuses it a PutObject or
     CompleteMultipartUpload without If-None-Match and every delete (S3 user guide, "Enforce

@@ -15,6 +15,7 @@ from pulumi_policy import PolicyConfigSchema
 from . import documents, k8s
 from .base import Subject, resource_policy, stack_policy
 from .identity import writer_roles
+from .links import refers_to
 
 BUCKET_TYPES = {"aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2"}
 PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
@@ -361,4 +362,65 @@ create_only_writes = stack_policy(
     check=_check_create_only,
 )
 
-POLICIES = [s3_buckets, no_force_destroy, kms_keys, ebs_encrypted, create_only_writes]
+# --- the bucket's key names who may use it ----------------------------------------------------------
+
+# Without a policy, KMS gives a key its default policy: the account root gets kms:*, so every identity
+# policy in the account that grants kms:Decrypt on "*" decrypts what the key protects (KMS Developer
+# Guide, "Default key policy").
+CRYPTOGRAPHIC_ACTIONS = ("kms:Decrypt", "kms:GenerateDataKey", "kms:Encrypt", "kms:ReEncryptFrom")
+SSE = "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
+
+
+def _account_wide(principal: str) -> bool:
+    return principal == "*" or principal.endswith(":root") or (principal.isdigit() and len(principal) == 12)
+
+
+def _encrypts_with(encryption: Any, key: Any) -> bool:
+    """The engine records that the configuration's `rules` came from the key (its ARN); failing that,
+    a rule's kmsMasterKeyId equals one of the key's identifiers."""
+    if refers_to(encryption, "rules", key, parent_counts=False):
+        return True
+    named = {k8s.get(key.props, i, unknown=None) for i in ("arn", "id", "keyId")} - {None}
+    return any(
+        k8s.get(rule, "applyServerSideEncryptionByDefault", "kmsMasterKeyId", unknown=None) in named
+        for rule in k8s.items(encryption.props, "rules")
+    )
+
+
+def _check_bucket_keys(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[tuple[str, str | None]]:
+    keys = [r for r in resources if r.resource_type == KMS_KEY]
+    encryption = [r for r in resources if r.resource_type == SSE]
+    for key in keys:
+        if not any(_encrypts_with(e, key) for e in encryption):
+            continue
+        label = f"KMS key '{key.name}' (encrypts an S3 bucket)"
+        if k8s.get(key.props, "policy", unknown=_UNKNOWN) is None:
+            yield (
+                f"{label}: has no key policy of its own; the default lets every principal the account's IAM "
+                "allows decrypt the bucket",
+                key.urn,
+            )
+            continue
+        for statement in documents.parse(k8s.get(key.props, "policy", unknown=None)) or []:
+            wide = [p for p in statement.principals if _account_wide(p)]
+            granted = [a for a in CRYPTOGRAPHIC_ACTIONS if documents.allows(statement, a)]
+            if wide and granted:
+                yield (
+                    f"{label}: {documents.label(statement)} gives {granted} to {wide}; any identity policy in the "
+                    "account could then decrypt the bucket",
+                    key.urn,
+                )
+
+
+bucket_keys_name_users = stack_policy(
+    name="bucket-keys-name-their-users",
+    description=(
+        "A KMS key that encrypts an S3 bucket carries its own key policy, and that policy gives cryptographic use "
+        "to named roles only, never to the account root (which would let any identity policy decrypt): the "
+        "account's IAM administers the key, the writer and the Mountpoint role use it through S3."
+    ),
+    remediation="Keep weights_key_policy on the model store's key (components/model_store.py).",
+    check=_check_bucket_keys,
+)
+
+POLICIES = [s3_buckets, no_force_destroy, kms_keys, ebs_encrypted, create_only_writes, bucket_keys_name_users]

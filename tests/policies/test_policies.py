@@ -1057,6 +1057,7 @@ def test_stack_policies_are_stack_validation_policies() -> None:
         "rate-limit-service-reachable-only-from-envoy",
         "operator-namespaces-deny-ingress-by-default",
         "platform-namespaces-enforce-pod-security",
+        "bucket-keys-name-their-users",
     }
 
 

@@ -826,6 +826,20 @@ REGRESSIONS = [
         ("s3:x-amz-server-side-encryption-aws-kms-key-id", "another KMS key"),
     ),
     Regression(
+        "weights-key-default-policy",
+        "bucket-keys-name-their-users",
+        edit("kms/key:Key", BUCKET, lambda i: i.pop("policy")),
+        (f"KMS key '{BUCKET}'", "no key policy of its own"),
+    ),
+    Regression(
+        "weights-key-lets-account-iam-decrypt",
+        "bucket-keys-name-their-users",
+        edit(
+            "kms/key:Key", BUCKET, policy_statement("AdministerThroughAccountIam", lambda s: s.update(Action="kms:*"))
+        ),
+        ("'AdministerThroughAccountIam'", "kms:Decrypt", ":root"),
+    ),
+    Regression(
         "bucket-policy-lets-writer-replace",
         CREATE_ONLY,
         edit(":BucketPolicy", BUCKET, drop_statement("DenyWriterReplacing")),
