@@ -219,3 +219,40 @@ def test_pulumi_runs_on_the_runner_inside_its_stacks_vpc(name: str) -> None:
 def test_tests_still_run_on_github_hosted_runners() -> None:
     """Only what talks to a cluster needs the runner in the VPC; `make test` needs no cloud."""
     assert by_name("ci")["jobs"]["test"]["runs-on"].startswith("ubuntu-")
+
+
+LOCK = ROOT / "requirements.lock"
+PIN = re.compile(r"^([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^\s;\\]+)")
+
+
+def _pins(path: Path) -> dict[str, str]:
+    normalize = lambda name: re.sub(r"[-_.]+", "-", name).lower()  # noqa: E731 (PEP 503 names)
+    return {normalize(m[1]): m[2] for line in path.read_text().splitlines() if (m := PIN.match(line.strip()))}
+
+
+@pytest.mark.parametrize("name", ["preview.yml", "deploy.yml"])
+def test_jobs_with_a_cloud_role_install_only_hash_checked_packages(name: str) -> None:
+    """pip's hash-checking mode refuses any distribution whose sha256 the lock does not list (pip
+    docs, "Secure installs"): these jobs run the installed code with the stack's role."""
+    installs = [
+        line
+        for _, _, step in steps(load(WORKFLOWS / name))
+        for line in str(step.get("run", "")).splitlines()
+        if re.search(r"\bpip3?\s+install\b", line)
+    ]
+    assert installs and all("--require-hashes -r requirements.lock" in line for line in installs)
+
+
+def test_the_lock_pins_what_the_program_and_the_pack_pin_with_hashes_for_every_package() -> None:
+    locked = _pins(LOCK)
+    wanted = {**_pins(ROOT / "requirements.txt"), **_pins(ROOT / "policies" / "requirements.txt")}
+    assert {name: locked.get(name) for name in wanted} == wanted
+    hashes: dict[str, int] = {}
+    current = ""
+    for line in LOCK.read_text().splitlines():
+        if m := PIN.match(line):
+            current = m[1]
+            hashes[current] = 0
+        elif current and "--hash=sha256:" in line:
+            hashes[current] += 1
+    assert len(hashes) == len(locked) and all(hashes.values())

@@ -4,6 +4,7 @@ internet-facing load balancer never carries a key in clear."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -204,8 +205,35 @@ def _secret_env(container: Any) -> set[str]:
     }
 
 
+# redis-cli takes the password from REDISCLI_AUTH; `-a`/`--pass` put it on the command line, where
+# every process that may read /proc/<pid>/cmdline sees it (redis-cli.c: "Warning: Using a password with
+# '-a' or '-u' option on the command line interface may not be safe").
+PASSWORD_ON_ARGV = re.compile(r"redis-cli\b[^\n;|&]*?\s(-a|--pass)(\s|=)")
+
+
+def _password_on_argv(subjects: list[Subject]) -> Iterator[tuple[str, str | None]]:
+    for subject in subjects:
+        texts: list[str] = []
+        if subject.gk == ("", "ConfigMap"):
+            data = k8s.get(subject.props, "data", unknown=None)
+            texts += [str(data[k]) for k in data] if k8s.is_map(data) else []
+        for _, pod_spec in platform_pod_specs(subject):
+            for _, container in k8s.containers(pod_spec):
+                for probe in ("readinessProbe", "livenessProbe", "startupProbe", None):
+                    where = container if probe is None else k8s.get(container, probe, "exec", unknown=None)
+                    texts.append(" ".join(str(a) for a in k8s.known_items(where, "command")))
+                texts.append(" ".join(str(a) for a in k8s.known_items(container, "args")))
+        if any(PASSWORD_ON_ARGV.search(t) for t in texts):
+            yield (
+                f"{subject.label}: runs redis-cli with the password on its command line (-a/--pass); it belongs "
+                "in REDISCLI_AUTH",
+                subject.urn,
+            )
+
+
 def _check_store_auth(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[tuple[str, str | None]]:
     subjects = [subject_of(r) for r in resources]
+    yield from _password_on_argv(subjects)
     for store in (s for s in subjects if s.gk == ("apps", "StatefulSet")):
         for where, pod_spec in platform_pod_specs(store):
             for name, container in k8s.containers(pod_spec):
@@ -237,7 +265,7 @@ store_authenticated = stack_policy(
     description=(
         "The rate-limit store (Redis and its Sentinels) requires a password from a Secret, and Envoy Gateway's "
         "rate-limit service authenticates with it: an open store lets any pod that reaches it reset or exhaust "
-        "every client's quota."
+        "every client's quota. No redis-cli gets the password on its command line (REDISCLI_AUTH instead)."
     ),
     remediation=(
         "Keep REDIS_PASSWORD on the store's containers (components/gateway/store.py) and REDIS_AUTH / "

@@ -80,7 +80,12 @@ BROAD_MANAGED_POLICIES = (
     "IAMFullAccess",
     "AmazonS3FullAccess",
     "AWSKeyManagementServicePowerUser",
+    # aps:RemoteWrite on "*": every AMP workspace of the account (AWS managed policy reference,
+    # AmazonPrometheusRemoteWriteAccess).
+    "AmazonPrometheusRemoteWriteAccess",
 )
+# Writes into a named resource that a statement must not widen to every resource of the account.
+SCOPED_WRITES = ("aps:RemoteWrite",)
 
 
 # --- trust policies ---------------------------------------------------------------------------
@@ -159,6 +164,13 @@ def _check_grants(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[
                 yield (
                     f"{where} grants {destructive}, which destroy object versions or switch off the bucket's or "
                     "key's protections",
+                    subject.urn,
+                )
+            everywhere = [a for a in documents.granted([statement], SCOPED_WRITES) if "*" in statement.resources]
+            if everywhere:
+                yield (
+                    f'{where} grants {everywhere} on every resource ("*"); remote write belongs to the stack\'s '
+                    "own workspace",
                     subject.urn,
                 )
             whole = _whole_bucket_writes(statement)

@@ -283,6 +283,21 @@ def _check_egress(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[
                 "the internet over NAT, the node's metadata service, the Kubernetes API and every other namespace",
                 example.urn,
             )
+    vpc_ranges = {
+        str(k8s.get(r.props, "cidrBlock", unknown="")) for r in resources if r.resource_type == "aws:ec2/vpc:Vpc"
+    } - {""}
+    for policy in (p for p in policies if p.namespace in namespaces):
+        for rule in k8s.items(policy.props, "spec", "egress"):
+            for peer in k8s.items(rule, "to"):
+                cidr = str(k8s.get(peer, "ipBlock", "cidr", unknown=""))
+                kept_out = {str(c) for c in k8s.known_items(peer, "ipBlock", "except")}
+                if cidr.endswith("/0") and vpc_ranges - kept_out:
+                    yield (
+                        f"{policy.label}: lets pods out to {cidr} without excepting the VPC "
+                        f"{sorted(vpc_ranges - kept_out)}; they would reach the cluster's API endpoint and every "
+                        "service inside it on those ports",
+                        policy.urn,
+                    )
     for isvc in isvcs:
         labels = predictor_pod_labels(isvc)
         for policy in (p for p in policies if p.namespace == isvc.namespace and _selects(p, labels)):

@@ -170,6 +170,18 @@ def admin_attachment(resources: list[Captured]) -> Captured:
     )
 
 
+def amp_managed_attachment(resources: list[Captured]) -> Captured:
+    role = _find(resources, ":Role", "llm-prod-obs-amp-writer")
+    return Captured(
+        "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+        "amp-managed",
+        {"role": role.name, "policyArn": "arn:aws:iam::aws:policy/AmazonPrometheusRemoteWriteAccess"},
+        "urn:pulumi:prod::inference-platform::aws:iam/rolePolicyAttachment:RolePolicyAttachment::amp-managed",
+        role.urn,
+        True,
+    )
+
+
 def every_pod_peer(inputs: dict[str, Any]) -> None:
     inputs["spec"]["ingress"][0]["from"].append({"namespaceSelector": {}, "podSelector": {}})
 
@@ -826,6 +838,41 @@ REGRESSIONS = [
         ("s3:x-amz-server-side-encryption-aws-kms-key-id", "another KMS key"),
     ),
     Regression(
+        "redis-password-on-redis-cli-argv",
+        "rate-limit-store-authenticated",
+        edit(
+            ":ConfigMap",
+            "ratelimit-redis-scripts",
+            lambda i: i["data"].update(
+                {"start.sh": i["data"]["start.sh"].replace("redis-cli -h", 'redis-cli -a "$REDIS_PASSWORD" -h')}
+            ),
+        ),
+        ("ConfigMap ai-gateway/ratelimit-redis-scripts", "REDISCLI_AUTH"),
+    ),
+    Regression(
+        "amp-writer-on-every-workspace",
+        LEAST,
+        edit(
+            ":RolePolicy",
+            "llm-prod-obs-amp-writer",
+            lambda i: i.update(
+                policy=json.dumps(
+                    {
+                        "Version": "2012-10-17",
+                        "Statement": [{"Effect": "Allow", "Action": "aps:RemoteWrite", "Resource": "*"}],
+                    }
+                )
+            ),
+        ),
+        ("aps:RemoteWrite", "every resource"),
+    ),
+    Regression(
+        "amp-writer-gets-managed-remote-write-policy",
+        LEAST,
+        add(amp_managed_attachment),
+        ("AmazonPrometheusRemoteWriteAccess",),
+    ),
+    Regression(
         "weights-key-default-policy",
         "bucket-keys-name-their-users",
         edit("kms/key:Key", BUCKET, lambda i: i.pop("policy")),
@@ -996,6 +1043,16 @@ REGRESSIONS = [
         EGRESS,
         remove(":NetworkPolicy", "llm-prod-model-sync-default-deny-egress"),
         ("namespace model-sync",),
+    ),
+    Regression(
+        "model-sync-https-egress-into-the-vpc",
+        EGRESS,
+        edit(
+            ":NetworkPolicy",
+            "llm-prod-model-sync-model-sync-egress",
+            lambda i: i["spec"]["egress"][1]["to"][0]["ipBlock"].pop("except"),
+        ),
+        ("NetworkPolicy model-sync/model-sync-egress", "without excepting the VPC ['10.30.0.0/16']"),
     ),
     Regression(
         "gateway-namespace-default-deny-egress-removed",
