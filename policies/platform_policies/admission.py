@@ -35,15 +35,18 @@ def _chart(release: Subject) -> str:
     return str(k8s.get(release.props, "chart", default="", unknown="")).rsplit("/", 1)[-1]
 
 
-def _labels(resources: list[Any]) -> dict[str, dict[str, str]]:
-    """Namespace -> its Pod Security labels, from the Namespaces and NamespacePatches of the stack."""
+def _labels(resources: list[Any]) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """Namespace -> its Pod Security labels, from the Namespaces and NamespacePatches of the stack,
+    and namespace -> the URN of the resource that labels it (what a violation points at)."""
     found: dict[str, dict[str, str]] = {}
+    urns: dict[str, str] = {}
     for subject in (subject_of(r) for r in resources if r.resource_type in NAMESPACE_KINDS):
         labels = k8s.labels_of(subject.props)
-        found.setdefault(subject.k8s_name, {}).update(
-            {str(k): str(labels[k]) for k in labels if str(k).startswith(PSA + "/")}
-        )
-    return found
+        psa = {str(k): str(labels[k]) for k in labels if str(k).startswith(PSA + "/")}
+        found.setdefault(subject.k8s_name, {}).update(psa)
+        if psa or subject.k8s_name not in urns:
+            urns[subject.k8s_name] = subject.urn
+    return found, urns
 
 
 def _wanted(resources: list[Any]) -> dict[str, tuple[str, str]]:
@@ -71,21 +74,21 @@ def _wanted(resources: list[Any]) -> dict[str, tuple[str, str]]:
 
 
 def _check_pod_security(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[tuple[str, str | None]]:
-    labels = _labels(resources)
+    labels, urns = _labels(resources)
     for namespace, (least, whose) in sorted(_wanted(resources).items()):
-        mine = labels.get(namespace, {})
+        mine, urn = labels.get(namespace, {}), urns.get(namespace)
         enforce = mine.get(f"{PSA}/enforce")
         if enforce not in LEVELS:
             yield (
                 f"namespace {namespace}: enforces no Pod Security level ({PSA}/enforce unset); any pod, privileged "
                 f"or on the host, is admitted beside {whose} pods",
-                None,
+                urn,
             )
         elif LEVELS.index(enforce) < LEVELS.index(least):
-            yield f"namespace {namespace}: enforces {enforce}, below {least} that {whose} pods meet", None
+            yield f"namespace {namespace}: enforces {enforce}, below {least} that {whose} pods meet", urn
         for mode in ("warn", "audit"):
             if mine.get(f"{PSA}/{mode}") != "restricted":
-                yield f"namespace {namespace}: {PSA}/{mode} is not restricted; pods short of it go unnoticed", None
+                yield f"namespace {namespace}: {PSA}/{mode} is not restricted; pods short of it go unnoticed", urn
 
 
 pod_security_enforced = stack_policy(
