@@ -3,7 +3,8 @@ API server refuse a pod, whoever creates it (Kubernetes docs, "Pod Security Admi
 `pod-security.kubernetes.io/<mode>` namespace labels; "Pod Security Standards" for the levels).
 
 - namespaces with the platform's own pods (predictors, model sync, the rate-limit store) enforce
-  `restricted`;
+  `restricted`, unless a chart installs pods there too (the endpoint picker's inferencepool chart
+  in the serving namespace: `baseline`);
 - operator namespaces enforce at least `baseline`; `privileged` only where a chart runs host-level
   pods (node-exporter: host network, PID and paths; the DCGM exporter: the kubelet's pod-resources
   socket through hostPath, as root);
@@ -68,7 +69,9 @@ def _wanted(resources: list[Any]) -> dict[str, tuple[str, str]]:
             subject.gk in WORKLOAD_KINDS
             and all(k8s.get(k8s.labels_of(subject.props), k, unknown=None) == v for k, v in PART_OF.items())
         )
-        if platform and subject.namespace:
+        # A chart's pods in the same namespace (the endpoint picker's inferencepool chart sets no
+        # securityContext) lower what the namespace can enforce to what they meet.
+        if platform and subject.namespace and subject.namespace not in charts:
             wanted[subject.namespace] = ("restricted", f"{subject.label}'s")
     return wanted
 
