@@ -1,5 +1,6 @@
-"""Model architectures and GPUs as typed data (data/models.yaml, data/gpus.yaml, sources cited
-there), with the byte and FLOP counts of one forward pass that the roofline needs."""
+"""Checkpoints and GPUs as typed data (data/models.yaml, data/gpus.yaml, sources cited there),
+with the byte and FLOP counts of one forward pass that the roofline needs. Architectures are
+config.json fields (capacity.engine.architecture derives their shapes)."""
 
 from __future__ import annotations
 
@@ -9,78 +10,9 @@ from pathlib import Path
 
 import yaml
 
+from capacity.engine.architecture import ACT_BYTES, Architecture, ArchitectureError, from_config, read_config
+
 DATA = Path(__file__).with_name("data")
-ACT_BYTES = 2  # FP16/BF16 activations and KV cache (vLLM's dtype "auto" for these checkpoints)
-
-
-@dataclass(frozen=True)
-class Architecture:
-    """A decoder-only dense transformer as its config.json describes it (Qwen2, Llama, Mistral)."""
-
-    name: str
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    vocab_size: int
-    tie_word_embeddings: bool
-    source: str = ""
-    attention_bias: bool = True  # q/k/v projection biases (Qwen2: yes; Llama, Mistral: no)
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_attention_heads
-
-    @property
-    def qkv_dim(self) -> int:
-        """Output width of the fused q/k/v projection (GQA: few KV heads)."""
-        return (self.num_attention_heads + 2 * self.num_key_value_heads) * self.head_dim
-
-    @property
-    def layer_linear_params(self) -> int:
-        """Weights of one layer's matrix multiplies: qkv, o_proj, gate/up and down projections."""
-        h, i = self.hidden_size, self.intermediate_size
-        return h * self.qkv_dim + h * h + 3 * h * i
-
-    @property
-    def linear_params(self) -> int:
-        return self.num_hidden_layers * self.layer_linear_params
-
-    @property
-    def embedding_params(self) -> int:
-        return self.vocab_size * self.hidden_size
-
-    @property
-    def small_params(self) -> int:
-        """Norm weights and q/k/v biases (stay FP16 under AWQ; negligible but counted)."""
-        biases = self.qkv_dim if self.attention_bias else 0
-        return self.num_hidden_layers * (2 * self.hidden_size + biases) + self.hidden_size
-
-    @property
-    def kv_bytes_per_token(self) -> int:
-        """K and V of one token in every layer: 2 x layers x kv_heads x head_dim x 2 bytes."""
-        return 2 * self.num_hidden_layers * self.num_key_value_heads * self.head_dim * ACT_BYTES
-
-    @property
-    def attention_flops_per_pair(self) -> int:
-        """FLOPs of one query token attending to one context token: QK^T and PV in every layer."""
-        return 4 * self.num_hidden_layers * self.num_attention_heads * self.head_dim
-
-    @property
-    def activation_bytes_per_token(self) -> int:
-        """HBM traffic of one token's activations per forward pass: every intermediate tensor of a
-        layer (qkv, attention out, o_proj out, gate/up, activated, down, residual + norm) written
-        once and read once."""
-        h, i = self.hidden_size, self.intermediate_size
-        per_layer = self.qkv_dim + 5 * h + 3 * i
-        return 2 * ACT_BYTES * self.num_hidden_layers * per_layer
-
-    @property
-    def peak_activation_bytes_per_token(self) -> int:
-        """Largest set of live activations per token inside one layer (MLP: gate/up, activated,
-        residual + normed hidden), what vLLM's profiling forward pass peaks at."""
-        return ACT_BYTES * (3 * self.intermediate_size + 2 * self.hidden_size)
 
 
 @dataclass(frozen=True)
@@ -121,9 +53,18 @@ class Checkpoint:
         return a.linear_params * self.quantization.linear_bytes_per_param + ACT_BYTES * (embeddings + a.small_params)
 
     @property
+    def tensor_parallel(self) -> int:
+        return self.architecture.tensor_parallel
+
+    def split(self, tp: int) -> Checkpoint:
+        """One GPU's share of a `tp`-GPU tensor-parallel replica (`Architecture.split`)."""
+        return replace(self, architecture=self.architecture.split(tp))
+
+    @property
     def weight_bytes_read_per_step(self) -> float:
         """Bytes every forward pass streams from HBM: all linear layers and the lm_head (the
-        input embedding is a gather of a few rows, not a read of the table)."""
+        input embedding is a gather of a few rows, not a read of the table). A MoE counts every
+        expert: an upper bound at small batches, which route to fewer of them."""
         a = self.architecture
         return a.linear_params * self.quantization.linear_bytes_per_param + ACT_BYTES * (
             self.lm_head_params + a.small_params
@@ -131,8 +72,9 @@ class Checkpoint:
 
     @property
     def linear_flops_per_token(self) -> int:
-        """2 FLOPs per weight per token through the decoder's linear layers."""
-        return 2 * self.architecture.linear_params
+        """2 FLOPs per weight per token through the decoder's linear layers it runs (a MoE's
+        routed experts only)."""
+        return 2 * self.architecture.active_linear_params
 
     @property
     def lm_head_flops_per_sample(self) -> int:
@@ -212,9 +154,25 @@ def _read(name: str) -> dict:
         return yaml.safe_load(f)
 
 
+def architecture_entry(name: str, entry: dict) -> Architecture:
+    """A data/models.yaml architecture: config.json fields inline, or `config:` a checked-in
+    config.json (relative to data/); `source` says where the fields come from."""
+    fields = dict(entry)
+    source = str(fields.pop("source", ""))
+    try:
+        if "config" in fields:
+            path = DATA / str(fields.pop("config"))
+            if fields:
+                raise ArchitectureError(f"{sorted(fields)[0]}: not with config (the file holds every field)")
+            return replace(read_config(path, name), source=source or str(path))
+        return from_config(fields, name, source)
+    except ArchitectureError as exc:
+        raise ArchitectureError(f"data/models.yaml architectures.{name}: {exc}") from None
+
+
 @cache
 def architectures() -> dict[str, Architecture]:
-    return {name: Architecture(name=name, **fields) for name, fields in _read("models.yaml")["architectures"].items()}
+    return {name: architecture_entry(name, e) for name, e in _read("models.yaml")["architectures"].items()}
 
 
 @cache

@@ -8,8 +8,9 @@ A scenario (YAML) names what a benchmark ran and how it was driven:
     #  {name, memory_mib, bandwidth_gb_s, fp16_tflops, memory_class: gddr|hbm,
     #   sustained_fp16_tflops (optional), int8_tops, fp8_tflops, memory_gb}
     model: meta-llama/Meta-Llama-3-8B-Instruct   # a data/models.yaml checkpoint, or config.json fields:
-    #  {hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
-    #   num_key_value_heads, vocab_size, tie_word_embeddings, attention_bias (optional)}
+    #  {model_type: llama|mistral|qwen2|qwen3|gemma|gemma2|mixtral, hidden_size, intermediate_size,
+    #   num_hidden_layers, num_attention_heads, vocab_size, and any other field of that model's
+    #   config.json (capacity/engine/architecture.py: transformers' defaults for what is left out)}
     quantization: bf16                     # fp16 | bf16 | awq-int4 (default: the checkpoint's)
     vllm_version: 0.5.4                    # picks the scheduler: V0 before 0.7, V1 after
     engine:                                # vLLM flags (defaults: vLLM's for that version)
@@ -52,8 +53,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from capacity.engine.architecture import ArchitectureError, from_config
 from capacity.engine.hardware import (
-    Architecture,
     Checkpoint,
     Gpu,
     architectures,
@@ -70,15 +71,6 @@ from capacity.engine.roofline import Calibration, scheduler_of
 
 ARRIVALS = ("offline", "burst", "concurrency", "poisson")
 ENGINE_KEYS = ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization")
-ARCH_KEYS = (
-    "hidden_size",
-    "intermediate_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "vocab_size",
-    "tie_word_embeddings",
-)
 V1_DEFAULT_BATCHED_TOKENS = 8192  # vLLM V1 EngineArgs default for the LLM class and the server (>= 0.8)
 V0_MIN_BATCHED_TOKENS = 2048  # V0 without chunked prefill: max(max_model_len, 2048) (SchedulerConfig)
 
@@ -231,13 +223,11 @@ def _checkpoint(raw: Any, quant: str | None) -> Checkpoint:
     if "architecture" in raw and raw["architecture"] in architectures():
         arch = architectures()[raw["architecture"]]
     else:
-        for key in ARCH_KEYS:
-            _need(raw, key, "model.")
-        fields = {k: raw[k] for k in (*ARCH_KEYS, "attention_bias") if k in raw}
+        fields = {k: v for k, v in raw.items() if k != "name"}
         try:
-            arch = Architecture(name=str(raw.get("name", "custom")), **fields)
-        except TypeError as exc:
-            raise ScenarioError(f"model: {exc}") from None
+            arch = from_config(fields, str(raw.get("name", "custom")))
+        except ArchitectureError as exc:
+            raise ScenarioError("; ".join(f"model.{problem}" for problem in str(exc).split("; "))) from None
     return Checkpoint(
         str(raw.get("name", "custom")), str(raw.get("name", "custom")), arch, quantizations()[quant or "bf16"]
     )

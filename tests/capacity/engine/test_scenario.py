@@ -74,6 +74,7 @@ def test_gpu_and_model_may_be_given_by_their_datasheet_and_config_fields():
         "sustained_fp16_tflops": 67.24,
     }
     config = {
+        "model_type": "qwen2",
         "hidden_size": 3584,
         "intermediate_size": 18944,
         "num_hidden_layers": 28,
@@ -108,6 +109,7 @@ def test_the_vllm_version_picks_the_scheduler():
         ({"gpu": {"memory_mib": 100}}, "gpu.bandwidth_gb_s: required"),
         ({"model": "nope/nope"}, "model: unknown checkpoint"),
         ({"model": {"hidden_size": 1}}, "model.intermediate_size: required"),
+        ({"model": {"model_type": "llama", "num_experts": 4}}, "model.num_experts: unknown config.json field"),
         ({"quantization": "int3"}, "quantization: unknown 'int3'"),
         ({"vllm_version": "latest"}, "vllm_version:"),
         ({"engine": {"max_num_seqz": 4}}, "engine.max_num_seqz: unknown flag"),
