@@ -123,6 +123,10 @@ class ArchitectureError(ValueError):
     """config.json fields that do not describe a supported architecture; the message names each key."""
 
 
+class TensorParallelError(ValueError):
+    """A tensor-parallel size vLLM refuses for this model."""
+
+
 @dataclass(frozen=True)
 class Architecture:
     """A decoder-only transformer as its config.json describes it, seen from one GPU of a replica
@@ -299,10 +303,10 @@ class Architecture:
     def split(self, tp: int) -> Architecture:
         """One rank of a `tp`-GPU tensor-parallel replica; a ValueError says why vLLM refuses it."""
         if tp < 1:
-            raise ValueError(f"tensor parallel size must be >= 1, got {tp}")
+            raise TensorParallelError(f"tensor parallel size must be >= 1, got {tp}")
         problems = self.tensor_parallel_problems(tp)
         if problems:
-            raise ValueError(f"{self.name}: " + "; ".join(problems))
+            raise TensorParallelError(f"{self.name}: " + "; ".join(problems))
         return replace(self, tensor_parallel=tp)
 
 

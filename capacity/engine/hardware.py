@@ -10,9 +10,18 @@ from pathlib import Path
 
 import yaml
 
-from capacity.engine.architecture import ACT_BYTES, Architecture, ArchitectureError, from_config, read_config
+from capacity.engine.architecture import (
+    ACT_BYTES,
+    Architecture,
+    ArchitectureError,
+    TensorParallelError,
+    from_config,
+    read_config,
+)
 
 DATA = Path(__file__).with_name("data")
+MARLIN_MIN_THREAD_N = 64
+MARLIN_MIN_THREAD_K = 128
 
 
 @dataclass(frozen=True)
@@ -57,8 +66,33 @@ class Checkpoint:
         return self.architecture.tensor_parallel
 
     def split(self, tp: int) -> Checkpoint:
-        """One GPU's share of a `tp`-GPU tensor-parallel replica (`Architecture.split`)."""
-        return replace(self, architecture=self.architecture.split(tp))
+        """One GPU's share of a `tp`-GPU tensor-parallel replica (`Architecture.split`); a
+        ValueError says why vLLM refuses it, the quantized kernels' shape rules included."""
+        shard = replace(self, architecture=self.architecture.split(tp))
+        problems = shard.kernel_shape_problems()
+        if problems:
+            raise TensorParallelError(f"{self.repo} at tensor parallel size {tp}: " + "; ".join(problems))
+        return shard
+
+    def kernel_shape_problems(self) -> list[str]:
+        """A grouped 4-bit checkpoint runs on vLLM's Marlin kernels, which refuse a weight shard
+        whose output is not a multiple of 64, whose input is not a multiple of 128 or of the group
+        size (vllm model_executor/layers/quantization/utils/marlin_utils.py,
+        verify_marlin_supports_shape: GPTQ_MARLIN_MIN_THREAD_N 64, GPTQ_MARLIN_MIN_THREAD_K 128).
+        Sharded by tensor parallelism: qkv and gate/up outputs, o_proj and down_proj inputs."""
+        group = self.quantization.group_size
+        if not group:
+            return []
+        a = self.architecture
+        problems = []
+        for name, size in (("qkv_proj output", a.qkv_dim), ("gate_up_proj output", a.intermediate_per_rank)):
+            if size % MARLIN_MIN_THREAD_N:
+                problems.append(f"{name} per GPU ({size}) is not a multiple of {MARLIN_MIN_THREAD_N}")
+        for name, size in (("o_proj input", a.q_dim), ("down_proj input", a.intermediate_per_rank)):
+            for multiple in sorted({MARLIN_MIN_THREAD_K, group}):
+                if size % multiple:
+                    problems.append(f"{name} per GPU ({size}) is not a multiple of {multiple}")
+        return problems
 
     @property
     def weight_bytes_read_per_step(self) -> float:
@@ -242,3 +276,43 @@ def gpu(name: str) -> Gpu:
         return gpus()[name]
     except KeyError:
         raise ValueError(f"unknown GPU {name!r}; known: {', '.join(sorted(gpus()))}") from None
+
+
+LINK_KINDS = ("pcie", "nvlink")
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    """The GPU-to-GPU link of an instance family (data/interconnects.yaml): PCIe or NVLink, and
+    NCCL's bus bandwidth over it."""
+
+    name: str
+    kind: str
+    bus_bandwidth_gb_s: float
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in LINK_KINDS:
+            raise ValueError(f"interconnect {self.name!r}: kind must be one of {LINK_KINDS}, got {self.kind!r}")
+        if not self.bus_bandwidth_gb_s > 0:
+            raise ValueError(f"interconnect {self.name!r}: bus_bandwidth_gb_s must be > 0")
+
+    @property
+    def bus_bandwidth_bytes_s(self) -> float:
+        return self.bus_bandwidth_gb_s * 1e9
+
+
+@cache
+def family_interconnects() -> dict[str, Interconnect]:
+    """Instance family -> the link between its GPUs."""
+    raw = _read("interconnects.yaml")
+    links = {name: Interconnect(name=name, **fields) for name, fields in raw["links"].items()}
+    return {family: links[link] for family, link in raw["families"].items()}
+
+
+def interconnect(family: str) -> Interconnect:
+    try:
+        return family_interconnects()[family]
+    except KeyError:
+        known = ", ".join(sorted(family_interconnects()))
+        raise ValueError(f"no GPU interconnect known for instance family {family!r}; known: {known}") from None

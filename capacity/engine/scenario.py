@@ -18,6 +18,9 @@ A scenario (YAML) names what a benchmark ran and how it was driven:
       max_num_seqs: 256
       max_num_batched_tokens: 2048
       gpu_memory_utilization: 0.9
+      # tensor_parallel_size: 4            # GPUs per replica (default 1); then also:
+    # interconnect: g6e                    # an instance family of data/interconnects.yaml, or
+    #                                      #   {kind: pcie|nvlink, bus_bandwidth_gb_s}
     arrival:                               # exactly one of:
       offline: 1000                        #   LLM.generate of N prompts (no API server)
       # burst: 1280                        #   N requests at t=0 (benchmark_serving --request-rate inf)
@@ -55,10 +58,13 @@ import yaml
 
 from capacity.engine.architecture import ArchitectureError, from_config
 from capacity.engine.hardware import (
+    LINK_KINDS,
     Checkpoint,
     Gpu,
+    Interconnect,
     architectures,
     checkpoints,
+    family_interconnects,
     gpu_from_fields,
     gpus,
     quantizations,
@@ -70,7 +76,13 @@ from capacity.engine.replica import ReplicaEngine, Request
 from capacity.engine.roofline import Calibration, scheduler_of
 
 ARRIVALS = ("offline", "burst", "concurrency", "poisson")
-ENGINE_KEYS = ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization")
+ENGINE_KEYS = (
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "gpu_memory_utilization",
+    "tensor_parallel_size",
+)
 V1_DEFAULT_BATCHED_TOKENS = 8192  # vLLM V1 EngineArgs default for the LLM class and the server (>= 0.8)
 V0_MIN_BATCHED_TOKENS = 2048  # V0 without chunked prefill: max(max_model_len, 2048) (SchedulerConfig)
 
@@ -94,6 +106,7 @@ class Scenario:
     lengths: list[tuple[int, int]]
     measured: dict[str, float] = field(default_factory=dict)
     path: str = ""
+    interconnect: Interconnect | None = None
 
     @property
     def scheduler(self) -> str:
@@ -115,6 +128,8 @@ class Scenario:
             gpu_memory_utilization=float(flags.get("gpu_memory_utilization", 0.90)),
             calibration=calibration,
             vllm_version=self.vllm_version,
+            tensor_parallel_size=int(flags.get("tensor_parallel_size", 1)),
+            interconnect=self.interconnect,
         )
         if self.arrival == "offline":  # LLM.generate: no API server in front of the engine
             from dataclasses import replace
@@ -233,6 +248,35 @@ def _checkpoint(raw: Any, quant: str | None) -> Checkpoint:
     )
 
 
+def _interconnect(raw: Any, tp: int) -> Interconnect | None:
+    """The GPUs' link: an instance family of data/interconnects.yaml, or {kind, bus_bandwidth_gb_s}."""
+    if raw is None:
+        if tp > 1:
+            raise ScenarioError(
+                "interconnect: required with engine.tensor_parallel_size > 1 (an instance family: "
+                f"{', '.join(sorted(family_interconnects()))}; or {{kind: pcie|nvlink, bus_bandwidth_gb_s}})"
+            )
+        return None
+    if isinstance(raw, str):
+        if raw not in family_interconnects():
+            raise ScenarioError(
+                f"interconnect: unknown instance family {raw!r}; known: {', '.join(sorted(family_interconnects()))}"
+            )
+        return family_interconnects()[raw]
+    if not isinstance(raw, dict) or set(raw) - {"name", "kind", "bus_bandwidth_gb_s", "source"}:
+        raise ScenarioError(f"interconnect: an instance family or {{kind: {'|'.join(LINK_KINDS)}, bus_bandwidth_gb_s}}")
+    try:
+        return Interconnect(
+            name=str(raw.get("name", "custom")),
+            kind=str(_need(raw, "kind", "interconnect.")),
+            bus_bandwidth_gb_s=float(_need(raw, "bus_bandwidth_gb_s", "interconnect.")),
+        )
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ScenarioError):
+            raise
+        raise ScenarioError(f"interconnect: {exc}") from None
+
+
 def _ints(value: Any, key: str) -> list[int]:
     if isinstance(value, int) and value > 0:
         return [value]
@@ -280,7 +324,7 @@ def parse(raw: Any, base: Path = Path("."), path: str = "") -> Scenario:
     if not isinstance(raw, dict):
         raise ScenarioError("scenario: a YAML mapping")
     known = {"name", "source", "gpu", "model", "quantization", "vllm_version", "engine", "arrival", "lengths"}
-    known |= {"measured", "notes"}
+    known |= {"measured", "notes", "interconnect"}
     extra = set(raw) - known
     if extra:
         raise ScenarioError(f"{sorted(extra)[0]}: unknown key; known: {', '.join(sorted(known))}")
@@ -295,6 +339,15 @@ def parse(raw: Any, base: Path = Path("."), path: str = "") -> Scenario:
     if not isinstance(engine, dict) or set(engine) - set(ENGINE_KEYS):
         bad = sorted(set(engine) - set(ENGINE_KEYS))[0] if isinstance(engine, dict) else ""
         raise ScenarioError(f"engine.{bad}: unknown flag; known: {', '.join(ENGINE_KEYS)}")
+    tp = engine.get("tensor_parallel_size", 1)
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+        raise ScenarioError(f"engine.tensor_parallel_size: a positive integer, got {tp!r}")
+    link = _interconnect(raw.get("interconnect"), tp)
+    if tp > 1:
+        try:
+            model.split(tp)
+        except ValueError as exc:
+            raise ScenarioError(f"engine.tensor_parallel_size: {exc}") from None
     arrival = _need(raw, "arrival")
     kinds = [k for k in ARRIVALS if isinstance(arrival, dict) and k in arrival]
     if len(kinds) != 1:
@@ -323,6 +376,7 @@ def parse(raw: Any, base: Path = Path("."), path: str = "") -> Scenario:
         lengths=lengths,
         measured={k: float(v) for k, v in measured.items()},
         path=path,
+        interconnect=link,
     )
 
 
