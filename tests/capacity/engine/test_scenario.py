@@ -97,6 +97,13 @@ def test_lengths_may_be_per_request_lists_or_a_file(tmp_path):
     assert filed.lengths == [(10, 5), (30, 7)]
 
 
+def test_a_tensor_parallel_scenario_runs_over_its_interconnect():
+    engine = {**BASE["engine"], "tensor_parallel_size": 2}
+    two = scenario(engine=engine, interconnect="g5")
+    assert two.profile().tensor_parallel_size == 2 and two.profile().cost.comm is not None
+    assert run(two).median_tpot_ms < run(scenario()).median_tpot_ms  # half the weights read per GPU
+
+
 def test_the_vllm_version_picks_the_scheduler():
     assert scenario(vllm_version="0.5.4").profile().scheduler == "v0"
     assert scenario().profile().scheduler == "v1"
@@ -118,6 +125,12 @@ def test_the_vllm_version_picks_the_scheduler():
         ({"lengths": {"input": 5}}, "lengths.output: required"),
         ({"lengths": {"input": "many", "output": 5}}, "lengths.input:"),
         ({"colour": "blue"}, "colour: unknown key"),
+        ({"engine": {"tensor_parallel_size": 2}}, "interconnect: required with engine.tensor_parallel_size > 1"),
+        (
+            {"engine": {"tensor_parallel_size": 3}, "interconnect": "g5"},
+            "engine.tensor_parallel_size: qwen2.5-7b: num_attention_heads (28) must be divisible",
+        ),
+        ({"engine": {"tensor_parallel_size": 2}, "interconnect": "g99"}, "interconnect: unknown instance family 'g99'"),
     ],
 )
 def test_bad_scenario_input_names_the_key(changes, key):
