@@ -112,6 +112,10 @@ class Scenario:
     def scheduler(self) -> str:
         return scheduler_of(self.vllm_version)
 
+    @property
+    def tensor_parallel_size(self) -> int:
+        return int(self.engine.get("tensor_parallel_size", 1))
+
     def profile(self, calibration: Calibration = CALIBRATED) -> EngineProfile:
         flags = dict(self.engine)
         max_model_len = int(flags.get("max_model_len", max(i + o for i, o in self.lengths)))
@@ -128,7 +132,7 @@ class Scenario:
             gpu_memory_utilization=float(flags.get("gpu_memory_utilization", 0.90)),
             calibration=calibration,
             vllm_version=self.vllm_version,
-            tensor_parallel_size=int(flags.get("tensor_parallel_size", 1)),
+            tensor_parallel_size=self.tensor_parallel_size,
             interconnect=self.interconnect,
         )
         if self.arrival == "offline":  # LLM.generate: no API server in front of the engine
