@@ -115,6 +115,7 @@ _IGNORED = frozenset(
         "torch_dtype",
         "transformers_version",
         "use_cache",
+        "use_mrope",
     }
 )
 
@@ -131,9 +132,10 @@ class TensorParallelError(ValueError):
 class Architecture:
     """A decoder-only transformer as its config.json describes it, seen from one GPU of a replica
     of `tensor_parallel` GPUs (1: the whole model). Every count below is per GPU; `parameters`
-    is the whole model's."""
+    is the whole model's. Built by `from_config`, which applies each model type's rules."""
 
     name: str
+    model_type: str
     hidden_size: int
     intermediate_size: int
     num_hidden_layers: int
@@ -142,8 +144,7 @@ class Architecture:
     vocab_size: int
     tie_word_embeddings: bool
     source: str = ""
-    attention_bias: bool = True  # q/k/v projection biases (Qwen2: yes; Llama, Mistral: no)
-    model_type: str = "qwen2"
+    attention_bias: bool = False  # biases on q/k/v (Qwen2 always; Llama, Qwen3, Gemma: attention_bias)
     head_dim_override: int | None = None  # config.json head_dim (None: hidden_size // heads)
     o_proj_bias: bool = False
     mlp_bias: bool = False
