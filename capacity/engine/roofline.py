@@ -115,12 +115,14 @@ def scheduler_of(vllm_version: str) -> str:
 # bytes over each link, nccl-tests doc/PERFORMANCE.md), and NCCL runs the protocol predicted
 # fastest. Per protocol: (baseLat, hwLat NVLink, hwLat PCI) in us, busBw factor for an all-reduce
 # and for an all-gather (LL: 1/4 and 1/3; LL128: 0.92, enabled by default on NVLink only).
-# Tree, NVLS and vLLM's custom all-reduce kernels are not modelled.
+# LL's bus bandwidth is capped at llMaxBws[Ampere/Hopper][one node] = 87.7 GB/s (every GPU listed
+# is Ampere or newer). Tree, NVLS and vLLM's custom all-reduce kernels are not modelled.
 NCCL_RING_PROTOCOLS: dict[str, tuple[float, float, float, float, float]] = {
     "LL": (6.6, 0.6, 1.0, 1 / 4, 1 / 3),
     "LL128": (14.0, 1.9, 2.5, 0.92, 0.92),
     "Simple": (8.4, 3.4, 5.7, 1.0, 1.0),
 }
+NCCL_LL_MAX_BUS_BANDWIDTH = 87.7e9
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,10 @@ class Collectives:
             if name == "LL128" and self.link != "nvlink":
                 continue
             latency = (base + steps * (nvlink if self.link == "nvlink" else pci)) * 1e-6
-            bandwidth = self.bus_bandwidth_bytes_s * factors[collective] * self.ranks / steps
+            bus = self.bus_bandwidth_bytes_s * factors[collective]
+            if name == "LL":
+                bus = min(bus, NCCL_LL_MAX_BUS_BANDWIDTH)
+            bandwidth = bus * self.ranks / steps
             best = min(best, latency + nbytes / bandwidth)
         return best
 

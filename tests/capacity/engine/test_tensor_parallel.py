@@ -75,6 +75,12 @@ def test_a_small_all_reduce_pays_nccls_low_latency_protocol():
     assert ring.allreduce_time(8192) == pytest.approx(ll)
 
 
+def test_nccl_caps_the_low_latency_protocols_bandwidth():
+    ring = Collectives(2, "nvlink", 450e9, 1, 0, 0)  # a quarter of NVLink 4 would be 112.5 GB/s
+    ll = (6.6 + 2 * 0.6) * 1e-6 + 8192 / 87.7e9
+    assert ring.allreduce_time(8192) == pytest.approx(ll)
+
+
 def test_each_step_pays_two_all_reduces_per_layer_and_the_embeddings():
     model = checkpoint("meta-llama/Meta-Llama-3-8B-Instruct")
     cost = step_cost(model.split(2), gpu("a100-80gb"), CALIBRATED, interconnect=interconnect("p4de"))
