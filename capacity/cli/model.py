@@ -62,9 +62,16 @@ def table(points: list[Explained]) -> Table:
     return keep_numbers_whole(out, text_columns=(7, 8))
 
 
+def _gpus(scenario: Scenario) -> str:
+    """The replica's GPUs: the GPU, or `4x l40s over pcie4-x16` for a tensor-parallel one."""
+    if scenario.tensor_parallel_size == 1 or scenario.interconnect is None:
+        return scenario.gpu.name
+    return f"{scenario.tensor_parallel_size}x {scenario.gpu.name} over {scenario.interconnect.name}"
+
+
 def scenario_table(scenario: Scenario, metrics: Metrics) -> Table:
     out = Table(
-        title=f"{scenario.name}: {scenario.gpu.name}, {scenario.checkpoint.repo}, vLLM {scenario.vllm_version} "
+        title=f"{scenario.name}: {_gpus(scenario)}, {scenario.checkpoint.repo}, vLLM {scenario.vllm_version} "
         f"({scenario.scheduler}), {scenario.arrival} {scenario.arrival_value:g}, {metrics.completed} requests"
     )
     for column in ("metric", "predicted", "measured", "error"):
@@ -93,6 +100,7 @@ def _run_scenario(args: argparse.Namespace) -> int:
             model=scenario.checkpoint.repo,
             vllm_version=scenario.vllm_version,
             scheduler=scenario.scheduler,
+            tensor_parallel_size=scenario.tensor_parallel_size,
             measured={k: {"measured": v, "predicted": metrics.metric(k)} for k, v in scenario.measured.items()},
         )
         print(json.dumps(out, indent=2))

@@ -1,5 +1,6 @@
-"""Model architectures and GPUs as typed data (data/models.yaml, data/gpus.yaml, sources cited
-there), with the byte and FLOP counts of one forward pass that the roofline needs."""
+"""Checkpoints and GPUs as typed data (data/models.yaml, data/gpus.yaml, sources cited there),
+with the byte and FLOP counts of one forward pass that the roofline needs. Architectures are
+config.json fields (capacity.engine.architecture derives their shapes)."""
 
 from __future__ import annotations
 
@@ -9,78 +10,18 @@ from pathlib import Path
 
 import yaml
 
+from capacity.engine.architecture import (
+    ACT_BYTES,
+    Architecture,
+    ArchitectureError,
+    TensorParallelError,
+    from_config,
+    read_config,
+)
+
 DATA = Path(__file__).with_name("data")
-ACT_BYTES = 2  # FP16/BF16 activations and KV cache (vLLM's dtype "auto" for these checkpoints)
-
-
-@dataclass(frozen=True)
-class Architecture:
-    """A decoder-only dense transformer as its config.json describes it (Qwen2, Llama, Mistral)."""
-
-    name: str
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    vocab_size: int
-    tie_word_embeddings: bool
-    source: str = ""
-    attention_bias: bool = True  # q/k/v projection biases (Qwen2: yes; Llama, Mistral: no)
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_attention_heads
-
-    @property
-    def qkv_dim(self) -> int:
-        """Output width of the fused q/k/v projection (GQA: few KV heads)."""
-        return (self.num_attention_heads + 2 * self.num_key_value_heads) * self.head_dim
-
-    @property
-    def layer_linear_params(self) -> int:
-        """Weights of one layer's matrix multiplies: qkv, o_proj, gate/up and down projections."""
-        h, i = self.hidden_size, self.intermediate_size
-        return h * self.qkv_dim + h * h + 3 * h * i
-
-    @property
-    def linear_params(self) -> int:
-        return self.num_hidden_layers * self.layer_linear_params
-
-    @property
-    def embedding_params(self) -> int:
-        return self.vocab_size * self.hidden_size
-
-    @property
-    def small_params(self) -> int:
-        """Norm weights and q/k/v biases (stay FP16 under AWQ; negligible but counted)."""
-        biases = self.qkv_dim if self.attention_bias else 0
-        return self.num_hidden_layers * (2 * self.hidden_size + biases) + self.hidden_size
-
-    @property
-    def kv_bytes_per_token(self) -> int:
-        """K and V of one token in every layer: 2 x layers x kv_heads x head_dim x 2 bytes."""
-        return 2 * self.num_hidden_layers * self.num_key_value_heads * self.head_dim * ACT_BYTES
-
-    @property
-    def attention_flops_per_pair(self) -> int:
-        """FLOPs of one query token attending to one context token: QK^T and PV in every layer."""
-        return 4 * self.num_hidden_layers * self.num_attention_heads * self.head_dim
-
-    @property
-    def activation_bytes_per_token(self) -> int:
-        """HBM traffic of one token's activations per forward pass: every intermediate tensor of a
-        layer (qkv, attention out, o_proj out, gate/up, activated, down, residual + norm) written
-        once and read once."""
-        h, i = self.hidden_size, self.intermediate_size
-        per_layer = self.qkv_dim + 5 * h + 3 * i
-        return 2 * ACT_BYTES * self.num_hidden_layers * per_layer
-
-    @property
-    def peak_activation_bytes_per_token(self) -> int:
-        """Largest set of live activations per token inside one layer (MLP: gate/up, activated,
-        residual + normed hidden), what vLLM's profiling forward pass peaks at."""
-        return ACT_BYTES * (3 * self.intermediate_size + 2 * self.hidden_size)
+MARLIN_MIN_THREAD_N = 64
+MARLIN_MIN_THREAD_K = 128
 
 
 @dataclass(frozen=True)
@@ -121,9 +62,43 @@ class Checkpoint:
         return a.linear_params * self.quantization.linear_bytes_per_param + ACT_BYTES * (embeddings + a.small_params)
 
     @property
+    def tensor_parallel(self) -> int:
+        return self.architecture.tensor_parallel
+
+    def split(self, tp: int) -> Checkpoint:
+        """One GPU's share of a `tp`-GPU tensor-parallel replica (`Architecture.split`); a
+        ValueError says why vLLM refuses it, the quantized kernels' shape rules included."""
+        shard = replace(self, architecture=self.architecture.split(tp))
+        problems = shard.kernel_shape_problems()
+        if problems:
+            raise TensorParallelError(f"{self.repo} at tensor parallel size {tp}: " + "; ".join(problems))
+        return shard
+
+    def kernel_shape_problems(self) -> list[str]:
+        """A grouped 4-bit checkpoint runs on vLLM's Marlin kernels, which refuse a weight shard
+        whose output is not a multiple of 64, whose input is not a multiple of 128 or of the group
+        size (vllm model_executor/layers/quantization/utils/marlin_utils.py,
+        verify_marlin_supports_shape: GPTQ_MARLIN_MIN_THREAD_N 64, GPTQ_MARLIN_MIN_THREAD_K 128).
+        Sharded by tensor parallelism: qkv and gate/up outputs, o_proj and down_proj inputs."""
+        group = self.quantization.group_size
+        if not group:
+            return []
+        a = self.architecture
+        problems = []
+        for name, size in (("qkv_proj output", a.qkv_dim), ("gate_up_proj output", a.intermediate_per_rank)):
+            if size % MARLIN_MIN_THREAD_N:
+                problems.append(f"{name} per GPU ({size}) is not a multiple of {MARLIN_MIN_THREAD_N}")
+        for name, size in (("o_proj input", a.q_dim), ("down_proj input", a.intermediate_per_rank)):
+            for multiple in sorted({MARLIN_MIN_THREAD_K, group}):
+                if size % multiple:
+                    problems.append(f"{name} per GPU ({size}) is not a multiple of {multiple}")
+        return problems
+
+    @property
     def weight_bytes_read_per_step(self) -> float:
         """Bytes every forward pass streams from HBM: all linear layers and the lm_head (the
-        input embedding is a gather of a few rows, not a read of the table)."""
+        input embedding is a gather of a few rows, not a read of the table). A MoE counts every
+        expert: an upper bound at small batches, which route to fewer of them."""
         a = self.architecture
         return a.linear_params * self.quantization.linear_bytes_per_param + ACT_BYTES * (
             self.lm_head_params + a.small_params
@@ -131,8 +106,9 @@ class Checkpoint:
 
     @property
     def linear_flops_per_token(self) -> int:
-        """2 FLOPs per weight per token through the decoder's linear layers."""
-        return 2 * self.architecture.linear_params
+        """2 FLOPs per weight per token through the decoder's linear layers it runs (a MoE's
+        routed experts only)."""
+        return 2 * self.architecture.active_linear_params
 
     @property
     def lm_head_flops_per_sample(self) -> int:
@@ -212,9 +188,25 @@ def _read(name: str) -> dict:
         return yaml.safe_load(f)
 
 
+def architecture_entry(name: str, entry: dict) -> Architecture:
+    """A data/models.yaml architecture: config.json fields inline, or `config:` a checked-in
+    config.json (relative to data/); `source` says where the fields come from."""
+    fields = dict(entry)
+    source = str(fields.pop("source", ""))
+    try:
+        if "config" in fields:
+            path = DATA / str(fields.pop("config"))
+            if fields:
+                raise ArchitectureError(f"{sorted(fields)[0]}: not with config (the file holds every field)")
+            return replace(read_config(path, name), source=source or str(path))
+        return from_config(fields, name, source)
+    except ArchitectureError as exc:
+        raise ArchitectureError(f"data/models.yaml architectures.{name}: {exc}") from None
+
+
 @cache
 def architectures() -> dict[str, Architecture]:
-    return {name: Architecture(name=name, **fields) for name, fields in _read("models.yaml")["architectures"].items()}
+    return {name: architecture_entry(name, e) for name, e in _read("models.yaml")["architectures"].items()}
 
 
 @cache
@@ -284,3 +276,43 @@ def gpu(name: str) -> Gpu:
         return gpus()[name]
     except KeyError:
         raise ValueError(f"unknown GPU {name!r}; known: {', '.join(sorted(gpus()))}") from None
+
+
+LINK_KINDS = ("pcie", "nvlink")
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    """The GPU-to-GPU link of an instance family (data/interconnects.yaml): PCIe or NVLink, and
+    NCCL's bus bandwidth over it."""
+
+    name: str
+    kind: str
+    bus_bandwidth_gb_s: float
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in LINK_KINDS:
+            raise ValueError(f"interconnect {self.name!r}: kind must be one of {LINK_KINDS}, got {self.kind!r}")
+        if not self.bus_bandwidth_gb_s > 0:
+            raise ValueError(f"interconnect {self.name!r}: bus_bandwidth_gb_s must be > 0")
+
+    @property
+    def bus_bandwidth_bytes_s(self) -> float:
+        return self.bus_bandwidth_gb_s * 1e9
+
+
+@cache
+def family_interconnects() -> dict[str, Interconnect]:
+    """Instance family -> the link between its GPUs."""
+    raw = _read("interconnects.yaml")
+    links = {name: Interconnect(name=name, **fields) for name, fields in raw["links"].items()}
+    return {family: links[link] for family, link in raw["families"].items()}
+
+
+def interconnect(family: str) -> Interconnect:
+    try:
+        return family_interconnects()[family]
+    except KeyError:
+        known = ", ".join(sorted(family_interconnects()))
+        raise ValueError(f"no GPU interconnect known for instance family {family!r}; known: {known}") from None

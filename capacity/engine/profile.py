@@ -34,9 +34,11 @@ class EngineProfile:
     prefix_caching: bool = True
     gpu: str = ""  # data/gpus.yaml name of a derived profile ("" for a hand-built one)
     checkpoint: str = ""  # data/models.yaml checkpoint of a derived profile
+    tensor_parallel_size: int = 1  # GPUs one replica spans (vLLM --tensor-parallel-size)
 
     def __post_init__(self) -> None:
-        for key in ("max_num_seqs", "max_num_batched_tokens", "kv_cache_tokens", "max_model_len", "block_size"):
+        keys = ("max_num_seqs", "max_num_batched_tokens", "kv_cache_tokens", "max_model_len", "block_size")
+        for key in (*keys, "tensor_parallel_size"):
             if getattr(self, key) <= 0:
                 raise ValueError(f"profile {self.name!r}: {key} must be > 0, got {getattr(self, key)}")
         if self.server_s < 0 or not 0 <= self.watermark < 1:

@@ -12,7 +12,7 @@ tests/capacity/engine/test_engine_calibration.py holds each reference profile to
 
 from __future__ import annotations
 
-from capacity.engine.hardware import Checkpoint, Gpu, checkpoint, gpu
+from capacity.engine.hardware import Checkpoint, Gpu, Interconnect, checkpoint, gpu
 from capacity.engine.profile import EngineProfile
 from capacity.engine.roofline import Calibration, SchedulerCost, memory_plan, scheduler_of, step_cost
 
@@ -46,39 +46,49 @@ def derive(
     description: str = "",
     served_model_name: str = "",
     vllm_version: str = PINNED_VLLM,
+    tensor_parallel_size: int = 1,
+    interconnect: Interconnect | None = None,
 ) -> EngineProfile:
     """The profile of `model` on `device` with these vLLM flags on this vLLM version; KV capacity
-    derived from memory unless measured (`kv_cache_tokens`). A ValueError says why a replica
+    derived from memory unless measured (`kv_cache_tokens`). With `tensor_parallel_size` > 1 the
+    replica spans that many GPUs (vLLM's --tensor-parallel-size): each holds its share of the
+    weights and KV heads (`Architecture.split`), KV capacity is one GPU's (every rank caches the
+    same tokens), and each step pays its collectives over `interconnect` (`roofline.Collectives`,
+    EXTRAPOLATED: no calibration row has more than one GPU). A ValueError says why a replica
     cannot start."""
     scheduler = scheduler_of(vllm_version)
-    plan = memory_plan(model, device, gpu_memory_utilization, max_num_batched_tokens, max_num_seqs)
+    shard = model.split(tensor_parallel_size) if tensor_parallel_size != 1 else model
+    plan = memory_plan(shard, device, gpu_memory_utilization, max_num_batched_tokens, max_num_seqs)
+    per_gpu = f" per GPU of {tensor_parallel_size}" if tensor_parallel_size > 1 else ""
     if plan.budget_bytes < plan.weight_bytes:
         raise ValueError(
-            f"{name}: {model.repo} weights ({plan.weight_bytes / 2**30:.1f} GiB) do not fit "
+            f"{name}: {model.repo} weights ({plan.weight_bytes / 2**30:.1f} GiB{per_gpu}) do not fit "
             f"{gpu_memory_utilization:.0%} of {device.description} ({plan.budget_bytes / 2**30:.1f} GiB)"
         )
     tokens = kv_cache_tokens if kv_cache_tokens is not None else plan.kv_tokens()
     if tokens < max_model_len:
         raise ValueError(
-            f"{name}: {model.repo} on {device.description} leaves KV cache for {tokens} tokens, "
-            f"fewer than max_model_len {max_model_len} (vLLM refuses to start)"
+            f"{name}: {model.repo} on {tensor_parallel_size}x {device.description} leaves KV cache for {tokens} "
+            f"tokens, fewer than max_model_len {max_model_len} (vLLM refuses to start)"
         )
     return EngineProfile(
         name=name,
         description=description
-        or f"1x {device.description}, {model.repo}, max-num-seqs {max_num_seqs}, batched-tokens {max_num_batched_tokens}",
+        or f"{tensor_parallel_size}x {device.description}, {model.repo}, max-num-seqs {max_num_seqs}, "
+        f"batched-tokens {max_num_batched_tokens}",
         served_model_name=served_model_name or model.short,
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
         kv_cache_tokens=tokens,
         max_model_len=max_model_len,
-        cost=step_cost(model, device, calibration, scheduler),
+        cost=step_cost(shard, device, calibration, scheduler, interconnect),
         vllm_version=vllm_version,
         server_s=calibration.schedulers[scheduler].server_s,
         watermark=V0_WATERMARK if scheduler == "v0" else 0.0,
         prefix_caching=scheduler == "v1",
         gpu=device.name,
         checkpoint=model.repo,
+        tensor_parallel_size=tensor_parallel_size,
     )
 
 

@@ -28,7 +28,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from capacity.engine.hardware import Checkpoint, Gpu
+from capacity.engine.architecture import ACT_BYTES
+from capacity.engine.hardware import Checkpoint, Gpu, Interconnect
 
 # Memory vLLM holds outside weights, KV cache and the profiled activations: the CUDA context's
 # non-torch allocations (cuBLAS/NCCL workspaces) and the CUDA graph pool; vLLM's startup log
@@ -107,9 +108,66 @@ def scheduler_of(vllm_version: str) -> str:
     return "v0" if (major, minor) < (0, 7) else "v1"
 
 
+# NCCL's own cost model of a ring collective on one node (NVIDIA/nccl src/graph/tuning.cc at
+# b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2, ncclTopoTuneModel and ncclTopoGetAlgoTime): a call
+# takes baseLat + nsteps x hwLat[link] microseconds plus bytes / algBw, algBw = busBw x n / nsteps
+# (nsteps: 2(n-1) for an all-reduce, n-1 for an all-gather; so an all-reduce moves 2(n-1)/n x
+# bytes over each link, nccl-tests doc/PERFORMANCE.md), and NCCL runs the protocol predicted
+# fastest. Per protocol: (baseLat, hwLat NVLink, hwLat PCI) in us, busBw factor for an all-reduce
+# and for an all-gather (LL: 1/4 and 1/3; LL128: 0.92, enabled by default on NVLink only).
+# LL's bus bandwidth is capped at llMaxBws[Ampere/Hopper][one node] = 87.7 GB/s (every GPU listed
+# is Ampere or newer). Tree, NVLS and vLLM's custom all-reduce kernels are not modelled.
+NCCL_RING_PROTOCOLS: dict[str, tuple[float, float, float, float, float]] = {
+    "LL": (6.6, 0.6, 1.0, 1 / 4, 1 / 3),
+    "LL128": (14.0, 1.9, 2.5, 0.92, 0.92),
+    "Simple": (8.4, 3.4, 5.7, 1.0, 1.0),
+}
+NCCL_LL_MAX_BUS_BANDWIDTH = 87.7e9
+
+
+@dataclass(frozen=True)
+class Collectives:
+    """The communication of one step of a tensor-parallel replica (EXTRAPOLATED: no calibration
+    row has more than one GPU): `allreduces` all-reduces of every scheduled token's hidden state,
+    and one all-gather of the sampled positions' logits (vLLM LogitsProcessor._gather_logits), as
+    NCCL rings over the instance's link. vLLM does not overlap them with compute: they add."""
+
+    ranks: int
+    link: str  # "pcie" or "nvlink"
+    bus_bandwidth_bytes_s: float
+    allreduces: int
+    allreduce_bytes_per_token: int
+    gather_bytes_per_sample: int
+
+    def _ring(self, nbytes: float, steps: int, collective: int) -> float:
+        best = math.inf
+        for name, (base, nvlink, pci, *factors) in NCCL_RING_PROTOCOLS.items():
+            if name == "LL128" and self.link != "nvlink":
+                continue
+            latency = (base + steps * (nvlink if self.link == "nvlink" else pci)) * 1e-6
+            bus = self.bus_bandwidth_bytes_s * factors[collective]
+            if name == "LL":
+                bus = min(bus, NCCL_LL_MAX_BUS_BANDWIDTH)
+            bandwidth = bus * self.ranks / steps
+            best = min(best, latency + nbytes / bandwidth)
+        return best
+
+    def allreduce_time(self, nbytes: float) -> float:
+        return self._ring(nbytes, 2 * (self.ranks - 1), 0)
+
+    def allgather_time(self, nbytes: float) -> float:
+        return self._ring(nbytes, self.ranks - 1, 1)
+
+    def time(self, tokens: int, sampled: int) -> float:
+        """Seconds one step spends in collectives for `tokens` scheduled, `sampled` sampled."""
+        reduce = self.allreduces * self.allreduce_time(tokens * self.allreduce_bytes_per_token)
+        return reduce + (self.allgather_time(sampled * self.gather_bytes_per_sample) if sampled else 0.0)
+
+
 @dataclass(frozen=True)
 class StepCost:
-    """Seconds per unit of each term (see the module docstring)."""
+    """Seconds per unit of each term (see the module docstring); `comm`: a tensor-parallel
+    replica's collectives (None on one GPU)."""
 
     step_s: float = 0.0  # fixed cost of one step
     seq_s: float = 0.0  # per sequence in the step
@@ -120,10 +178,11 @@ class StepCost:
     sample_s: float = 0.0  # lm_head for one sampled sequence
     attn_pair_s: float = 0.0  # one query token attending to one context token
     fill_tokens: float = 0.0  # rows a matmul needs to reach half its rate (GEMM fill)
+    comm: Collectives | None = None
 
     def __post_init__(self) -> None:
         for key, value in vars(self).items():
-            if value < 0:
+            if not isinstance(value, Collectives) and value is not None and value < 0:
                 raise ValueError(f"step cost {key} must be >= 0, got {value}")
         if self.step_s <= 0 and self.seq_s <= 0 and self.weights_s <= 0 and self.token_s <= 0:
             raise ValueError("a step must take time (step_s, seq_s, weights_s or token_s > 0)")
@@ -146,7 +205,8 @@ class StepCost:
         reading `kv_tokens` cached tokens' K/V, with `pairs` (query, context) attention pairs."""
         lm, lc = self.linear_memory_time(tokens), self.linear_compute_time(tokens, sampled)
         am, ac = self.kv_token_s * kv_tokens, self.attn_pair_s * pairs
-        return self.step_s + self.seq_s * seqs + (lm if lm > lc else lc) + (am if am > ac else ac)
+        t = self.step_s + self.seq_s * seqs + (lm if lm > lc else lc) + (am if am > ac else ac)
+        return t if self.comm is None else t + self.comm.time(tokens, sampled)
 
     def decode_step(self, b: int, ctx: int) -> float:
         """A pure decode step: b sequences with `ctx` cached tokens in total."""
@@ -161,6 +221,8 @@ class StepCost:
         lm, lc = self.linear_memory_time(b), self.linear_compute_time(b, b)
         per_ctx = self.kv_token_s if self.kv_token_s > self.attn_pair_s else self.attn_pair_s
         a = self.step_s + self.seq_s * b + (lm if lm > lc else lc) + per_ctx * ctx
+        if self.comm is not None:
+            a += self.comm.time(b, b)
         return a, per_ctx * b
 
     def decode_span(self, b: int, ctx: int, k: int) -> float:
@@ -188,13 +250,35 @@ def _steps_within(dt: float, t0: float, c2: float) -> int:
     return k
 
 
-def step_cost(checkpoint: Checkpoint, gpu: Gpu, calibration: Calibration, scheduler: str = "v1") -> StepCost:
-    """The step-cost terms of one checkpoint on one GPU under one scheduler generation."""
+def step_cost(
+    checkpoint: Checkpoint,
+    gpu: Gpu,
+    calibration: Calibration,
+    scheduler: str = "v1",
+    interconnect: Interconnect | None = None,
+) -> StepCost:
+    """The step-cost terms of one checkpoint on one GPU under one scheduler generation. A
+    checkpoint split over tensor-parallel GPUs (`Checkpoint.split`) costs one GPU's share of the
+    weights, FLOPs and KV, plus its collectives over `interconnect` (required then)."""
     a = checkpoint.architecture
     bandwidth = gpu.bandwidth_bytes_s * calibration.bandwidth[gpu.memory_class]
     flops = gpu.sustained_flops(checkpoint.quantization.compute) * calibration.compute
     cpu = calibration.schedulers[scheduler]
     ridge = flops / bandwidth  # FLOP per byte where the two roofs meet
+    comm = None
+    if a.tensor_parallel > 1:
+        if interconnect is None:
+            raise ValueError(
+                f"{checkpoint.repo}: tensor parallel size {a.tensor_parallel} needs the GPUs' interconnect"
+            )
+        comm = Collectives(
+            ranks=a.tensor_parallel,
+            link=interconnect.kind,
+            bus_bandwidth_bytes_s=interconnect.bus_bandwidth_bytes_s,
+            allreduces=a.allreduces_per_step,
+            allreduce_bytes_per_token=a.allreduce_bytes_per_token,
+            gather_bytes_per_sample=a.vocab_size * ACT_BYTES,
+        )
     return StepCost(
         step_s=cpu.step_s,
         seq_s=cpu.seq_s,
@@ -205,6 +289,7 @@ def step_cost(checkpoint: Checkpoint, gpu: Gpu, calibration: Calibration, schedu
         sample_s=checkpoint.lm_head_flops_per_sample / flops,
         attn_pair_s=a.attention_flops_per_pair / (flops * ATTENTION_VS_GEMM),
         fill_tokens=calibration.gemm_fill * ridge,
+        comm=comm,
     )
 
 

@@ -8,8 +8,9 @@ A scenario (YAML) names what a benchmark ran and how it was driven:
     #  {name, memory_mib, bandwidth_gb_s, fp16_tflops, memory_class: gddr|hbm,
     #   sustained_fp16_tflops (optional), int8_tops, fp8_tflops, memory_gb}
     model: meta-llama/Meta-Llama-3-8B-Instruct   # a data/models.yaml checkpoint, or config.json fields:
-    #  {hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
-    #   num_key_value_heads, vocab_size, tie_word_embeddings, attention_bias (optional)}
+    #  {model_type: llama|mistral|qwen2|qwen3|gemma|gemma2|mixtral, hidden_size, intermediate_size,
+    #   num_hidden_layers, num_attention_heads, vocab_size, and any other field of that model's
+    #   config.json (capacity/engine/architecture.py: transformers' defaults for what is left out)}
     quantization: bf16                     # fp16 | bf16 | awq-int4 (default: the checkpoint's)
     vllm_version: 0.5.4                    # picks the scheduler: V0 before 0.7, V1 after
     engine:                                # vLLM flags (defaults: vLLM's for that version)
@@ -17,6 +18,9 @@ A scenario (YAML) names what a benchmark ran and how it was driven:
       max_num_seqs: 256
       max_num_batched_tokens: 2048
       gpu_memory_utilization: 0.9
+      # tensor_parallel_size: 4            # GPUs per replica (default 1); then also:
+    # interconnect: g6e                    # an instance family of data/interconnects.yaml, or
+    #                                      #   {kind: pcie|nvlink, bus_bandwidth_gb_s}
     arrival:                               # exactly one of:
       offline: 1000                        #   LLM.generate of N prompts (no API server)
       # burst: 1280                        #   N requests at t=0 (benchmark_serving --request-rate inf)
@@ -52,12 +56,15 @@ from typing import Any
 import numpy as np
 import yaml
 
+from capacity.engine.architecture import ArchitectureError, from_config
 from capacity.engine.hardware import (
-    Architecture,
+    LINK_KINDS,
     Checkpoint,
     Gpu,
+    Interconnect,
     architectures,
     checkpoints,
+    family_interconnects,
     gpu_from_fields,
     gpus,
     quantizations,
@@ -69,15 +76,12 @@ from capacity.engine.replica import ReplicaEngine, Request
 from capacity.engine.roofline import Calibration, scheduler_of
 
 ARRIVALS = ("offline", "burst", "concurrency", "poisson")
-ENGINE_KEYS = ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization")
-ARCH_KEYS = (
-    "hidden_size",
-    "intermediate_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "vocab_size",
-    "tie_word_embeddings",
+ENGINE_KEYS = (
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "gpu_memory_utilization",
+    "tensor_parallel_size",
 )
 V1_DEFAULT_BATCHED_TOKENS = 8192  # vLLM V1 EngineArgs default for the LLM class and the server (>= 0.8)
 V0_MIN_BATCHED_TOKENS = 2048  # V0 without chunked prefill: max(max_model_len, 2048) (SchedulerConfig)
@@ -102,10 +106,15 @@ class Scenario:
     lengths: list[tuple[int, int]]
     measured: dict[str, float] = field(default_factory=dict)
     path: str = ""
+    interconnect: Interconnect | None = None
 
     @property
     def scheduler(self) -> str:
         return scheduler_of(self.vllm_version)
+
+    @property
+    def tensor_parallel_size(self) -> int:
+        return int(self.engine.get("tensor_parallel_size", 1))
 
     def profile(self, calibration: Calibration = CALIBRATED) -> EngineProfile:
         flags = dict(self.engine)
@@ -123,6 +132,8 @@ class Scenario:
             gpu_memory_utilization=float(flags.get("gpu_memory_utilization", 0.90)),
             calibration=calibration,
             vllm_version=self.vllm_version,
+            tensor_parallel_size=self.tensor_parallel_size,
+            interconnect=self.interconnect,
         )
         if self.arrival == "offline":  # LLM.generate: no API server in front of the engine
             from dataclasses import replace
@@ -231,16 +242,43 @@ def _checkpoint(raw: Any, quant: str | None) -> Checkpoint:
     if "architecture" in raw and raw["architecture"] in architectures():
         arch = architectures()[raw["architecture"]]
     else:
-        for key in ARCH_KEYS:
-            _need(raw, key, "model.")
-        fields = {k: raw[k] for k in (*ARCH_KEYS, "attention_bias") if k in raw}
+        fields = {k: v for k, v in raw.items() if k != "name"}
         try:
-            arch = Architecture(name=str(raw.get("name", "custom")), **fields)
-        except TypeError as exc:
-            raise ScenarioError(f"model: {exc}") from None
+            arch = from_config(fields, str(raw.get("name", "custom")))
+        except ArchitectureError as exc:
+            raise ScenarioError("; ".join(f"model.{problem}" for problem in str(exc).split("; "))) from None
     return Checkpoint(
         str(raw.get("name", "custom")), str(raw.get("name", "custom")), arch, quantizations()[quant or "bf16"]
     )
+
+
+def _interconnect(raw: Any, tp: int) -> Interconnect | None:
+    """The GPUs' link: an instance family of data/interconnects.yaml, or {kind, bus_bandwidth_gb_s}."""
+    if raw is None:
+        if tp > 1:
+            raise ScenarioError(
+                "interconnect: required with engine.tensor_parallel_size > 1 (an instance family: "
+                f"{', '.join(sorted(family_interconnects()))}; or {{kind: pcie|nvlink, bus_bandwidth_gb_s}})"
+            )
+        return None
+    if isinstance(raw, str):
+        if raw not in family_interconnects():
+            raise ScenarioError(
+                f"interconnect: unknown instance family {raw!r}; known: {', '.join(sorted(family_interconnects()))}"
+            )
+        return family_interconnects()[raw]
+    if not isinstance(raw, dict) or set(raw) - {"name", "kind", "bus_bandwidth_gb_s", "source"}:
+        raise ScenarioError(f"interconnect: an instance family or {{kind: {'|'.join(LINK_KINDS)}, bus_bandwidth_gb_s}}")
+    try:
+        return Interconnect(
+            name=str(raw.get("name", "custom")),
+            kind=str(_need(raw, "kind", "interconnect.")),
+            bus_bandwidth_gb_s=float(_need(raw, "bus_bandwidth_gb_s", "interconnect.")),
+        )
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ScenarioError):
+            raise
+        raise ScenarioError(f"interconnect: {exc}") from None
 
 
 def _ints(value: Any, key: str) -> list[int]:
@@ -290,7 +328,7 @@ def parse(raw: Any, base: Path = Path("."), path: str = "") -> Scenario:
     if not isinstance(raw, dict):
         raise ScenarioError("scenario: a YAML mapping")
     known = {"name", "source", "gpu", "model", "quantization", "vllm_version", "engine", "arrival", "lengths"}
-    known |= {"measured", "notes"}
+    known |= {"measured", "notes", "interconnect"}
     extra = set(raw) - known
     if extra:
         raise ScenarioError(f"{sorted(extra)[0]}: unknown key; known: {', '.join(sorted(known))}")
@@ -305,6 +343,15 @@ def parse(raw: Any, base: Path = Path("."), path: str = "") -> Scenario:
     if not isinstance(engine, dict) or set(engine) - set(ENGINE_KEYS):
         bad = sorted(set(engine) - set(ENGINE_KEYS))[0] if isinstance(engine, dict) else ""
         raise ScenarioError(f"engine.{bad}: unknown flag; known: {', '.join(ENGINE_KEYS)}")
+    tp = engine.get("tensor_parallel_size", 1)
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+        raise ScenarioError(f"engine.tensor_parallel_size: a positive integer, got {tp!r}")
+    link = _interconnect(raw.get("interconnect"), tp)
+    if tp > 1:
+        try:
+            model.split(tp)
+        except ValueError as exc:
+            raise ScenarioError(f"engine.tensor_parallel_size: {exc}") from None
     arrival = _need(raw, "arrival")
     kinds = [k for k in ARRIVALS if isinstance(arrival, dict) and k in arrival]
     if len(kinds) != 1:
@@ -333,6 +380,7 @@ def parse(raw: Any, base: Path = Path("."), path: str = "") -> Scenario:
         lengths=lengths,
         measured={k: float(v) for k, v in measured.items()},
         path=path,
+        interconnect=link,
     )
 
 

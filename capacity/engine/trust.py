@@ -4,7 +4,8 @@
   flags are those of a sweep in ../shared/calibration/ (the A10G run of the 14B AWQ);
 - validated: its GPU is covered by the published measurements of the fit set and the engine's
   leave-one-source-out error on that GPU is within `VALIDATED_BOUND`;
-- extrapolated: neither (a GPU nobody measured, or one the model misses on).
+- extrapolated: neither (a GPU nobody measured, or one the model misses on), and every
+  tensor-parallel replica (more than one GPU): no calibration or published row has TP > 1.
 
 Each level carries the error per regime (light load, saturated) that it rests on, read from
 data/accuracy.yaml, which `benchmarks/engine_accuracy.py --write` writes from its
@@ -100,7 +101,8 @@ def trust_of(profile: EngineProfile, data: dict[str, Any] | None = None) -> Trus
     data = data if data is not None else accuracy()
     gpu = profile.gpu
     covered = data["loso_per_gpu"].get(gpu)
-    if gpu and _swept(profile):
+    single = profile.tensor_parallel_size == 1
+    if gpu and single and _swept(profile):
         sweep = data["loso_a10g_sweep"] if "loso_a10g_sweep" in data else data["a10g_sweep"]
         light = _gpu_error(data, gpu, "light")
         return Trust(
@@ -112,7 +114,7 @@ def trust_of(profile: EngineProfile, data: dict[str, Any] | None = None) -> Trus
             f"a sweep of this replica ({gpu}, its model's architecture and weight format, these flags): "
             f"the fit's A10G rows, held out: median {sweep['median']:.1%}, worst {sweep['worst']:.1%}",
         )
-    if covered and float(covered["median"]) <= VALIDATED_BOUND and gpus().get(gpu, None) is not None:
+    if single and covered and float(covered["median"]) <= VALIDATED_BOUND and gpus().get(gpu, None) is not None:
         light, saturated = _gpu_error(data, gpu, "light"), _gpu_error(data, gpu, "saturated")
         return Trust(
             profile.name,
@@ -129,6 +131,11 @@ def trust_of(profile: EngineProfile, data: dict[str, Any] | None = None) -> Trus
         if not covered
         else f"held-out median {covered['median']:.1%} on {gpu} exceeds {VALIDATED_BOUND:.0%}"
     )
+    if profile.tensor_parallel_size > 1:
+        why = (
+            f"tensor parallel over {profile.tensor_parallel_size} GPUs: no calibration or published row has "
+            "more than one GPU per replica (the all-reduce cost is NCCL's model on datasheet link bandwidth)"
+        )
     return Trust(
         profile.name,
         "extrapolated",

@@ -19,12 +19,22 @@ from typing import Any
 
 import yaml
 
-from capacity.engine import EngineProfile, get_profile
-from capacity.engine.hardware import checkpoints, gpus
+from capacity.engine import PROFILES, EngineProfile, get_profile
+from capacity.engine.architecture import TensorParallelError
+from capacity.engine.hardware import (
+    Gpu,
+    Interconnect,
+    checkpoint,
+    checkpoints,
+    family_interconnects,
+    gpus,
+    interconnect,
+)
 from capacity.engine.profiles import derive
 from capacity.sim.cluster.startup import Pool, Startup, replica_capacity
 from capacity.sim.control.keda import ScaledObject
 from capacity.sim.scaledobject import Manifest, parse_scaled_object
+from contract.gpu import GPU_OF_FAMILY
 from contract.instances import InstanceSize, Requests, daemonset_overhead, landing_size, pod_requests
 from contract.manifests.monitored import MonitoredModel, ScaledTarget, monitored_models
 from contract.manifests.scaled_object import API_VERSION, scaled_object_spec
@@ -131,11 +141,18 @@ def read_policy_file(path: Path) -> dict[str, Any]:
 
 
 def _stack_profile(name: str, model: ModelSettings, model_index: int | None) -> EngineProfile:
+    where = f"{NAMESPACE}:models[{model_index}]" if model_index is not None else "--profile"
     try:
+        device = _physics_device(name, model)
+        if device is not None:  # any models.yaml checkpoint on any GPU, derived with the stack's flags
+            named = PROFILES.get(name)
+            return _derive_for_stack(name, model, device, named.description if named else "")
         return with_engine_flags(_profile(name, model_index), model)
+    except TensorParallelError as exc:  # vLLM refuses --tensor-parallel-size for this model
+        key = f"{where}.gpusPerReplica ({model.gpus_per_replica})" if model_index is not None else where
+        raise ValueError(f"{key}: {exc}") from None
     except ValueError as exc:  # vLLM would not start with these flags on this GPU
-        where = f"{NAMESPACE}:models[{model_index}].engine" if model_index is not None else "--profile"
-        raise ValueError(f"{where}: {exc}") from None
+        raise ValueError(f"{where}{'.engine' if model_index is not None else ''}: {exc}") from None
 
 
 def _profile(name: str, model_index: int | None) -> EngineProfile:
@@ -150,27 +167,59 @@ def _profile(name: str, model_index: int | None) -> EngineProfile:
         ) from None
 
 
-def with_engine_flags(profile: EngineProfile, model: ModelSettings) -> EngineProfile:
-    """A physics profile of this model (`<gpu>-<model short>`) re-derived with the stack's own
-    engine flags, so a committed maxNumSeqs, maxNumBatchedTokens, gpuMemoryUtilization or
-    maxModelLen is what the simulator runs; a measured profile (its flags fixed by the
-    measurement) as it is."""
+def _physics_device(name: str, model: ModelSettings) -> Gpu | None:
+    """The GPU of a `<gpu>-<model short>` physics profile of this model's checkpoint, else None."""
     known = checkpoints().get(model.hugging_face_id)
-    device = next((g for name, g in gpus().items() if known and profile.name == f"{name}-{known.short}"), None)
-    if device is None:
-        return profile
+    return next((g for gpu_name, g in gpus().items() if known and name == f"{gpu_name}-{known.short}"), None)
+
+
+def stack_interconnect(model: ModelSettings, device: Gpu) -> Interconnect | None:
+    """The link between the GPUs of one replica (None on one GPU): the interconnect of the
+    model's pinned instance family of this GPU (contract/gpu.py GPU_OF_FAMILY), else of any
+    family of this GPU; a GPU in no family with a known link cannot host a multi-GPU replica."""
+    if model.gpus_per_replica == 1:
+        return None
+    families = [f for f, g in GPU_OF_FAMILY.items() if g == device.name]
+    pinned = [f for f in model.instance_families or () if f in families]
+    for family in [*pinned, *sorted(families)]:
+        if family in family_interconnects():
+            return interconnect(family)
+    raise ValueError(f"no instance family with a known GPU interconnect carries {device.description}")
+
+
+def _derive_for_stack(
+    name: str, model: ModelSettings, device: Gpu, description: str = "", served: str = ""
+) -> EngineProfile:
     engine = model.engine
     return derive(
-        profile.name,
-        known,
+        name,
+        checkpoint(model.hugging_face_id),
         device,
         max_model_len=engine.max_model_len,
         max_num_seqs=engine.max_num_seqs,
         max_num_batched_tokens=engine.max_num_batched_tokens,
         gpu_memory_utilization=engine.gpu_memory_utilization,
-        description=profile.description,
-        served_model_name=profile.served_model_name,
+        description=description,
+        served_model_name=served,
+        tensor_parallel_size=model.gpus_per_replica,
+        interconnect=stack_interconnect(model, device),
     )
+
+
+def with_engine_flags(profile: EngineProfile, model: ModelSettings) -> EngineProfile:
+    """A physics profile of this model (`<gpu>-<model short>`) re-derived with the stack's own
+    engine flags and gpusPerReplica (tensor parallelism), so a committed maxNumSeqs,
+    maxNumBatchedTokens, gpuMemoryUtilization, maxModelLen or GPU count is what the simulator
+    runs; a measured profile (its flags fixed by the measurement) as it is, on one GPU only."""
+    device = _physics_device(profile.name, model)
+    if device is None:
+        if model.gpus_per_replica != profile.tensor_parallel_size:
+            raise ValueError(
+                f"engine profile {profile.name} runs on {profile.tensor_parallel_size} GPU, not gpusPerReplica "
+                f"{model.gpus_per_replica}: name a <gpu>-<model> physics profile, which is derived for that many"
+            )
+        return profile
+    return _derive_for_stack(profile.name, model, device, profile.description, profile.served_model_name)
 
 
 def load_stack_model(

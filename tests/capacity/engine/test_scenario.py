@@ -74,6 +74,7 @@ def test_gpu_and_model_may_be_given_by_their_datasheet_and_config_fields():
         "sustained_fp16_tflops": 67.24,
     }
     config = {
+        "model_type": "qwen2",
         "hidden_size": 3584,
         "intermediate_size": 18944,
         "num_hidden_layers": 28,
@@ -96,6 +97,13 @@ def test_lengths_may_be_per_request_lists_or_a_file(tmp_path):
     assert filed.lengths == [(10, 5), (30, 7)]
 
 
+def test_a_tensor_parallel_scenario_runs_over_its_interconnect():
+    engine = {**BASE["engine"], "tensor_parallel_size": 2}
+    two = scenario(engine=engine, interconnect="g5")
+    assert two.profile().tensor_parallel_size == 2 and two.profile().cost.comm is not None
+    assert run(two).median_tpot_ms < run(scenario()).median_tpot_ms  # half the weights read per GPU
+
+
 def test_the_vllm_version_picks_the_scheduler():
     assert scenario(vllm_version="0.5.4").profile().scheduler == "v0"
     assert scenario().profile().scheduler == "v1"
@@ -108,6 +116,7 @@ def test_the_vllm_version_picks_the_scheduler():
         ({"gpu": {"memory_mib": 100}}, "gpu.bandwidth_gb_s: required"),
         ({"model": "nope/nope"}, "model: unknown checkpoint"),
         ({"model": {"hidden_size": 1}}, "model.intermediate_size: required"),
+        ({"model": {"model_type": "llama", "num_experts": 4}}, "model.num_experts: unknown config.json field"),
         ({"quantization": "int3"}, "quantization: unknown 'int3'"),
         ({"vllm_version": "latest"}, "vllm_version:"),
         ({"engine": {"max_num_seqz": 4}}, "engine.max_num_seqz: unknown flag"),
@@ -116,6 +125,12 @@ def test_the_vllm_version_picks_the_scheduler():
         ({"lengths": {"input": 5}}, "lengths.output: required"),
         ({"lengths": {"input": "many", "output": 5}}, "lengths.input:"),
         ({"colour": "blue"}, "colour: unknown key"),
+        ({"engine": {"tensor_parallel_size": 2}}, "interconnect: required with engine.tensor_parallel_size > 1"),
+        (
+            {"engine": {"tensor_parallel_size": 3}, "interconnect": "g5"},
+            "engine.tensor_parallel_size: qwen2.5-7b: num_attention_heads (28) must be divisible",
+        ),
+        ({"engine": {"tensor_parallel_size": 2}, "interconnect": "g99"}, "interconnect: unknown instance family 'g99'"),
     ],
 )
 def test_bad_scenario_input_names_the_key(changes, key):
