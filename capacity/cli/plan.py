@@ -638,6 +638,12 @@ def _band_rows(payload: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def band_table(payload: dict[str, Any]) -> Table | None:
+    """The band's table as `plan` prints it (None: no winner, so no band)."""
+    rows = _band_rows(payload)
+    return _table(BAND_TITLE, BAND_HEADERS, rows, text=(0, 5), caption=BAND_CAPTION) if rows else None
+
+
 def band_note(band: dict[str, Any], basis: str, target: float) -> str:
     """One line: the winner's attainment across its error band, whether the target and the choice
     hold there; a warning when either flips."""
@@ -806,8 +812,8 @@ def _print(payload: dict[str, Any], title: str, target: float) -> None:
     console.print(_table(GPU_TITLE, GPU_HEADERS, _gpu_rows(payload), caption=ranked_caption(payload)))
     if rows := _winner_rows(payload):
         console.print(_table(WINNER_TITLE, WINNER_HEADERS, rows, text=(0, 1, 2)))
-    if rows := _band_rows(payload):
-        console.print(_table(BAND_TITLE, BAND_HEADERS, rows, text=(0, 5), caption=BAND_CAPTION))
+    if table := band_table(payload):
+        console.print(table)
     for line in _verdict(payload):
         style = "yellow" if line.startswith("no candidate") else None
         console.print(line, style=style, highlight=False)

@@ -52,6 +52,8 @@ class EngineProfile:
         """This replica with every engine step `scale` times as long as derived (its `cost`, which
         every step of the simulated engine reads, scaled: replica.py's `_cost`); the API server's
         per-request time, the scheduler limits and the KV cache are kept."""
+        if not scale > 0:
+            raise ValueError(f"profile {self.name!r}: step_time_scale must be > 0, got {scale}")
         if scale == self.step_time_scale:
             return self
         return replace(self, cost=self.cost.scaled(scale / self.step_time_scale), step_time_scale=scale)

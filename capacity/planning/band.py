@@ -25,7 +25,7 @@ from typing import Any
 
 from capacity.engine.trust import Trust, trust_of
 from capacity.planning import plan
-from capacity.planning.evaluator import Candidate, evaluators
+from capacity.planning.evaluator import Candidate, evaluate, evaluators
 from capacity.planning.run import CombinedSummary, RunOptions
 from capacity.planning.stack import StackModel, apply_config_set
 from capacity.workload.traces import Trace
@@ -152,11 +152,12 @@ def band(
             wanted.append((edge, rival, edge_scale(candidate_trust(sm, rival.candidate), edge)))
     runs = [(edge, trial, at_scale(trial, scale)) for edge, trial, scale in wanted]
     todo = [candidate for _, _, candidate in runs if candidate is not None]
-    done: list[plan.Trial] = []
-    if todo:
-        job = plan.PlanJob(sm, tuple(traces), options, result.types)
+    job = plan.PlanJob(sm, tuple(traces), options, result.types)
+    if workers > 1 and len(todo) > 1:
         with evaluators(job, min(workers, len(todo))) as evaluator:
             done = list(evaluator.map(todo))
+    else:  # one at a time: here, without starting a worker
+        done = [evaluate(job, candidate) for candidate in todo]
     scored = iter(done)
     at_edge = {(edge, id(trial)): trial if candidate is None else next(scored) for edge, trial, candidate in runs}
     edges = []
