@@ -202,10 +202,12 @@ def deployment_notes(sm: StackModel, p: Mapping[str, Any]) -> list[str]:
         level = trust.level if trust else "unknown"
         warning = "warning: " if level != "validated" else ""
         rests = f" ({trust.basis})" if trust else ""
+        bound = ranking_scale(trust)
+        ranked = f"; it was ranked by its pessimistic bound (step times x{bound:g})" if bound != 1 else ""
         notes.append(
             f"{warning}the winner moves {sm.model.name} from {current_gpu(sm) or 'its profile'} to {p['gpu']}, "
-            f"whose engine profile is {level}{rests}, not measured on this replica; run `python -m capacity "
-            f"sweep` against one {p['gpu']} replica before moving production"
+            f"whose engine profile is {level}{rests}, not measured on this replica{ranked}; run `python -m "
+            f"capacity sweep` against one {p['gpu']} replica before moving production"
         )
     notes.append(landing_note(sm, family_of(sm, p["gpu"])))
     stale = stack_price_note(sm)

@@ -143,3 +143,12 @@ def test_the_band_table_fits_the_printed_width_with_every_number_whole(setup, no
     text = out.export_text()
     assert max(len(line) for line in text.splitlines()) <= TABLE_WIDTH and "…" not in text
     assert f"{within['edges'][1]['step_time_scale']:g}" in text and "a10g" in text
+
+
+def test_a_winner_moving_onto_an_extrapolated_profile_says_it_was_ranked_by_its_pessimistic_bound(monkeypatch):
+    sm = load_stack_model("dev", root=ROOT)  # runs on the L4
+    real = plan.gpu_trust
+    monkeypatch.setattr(plan, "gpu_trust", lambda s, gpu: dataclasses.replace(real(s, gpu), level="extrapolated"))
+    (move,) = [n for n in plan.deployment_notes(sm, {"gpu": "a10g", "consolidateAfter": None}) if "moves" in n]
+    bound = plan.ranking_scale(plan.gpu_trust(sm, "a10g"))
+    assert bound > 1 and f"ranked by its pessimistic bound (step times x{bound:g})" in move
