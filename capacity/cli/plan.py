@@ -614,7 +614,7 @@ def _band_rows(payload: dict[str, Any]) -> list[list[str]]:
             "ranked",
             cell(band["ranked_step_time_scale"], "g"),
             cell(band["ranked_slo_attainment"], ".1%"),
-            "yes" if band["ranked_slo_attainment"] >= payload["target"] else "no",
+            "yes" if band["ranked_meets_target"] else "no",
             cell(payload["search"]["cost_usd"], ".2f"),
             *[""] * 5,
         ]

@@ -73,6 +73,7 @@ class Band:
     trust: Trust  # of the winner's profile: the error the band spans
     target: float
     searched: CombinedSummary  # the winner as it was ranked
+    ranked_meets: bool  # the winner met the target (and the planner's rules) as it was ranked
     edges: tuple[Edge, ...]  # fast, slow
 
     @property
@@ -82,8 +83,7 @@ class Band:
     @property
     def target_flips(self) -> bool:
         """At some edge the winner's verdict on the target differs from its ranked one."""
-        ranked = self.searched.slo_attainment >= self.target
-        return any(edge.meets_target != ranked for edge in self.edges)
+        return any(edge.meets_target != self.ranked_meets for edge in self.edges)
 
     @property
     def choice_flips(self) -> bool:
@@ -96,6 +96,7 @@ class Band:
             "error": round(self.error, 4),
             "ranked_step_time_scale": self.searched.step_time_scale,
             "ranked_slo_attainment": self.searched.slo_attainment,
+            "ranked_meets_target": self.ranked_meets,
             "edges": [edge.as_dict() for edge in self.edges],
             "target_flips": self.target_flips,
             "choice_flips": self.choice_flips,
@@ -169,4 +170,4 @@ def band(
         edges.append(
             Edge(edge, mine.summary.step_time_scale, mine.summary, plan.meets(mine, result.target), other, flips)
         )
-    return Band(trust, result.target, best.summary, tuple(edges))
+    return Band(trust, result.target, best.summary, plan.meets(best, result.target), tuple(edges))
