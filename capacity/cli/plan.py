@@ -25,6 +25,7 @@ from rich.table import Table
 from capacity.cli import DEFAULT_STACK
 from capacity.cli.progress import counted
 from capacity.cli.stack_edit import write_stack
+from capacity.planning import band as error_band
 from capacity.planning import plan
 from capacity.planning.guardrails import MAX_REPLICAS_RULE, Guardrails
 from capacity.planning.html_report import HtmlFigure, HtmlTable, write_html
@@ -372,6 +373,7 @@ def run(args: argparse.Namespace) -> int:
     best = result.best
     meets = best is not None and plan.meets(best, args.slo_attainment)
     validation = plan.validate(sm, best, result.types, held, options) if best else None
+    within = error_band.band(sm, result, searched, options, args.workers)
     payload: dict[str, Any] = {
         "gpu": best.params["gpu"] if best else None,
         "search": best.summary.as_dict() if best else None,  # type: ignore[union-attr]  # a winner exists on this path: best is set and ran
@@ -387,11 +389,14 @@ def run(args: argparse.Namespace) -> int:
         "refused_trials": sum(1 for t in result.trials if t.refused),
         "refused": refused_candidates(result),
         "validation_meets_target": None if validation is None else validation.slo_attainment >= args.slo_attainment,
+        "band": within.as_dict() if within else None,
         "run": run_record(args),
         "written": None,  # the stack file --write wrote the winner into
         "resumed_trials": result.resumed,
         "notes": [],
     }
+    if within:
+        payload["notes"].append(band_note(payload["band"], within.trust.basis, args.slo_attainment))
     unservable = plan.unservable_note(sm, best, args.slo_attainment) if best else None
     if unservable:
         payload["notes"].append(unservable)
@@ -503,7 +508,17 @@ def emitted_scaled_object(payload: dict[str, Any], planned: StackModel, promethe
     return head + yaml.safe_dump(manifest, sort_keys=False)
 
 
-FRONTIER_HEADERS = ("GPU", "SLO attained", "GPU-h", "cost $", "$/M output tokens", "min", "max", "queue target")
+FRONTIER_HEADERS = (
+    "GPU",
+    "steps x",  # the step-time scale the candidate ran at: 1 nominal, above the pessimistic bound
+    "SLO attained",
+    "GPU-h",
+    "cost $",
+    "$/M output tokens",
+    "min",
+    "max",
+    "queue target",
+)
 GPU_HEADERS = (
     "GPU",
     "instance",  # the size a replica lands on, which the prices are of
@@ -523,6 +538,7 @@ def _frontier_rows(payload: dict[str, Any]) -> list[list[str]]:
     return [
         [
             row["gpu"],
+            cell(row["step_time_scale"], "g"),
             cell(row["slo_attainment"], ".1%"),
             cell(row["gpu_hours"], ".2f"),
             cell(row["cost_usd"], ".2f"),
@@ -551,6 +567,104 @@ def _gpu_rows(payload: dict[str, Any]) -> list[list[str]]:
         ]
         for row in payload["gpu_types"]
     ]
+
+
+RANKED_CAPTION = (
+    "steps x: the engine's step times over its profile's derived ones in the runs that ranked a candidate: "
+    "1 the nominal figure; above 1 the pessimistic bound of an extrapolated profile (1 + its saturated error)."
+)
+
+
+def ranked_caption(payload: dict[str, Any]) -> str:
+    """Which figure ranked each GPU type's candidates (the table has no column to spare for it)."""
+    bound = [r for r in payload["gpu_types"] if r["ranked_step_time_scale"] != 1]
+    if not bound:
+        return "Ranked by the nominal figure: no GPU type's profile is extrapolated."
+    named = ", ".join(f"{r['gpu']} ({r['trust']}: step times x{r['ranked_step_time_scale']:g})" for r in bound)
+    return f"Ranked by the pessimistic bound: {named}; the others by the nominal figure."
+
+
+BAND_HEADERS = (
+    "edge",
+    "steps x",
+    "SLO attained",
+    "meets target",
+    "cost $",
+    "challenger",
+    "its steps x",
+    "its SLO",
+    "its cost $",
+    "choice flips",
+)
+BAND_TITLE = "the winner within its profile's error band (search traffic, same seed)"
+BAND_CAPTION = (
+    "Each edge re-simulates the winner with every engine step (1 - e) x (fast) or (1 + e) x (slow) its derived "
+    "time, e its profile's saturated error. The challenger, at its own profile's edge: at the fast edge the "
+    "cheaper candidate closest to the target, at the slow edge the runner-up; the choice flips when the "
+    "planner's rule picks it over the winner there."
+)
+
+
+def _band_rows(payload: dict[str, Any]) -> list[list[str]]:
+    band = payload["band"]
+    if not band:
+        return []
+    rows = [
+        [
+            "ranked",
+            cell(band["ranked_step_time_scale"], "g"),
+            cell(band["ranked_slo_attainment"], ".1%"),
+            "yes" if band["ranked_meets_target"] else "no",
+            cell(payload["search"]["cost_usd"], ".2f"),
+            *[""] * 5,
+        ]
+    ]
+    for edge in band["edges"]:
+        other = edge["challenger"] or {}
+        rows.append(
+            [
+                edge["edge"],
+                cell(edge["step_time_scale"], "g"),
+                cell(edge["slo_attainment"], ".1%"),
+                "yes" if edge["meets_target"] else "no",
+                cell(edge["cost_usd"], ".2f"),
+                other.get("gpu", "-"),
+                cell(other.get("step_time_scale"), "g"),
+                cell(other.get("slo_attainment"), ".1%"),
+                cell(other.get("cost_usd"), ".2f"),
+                "yes" if edge["choice_flips"] else "no",
+            ]
+        )
+    return rows
+
+
+def band_table(payload: dict[str, Any]) -> Table | None:
+    """The band's table as `plan` prints it (None: no winner, so no band)."""
+    rows = _band_rows(payload)
+    return _table(BAND_TITLE, BAND_HEADERS, rows, text=(0, 5), caption=BAND_CAPTION) if rows else None
+
+
+def band_note(band: dict[str, Any], basis: str, target: float) -> str:
+    """One line: the winner's attainment across its error band, whether the target and the choice
+    hold there; a warning when either flips."""
+    fast, slow = band["edges"]
+    lines = [
+        f"error band: with step times x{fast['step_time_scale']:g}..x{slow['step_time_scale']:g} (its "
+        f"{band['trust']} profile's {band['regime']} error {band['error']:.1%}: {basis}) the winner attains "
+        f"{slow['slo_attainment']:.1%}..{fast['slo_attainment']:.1%} on the search traffic"
+    ]
+    failed = [e["edge"] for e in band["edges"] if not e["meets_target"]]
+    lines.append(
+        f"the target {target:.1%} is missed at the {' and '.join(failed)} edge" if failed else "the target holds"
+    )
+    flips = [e for e in band["edges"] if e["choice_flips"]]
+    lines += [
+        f"the choice flips at the {e['edge']} edge to a {e['challenger']['gpu']} candidate "
+        f"({e['challenger']['slo_attainment']:.1%} at ${e['challenger']['cost_usd']:.2f})"
+        for e in flips
+    ] or ["the choice holds at both edges"]
+    warn = "warning: " if failed or flips else ""
+    return warn + "; ".join(lines)
 
 
 WINNER_HEADERS = (
@@ -646,10 +760,17 @@ def record_line(payload: dict[str, Any]) -> str:
 
 
 def _write_html(payload: dict[str, Any], title: str, target: float, path: Path) -> Path:
-    tables = [
-        HtmlTable(WINNER_TITLE, WINNER_HEADERS, _winner_rows(payload)),
-        HtmlTable(f"Pareto frontier (search traffic), target {target:.1%}", FRONTIER_HEADERS, _frontier_rows(payload)),
-        HtmlTable(GPU_TITLE, GPU_HEADERS, _gpu_rows(payload)),
+    tables = [HtmlTable(WINNER_TITLE, WINNER_HEADERS, _winner_rows(payload))]
+    if payload["band"]:
+        tables.append(HtmlTable(BAND_TITLE, BAND_HEADERS, _band_rows(payload), BAND_CAPTION))
+    tables += [
+        HtmlTable(
+            f"Pareto frontier (search traffic), target {target:.1%}",
+            FRONTIER_HEADERS,
+            _frontier_rows(payload),
+            RANKED_CAPTION,
+        ),
+        HtmlTable(GPU_TITLE, GPU_HEADERS, _gpu_rows(payload), ranked_caption(payload)),
     ]
     figure = HtmlFigure(
         Path(payload["frontier_png"]),
@@ -667,8 +788,10 @@ def _write_html(payload: dict[str, Any], title: str, target: float, path: Path) 
     )
 
 
-def _table(title: str, headers: tuple[str, ...], rows: list[list[str]], text: tuple[int, ...] = (0,)) -> Table:
-    table = Table(title=title)
+def _table(
+    title: str, headers: tuple[str, ...], rows: list[list[str]], text: tuple[int, ...] = (0,), caption: str = ""
+) -> Table:
+    table = Table(title=title, caption=caption or None)
     for header in headers:
         table.add_column(header, justify="right")
     for row in rows:
@@ -680,12 +803,17 @@ def _print(payload: dict[str, Any], title: str, target: float) -> None:
     console = table_console()
     console.print(
         _table(
-            f"{title}: Pareto frontier (search traffic), target {target:.1%}", FRONTIER_HEADERS, _frontier_rows(payload)
+            f"{title}: Pareto frontier (search traffic), target {target:.1%}",
+            FRONTIER_HEADERS,
+            _frontier_rows(payload),
+            caption=RANKED_CAPTION,
         )
     )
-    console.print(_table(GPU_TITLE, GPU_HEADERS, _gpu_rows(payload)))
+    console.print(_table(GPU_TITLE, GPU_HEADERS, _gpu_rows(payload), caption=ranked_caption(payload)))
     if rows := _winner_rows(payload):
         console.print(_table(WINNER_TITLE, WINNER_HEADERS, rows, text=(0, 1, 2)))
+    if table := band_table(payload):
+        console.print(table)
     for line in _verdict(payload):
         style = "yellow" if line.startswith("no candidate") else None
         console.print(line, style=style, highlight=False)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from capacity.engine.roofline import StepCost, scheduler_of
 
@@ -35,15 +35,30 @@ class EngineProfile:
     gpu: str = ""  # data/gpus.yaml name of a derived profile ("" for a hand-built one)
     checkpoint: str = ""  # data/models.yaml checkpoint of a derived profile
     tensor_parallel_size: int = 1  # GPUs one replica spans (vLLM --tensor-parallel-size)
+    # How many times its derivation's step times `cost` holds (`with_step_time_scale`): 1 as derived
+    # or measured; a planner moves it within the profile's error band (capacity/engine/trust.py).
+    step_time_scale: float = 1.0
 
     def __post_init__(self) -> None:
         keys = ("max_num_seqs", "max_num_batched_tokens", "kv_cache_tokens", "max_model_len", "block_size")
         for key in (*keys, "tensor_parallel_size"):
             if getattr(self, key) <= 0:
                 raise ValueError(f"profile {self.name!r}: {key} must be > 0, got {getattr(self, key)}")
+        if not self.step_time_scale > 0:
+            raise ValueError(f"profile {self.name!r}: step_time_scale must be > 0, got {self.step_time_scale}")
         if self.server_s < 0 or not 0 <= self.watermark < 1:
             raise ValueError(f"profile {self.name!r}: server_s must be >= 0 and watermark in [0, 1)")
         scheduler_of(self.vllm_version)  # a ValueError names a version that is not one
+
+    def with_step_time_scale(self, scale: float) -> EngineProfile:
+        """This replica with every engine step `scale` times as long as derived (its `cost`, which
+        every step of the simulated engine reads, scaled: replica.py's `_cost`); the API server's
+        per-request time, the scheduler limits and the KV cache are kept."""
+        if not scale > 0:
+            raise ValueError(f"profile {self.name!r}: step_time_scale must be > 0, got {scale}")
+        if scale == self.step_time_scale:
+            return self
+        return replace(self, cost=self.cost.scaled(scale / self.step_time_scale), step_time_scale=scale)
 
     @property
     def scheduler(self) -> str:

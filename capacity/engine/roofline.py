@@ -187,6 +187,15 @@ class StepCost:
         if self.step_s <= 0 and self.seq_s <= 0 and self.weights_s <= 0 and self.token_s <= 0:
             raise ValueError("a step must take time (step_s, seq_s, weights_s or token_s > 0)")
 
+    def scaled(self, factor: float) -> StepCost:
+        """Every step `factor` times as long: each seconds-per-unit term scaled, the GEMM fill (a
+        row count) kept. Each side of every roofline scales alike, so `step_time` is exactly
+        `factor` x, the bound (memory or compute) is unchanged, and the decode series stay
+        consistent with it (capacity/planning/plan.py's pessimistic bound and error band)."""
+        if not factor > 0:
+            raise ValueError(f"a step-time scale must be > 0, got {factor}")
+        return StepCost(**{key: value if key == "fill_tokens" else value * factor for key, value in vars(self).items()})
+
     # --- one step --------------------------------------------------------------------------
     def linear_memory_time(self, tokens: int) -> float:
         return self.weights_s + self.act_token_s * tokens

@@ -64,6 +64,13 @@ COMMITTED = "committed"  # the parameter marking the trial that runs the stack's
 RULES_BROKEN = "rulesBroken"  # the committed policy's: which of the planner's rules it breaks
 SCALE_DOWN_WINDOWS = (60, 120, 300, 600, 900, 1200)
 ENGINE_FLAGS = ("maxNumSeqs", "maxNumBatchedTokens", "gpuMemoryUtilization")  # the vLLM flags searched
+# A candidate whose engine profile is at one of these trust levels (capacity/engine/trust.py) is
+# simulated, and so ranked, at its pessimistic bound: step times x (1 + its error in BAND_REGIME).
+# Extrapolated only: a measured or validated profile's error is a held-out median on its own GPU,
+# centred on the measurements, while an extrapolated one has no measurement to be centred on.
+PESSIMISTIC_LEVELS = ("extrapolated",)
+BAND_REGIME = "saturated"  # the error that bounds it: the regime that sets a replica's capacity
+STEP_TIME_SCALE = "stepTimeScale"  # a candidate's parameter overriding the scale it is simulated at
 
 
 @dataclass(frozen=True)
@@ -124,6 +131,14 @@ def gpu_trust(sm: StackModel, gpu: str) -> Trust | None:
     except ValueError:
         return None  # that GPU's profile would not deploy: the search refuses its candidates anyway
     return trust_of(profile)
+
+
+def ranking_scale(trust: Trust | None) -> float:
+    """The step-time scale a candidate is simulated and ranked at: its profile's pessimistic bound
+    when the profile is at a PESSIMISTIC_LEVELS level, else 1 (the nominal figure)."""
+    if trust is None or trust.level not in PESSIMISTIC_LEVELS:
+        return 1.0
+    return round(trust.pessimistic_factor(BAND_REGIME), 4)
 
 
 def current_gpu(sm: StackModel) -> str:
@@ -187,10 +202,12 @@ def deployment_notes(sm: StackModel, p: Mapping[str, Any]) -> list[str]:
         level = trust.level if trust else "unknown"
         warning = "warning: " if level != "validated" else ""
         rests = f" ({trust.basis})" if trust else ""
+        bound = ranking_scale(trust)
+        ranked = f"; it was ranked by its pessimistic bound (step times x{bound:g})" if bound != 1 else ""
         notes.append(
             f"{warning}the winner moves {sm.model.name} from {current_gpu(sm) or 'its profile'} to {p['gpu']}, "
-            f"whose engine profile is {level}{rests}, not measured on this replica; run `python -m capacity "
-            f"sweep` against one {p['gpu']} replica before moving production"
+            f"whose engine profile is {level}{rests}, not measured on this replica{ranked}; run `python -m "
+            f"capacity sweep` against one {p['gpu']} replica before moving production"
         )
     notes.append(landing_note(sm, family_of(sm, p["gpu"])))
     stale = stack_price_note(sm)
@@ -314,8 +331,9 @@ def candidate_of(sm: StackModel, p: dict[str, Any]) -> Candidate:
 
 
 def deploy(sm: StackModel, candidate: Candidate, types: dict[str, GpuType]) -> StackModel:
-    """The stack model deploying `candidate`: validated settings and policies, its profile, its
-    GPU type's prices on the pools (ValueError: why it would not deploy)."""
+    """The stack model deploying `candidate`: validated settings and policies, its profile (step
+    times at the candidate's `STEP_TIME_SCALE`, else at `ranking_scale` of its trust), its GPU
+    type's prices on the pools (ValueError: why it would not deploy)."""
     deployed = apply_config_set(sm, candidate.edits)
     refused = policy_problem(deployed)
     if refused:
@@ -325,8 +343,10 @@ def deploy(sm: StackModel, candidate: Candidate, types: dict[str, GpuType]) -> S
         replace(pool, price_per_gpu_hour=kind.spot_usd if pool.capacity_type == "spot" else kind.on_demand_usd)
         for pool in deployed.pools
     )
-    # The stack re-derives the physics profile of `p`'s GPU with `p`'s flags as it loads.
-    return replace(deployed, pools=pools)
+    # The stack re-derives the physics profile of `p`'s GPU with `p`'s flags as it loads; the
+    # scale goes into that profile's step cost, which every simulated engine step reads.
+    scale = candidate.params.get(STEP_TIME_SCALE) or ranking_scale(trust_of(deployed.profile))
+    return replace(deployed, pools=pools, profile=deployed.profile.with_step_time_scale(scale))
 
 
 def on_gpu(sm: StackModel, kind: GpuType) -> StackModel:
@@ -375,7 +395,8 @@ class PlanJob:
             )
             for t in self.traces
         ]
-        return combined(runs, float(sum(t.output_tokens.sum() for t in self.traces)))
+        tokens = float(sum(t.output_tokens.sum() for t in self.traces))
+        return combined(runs, tokens, deployed.profile.step_time_scale)
 
 
 # --- the search ----------------------------------------------------------------------------
@@ -636,6 +657,9 @@ class GpuTypeRow:
             "trust": kind.trust.level if kind.trust else None,
             "trust_saturated_error": kind.trust.saturated_error if kind.trust else None,
             "trust_basis": kind.trust.basis if kind.trust else None,
+            # The figure that ranked its candidates: step times x this (1: nominal; above: the
+            # pessimistic bound of an extrapolated profile, `ranking_scale`).
+            "ranked_step_time_scale": pick.step_time_scale if pick else ranking_scale(kind.trust),
             "on_demand_usd_per_gpu_hour": kind.on_demand_usd,
             "spot_usd_per_gpu_hour": round(kind.spot_usd, 4),
             "trials": self.trials,
@@ -665,7 +689,8 @@ def validate(
     chosen = deploy(sm, best.candidate, types)
     summaries = [held_out(chosen, t, fraction, options, feasible=servable(sm, t, types)) for t, fraction in held]
     tokens = sum(float(t.window(t.duration * f, math.inf).output_tokens.sum()) for t, f in held)
-    return combined(summaries, tokens).with_oracle(sum(s.oracle_gpu_hours or 0.0 for s in summaries))
+    scale = chosen.profile.step_time_scale
+    return combined(summaries, tokens, scale).with_oracle(sum(s.oracle_gpu_hours or 0.0 for s in summaries))
 
 
 def binding_limit(sm: StackModel, result: PlanResult, traces: Sequence[Trace], options: RunOptions) -> str:

@@ -260,6 +260,9 @@ class CombinedSummary:
     usd_per_million_output_tokens: float | None
     oracle_gpu_hours: float | None = None
     oracle_ratio: float | None = None
+    # The engine's step times in these runs over its profile's derived ones (EngineProfile.step_time_scale):
+    # 1 the nominal figure; the planner's pessimistic bound or an edge of its error band otherwise.
+    step_time_scale: float = 1.0
 
     def with_oracle(self, oracle_gpu_hours: float) -> CombinedSummary:
         """The summary with the oracle's GPU-hours on the same traffic and the ratio to them."""
@@ -281,8 +284,8 @@ class CombinedSummary:
         return cls(**data)
 
 
-def combined(summaries: Sequence[RunSummary], output_tokens: float) -> CombinedSummary:
-    """One candidate's runs on several traces, scored together."""
+def combined(summaries: Sequence[RunSummary], output_tokens: float, step_time_scale: float = 1.0) -> CombinedSummary:
+    """One candidate's runs on several traces, scored together (`step_time_scale`: its profile's)."""
     cost = sum(s.cost_usd for s in summaries)
     requests = max(sum(s.requests for s in summaries), 1)
     return CombinedSummary(
@@ -294,6 +297,7 @@ def combined(summaries: Sequence[RunSummary], output_tokens: float) -> CombinedS
         scale_events=sum(s.scale_events for s in summaries),
         max_replicas_used=max(s.max_replicas_used for s in summaries),
         usd_per_million_output_tokens=round(cost / output_tokens * 1e6, 3) if output_tokens else None,
+        step_time_scale=step_time_scale,
     )
 
 

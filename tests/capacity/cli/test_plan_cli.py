@@ -15,7 +15,7 @@ import optuna
 import pytest
 
 from capacity.__main__ import main
-from capacity.cli.plan import refused_candidates, refused_lines, shown_commands, withheld_warning
+from capacity.cli.plan import BAND_HEADERS, refused_candidates, refused_lines, shown_commands, withheld_warning
 from capacity.planning import journal
 from capacity.planning.evaluator import Candidate, Evaluated
 from capacity.planning.html_report import write_html
@@ -65,6 +65,9 @@ def test_plan_prints_the_output_contract_and_the_frontier_png(capsys, monkeypatc
     assert [row["instance_size"] for row in out["gpu_types"]] == ["g5.xlarge", "g6.xlarge"]
     assert (tmp_path / "f.png").stat().st_size > 10_000
     assert out["trials"] == 4
+    fast, slow = out["band"]["edges"]  # the winner re-scored with its steps faster and slower by its error
+    assert fast["step_time_scale"] == round(1 - out["band"]["error"], 4) < 1 < slow["step_time_scale"]
+    assert fast["slo_attainment"] >= slow["slo_attainment"]
 
 
 def test_plan_writes_one_html_report_with_the_frontier_table_and_png(capsys, monkeypatch, tmp_path):
@@ -75,6 +78,9 @@ def test_plan_writes_one_html_report_with_the_frontier_table_and_png(capsys, mon
     assert embeds(report, tmp_path / "f.png")
     assert [row["gpu"] for row in out["gpu_types"]] == [c for c in report.cells if c in ("a10g", "l4")][-2:]
     assert {"g5.xlarge", "g6.xlarge"} <= set(report.cells)  # the GPU table names the size each type is priced as
+    # The winner within its profile's error band: one row per edge, at the JSON's step-time scales.
+    assert set(BAND_HEADERS) <= set(report.headers) and {"fast", "slow"} <= set(report.cells)
+    assert {f"{edge['step_time_scale']:g}" for edge in out["band"]["edges"]} <= set(report.cells)
 
 
 def test_the_same_seed_gives_the_same_plan(capsys, monkeypatch, tmp_path):
