@@ -22,6 +22,7 @@ from capacity.engine.trust import trust_of
 from capacity.measure.envelope import read_envelope
 from capacity.measure.report import write_report
 from capacity.measure.sweep import PointResult
+from capacity.planning.plan import gpu_edits
 from capacity.planning.stack import load_stack_model
 from tests.capacity.conftest import CALIBRATION_CSV, REPO
 
@@ -108,13 +109,17 @@ def test_model_predicts_with_the_measured_profile_and_says_it_is_measured(found,
     assert point["profile"] == NAME and point["trust"] == "measured"
 
 
-def test_a_stack_that_names_the_measured_profile_plans_with_it(found, tmp_path):
-    # prod's 14B back on g5 with the sweep of the 14B AWQ architecture on an A10G
+def _prod_14b_on_the_measured_a10g(root: Path):
+    """prod's 14B pinned to g5 with the measured profile (the 14B AWQ architecture swept on an A10G)."""
     stack = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())
     model = next(m for m in stack["config"]["inference-platform:models"] if m["name"] == "qwen25-14b-awq")
     model["instanceFamilies"], model["capacityProfile"] = ["g5"], NAME
-    (tmp_path / "Pulumi.prod.yaml").write_text(yaml.safe_dump(stack))
-    sm = load_stack_model("prod", "qwen25-14b-awq", root=tmp_path)
+    (root / "Pulumi.prod.yaml").write_text(yaml.safe_dump(stack))
+    return load_stack_model("prod", "qwen25-14b-awq", root=root)
+
+
+def test_a_stack_that_names_the_measured_profile_plans_with_it(found, tmp_path):
+    sm = _prod_14b_on_the_measured_a10g(tmp_path)
     assert sm.profile.name == NAME
     assert sm.profile.cost == get_profile(NAME).cost  # the fitted step costs, not re-derived physics
     assert trust_of(sm.profile).level == "measured"
@@ -123,6 +128,12 @@ def test_a_stack_that_names_the_measured_profile_plans_with_it(found, tmp_path):
 def test_a_profile_re_derived_with_other_flags_is_not_trusted_as_measured(found):
     other = replace(get_profile(NAME), max_num_seqs=32)
     assert trust_of(other).level != "measured"
+
+
+def test_the_planner_keeps_a_measured_profile_on_its_own_gpu_and_moves_off_it_by_physics(found, tmp_path):
+    sm = _prod_14b_on_the_measured_a10g(tmp_path)
+    assert gpu_edits(sm, "a10g") == []  # not replaced by the physics a10g-qwen2.5-14b-awq
+    assert ("models[0].capacityProfile", "l4-qwen2.5-14b-awq") in gpu_edits(sm, "l4")
 
 
 # --- bad input: one line each, every problem at once --------------------------------------
