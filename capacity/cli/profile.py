@@ -363,6 +363,38 @@ def _errors(points: list[Point]) -> dict[str, float]:
     return {k: s[k] for k in ("median", "light_median", "saturated_median", "worst")}
 
 
+def report_lines(
+    result: SweepFit,
+    by_regime: dict[str, float | None],
+    fitted: dict[str, float],
+    start: dict[str, float],
+    path: Path,
+    found_by_name: bool,
+    name: str,
+) -> list[str]:
+    """What the fit found and where it went, one fact per line."""
+    held = ", ".join(f"{r} {e:.1%}" for r, e in by_regime.items() if e is not None)
+    absent = [r for r, e in by_regime.items() if e is None]
+    width = max(map(len, fitted))
+    lines = ["fitted (the rest held at the global calibration):"]
+    lines += [f"  {k:<{width}} {v:.4g} (global {start[k]:.4g})" for k, v in fitted.items()]
+    lines += [
+        f"error: in sample median {summary(result.in_sample)['median']:.1%}, worst {summary(result.in_sample)['worst']:.1%}",
+        f"       held out (each level predicted by a fit of the others): median {held}, "
+        f"worst {summary(result.held_out)['worst']:.1%}",
+    ]
+    if absent:
+        lines.append(f"       no {' or '.join(absent)} level: trust falls back to the GPU's published error there")
+    shown = path.resolve().relative_to(Path.cwd()) if path.resolve().is_relative_to(Path.cwd()) else path
+    lines.append(f"wrote {shown} (trust: measured)")
+    if found_by_name:
+        lines += [
+            f"next: python -m capacity plan --stack STACK --model MODEL --profile {name} --trace TRACE",
+            f"      then capacityProfile: {name} in the model's entry of Pulumi.STACK.yaml",
+        ]
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     sweep, setup, name = setup_of(args)
     with counted(f"profile {name}", not args.no_progress, "fits (all levels, then each level held out)") as tick:
@@ -404,24 +436,6 @@ def run(args: argparse.Namespace) -> int:
         document,
         "Written by `python -m capacity profile --from-sweep`; name it in a stack's models[].capacityProfile.",
     )
-    out = console()
-    out.print(table(result))
-    held = ", ".join(f"{r} {e:.1%}" for r, e in by_regime.items() if e is not None)
-    absent = [r for r, e in by_regime.items() if e is None]
-    out.print(
-        "fitted: "
-        + ", ".join(f"{k} {v:.4g} (global {start[k]:.4g})" for k, v in fitted.items())
-        + "; the rest held at the global calibration"
-    )
-    out.print(
-        f"error: in sample median {summary(result.in_sample)['median']:.1%}; held out (leave one concurrency out) "
-        f"median {held}, worst {summary(result.held_out)['worst']:.1%}"
-        + (f"; no {' or '.join(absent)} level: trust falls back to the GPU's published error there" if absent else "")
-    )
-    out.print(f"wrote {path} (trust: measured)")
-    if args.out is None or Path(args.out).resolve() == measured.MEASURED_DIR.resolve():
-        out.print(
-            f"next: python -m capacity plan --stack <stack> --model <model> --profile {name}, then set "
-            f"models[<i>].capacityProfile: {name} in Pulumi.<stack>.yaml"
-        )
+    console().print(table(result))
+    print("\n".join(report_lines(result, by_regime, fitted, start, path, args.out is None, name)))
     return 0

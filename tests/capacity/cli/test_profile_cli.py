@@ -6,6 +6,7 @@ The sweep is the calibration run (../shared/calibration/: one A10G, the 14B AWQ,
 run's request shape, window and the KV usage its README reports). One fit of it is shared by the
 round-trip tests."""
 
+import hashlib
 import json
 import shutil
 from dataclasses import replace
@@ -14,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from capacity.__main__ import main
+from capacity.__main__ import build_parser, main
+from capacity.cli.profile import setup_of
 from capacity.engine import get_profile, measured
 from capacity.engine.profiles import CALIBRATED
 from capacity.engine.sweep_fit import FITTED
@@ -24,6 +26,7 @@ from capacity.measure.report import write_report
 from capacity.measure.sweep import PointResult
 from capacity.planning.plan import gpu_edits
 from capacity.planning.stack import load_stack_model
+from tests.capacity.cli.test_advice import readme_command
 from tests.capacity.conftest import CALIBRATION_CSV, REPO
 
 NAME = "a10g-r1-14b-awq-measured"
@@ -134,6 +137,38 @@ def test_the_planner_keeps_a_measured_profile_on_its_own_gpu_and_moves_off_it_by
     sm = _prod_14b_on_the_measured_a10g(tmp_path)
     assert gpu_edits(sm, "a10g") == []  # not replaced by the physics a10g-qwen2.5-14b-awq
     assert ("models[0].capacityProfile", "l4-qwen2.5-14b-awq") in gpu_edits(sm, "l4")
+
+
+# --- the README's example: the committed profile is what its command wrote --------------------
+
+
+def _committed() -> dict:
+    return yaml.safe_load(measured.path_of(NAME, measured.MEASURED_DIR).read_text())
+
+
+def test_the_committed_profile_is_what_the_readmes_command_wrote_from_the_calibration_sweep():
+    argv = readme_command("profile")
+    doc = _committed()
+    assert doc["command"] == "python -m capacity " + " ".join(argv[3:])
+    assert doc["sweep"]["sha256"] == hashlib.sha256(CALIBRATION_CSV.read_bytes()).hexdigest()
+
+
+def test_the_readmes_command_fits_the_replica_and_shape_the_round_trip_fits(swept, monkeypatch):
+    parser = build_parser("profile")
+    monkeypatch.chdir(REPO)  # the README runs from the clone: ../shared/calibration/...
+    readme = setup_of(parser.parse_args(readme_command("profile")[3:]))
+    folder = setup_of(parser.parse_args(["profile", "--from-sweep", str(swept), *CLAIM]))
+    assert readme[1:] == folder[1:]  # the CSV (shape given) and the folder (shape read): one setup, one name
+
+
+def test_the_readmes_numbers_are_the_committed_profiles(capsys):
+    held = _committed()["error"]["held_out"]
+    readme = (REPO / "README.md").read_text()
+    light, saturated = held["by_regime"]["light"], held["by_regime"]["saturated"]
+    assert f"median light {light:.1%}, saturated {saturated:.1%}, worst {held['worst']:.1%}" in readme
+    assert main(["model", "--profile", NAME, "--concurrency", "1"]) == 0
+    said = f"trust: measured (error light {light:.0%}, saturated {saturated:.0%})"
+    assert said in capsys.readouterr().out and said in readme
 
 
 # --- bad input: one line each, every problem at once --------------------------------------
