@@ -258,3 +258,28 @@ def test_a_broken_measured_file_is_one_line_naming_it(tmp_path, monkeypatch):
     monkeypatch.setattr(measured, "MEASURED_DIR", tmp_path)
     with pytest.raises(ValueError, match=r"measured profile .*l4-broken.yaml: unreadable"):
         get_profile("l4-broken")
+
+
+def test_a_regime_the_sweep_has_no_level_in_falls_back_to_the_gpus_held_out_error(tmp_path, monkeypatch):
+    from capacity.engine.measured import EngineFlags
+    from capacity.engine.trust import accuracy
+
+    light_only = measured.document(
+        name="a10g-light-only",
+        gpu="a10g",
+        checkpoint="DeepSeek-R1-Distill-Qwen-14B-AWQ",
+        flags=EngineFlags(15_000, 40, 2048, 0.9, "0.25.1"),
+        calibration=CALIBRATED,
+        fitted={},
+        sweep={"source": "sweep.csv", "levels": [1, 2, 4, 8]},
+        in_sample={"median": 0.01},
+        held_out={"median": 0.02, "worst": 0.05},
+        held_out_by_regime={"light": 0.02, "saturated": None},
+        command="",
+        date="",
+    )
+    measured.write(tmp_path / "a10g-light-only.yaml", light_only, "test")
+    monkeypatch.setattr(measured, "MEASURED_DIR", tmp_path)
+    trust = trust_of(get_profile("a10g-light-only"))
+    assert trust.level == "measured" and trust.light_error == 0.02
+    assert trust.saturated_error == accuracy()["loso_per_gpu"]["a10g"]["saturated_median"]
