@@ -41,6 +41,7 @@ from capacity.engine.sweep_fit import (
 )
 from capacity.measure.envelope import EnvelopeRow, read_envelope
 from capacity.tables import console, keep_numbers_whole
+from contract.settings.stack_file import read_stack
 
 # The calibration run's window (../shared/calibration/README.md): a CSV without points.json
 DEFAULT_WARMUP_S, DEFAULT_MEASURE_S = 30.0, 480.0
@@ -48,6 +49,7 @@ NAME = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 # A sweep's mean KV usage this far from what the profile's flags give means another replica ran
 KV_RATIO_LIMIT, KV_GAP_LIMIT = 1.5, 0.10
 FLAG_KEYS = ("max_model_len", "max_num_seqs", "max_num_batched_tokens")
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.90  # vLLM's default
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -90,7 +92,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-num-batched-tokens", type=int, default=None, help="vLLM flag (default: the stacks' for --model)"
     )
-    parser.add_argument("--gpu-memory-utilization", type=float, default=0.90, help="vLLM flag (default: 0.90)")
+    parser.add_argument(
+        "--gpu-memory-utilization", type=float, default=None, help="vLLM flag (default: the stacks', else 0.90)"
+    )
+    parser.add_argument(
+        "--stack",
+        default=None,
+        help="take the vLLM flags from this stack's model serving --model (the replica a sweep of the stack ran)",
+    )
     parser.add_argument("--vllm-version", default=PINNED_VLLM, help=f"the replica's vLLM (default: {PINNED_VLLM})")
     parser.add_argument("--iterations", type=int, default=ITERATIONS, help="simplex steps per fit")
     parser.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
@@ -212,35 +221,52 @@ def _replica(args: argparse.Namespace) -> tuple[Gpu | None, Checkpoint | None, l
     return device, model, problems
 
 
+def _stack_flags(stack: str, model: Checkpoint) -> tuple[dict[str, float], list[str]]:
+    """The engine flags of the stack model that serves `model` (the replica a sweep of the stack measured)."""
+    try:
+        settings = read_stack(stack).settings()
+    except ValueError as exc:
+        return {}, [f"--stack {stack}: {exc}"]
+    serving = [m for m in settings.models if m.hugging_face_id == model.repo]
+    if not serving:
+        served = ", ".join(f"{m.name} ({m.hugging_face_id})" for m in settings.models)
+        return {}, [f"--stack {stack} serves no model with huggingFaceId {model.repo}; it serves {served}"]
+    e = serving[0].engine
+    return {
+        "max_model_len": e.max_model_len,
+        "max_num_seqs": e.max_num_seqs,
+        "max_num_batched_tokens": e.max_num_batched_tokens,
+        "gpu_memory_utilization": e.gpu_memory_utilization,
+    }, []
+
+
 def _flags(args: argparse.Namespace, model: Checkpoint | None) -> tuple[EngineFlags | None, list[str]]:
-    """The replica's vLLM flags: given, else the stacks' for this model (or the calibration run's)."""
+    """The replica's vLLM flags: given, else the `--stack` model's, else the stacks' defaults for
+    this model (profiles.STACK_MODELS) or the calibration run's."""
     if model is None:
         return None, []  # --model's own problem says why
-    defaults: dict[str, int] = {}
-    if model is not None:
-        defaults = dict(next((f for repo, f in STACK_MODELS if repo == model.repo), {}))
-        reference = calibrated()
-        if not defaults and model.repo == reference.checkpoint:
-            defaults = {k: getattr(reference, k) for k in FLAG_KEYS}
-    values = {k: getattr(args, k) if getattr(args, k) is not None else defaults.get(k) for k in FLAG_KEYS}
-    missing = ["--" + k.replace("_", "-") for k, v in values.items() if v is None]
+    defaults: dict[str, float] = dict(next((f for repo, f in STACK_MODELS if repo == model.repo), {}))
+    reference = calibrated()
+    if not defaults and model.repo == reference.checkpoint:
+        defaults = {k: getattr(reference, k) for k in FLAG_KEYS}
+    if args.stack is not None:
+        defaults, problems = _stack_flags(args.stack, model)
+        if problems:
+            return None, problems
+    keys = (*FLAG_KEYS, "gpu_memory_utilization")
+    values = {k: getattr(args, k) if getattr(args, k) is not None else defaults.get(k) for k in keys}
+    values["gpu_memory_utilization"] = values["gpu_memory_utilization"] or DEFAULT_GPU_MEMORY_UTILIZATION
+    missing = ["--" + k.replace("_", "-") for k in FLAG_KEYS if values[k] is None]
     if missing:
         return None, [f"{', '.join(missing)} required: no stack runs {args.model} to take its flags from"]
-    problems = [f"--{k.replace('_', '-')} must be > 0, got {v}" for k, v in values.items() if v is not None and v <= 0]
-    if not 0 < args.gpu_memory_utilization <= 1:
-        problems.append(f"--gpu-memory-utilization must be in (0, 1], got {args.gpu_memory_utilization:g}")
+    problems = [f"--{k.replace('_', '-')} must be > 0, got {values[k]}" for k in FLAG_KEYS if (values[k] or 0) <= 0]
+    utilization = float(values["gpu_memory_utilization"] or 0)
+    if not 0 < utilization <= 1:
+        problems.append(f"--gpu-memory-utilization must be in (0, 1], got {utilization:g}")
     if problems:
         return None, problems
-    return (
-        EngineFlags(
-            int(values["max_model_len"] or 0),
-            int(values["max_num_seqs"] or 0),
-            int(values["max_num_batched_tokens"] or 0),
-            args.gpu_memory_utilization,
-            args.vllm_version,
-        ),
-        [],
-    )
+    m, s, b = (int(values[k] or 0) for k in FLAG_KEYS)
+    return EngineFlags(m, s, b, utilization, args.vllm_version), []
 
 
 def _name(args: argparse.Namespace, device: Gpu | None, model: Checkpoint | None) -> tuple[str, list[str]]:

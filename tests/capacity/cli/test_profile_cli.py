@@ -18,9 +18,10 @@ import yaml
 from capacity.__main__ import build_parser, main
 from capacity.cli.profile import setup_of
 from capacity.engine import get_profile, measured
+from capacity.engine.measured import EngineFlags
 from capacity.engine.profiles import CALIBRATED
 from capacity.engine.sweep_fit import FITTED
-from capacity.engine.trust import trust_of
+from capacity.engine.trust import accuracy, trust_of
 from capacity.measure.envelope import read_envelope
 from capacity.measure.report import write_report
 from capacity.measure.sweep import PointResult
@@ -139,6 +140,16 @@ def test_the_planner_keeps_a_measured_profile_on_its_own_gpu_and_moves_off_it_by
     assert ("models[0].capacityProfile", "l4-qwen2.5-14b-awq") in gpu_edits(sm, "l4")
 
 
+def test_stack_takes_the_flags_of_the_stack_model_that_serves_the_checkpoint(swept):
+    args = build_parser("profile").parse_args(
+        ["profile", "--from-sweep", str(swept), "--gpu", "l4", "--model", "qwen2.5-14b-awq", "--stack", "prod"]
+    )
+    _, setup, name = setup_of(args)
+    # Pulumi.prod.yaml's qwen25-14b-awq engine block, not the physics profiles' defaults (40 seqs, 2048)
+    assert setup.flags == EngineFlags(15_000, 32, 1024, 0.85, "0.25.1")
+    assert name == "l4-qwen2.5-14b-awq-measured"
+
+
 # --- the README's example: the committed profile is what its command wrote --------------------
 
 
@@ -229,6 +240,11 @@ def test_a_sweep_of_another_replica_is_told_by_its_kv_usage(capsys, swept):
     assert "mean KV usage at concurrency 40 is 78%" in err and "the swept replica ran other flags" in err
 
 
+def test_a_stack_that_does_not_serve_the_checkpoint_is_refused(capsys, swept):
+    err = _error(capsys, "--from-sweep", str(swept), *CLAIM, "--stack", "prod")
+    assert "--stack prod serves no model with huggingFaceId DeepSeek-R1-Distill-Qwen-14B-AWQ" in err
+
+
 def test_a_name_that_does_not_start_with_its_gpu_is_refused(capsys, swept):
     err = _error(capsys, "--from-sweep", str(swept), *CLAIM, "--name", "l4-mine")
     assert "--name 'l4-mine' must start with 'a10g-'" in err
@@ -261,9 +277,6 @@ def test_a_broken_measured_file_is_one_line_naming_it(tmp_path, monkeypatch):
 
 
 def test_a_regime_the_sweep_has_no_level_in_falls_back_to_the_gpus_held_out_error(tmp_path, monkeypatch):
-    from capacity.engine.measured import EngineFlags
-    from capacity.engine.trust import accuracy
-
     light_only = measured.document(
         name="a10g-light-only",
         gpu="a10g",
