@@ -333,6 +333,10 @@ def setup_of(args: argparse.Namespace) -> tuple[Sweep, SweepSetup, str]:
                 f"{sweep.csv}: {len(sweep.rows)} concurrency levels; fitting {len(FITTED)} numbers and holding "
                 f"one level out needs at least {MIN_ROWS}"
             )
+    # vLLM answers 400 to a request whose prompt + max_tokens exceeds max_model_len (vllm-project/vllm
+    # vllm/entrypoints/openai/serving_engine.py, OpenAIServing._validate_prompt_and_tokenize at
+    # 0030b9ff: `token_num + request.max_tokens > self.max_model_len` raises; its successor
+    # `_validate_input` keeps the check: "'max_tokens' or 'max_completion_tokens' is too large")
     if flags is not None and {"prompt_tokens", "output_tokens"} <= set(shape):
         length = int(shape["prompt_tokens"] + shape["output_tokens"])
         if length > flags.max_model_len:
