@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "plan": "capacity.cli.plan",
     "schedule": "capacity.cli.schedule",
     "explain": "capacity.cli.explain",
+    "profile": "capacity.cli.profile",
 }
 
 

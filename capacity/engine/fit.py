@@ -143,7 +143,7 @@ def fit(
             return math.inf  # out of range, or a replica that cannot start
 
     x0 = np.log(start.as_vector())
-    return decode(_nelder_mead(objective, x0, step=0.2, iterations=iterations))
+    return decode(nelder_mead(objective, x0, step=0.2, iterations=iterations))
 
 
 def _held_out(
@@ -189,7 +189,7 @@ def summary(points: Sequence[Point]) -> dict[str, float]:
     }
 
 
-def _nelder_mead(f: Callable[[np.ndarray], float], x0: np.ndarray, step: float, iterations: int) -> np.ndarray:
+def nelder_mead(f: Callable[[np.ndarray], float], x0: np.ndarray, step: float, iterations: int) -> np.ndarray:
     simplex = [x0] + [x0 + step * np.eye(len(x0))[i] for i in range(len(x0))]
     values = [f(x) for x in simplex]
     for _ in range(iterations):

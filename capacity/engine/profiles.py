@@ -5,13 +5,17 @@ derived from physics (`capacity.engine.roofline`) with the calibration fitted on
 - `a10g-r1-14b-awq`: the calibrated replica itself;
 - `<gpu>-<model>` (e.g. `h100-qwen2.5-7b-awq`): every model of the stacks on every GPU in
   data/gpus.yaml, with the stack's engine flags, so a GPU that was never rented can be simulated;
-- `8gb-qwen2.5-1.5b`, `8gb-qwen2.5-3b-eager`: the 8 GB consumer-GPU references of the README.
+- `8gb-qwen2.5-1.5b`, `8gb-qwen2.5-3b-eager`: the 8 GB consumer-GPU references of the README;
+- measured profiles (`capacity.engine.measured`: data/measured/<name>.yaml, written by
+  `python -m capacity profile --from-sweep`): a swept replica with its fitted calibration, looked
+  up by name when no profile above has it.
 
 tests/capacity/engine/test_engine_calibration.py holds each reference profile to its measurements.
 """
 
 from __future__ import annotations
 
+from capacity.engine import measured
 from capacity.engine.hardware import Checkpoint, Gpu, Interconnect, checkpoint, gpu
 from capacity.engine.profile import EngineProfile
 from capacity.engine.roofline import Calibration, SchedulerCost, memory_plan, scheduler_of, step_cost
@@ -172,11 +176,35 @@ PROFILES: dict[str, EngineProfile] = {p.name: p for p in (calibrated(), *_eight_
 DEFAULT_PROFILE = "a10g-r1-14b-awq"
 
 
+def from_measured(record: measured.MeasuredProfile) -> EngineProfile:
+    """A measured profile: its replica derived with the calibration its sweep fitted."""
+    f = record.flags
+    try:
+        return derive(
+            record.name,
+            checkpoint(record.checkpoint),
+            gpu(record.gpu),
+            max_model_len=f.max_model_len,
+            max_num_seqs=f.max_num_seqs,
+            max_num_batched_tokens=f.max_num_batched_tokens,
+            gpu_memory_utilization=f.gpu_memory_utilization,
+            calibration=record.calibration,
+            vllm_version=f.vllm_version,
+            description=f"{record.gpu}, {record.checkpoint}, max-num-seqs {f.max_num_seqs}, batched-tokens "
+            f"{f.max_num_batched_tokens}, vLLM {f.vllm_version} (measured: {record.sweep})",
+        )
+    except ValueError as exc:
+        raise ValueError(f"measured profile {record.path}: {exc}") from None
+
+
 def get_profile(name: str) -> EngineProfile:
     """The named profile; a clear ValueError saying why it is not offered, or listing the known names."""
     if name in UNAVAILABLE:
         raise ValueError(f"engine profile {name!r} is not offered: {UNAVAILABLE[name]}")
-    try:
+    if name in PROFILES:
         return PROFILES[name]
-    except KeyError:
-        raise ValueError(f"unknown engine profile {name!r}; known profiles: {', '.join(sorted(PROFILES))}") from None
+    record = measured.find(name)
+    if record is not None:
+        return from_measured(record)
+    known = sorted([*PROFILES, *measured.names()])
+    raise ValueError(f"unknown engine profile {name!r}; known profiles: {', '.join(known)}")

@@ -1,7 +1,10 @@
 """How far to trust an engine profile (DESIGN.md, "Evidence and trust").
 
 - measured: the profile IS a swept replica: its GPU, architecture, weight format and engine
-  flags are those of a sweep in ../shared/calibration/ (the A10G run of the 14B AWQ);
+  flags are those of a sweep in ../shared/calibration/ (the A10G run of the 14B AWQ), or it is
+  a measured profile (`capacity.engine.measured`, fitted by `profile --from-sweep`) whose error
+  per regime is its own sweep's held-out error (a regime the sweep has no level in: the GPU's
+  held-out error below);
 - validated: its GPU is covered by the published measurements of the fit set and the engine's
   leave-one-source-out error on that GPU is within `VALIDATED_BOUND`;
 - extrapolated: neither (a GPU nobody measured, or one the model misses on), and every
@@ -27,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from capacity.engine import measured
 from capacity.engine.hardware import checkpoints, gpus
 from capacity.engine.profile import EngineProfile
 
@@ -85,6 +89,24 @@ def _swept(profile: EngineProfile) -> bool:
     return key in SWEPT
 
 
+def _is_record_of(record: measured.MeasuredProfile, profile: EngineProfile) -> bool:
+    """The profile runs the replica its record measured (not one re-derived with other flags)."""
+    f = record.flags
+    return (record.gpu, record.checkpoint, f.max_num_seqs, f.max_num_batched_tokens, f.max_model_len) == (
+        profile.gpu,
+        profile.checkpoint,
+        profile.max_num_seqs,
+        profile.max_num_batched_tokens,
+        profile.max_model_len,
+    )
+
+
+def _measured_error(record: measured.MeasuredProfile, data: dict[str, Any], regime: str) -> float:
+    """The sweep's own held-out error in `regime`; the GPU's where the sweep has no level there."""
+    own = record.held_out.get(regime)
+    return own if own is not None else _gpu_error(data, record.gpu, regime)
+
+
 def _overall(data: dict[str, Any], regime: str, worst: bool = False) -> float:
     loso = data["loso"]
     return float(loso["worst"] if worst else loso[f"{regime}_median"])
@@ -100,6 +122,10 @@ def trust_of(profile: EngineProfile, data: dict[str, Any] | None = None) -> Trus
     """The trust level of `profile` and the error per regime it rests on."""
     data = data if data is not None else accuracy()
     gpu = profile.gpu
+    record = measured.find(profile.name)
+    if record is not None and _is_record_of(record, profile):
+        light, saturated = (_measured_error(record, data, regime) for regime in REGIMES)
+        return Trust(profile.name, "measured", gpu, light, saturated, record.basis())
     covered = data["loso_per_gpu"].get(gpu)
     single = profile.tensor_parallel_size == 1
     if gpu and single and _swept(profile):

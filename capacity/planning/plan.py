@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from capacity.engine import EngineProfile
+from capacity.engine import EngineProfile, measured
 from capacity.engine.hardware import checkpoint, gpus
 from capacity.engine.trust import Trust, trust_of
 from capacity.planning import journal
@@ -269,8 +269,11 @@ def landing_note(sm: StackModel, family: str) -> str:
 def gpu_edits(sm: StackModel, gpu: str) -> list[ConfigEdit]:
     """The edits that run the model on `gpu` with that GPU's physics profile (a pin to one of its
     families when it moves; the stack then derives the profile with the model's own engine
-    flags, from_stack.with_engine_flags); none when it already runs so."""
+    flags, from_stack.with_engine_flags); none when it already runs so, or when it stays on the
+    GPU of a measured profile (`profile --from-sweep`: a sweep of this replica beats its physics)."""
     profile = f"{gpu}-{checkpoint(sm.model.hugging_face_id).short}"
+    if gpu == current_gpu(sm) and measured.find(sm.profile.name) is not None:
+        return []
     if gpu != current_gpu(sm):
         family = next(f for f, g in GPU_OF_FAMILY.items() if g == gpu and f in _families(sm))
         return gpu_type_edits(sm, family, profile)
