@@ -30,7 +30,10 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate-scale", type=float, default=1.0, help="x times the requests over the same duration")
     p.add_argument("--time-scale", type=float, default=1.0, help="stretch the trace's time by this factor")
     p.add_argument(
-        "--router", choices=ROUTERS, default="least-request", help="least-request = Envoy P2C (the gateway default)"
+        "--router",
+        choices=ROUTERS,
+        help="least-request = Envoy P2C; endpoint-picker = the Inference Extension's EPP with the inferencepool "
+        "chart's default scorers (queue, KV-cache utilisation, prefix cache) (default: the model's serving.routing)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the simulation's random draws")
     # A trace is a window of a running day: starting it from minReplicas would measure a cold
@@ -164,7 +167,7 @@ def load_inputs(
         trace = traces.time_scale(trace, args.time_scale)
     trace = traces.rate_scale(trace, args.rate_scale, seed=args.seed)  # the same trace at 1
     options = RunOptions(
-        router=args.router,
+        router=args.router or sm.routing,
         seed=args.seed,
         initial_replicas=args.initial_replicas,
         metrics_outages=tuple(args.prometheus_outage),

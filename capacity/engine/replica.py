@@ -218,6 +218,11 @@ class ReplicaEngine:
             out[s.req.id] = s.generated + (step - s.join_step)
         return out
 
+    @property
+    def has_prefix_cache(self) -> bool:
+        """Has it cached a known prefix (a request with block ids came with prefix caching on)?"""
+        return self._pool is not None
+
     def first_tokens(self) -> list[tuple[Request, float]]:
         """First-token events (request, absolute time) since the last call."""
         out, self._new_first_tokens = self._new_first_tokens, []

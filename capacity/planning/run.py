@@ -108,6 +108,7 @@ def run_oracle(sm: StackModel, trace: Trace, options: RunOptions = RunOptions())
         options.oracle_interval_s,
         sm.model.gpus_per_replica,
         options.seed,
+        options.router,
     )
 
 
@@ -190,6 +191,11 @@ class RunSummary:
     unfinished_requests: int
     slo: JudgedSlo
     simulated_s: float
+    # Prefix-cache hits over queries (prompt tokens), fleet-wide and per replica ({pod, queries,
+    # hits, hit_rate}, pods by creation order); None / empty when no replica kept a prefix cache
+    # (a trace without block ids, or prefix caching off). Over the whole run, also for a part.
+    prefix_cache_hit_rate: float | None = None
+    prefix_cache_replicas: tuple[dict[str, Any], ...] = ()
 
     def with_oracle(self, oracle_gpu_hours: float) -> RunSummary:
         """The summary with the oracle's GPU-hours and the ratio of the policy's to them."""
@@ -235,6 +241,16 @@ def summarize(result: SimResult, sm: StackModel, feasible_mask: np.ndarray) -> R
         unfinished_requests=int((accepted & ~ok & (result.outcome != FAILED)).sum()),
         slo=JudgedSlo(targets.ttft_s, targets.tpot_s, sm.policy.slo.e2e_p99_seconds, targets.objective),
         simulated_s=round(result.end_time, 1),
+        prefix_cache_hit_rate=None if (rate := result.prefix_cache_hit_rate) is None else round(rate, 4),
+        prefix_cache_replicas=tuple(
+            {
+                "pod": c.pod,
+                "queries": c.queries,
+                "hits": c.hits,
+                "hit_rate": round(c.hits / c.queries, 4) if c.queries else None,
+            }
+            for c in result.prefix_cache
+        ),
     )
 
 

@@ -22,6 +22,7 @@ import yaml
 from capacity.engine import EngineProfile, get_profile
 from capacity.engine.hardware import checkpoints, gpus
 from capacity.engine.profiles import derive
+from capacity.sim.cluster.router import RouterName
 from capacity.sim.cluster.startup import Pool, Startup, replica_capacity
 from capacity.sim.control.keda import ScaledObject
 from capacity.sim.scaledobject import Manifest, parse_scaled_object
@@ -70,6 +71,11 @@ class StackModel:
     @property
     def model(self) -> ModelSettings:
         return self.monitored.model
+
+    @property
+    def routing(self) -> RouterName:
+        """How the gateway picks the model's replica (`serving.routing`)."""
+        return self.model.serving.routing
 
     @property
     def policy(self) -> ModelAutoscaling:
@@ -132,10 +138,12 @@ def read_policy_file(path: Path) -> dict[str, Any]:
 
 def _stack_profile(name: str, model: ModelSettings, model_index: int | None) -> EngineProfile:
     try:
-        return with_engine_flags(_profile(name, model_index), model)
+        profile = with_engine_flags(_profile(name, model_index), model)
     except ValueError as exc:  # vLLM would not start with these flags on this GPU
         where = f"{NAMESPACE}:models[{model_index}].engine" if model_index is not None else "--profile"
         raise ValueError(f"{where}: {exc}") from None
+    # engine.prefixCaching: false renders --no-enable-prefix-caching (V0 never caches prefixes here)
+    return replace(profile, prefix_caching=profile.prefix_caching and model.engine.prefix_caching)
 
 
 def _profile(name: str, model_index: int | None) -> EngineProfile:

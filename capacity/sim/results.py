@@ -120,6 +120,16 @@ class RequestLog:
         return ttft, tpot_p95, e2e
 
 
+@dataclass(frozen=True)
+class PrefixCacheCount:
+    """One replica's prefix-cache counters over its life (vllm:prefix_cache_queries / _hits:
+    prompt tokens looked up at admission, and those found cached)."""
+
+    pod: int
+    queries: int
+    hits: int
+
+
 @dataclass
 class SimResult:
     """Per request (trace order): arrival, TTFT, TPOT = (e2e - TTFT) / (output tokens - 1)
@@ -137,6 +147,14 @@ class SimResult:
     triggers: tuple[KedaTrigger, ...]  # what the timeline's signals were compared with
     nodes: tuple[NodeSpan, ...]  # every GPU node, launch to termination: what is billed
     scale_times: tuple[float, ...]  # when spec.replicas changed (one per scale event)
+    # per replica that kept a prefix cache (the trace had block ids and the engine caches prefixes)
+    prefix_cache: tuple[PrefixCacheCount, ...] = ()
+
+    @property
+    def prefix_cache_hit_rate(self) -> float | None:
+        """Fleet-wide prefix-cache hits over queries (None: no replica kept a prefix cache)."""
+        queries = sum(c.queries for c in self.prefix_cache)
+        return sum(c.hits for c in self.prefix_cache) / queries if queries else None
 
     @property
     def gpu_seconds(self) -> dict[str, float]:
