@@ -167,7 +167,7 @@ def load_inputs(
         trace = traces.time_scale(trace, args.time_scale)
     trace = traces.rate_scale(trace, args.rate_scale, seed=args.seed)  # the same trace at 1
     options = RunOptions(
-        router=args.router or sm.routing,
+        router=args.router,
         seed=args.seed,
         initial_replicas=args.initial_replicas,
         metrics_outages=tuple(args.prometheus_outage),

@@ -20,7 +20,7 @@ from capacity.workload.traces import Trace
 
 @dataclass(frozen=True)
 class RunOptions:
-    router: RouterName = "least-request"
+    router: RouterName | None = None  # None: the stack model's serving.routing
     seed: int = 0
     # Warm replicas at t = 0; default: `warm_start` within the policy's min/max, as if the
     # policy had been running before the trace started (the CLI passes the oracle's count
@@ -42,7 +42,7 @@ def sim_config(sm: StackModel, options: RunOptions, initial: int) -> SimConfig:
         gpus_per_replica=sm.model.gpus_per_replica,
         spot_interruptions_per_hour=sm.spot_interruptions_per_hour,
         scrape_interval_s=sm.scrape_interval_s,
-        router=options.router,
+        router=options.router or sm.routing,
         seed=options.seed,
         initial_replicas=initial,
         metrics_outages=options.metrics_outages,
@@ -108,7 +108,7 @@ def run_oracle(sm: StackModel, trace: Trace, options: RunOptions = RunOptions())
         options.oracle_interval_s,
         sm.model.gpus_per_replica,
         options.seed,
-        options.router,
+        options.router or sm.routing,
     )
 
 
@@ -276,6 +276,9 @@ class CombinedSummary:
     usd_per_million_output_tokens: float | None
     oracle_gpu_hours: float | None = None
     oracle_ratio: float | None = None
+    # prefix-cache hits over queries over every run's replicas; None (and left out of `as_dict`)
+    # when no replica kept a prefix cache (traces without block ids)
+    prefix_cache_hit_rate: float | None = None
 
     def with_oracle(self, oracle_gpu_hours: float) -> CombinedSummary:
         """The summary with the oracle's GPU-hours on the same traffic and the ratio to them."""
@@ -289,6 +292,8 @@ class CombinedSummary:
         out = asdict(self)
         if self.oracle_gpu_hours is None:
             del out["oracle_gpu_hours"], out["oracle_ratio"]
+        if self.prefix_cache_hit_rate is None:
+            del out["prefix_cache_hit_rate"]
         return out
 
     @classmethod
@@ -301,6 +306,8 @@ def combined(summaries: Sequence[RunSummary], output_tokens: float) -> CombinedS
     """One candidate's runs on several traces, scored together."""
     cost = sum(s.cost_usd for s in summaries)
     requests = max(sum(s.requests for s in summaries), 1)
+    queries = sum(r["queries"] for s in summaries for r in s.prefix_cache_replicas)
+    hits = sum(r["hits"] for s in summaries for r in s.prefix_cache_replicas)
     return CombinedSummary(
         slo_attainment=min(s.slo_attainment for s in summaries),
         infeasible_share=round(sum(s.infeasible_requests for s in summaries) / requests, 4),
@@ -310,6 +317,7 @@ def combined(summaries: Sequence[RunSummary], output_tokens: float) -> CombinedS
         scale_events=sum(s.scale_events for s in summaries),
         max_replicas_used=max(s.max_replicas_used for s in summaries),
         usd_per_million_output_tokens=round(cost / output_tokens * 1e6, 3) if output_tokens else None,
+        prefix_cache_hit_rate=round(hits / queries, 4) if queries else None,
     )
 
 
@@ -336,7 +344,8 @@ def per_trace(trace: Trace, key: Any, compute: Callable[[], Any]) -> Any:
 def warmed(sm: StackModel, trace: Trace, options: RunOptions) -> RunOptions:
     """`options` starting the run with the fleet the oracle needs for the trace's first interval
     (remembered per trace and profile), as if the policy had been running before the trace."""
-    warm = per_trace(trace, ("warm", sm.profile, options.oracle_objective), lambda: warm_start(sm, trace, options))
+    key = ("warm", sm.profile, options.oracle_objective, options.router or sm.routing)
+    warm = per_trace(trace, key, lambda: warm_start(sm, trace, options))
     return replace(options, warm_start=warm)
 
 
