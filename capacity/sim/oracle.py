@@ -101,7 +101,10 @@ def fewest_replicas(meets: Callable[[int], bool], start: int, cap: int = MAX_REP
 
 
 def _only(trace: Trace, keep: np.ndarray) -> Trace:
-    return Trace(trace.name, trace.arrivals[keep], trace.prompt_tokens[keep], trace.output_tokens[keep], trace.start)
+    blocks = tuple(b for b, k in zip(trace.block_ids, keep.tolist()) if k) if trace.block_ids is not None else None
+    return Trace(
+        trace.name, trace.arrivals[keep], trace.prompt_tokens[keep], trace.output_tokens[keep], trace.start, blocks
+    )
 
 
 def oracle(
