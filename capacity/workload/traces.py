@@ -458,6 +458,4 @@ def rate_scale(trace: Trace, factor: float, seed: int = 0) -> Trace:
     jitter = np.where(first_copy, 0.0, rng.uniform(0, gap, len(index)))
     times = np.minimum(trace.arrivals[index] + jitter, trace.duration)
     blocks = [trace.block_ids[i] for i in index.tolist()] if trace.block_ids is not None else None
-    return _sorted_trace(
-        trace.name, times, trace.prompt_tokens[index], trace.output_tokens[index], trace.start, blocks
-    )
+    return _sorted_trace(trace.name, times, trace.prompt_tokens[index], trace.output_tokens[index], trace.start, blocks)
