@@ -29,10 +29,13 @@ a little earlier than vLLM would; a unit hit in part is touched whole.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 
 MOONCAKE_BLOCK_TOKENS = 512  # Mooncake traces' hash_ids: one id per 512 prompt tokens
+# LMCache's chunk: `chunk_size` 256 (lmcache/v1/config.py), the `lmcache_chunk_size` of
+# lmcache/integration/vllm/vllm_v1_adapter.py `ReqMeta.from_request_tracker`
+LMCACHE_CHUNK_TOKENS = 256
 _ROOT = 0x9E3779B97F4A7C15  # the chain's parent of the first block (vLLM's NONE_HASH)
 
 
@@ -45,6 +48,58 @@ def unit_keys(block_ids: Sequence[int]) -> tuple[int, ...]:
         parent = hash((parent, block))
         keys.append(parent)
     return tuple(keys)
+
+
+class CpuTier:
+    """LMCache's CPU tier on one replica (lmcache/integration/vllm/vllm_v1_adapter.py at
+    LMCache/LMCache@0043281d, `LMCacheConnectorV1Impl`): after each prefill step the connector
+    saves the prompt's KV in whole 256-token chunks (`ReqMeta.from_request_tracker`: partial
+    chunks discarded, decode tokens not saved), keyed by the prefix up to each chunk, into pinned
+    host memory of `max_local_cpu_size`, evicting the least recently used chunk when full; at
+    admission `get_num_new_matched_tokens` returns the leading tokens it holds beyond vLLM's own
+    hit (less the last one when every token is held), which are loaded over the host link instead
+    of computed. Chunks are kept here per 512-token unit (two each), least recently stored first,
+    so a request's leading chunks are the first of its own to go, as LMCache's LRU does."""
+
+    def __init__(self, capacity_tokens: int) -> None:
+        self.capacity = capacity_tokens // LMCACHE_CHUNK_TOKENS  # chunks
+        self._units: OrderedDict[int, int] = OrderedDict()  # unit key -> leading chunks stored
+        self._stored = 0
+
+    @staticmethod
+    def _chunks_of(prompt_tokens: int, unit: int) -> int:
+        per_unit = MOONCAKE_BLOCK_TOKENS // LMCACHE_CHUNK_TOKENS
+        return max(0, min(per_unit, (prompt_tokens - unit * MOONCAKE_BLOCK_TOKENS) // LMCACHE_CHUNK_TOKENS))
+
+    def lookup(self, keys: Sequence[int], prompt_tokens: int) -> int:
+        """Leading prompt tokens held (whole chunks, up to the first missing one)."""
+        hit = 0
+        units = self._units
+        for i, key in enumerate(keys):
+            stored = units.get(key)
+            own = self._chunks_of(prompt_tokens, i)
+            if stored is None or own <= 0:
+                break
+            n = stored if stored < own else own
+            hit += n * LMCACHE_CHUNK_TOKENS
+            if n < MOONCAKE_BLOCK_TOKENS // LMCACHE_CHUNK_TOKENS:
+                break
+        return hit
+
+    def store(self, keys: Sequence[int], prompt_tokens: int) -> None:
+        """The prompt's whole chunks are saved (most recently used), the oldest evicted past capacity."""
+        units = self._units
+        for i, key in enumerate(keys):
+            own = self._chunks_of(prompt_tokens, i)
+            if own <= 0:
+                break
+            old = units.pop(key, 0)
+            new = own if own > old else old
+            units[key] = new
+            self._stored += new - old
+        while self._stored > self.capacity and units:
+            _, chunks = units.popitem(last=False)
+            self._stored -= chunks
 
 
 class _Unit:

@@ -38,7 +38,7 @@ import heapq
 from collections import deque
 from dataclasses import dataclass, field
 
-from capacity.engine.prefix_cache import MOONCAKE_BLOCK_TOKENS, BlockPool
+from capacity.engine.prefix_cache import MOONCAKE_BLOCK_TOKENS, BlockPool, CpuTier
 from capacity.engine.profile import EngineProfile
 
 
@@ -98,6 +98,7 @@ class _Seq:
         "held",
         "join_step",
         "last_token_time",
+        "load",
         "order",
         "queried",
         "ready",
@@ -124,6 +125,7 @@ class _Seq:
         self.last_token_time = 0.0
         self.held: list[int] = []  # prefix-cache units it holds (prompt order)
         self.queried = 0  # 0: never admitted; 1: in its first admission step; 2: after
+        self.load = 0  # of its planned prefix hit, tokens loaded from LMCache's CPU tier
 
 
 class ReplicaEngine:
@@ -154,7 +156,9 @@ class ReplicaEngine:
         # up at a request's first admission, and those found cached
         self.prefix_queries = 0
         self.prefix_hits = 0
+        self.external_hits = 0  # prompt tokens loaded from LMCache's CPU tier instead
         self._pool: BlockPool | None = None  # created by the first request with a known prefix
+        self._cpu: CpuTier | None = None  # LMCache's CPU tier, with the pool when the profile has one
         self._pool_mark: tuple[int, int, int, int] = (-1, -1, -1, -1)
 
     @property
@@ -248,6 +252,8 @@ class ReplicaEngine:
             self._clock = now  # == max(self._clock, now)
         if request.prefix and self._pool is None and self._prefix_caching:
             self._pool = BlockPool(self._kv_blocks, MOONCAKE_BLOCK_TOKENS // self._bs)
+            if self.profile.lmcache_tokens:
+                self._cpu = CpuTier(self.profile.lmcache_tokens)
         self._order += 1
         start = request.arrival if request.arrival > self._server_free else self._server_free
         ready = start + self._server_s
@@ -408,8 +414,20 @@ class ReplicaEngine:
         self._sync_pool(pool)
         blocks, _ = pool.lookup(s.req.prefix, s.req.prompt_tokens)
         hit = blocks * self._bs
-        cap = ((s.computed + s.to_prefill - 1) // self._bs) * self._bs
-        return hit if hit < cap else cap
+        total = s.computed + s.to_prefill
+        cap = ((total - 1) // self._bs) * self._bs
+        if hit > cap:
+            hit = cap
+        s.load = 0
+        if self._cpu is not None:
+            # get_num_new_matched_tokens: LMCache's hit beyond vLLM's, less the last token
+            external = self._cpu.lookup(s.req.prefix, s.req.prompt_tokens)
+            if external >= total:
+                external = total - 1
+            if external > hit:
+                s.load = external - hit
+                return external
+        return hit
 
     def _pool_touch(self, s: _Seq, hit: int) -> None:
         """Admitted with `hit` cached tokens: it holds (touches) the units they span."""
@@ -543,7 +561,12 @@ class ReplicaEngine:
         return seqs, tokens, sampled, kv, pairs
 
     def _step_time(self, plan: list[tuple[_Seq, int, int]]) -> float:
-        return self._cost.step_time(*self._batch(plan))
+        """The step's compute, plus the host-to-device copy of what its admissions load from
+        LMCache (the connector's load completes before their first forward pass)."""
+        if self._cpu is None:
+            return self._cost.step_time(*self._batch(plan))
+        loaded = sum(s.load for s, _, hit in plan if hit)
+        return self._cost.step_time(*self._batch(plan)) + loaded * self.profile.kv_load_s_per_token
 
     def _prefill_only_time(self, plan: list[tuple[_Seq, int, int]]) -> float:
         return self._cost.step_time(*self._batch(plan, decoders=False))
@@ -684,10 +707,12 @@ class ReplicaEngine:
         for s, c, hit in plan:
             if s.queried == 1:
                 s.queried = 2
-                self.prefix_hits += hit
+                self.prefix_hits += hit - s.load
+                self.external_hits += s.load
             if hit:
                 if pool is not None and s.req.prefix:
-                    self._pool_touch(s, hit)
+                    self._pool_touch(s, hit - s.load)  # what LMCache loads is cached when computed
+                    s.load = 0
                 s.computed += hit
                 s.to_prefill -= hit
                 self._prefill_ctx += hit
@@ -704,6 +729,8 @@ class ReplicaEngine:
             self._prefill_ctx -= s.computed
             if pool is not None and s.req.prefix:
                 self._pool_cache(s)
+                if self._cpu is not None:
+                    self._cpu.store(s.req.prefix, s.req.prompt_tokens)
         first_prompts = self._complete_prefills(completed, end, done)
         if record:
             self.stats.step_tokens.append((first_prompts + b + len(completed), 1))

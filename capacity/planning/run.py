@@ -191,8 +191,9 @@ class RunSummary:
     unfinished_requests: int
     slo: JudgedSlo
     simulated_s: float
-    # Prefix-cache hits over queries (prompt tokens), fleet-wide and per replica ({pod, queries,
-    # hits, hit_rate}, pods by creation order); None / empty when no replica kept a prefix cache
+    # Prompt tokens found cached (vLLM's hits, plus LMCache's `external_hits`) over those looked
+    # up, fleet-wide and per replica ({pod, queries, hits, external_hits, hit_rate}, pods by
+    # creation order); None / empty when no replica kept a prefix cache
     # (a trace without block ids, or prefix caching off). Over the whole run, also for a part.
     prefix_cache_hit_rate: float | None = None
     prefix_cache_replicas: tuple[dict[str, Any], ...] = ()
@@ -247,7 +248,8 @@ def summarize(result: SimResult, sm: StackModel, feasible_mask: np.ndarray) -> R
                 "pod": c.pod,
                 "queries": c.queries,
                 "hits": c.hits,
-                "hit_rate": round(c.hits / c.queries, 4) if c.queries else None,
+                "external_hits": c.external_hits,
+                "hit_rate": round(c.cached / c.queries, 4) if c.queries else None,
             }
             for c in result.prefix_cache
         ),
@@ -307,7 +309,7 @@ def combined(summaries: Sequence[RunSummary], output_tokens: float) -> CombinedS
     cost = sum(s.cost_usd for s in summaries)
     requests = max(sum(s.requests for s in summaries), 1)
     queries = sum(r["queries"] for s in summaries for r in s.prefix_cache_replicas)
-    hits = sum(r["hits"] for s in summaries for r in s.prefix_cache_replicas)
+    hits = sum(r["hits"] + r["external_hits"] for s in summaries for r in s.prefix_cache_replicas)
     return CombinedSummary(
         slo_attainment=min(s.slo_attainment for s in summaries),
         infeasible_share=round(sum(s.infeasible_requests for s in summaries) / requests, 4),

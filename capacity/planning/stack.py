@@ -21,7 +21,7 @@ import yaml
 
 from capacity.engine import EngineProfile, get_profile
 from capacity.engine.hardware import checkpoints, gpus
-from capacity.engine.profiles import derive
+from capacity.engine.profiles import derive, with_lmcache
 from capacity.sim.cluster.router import RouterName
 from capacity.sim.cluster.startup import Pool, Startup, replica_capacity
 from capacity.sim.control.keda import ScaledObject
@@ -143,7 +143,14 @@ def _stack_profile(name: str, model: ModelSettings, model_index: int | None) -> 
         where = f"{NAMESPACE}:models[{model_index}].engine" if model_index is not None else "--profile"
         raise ValueError(f"{where}: {exc}") from None
     # engine.prefixCaching: false renders --no-enable-prefix-caching (V0 never caches prefixes here)
-    return replace(profile, prefix_caching=profile.prefix_caching and model.engine.prefix_caching)
+    profile = replace(profile, prefix_caching=profile.prefix_caching and model.engine.prefix_caching)
+    if not model.engine.lmcache_bytes:
+        return profile
+    try:
+        return with_lmcache(profile, model.engine.lmcache_bytes)
+    except ValueError as exc:
+        where = f"{NAMESPACE}:models[{model_index}].engine.lmcache" if model_index is not None else "--profile"
+        raise ValueError(f"{where}: {exc}") from None
 
 
 def _profile(name: str, model_index: int | None) -> EngineProfile:

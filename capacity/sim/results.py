@@ -123,11 +123,18 @@ class RequestLog:
 @dataclass(frozen=True)
 class PrefixCacheCount:
     """One replica's prefix-cache counters over its life (vllm:prefix_cache_queries / _hits:
-    prompt tokens looked up at admission, and those found cached)."""
+    prompt tokens looked up at admission, and those found in vLLM's cache), and the prompt tokens
+    LMCache's CPU tier supplied beyond them."""
 
     pod: int
     queries: int
     hits: int
+    external_hits: int = 0
+
+    @property
+    def cached(self) -> int:
+        """Prompt tokens not prefilled: found on the GPU or loaded from the CPU tier."""
+        return self.hits + self.external_hits
 
 
 @dataclass
@@ -152,9 +159,10 @@ class SimResult:
 
     @property
     def prefix_cache_hit_rate(self) -> float | None:
-        """Fleet-wide prefix-cache hits over queries (None: no replica kept a prefix cache)."""
+        """Fleet-wide share of the prompt tokens looked up that were cached, on the GPU or in
+        LMCache's CPU tier (None: no replica kept a prefix cache)."""
         queries = sum(c.queries for c in self.prefix_cache)
-        return sum(c.hits for c in self.prefix_cache) / queries if queries else None
+        return sum(c.cached for c in self.prefix_cache) / queries if queries else None
 
     @property
     def gpu_seconds(self) -> dict[str, float]:

@@ -341,7 +341,7 @@ class Simulation:
             nodes=tuple(fleet.node_spans),
             scale_times=tuple(fleet.scale_times),
             prefix_cache=tuple(
-                PrefixCacheCount(pod.id, pod.engine.prefix_queries, pod.engine.prefix_hits)
+                PrefixCacheCount(pod.id, pod.engine.prefix_queries, pod.engine.prefix_hits, pod.engine.external_hits)
                 for pod in fleet.pods
                 if pod.engine is not None and pod.engine.has_prefix_cache
             ),
