@@ -356,6 +356,7 @@ def run(args: argparse.Namespace) -> int:
     options = RunOptions(
         router=args.router, seed=args.seed, oracle_interval_s=args.oracle_interval, oracle_objective=args.slo_attainment
     )
+    known = all(t.block_ids is not None for t in searched)  # every trace knows its prefixes
     with counted(f"plan {sm.stack}/{sm.model.name}", not args.json, "candidates") as count:
         progress = (lambda done: count(done, args.trials)) if count else None
         result = plan.search(
@@ -372,7 +373,9 @@ def run(args: argparse.Namespace) -> int:
             args.search_pools,
             args.journal,
             keep_guardrails=not args.allow_dropping_guardrails,
-            search_routing=args.router is None and all(t.block_ids is not None for t in searched),
+            search_routing=args.router is None and known,
+            # LMCache needs an image that ships it (settings refuse it on the stock vLLM image)
+            search_lmcache=known and plan.lmcache_deploys(sm),
         )
     front = plan.frontier(result.trials)
     best = result.best

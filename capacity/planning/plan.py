@@ -45,6 +45,7 @@ from capacity.planning.run import (
 )
 from capacity.planning.stack import (
     ConfigEdit,
+    ConfigRemove,
     StackModel,
     apply_config_set,
     gpu_type_edits,
@@ -272,6 +273,11 @@ def edits_of(sm: StackModel, p: Mapping[str, Any]) -> list[ConfigEdit]:
     edits += [(f"models[{index}].engine.{k}", p[k]) for k in ENGINE_FLAGS]
     if "routing" in p:  # searched: the traces know their prefixes
         edits.append((f"models[{index}].serving.routing", p["routing"]))
+    if "lmcache" in p:  # searched: the image ships LMCache
+        if p["lmcache"] != "none":
+            edits.append((f"models[{index}].engine.lmcache", p["lmcache"]))
+        elif sm.model.engine.lmcache:
+            edits.append(ConfigRemove(f"models[{index}].engine.lmcache"))
     # Karpenter's consolidateAfter: how long an emptied node stays billed (and reusable, image cached).
     if p["consolidateAfter"] is not None:
         edits += [(f"gpuCapacity.pools[{i}].consolidateAfter", p["consolidateAfter"]) for i in pool_indices(sm)]
@@ -305,6 +311,16 @@ def edits_of(sm: StackModel, p: Mapping[str, Any]) -> list[ConfigEdit]:
             (f"{base}.policies[0].periodSeconds", p[f"{direction}Period"]),
         ]
     return edits
+
+
+def lmcache_deploys(sm: StackModel) -> bool:
+    """Would the stack's settings take an LMCache tier for the model (its image ships LMCache:
+    settings refuse `engine.lmcache` on the stock vLLM image)?"""
+    try:
+        apply_config_set(sm, [(f"models[{model_index(sm)}].engine.lmcache", "8Gi")])
+    except ValueError:
+        return False
+    return True
 
 
 def candidate_of(sm: StackModel, p: dict[str, Any]) -> Candidate:
@@ -435,6 +451,7 @@ def search(
     journal_path: Path | None = None,
     keep_guardrails: bool = True,
     search_routing: bool = False,
+    search_lmcache: bool = False,
 ) -> PlanResult:
     """`only`: search just these GPU types (names as `gpu_types` gives them); empty: all.
     `search_pools`: search the pools' consolidateAfter too; None: only when no other model of
@@ -443,7 +460,8 @@ def search(
     the same inputs (`capacity.planning.journal`); `PlanResult.resumed` counts those.
     `keep_guardrails`: every candidate keeps the guardrail triggers on above healthy traffic
     (`capacity.planning.guardrails`); False lets them be drawn off, as before they were kept.
-    `search_routing`: draw `serving.routing` (least-request or the endpoint picker) too."""
+    `search_routing`: draw `serving.routing` (least-request or the endpoint picker) too;
+    `search_lmcache`: draw `engine.lmcache` (LMCache's CPU tier) too."""
     if search_pools is None:
         search_pools = not sharing_models(sm)
     import optuna  # imported when a search runs: it takes a third of a second
@@ -463,7 +481,9 @@ def search(
     down_windows = [w for w in SCALE_DOWN_WINDOWS if w >= policy_min_scale_down_window(sm)] or [max(SCALE_DOWN_WINDOWS)]
     shares = [trials // len(types) + (i < trials % len(types)) for i in range(len(types))]
     rules = guardrails(sm, traces, keep_guardrails)
-    space = distributions(rules.max_replicas, search_pools, down_windows, keep_guardrails, search_routing)
+    space = distributions(
+        rules.max_replicas, search_pools, down_windows, keep_guardrails, search_routing, search_lmcache
+    )
     points = Points(sm, rules, space)
     done: list[Trial] = []
     resumed = 0
@@ -679,13 +699,14 @@ def cache_value(
 ) -> dict[str, Any] | None:
     """What the prefix cache is worth to the winner on the held-out traffic whose prefixes are
     known: the oracle's GPU-hours at the target with the winner's routing and prefix caching
-    (`validation`'s) against the oracle of today's cold model (least-request, no prefix caching),
+    (`validation`'s) against the oracle of today's cold model (least-request, no prefix caching,
+    no LMCache),
     the difference in $ at the winner's price per GPU-hour, and the hit rate it rests on. None
     when no held-out trace has block ids."""
     known = [(t, f) for t, f in held if t.block_ids is not None]
     if not known or validation.oracle_gpu_hours is None or len(known) != len(held):
         return None
-    cold_sm = replace(planned, profile=replace(planned.profile, prefix_caching=False))
+    cold_sm = replace(planned, profile=replace(planned.profile, prefix_caching=False, lmcache_tokens=0))
     cold_options = replace(options, router="least-request")
     cold = sum(run_oracle(cold_sm, t.window(t.duration * f, math.inf), cold_options).gpu_hours for t, f in known)
     warm = validation.oracle_gpu_hours

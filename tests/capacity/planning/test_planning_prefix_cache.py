@@ -38,3 +38,26 @@ def test_the_cache_is_worth_nothing_to_plan_on_traffic_without_block_ids():
     trace = load("synthetic:step:base=1,peak=1,duration=60,prompt=256,output=16")
     validation = CombinedSummary(0.99, 0.0, 0.0, 1.0, 1.0, 0, 1, None, 0.5, 2.0)
     assert plan.cache_value(dev, validation, [(trace, 0.7)], RunOptions()) is None
+
+
+def test_lmcache_is_not_searched_for_a_model_on_the_stock_vllm_image():
+    # settings refuse engine.lmcache on vllm/vllm-openai: it ships no LMCache
+    assert not plan.lmcache_deploys(load_stack_model("prod", root=ROOT))
+
+
+def test_a_searched_lmcache_tier_deploys_as_engine_lmcache():
+    dev = load_stack_model("dev", root=ROOT)
+    index = plan.model_index(dev)
+    built = apply_config_set(dev, [(f"models[{index}].image", "example.com/vllm-lmcache:v0.25.1")])
+    assert plan.lmcache_deploys(built)
+    point = committed_point(built, distributions(built.pool_replicas, False, (600,), lmcache=True), 0.55, 34.5)
+    assert point["lmcache"] == "none"
+    params = {
+        **point,
+        "gpu": plan.current_gpu(built),
+        "maxReplicas": built.policy.max_replicas,
+        "consolidateAfter": None,
+    }
+    params.update(kvEnabled=True, kvTarget=0.75, e2eEnabled=True, e2eThreshold=30.0, lmcache="16Gi")
+    deployed = apply_config_set(built, plan.edits_of(built, params))
+    assert deployed.model.engine.lmcache == "16Gi" and deployed.profile.lmcache_tokens > 0
