@@ -34,6 +34,7 @@ from capacity.planning.run import (
 )
 from capacity.planning.stack import StackModel
 from capacity.runtime import worker_pool
+from capacity.sim.cluster.router import RouterName
 from capacity.sim.scaledobject import Manifest, read_scaled_object
 from capacity.workload import traces
 
@@ -109,6 +110,13 @@ def run(args: argparse.Namespace) -> int:
     if cut:  # the oracle of the scored part only
         orc = run_oracle(sm, trace.window(cut, math.inf), options)
     jobs: list[Job] = [(f"stack {sm.stack}", sm, trace, options, None, feasible, cut)]
+    if args.router is None and trace.block_ids is not None:
+        # prefixes are known: the stack's policy behind the other router too (least-request vs
+        # the endpoint picker on the same trace)
+        other: RouterName = "endpoint-picker" if sm.routing == "least-request" else "least-request"
+        jobs.append(
+            (f"stack {sm.stack}, routing {other}", sm, trace, replace(options, router=other), None, feasible, cut)
+        )
     for path in args.policy:
         candidate = sm.with_policy_file(path)
         jobs.append((f"{path}{slo_note(candidate)}", candidate, trace, options, None, feasible, cut))

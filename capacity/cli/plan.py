@@ -127,7 +127,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="keep every evaluated candidate in this file (an Optuna journal); the same command run "
         "again with it skips what is already evaluated, e.g. after Ctrl-C (default: none)",
     )
-    parser.add_argument("--router", choices=ROUTERS, default="least-request", help="how the gateway spreads requests")
+    parser.add_argument(
+        "--router",
+        choices=ROUTERS,
+        help="how the gateway spreads requests, fixed (default: serving.routing searched between least-request and "
+        "endpoint-picker when every trace has block ids, else the model's own)",
+    )
     parser.add_argument("--oracle-interval", type=float, default=300.0, help="seconds per oracle interval")
     parser.add_argument("--png", type=Path, help="frontier PNG path (default: out/plan-<stack>-<model>.png)")
     parser.add_argument(
@@ -352,6 +357,7 @@ def run(args: argparse.Namespace) -> int:
     options = RunOptions(
         router=args.router, seed=args.seed, oracle_interval_s=args.oracle_interval, oracle_objective=args.slo_attainment
     )
+    known = all(t.block_ids is not None for t in searched)  # every trace knows its prefixes
     with counted(f"plan {sm.stack}/{sm.model.name}", not args.json, "candidates") as count:
         progress = (lambda done: count(done, args.trials)) if count else None
         result = plan.search(
@@ -368,6 +374,9 @@ def run(args: argparse.Namespace) -> int:
             args.search_pools,
             args.journal,
             keep_guardrails=not args.allow_dropping_guardrails,
+            search_routing=args.router is None and known,
+            # LMCache needs an image that ships it (settings refuse it on the stock vLLM image)
+            search_lmcache=known and plan.lmcache_deploys(sm),
         )
     front = plan.frontier(result.trials)
     best = result.best
@@ -425,6 +434,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         payload["binding_limit"] = plan.binding_limit(sm, result, searched, options)
     planned = plan.deploy(sm, best.candidate, result.types) if meets and best is not None else None
+    worth = plan.cache_value(planned, validation, held, options) if planned is not None and validation else None
+    payload["prefix_cache"] = worth
+    if worth is not None:
+        payload["notes"].append(plan.cache_note(worth))
     name = f"plan {sm.stack}/{sm.model.name}"
     png = args.png or Path("out") / f"plan-{sm.stack}-{sm.model.name}.png"
     payload["frontier_png"] = str(plot_frontier(result, front, png, name, _caption(payload["run"]), validation))

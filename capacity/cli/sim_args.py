@@ -30,7 +30,10 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate-scale", type=float, default=1.0, help="x times the requests over the same duration")
     p.add_argument("--time-scale", type=float, default=1.0, help="stretch the trace's time by this factor")
     p.add_argument(
-        "--router", choices=ROUTERS, default="least-request", help="least-request = Envoy P2C (the gateway default)"
+        "--router",
+        choices=ROUTERS,
+        help="least-request = Envoy P2C; endpoint-picker = the Inference Extension's EPP with the inferencepool "
+        "chart's default scorers (queue, KV-cache utilisation, prefix cache) (default: the model's serving.routing)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the simulation's random draws")
     # A trace is a window of a running day: starting it from minReplicas would measure a cold

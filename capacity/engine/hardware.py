@@ -141,6 +141,10 @@ class Gpu:
     board_power_w: float | None = None
     board_power_source: str = ""
     derived_sustained_ratio: float = 0.0  # set by `gpus()` for a GPU without a measurement
+    # host-to-device GB/s one way over its host link (LMCache's CPU tier loads KV over it);
+    # None: not in the data, LMCache cannot be modelled on it
+    host_link_gb_s: float | None = None
+    host_link_source: str = ""
 
     def __post_init__(self) -> None:
         if self.memory_class not in MEMORY_CLASSES:

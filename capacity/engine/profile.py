@@ -32,6 +32,10 @@ class EngineProfile:
     server_s: float = 0.0
     watermark: float = 0.0
     prefix_caching: bool = True
+    # LMCache's CPU tier (LMCacheConnectorV1 with its local CPU backend): tokens of KV it holds
+    # (0: no LMCache) and the seconds loading one token's KV from host memory takes
+    lmcache_tokens: int = 0
+    kv_load_s_per_token: float = 0.0
     gpu: str = ""  # data/gpus.yaml name of a derived profile ("" for a hand-built one)
     checkpoint: str = ""  # data/models.yaml checkpoint of a derived profile
     tensor_parallel_size: int = 1  # GPUs one replica spans (vLLM --tensor-parallel-size)

@@ -15,6 +15,8 @@ tests/capacity/engine/test_engine_calibration.py holds each reference profile to
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from capacity.engine import measured
 from capacity.engine.hardware import Checkpoint, Gpu, Interconnect, checkpoint, gpu
 from capacity.engine.profile import EngineProfile
@@ -93,6 +95,26 @@ def derive(
         gpu=device.name,
         checkpoint=model.repo,
         tensor_parallel_size=tensor_parallel_size,
+    )
+
+
+def with_lmcache(profile: EngineProfile, cpu_bytes: int) -> EngineProfile:
+    """The profile with LMCache's CPU tier of `cpu_bytes` (`engine.lmcache`): the tokens of its
+    checkpoint's KV that fit, and the seconds a token's KV takes over its GPU's host link (the
+    datasheet's one-way PCIe figure, nominal: a pinned copy reaches less, so the load is a lower
+    bound). A ValueError names what the data lacks."""
+    if not cpu_bytes:
+        return replace(profile, lmcache_tokens=0, kv_load_s_per_token=0.0)
+    if not profile.gpu or not profile.checkpoint:
+        raise ValueError(f"profile {profile.name!r} names no GPU and checkpoint: LMCache's tier cannot be sized")
+    device = gpu(profile.gpu)
+    if device.host_link_gb_s is None:
+        raise ValueError(f"{device.description}: data/gpus.yaml has no host_link_gb_s, so LMCache cannot be modelled")
+    per_token = checkpoint(profile.checkpoint).architecture.kv_bytes_per_token
+    return replace(
+        profile,
+        lmcache_tokens=cpu_bytes // per_token,
+        kv_load_s_per_token=per_token / (device.host_link_gb_s * 1e9),
     )
 
 

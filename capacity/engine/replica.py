@@ -38,6 +38,7 @@ import heapq
 from collections import deque
 from dataclasses import dataclass, field
 
+from capacity.engine.prefix_cache import MOONCAKE_BLOCK_TOKENS, BlockPool, CpuTier
 from capacity.engine.profile import EngineProfile
 
 
@@ -47,6 +48,9 @@ class Request:
     arrival: float
     prompt_tokens: int
     output_tokens: int
+    # The prompt's 512-token units as chained keys (`prefix_cache.unit_keys` of its Mooncake
+    # hash_ids); empty: nothing is known of its prefix, it never shares a cached block.
+    prefix: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -91,9 +95,12 @@ class _Seq:
         "finish_step",
         "first_token_time",
         "generated",
+        "held",
         "join_step",
         "last_token_time",
+        "load",
         "order",
+        "queried",
         "ready",
         "req",
         "scheduled_time",
@@ -116,6 +123,9 @@ class _Seq:
         self.join_step = 0  # step index at which it joined the decode batch
         self.finish_step = 0  # step index that produces its last token
         self.last_token_time = 0.0
+        self.held: list[int] = []  # prefix-cache units it holds (prompt order)
+        self.queried = 0  # 0: never admitted; 1: in its first admission step; 2: after
+        self.load = 0  # of its planned prefix hit, tokens loaded from LMCache's CPU tier
 
 
 class ReplicaEngine:
@@ -142,6 +152,14 @@ class ReplicaEngine:
         self._record = record_stats
         self.stats = IterationStats()
         self.total_preemptions = 0
+        # vLLM's prefix-cache counters (vllm:prefix_cache_queries / _hits): prompt tokens looked
+        # up at a request's first admission, and those found cached
+        self.prefix_queries = 0
+        self.prefix_hits = 0
+        self.external_hits = 0  # prompt tokens loaded from LMCache's CPU tier instead
+        self._pool: BlockPool | None = None  # created by the first request with a known prefix
+        self._cpu: CpuTier | None = None  # LMCache's CPU tier, with the pool when the profile has one
+        self._pool_mark: tuple[int, int, int, int] = (-1, -1, -1, -1)
 
     @property
     def profile(self) -> EngineProfile:
@@ -204,6 +222,11 @@ class ReplicaEngine:
             out[s.req.id] = s.generated + (step - s.join_step)
         return out
 
+    @property
+    def has_prefix_cache(self) -> bool:
+        """Has it cached a known prefix (a request with block ids came with prefix caching on)?"""
+        return self._pool is not None
+
     def first_tokens(self) -> list[tuple[Request, float]]:
         """First-token events (request, absolute time) since the last call."""
         out, self._new_first_tokens = self._new_first_tokens, []
@@ -227,6 +250,10 @@ class ReplicaEngine:
             )
         if not (self._waiting or self._prefilling or self._decoding) and now > self._clock:
             self._clock = now  # == max(self._clock, now)
+        if request.prefix and self._pool is None and self._prefix_caching:
+            self._pool = BlockPool(self._kv_blocks, MOONCAKE_BLOCK_TOKENS // self._bs)
+            if self.profile.lmcache_tokens:
+                self._cpu = CpuTier(self.profile.lmcache_tokens)
         self._order += 1
         start = request.arrival if request.arrival > self._server_free else self._server_free
         ready = start + self._server_s
@@ -246,10 +273,12 @@ class ReplicaEngine:
             if s.req.id == request_id:
                 self._prefilling.remove(s)
                 self._prefill_ctx -= s.computed
+                self._release(s)
                 return True
         for s in self._decoding.values():
             if s.req.id == request_id:
                 self._leave_decode(s)  # its heap entry goes stale and is skipped
+                self._release(s)
                 return True
         return False
 
@@ -353,9 +382,90 @@ class ReplicaEngine:
 
     def _admit_need(self, s: _Seq, budget: int) -> tuple[int, int]:
         """(chunk, prefix-cache hit) of admitting waiting request `s` with `budget` tokens left."""
-        hit = self._cache_hit(s) if self._prefix_caching else 0
+        if self._pool is not None and s.req.prefix:
+            hit = self._pool_hit(s)
+        else:
+            hit = self._cache_hit(s) if self._prefix_caching else 0
         rest = s.to_prefill - hit
         return (rest if rest < budget else budget), hit
+
+    # --- automatic prefix caching (capacity.engine.prefix_cache) -----------------------------
+    def _sync_pool(self, pool: BlockPool) -> None:
+        """Bring the pool's free queue to the engine's free blocks (evicting from its head) once
+        per engine state: allocations since the last look took blocks from the queue's head."""
+        mark = (self._step, self._allocated, self.num_running, self._admissions)
+        if mark == self._pool_mark:
+            return
+        self._pool_mark = mark
+        bs, step = self._bs, self._step
+        used = 0
+        for s in self._prefilling:
+            used += -(-s.computed // bs)
+        for s in self._decoding.values():
+            used += -(-(s.computed + (step - s.join_step)) // bs)
+        free = self._kv_blocks - used
+        pool.evict_to(free if free > 0 else 0)
+
+    def _pool_hit(self, s: _Seq) -> int:
+        """Tokens of `s`'s prompt found cached (`get_computed_blocks`: leading full blocks, at
+        most all but the last token to compute)."""
+        pool = self._pool
+        assert pool is not None
+        self._sync_pool(pool)
+        blocks, _ = pool.lookup(s.req.prefix, s.req.prompt_tokens)
+        hit = blocks * self._bs
+        total = s.computed + s.to_prefill
+        cap = ((total - 1) // self._bs) * self._bs
+        if hit > cap:
+            hit = cap
+        s.load = 0
+        if self._cpu is not None:
+            # get_num_new_matched_tokens: LMCache's hit beyond vLLM's, less the last token
+            external = self._cpu.lookup(s.req.prefix, s.req.prompt_tokens)
+            if external >= total:
+                external = total - 1
+            if external > hit:
+                s.load = external - hit
+                return external
+        return hit
+
+    def _pool_touch(self, s: _Seq, hit: int) -> None:
+        """Admitted with `hit` cached tokens: it holds (touches) the units they span."""
+        pool = self._pool
+        assert pool is not None
+        left = hit // self._bs
+        prompt = s.req.prompt_tokens
+        for i, key in enumerate(s.req.prefix):
+            if left <= 0:
+                break
+            own = pool.blocks_of(prompt, i)
+            n = own if own < left else left
+            pool.acquire(key, n)
+            s.held.append(key)
+            left -= n
+
+    def _pool_cache(self, s: _Seq) -> None:
+        """Its prefill is done: every full block of its known prefix is cached (`cache_full_blocks`)."""
+        pool = self._pool
+        assert pool is not None
+        prompt = s.req.prompt_tokens
+        held = len(s.held)
+        for i, key in enumerate(s.req.prefix):
+            own = pool.blocks_of(prompt, i)
+            if own <= 0:
+                break
+            if i < held:
+                pool.deepen(key, own)
+            else:
+                pool.acquire(key, own)
+                s.held.append(key)
+
+    def _release(self, s: _Seq) -> None:
+        """Its blocks are freed: the units it held go to the free queue's tail, deepest first."""
+        if s.held and self._pool is not None:
+            ctx = s.computed
+            self._pool.release(s.held, -(-ctx // self._bs))
+            s.held = []
 
     def _admissible(self) -> bool:
         """Could the head of the queue be admitted in a step starting at the clock?"""
@@ -451,7 +561,12 @@ class ReplicaEngine:
         return seqs, tokens, sampled, kv, pairs
 
     def _step_time(self, plan: list[tuple[_Seq, int, int]]) -> float:
-        return self._cost.step_time(*self._batch(plan))
+        """The step's compute, plus the host-to-device copy of what its admissions load from
+        LMCache (the connector's load completes before their first forward pass)."""
+        if self._cpu is None:
+            return self._cost.step_time(*self._batch(plan))
+        loaded = sum(s.load for s, _, hit in plan if hit)
+        return self._cost.step_time(*self._batch(plan)) + loaded * self.profile.kv_load_s_per_token
 
     def _prefill_only_time(self, plan: list[tuple[_Seq, int, int]]) -> float:
         return self._cost.step_time(*self._batch(plan, decoders=False))
@@ -486,6 +601,7 @@ class ReplicaEngine:
                 self._prefill_ctx -= victim.computed
                 held = victim.computed
                 victim.to_prefill += victim.computed
+            self._release(victim)
             victim.computed = 0
             # its full blocks go to the tail of the free queue, behind every block free now
             victim.cached = (held // p.block_size) * p.block_size
@@ -521,6 +637,9 @@ class ReplicaEngine:
             s = self._waiting.popleft()
             if s.scheduled_time < 0:
                 s.scheduled_time = start
+            if not s.queried and self._prefix_caching:
+                s.queried = 1
+                self.prefix_queries += s.req.prompt_tokens
             self._admissions += 1
             s.admitted = self._admissions
             out.append(s)
@@ -544,6 +663,7 @@ class ReplicaEngine:
             s.last_token_time = end
             if s.generated >= s.req.output_tokens:
                 done.append(Finished(s.req, s.first_token_time, end, s.scheduled_time))
+                self._release(s)
             else:
                 self._join_decode(s)
         if record:
@@ -583,8 +703,16 @@ class ReplicaEngine:
             if b:
                 stats.inter_token_latencies.append((dur, b))
         completed: list[_Seq] = []
+        pool = self._pool
         for s, c, hit in plan:
+            if s.queried == 1:
+                s.queried = 2
+                self.prefix_hits += hit - s.load
+                self.external_hits += s.load
             if hit:
+                if pool is not None and s.req.prefix:
+                    self._pool_touch(s, hit - s.load)  # what LMCache loads is cached when computed
+                    s.load = 0
                 s.computed += hit
                 s.to_prefill -= hit
                 self._prefill_ctx += hit
@@ -599,6 +727,10 @@ class ReplicaEngine:
         for s in completed:
             prefilling.remove(s)
             self._prefill_ctx -= s.computed
+            if pool is not None and s.req.prefix:
+                self._pool_cache(s)
+                if self._cpu is not None:
+                    self._cpu.store(s.req.prefix, s.req.prompt_tokens)
         first_prompts = self._complete_prefills(completed, end, done)
         if record:
             self.stats.step_tokens.append((first_prompts + b + len(completed), 1))
@@ -706,4 +838,6 @@ class ReplicaEngine:
             if s.finish_step != fs:
                 continue
             self._leave_decode(s)  # frees its KV; the heap entry is already gone
+            if s.held:
+                self._release(s)
             done.append(Finished(s.req, s.first_token_time, t, s.scheduled_time))

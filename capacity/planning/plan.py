@@ -36,6 +36,7 @@ from capacity.planning.run import (
     feasible_requests,
     held_out,
     per_trace,
+    run_oracle,
     run_policy,
     run_static,
     slo_targets,
@@ -44,6 +45,7 @@ from capacity.planning.run import (
 )
 from capacity.planning.stack import (
     ConfigEdit,
+    ConfigRemove,
     StackModel,
     apply_config_set,
     gpu_type_edits,
@@ -289,6 +291,13 @@ def edits_of(sm: StackModel, p: Mapping[str, Any]) -> list[ConfigEdit]:
     index = model_index(sm)
     edits = gpu_edits(sm, p["gpu"])
     edits += [(f"models[{index}].engine.{k}", p[k]) for k in ENGINE_FLAGS]
+    if "routing" in p:  # searched: the traces know their prefixes
+        edits.append((f"models[{index}].serving.routing", p["routing"]))
+    if "lmcache" in p:  # searched: the image ships LMCache
+        if p["lmcache"] != "none":
+            edits.append((f"models[{index}].engine.lmcache", p["lmcache"]))
+        elif sm.model.engine.lmcache:
+            edits.append(ConfigRemove(f"models[{index}].engine.lmcache"))
     # Karpenter's consolidateAfter: how long an emptied node stays billed (and reusable, image cached).
     if p["consolidateAfter"] is not None:
         edits += [(f"gpuCapacity.pools[{i}].consolidateAfter", p["consolidateAfter"]) for i in pool_indices(sm)]
@@ -322,6 +331,16 @@ def edits_of(sm: StackModel, p: Mapping[str, Any]) -> list[ConfigEdit]:
             (f"{base}.policies[0].periodSeconds", p[f"{direction}Period"]),
         ]
     return edits
+
+
+def lmcache_deploys(sm: StackModel) -> bool:
+    """Would the stack's settings take an LMCache tier for the model (its image ships LMCache:
+    settings refuse `engine.lmcache` on the stock vLLM image)?"""
+    try:
+        apply_config_set(sm, [(f"models[{model_index(sm)}].engine.lmcache", "8Gi")])
+    except ValueError:
+        return False
+    return True
 
 
 def candidate_of(sm: StackModel, p: dict[str, Any]) -> Candidate:
@@ -455,6 +474,8 @@ def search(
     search_pools: bool | None = None,
     journal_path: Path | None = None,
     keep_guardrails: bool = True,
+    search_routing: bool = False,
+    search_lmcache: bool = False,
 ) -> PlanResult:
     """`only`: search just these GPU types (names as `gpu_types` gives them); empty: all.
     `search_pools`: search the pools' consolidateAfter too; None: only when no other model of
@@ -462,7 +483,9 @@ def search(
     `journal_path`: keep every evaluated candidate there and skip the ones it already holds for
     the same inputs (`capacity.planning.journal`); `PlanResult.resumed` counts those.
     `keep_guardrails`: every candidate keeps the guardrail triggers on above healthy traffic
-    (`capacity.planning.guardrails`); False lets them be drawn off, as before they were kept."""
+    (`capacity.planning.guardrails`); False lets them be drawn off, as before they were kept.
+    `search_routing`: draw `serving.routing` (least-request or the endpoint picker) too;
+    `search_lmcache`: draw `engine.lmcache` (LMCache's CPU tier) too."""
     if search_pools is None:
         search_pools = not sharing_models(sm)
     import optuna  # imported when a search runs: it takes a third of a second
@@ -482,7 +505,10 @@ def search(
     down_windows = [w for w in SCALE_DOWN_WINDOWS if w >= policy_min_scale_down_window(sm)] or [max(SCALE_DOWN_WINDOWS)]
     shares = [trials // len(types) + (i < trials % len(types)) for i in range(len(types))]
     rules = guardrails(sm, traces, keep_guardrails)
-    points = Points(sm, rules, distributions(rules.max_replicas, search_pools, down_windows, keep_guardrails))
+    space = distributions(
+        rules.max_replicas, search_pools, down_windows, keep_guardrails, search_routing, search_lmcache
+    )
+    points = Points(sm, rules, space)
     done: list[Trial] = []
     resumed = 0
 
@@ -694,6 +720,46 @@ def validate(
     tokens = sum(float(t.window(t.duration * f, math.inf).output_tokens.sum()) for t, f in held)
     scale = chosen.profile.step_time_scale
     return combined(summaries, tokens, scale).with_oracle(sum(s.oracle_gpu_hours or 0.0 for s in summaries))
+
+
+def cache_value(
+    planned: StackModel, validation: CombinedSummary, held: Sequence[tuple[Trace, float]], options: RunOptions
+) -> dict[str, Any] | None:
+    """What the prefix cache is worth to the winner on the held-out traffic whose prefixes are
+    known: the oracle's GPU-hours at the target with the winner's routing and prefix caching
+    (`validation`'s) against the oracle of today's cold model (least-request, no prefix caching,
+    no LMCache),
+    the difference in $ at the winner's price per GPU-hour, and the hit rate it rests on. None
+    when no held-out trace has block ids."""
+    known = [(t, f) for t, f in held if t.block_ids is not None]
+    if not known or validation.oracle_gpu_hours is None or len(known) != len(held):
+        return None
+    cold_sm = replace(planned, profile=replace(planned.profile, prefix_caching=False, lmcache_tokens=0))
+    cold_options = replace(options, router="least-request")
+    cold = sum(run_oracle(cold_sm, t.window(t.duration * f, math.inf), cold_options).gpu_hours for t, f in known)
+    warm = validation.oracle_gpu_hours
+    usd_per_gpu_hour = validation.cost_usd / validation.gpu_hours if validation.gpu_hours else 0.0
+    return {
+        "routing": planned.routing,
+        "hit_rate": validation.prefix_cache_hit_rate,
+        "oracle_gpu_hours": round(warm, 3),
+        "cold_oracle_gpu_hours": round(cold, 3),
+        "gpu_hours_saved": round(cold - warm, 3),
+        "usd_saved": round((cold - warm) * usd_per_gpu_hour, 2),
+        "saved_share": round((cold - warm) / cold, 4) if cold else None,
+    }
+
+
+def cache_note(value: dict[str, Any]) -> str:
+    """The plan's line on what the prefix cache is worth."""
+    rate = "n/a" if value["hit_rate"] is None else f"{value['hit_rate']:.1%}"
+    return (
+        f"prefix cache: the winner's replicas find {rate} of prompt tokens cached on the held-out traffic; "
+        f"at the target the oracle needs {value['oracle_gpu_hours']:.2f} GPU-h with routing {value['routing']} "
+        f"and prefix caching against {value['cold_oracle_gpu_hours']:.2f} GPU-h for a cold fleet (least-request, "
+        f"no prefix caching): the cache is worth {value['gpu_hours_saved']:.2f} GPU-h "
+        f"({(value['saved_share'] or 0):.0%}), ${value['usd_saved']:.2f} at the winner's price"
+    )
 
 
 def binding_limit(sm: StackModel, result: PlanResult, traces: Sequence[Trace], options: RunOptions) -> str:

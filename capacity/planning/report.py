@@ -25,6 +25,7 @@ COLUMNS = (
     ("max rep", "max_replicas_used", "", True),
     ("TTFT p95 s", "ttft_p95_s", ".2f", True),
     ("TPOT p95 s", "tpot_p95_s", ".3f", True),
+    ("hit %", "prefix_cache_hit_rate", ".1%", True),
     ("e2e p99 s", "e2e_p99_s", ".1f", False),
     ("failed", "failed_requests", "", False),
     ("infeasible", "infeasible_requests", "", False),
@@ -38,37 +39,66 @@ CAPTION = (
     "attainment and of the oracle. orc infeasible int: intervals whose feasible requests miss the objective "
     "even on the oracle's replica cap, billed at the cap."
 )
+HIT_CAPTION = (
+    " hit %: prompt tokens found in the replicas' prefix caches over those looked up, fleet-wide "
+    "(shown when the trace has block ids)."
+)
 NARROW_NOTE = " --wide adds e2e p99 s, failed, infeasible and orc infeasible int."
 
 
-def _columns(wide: bool) -> list[tuple[str, str, str]]:
-    return [(header, key, fmt) for header, key, fmt, default in COLUMNS if wide or default]
+def _has_hits(rows: Sequence[tuple[str, Mapping[str, Any]]]) -> bool:
+    return any(summary.get("prefix_cache_hit_rate") is not None for _, summary in rows)
 
 
-def _cells(name: str, summary: Mapping[str, Any], wide: bool = True) -> list[str]:
-    return [name, *(cell(summary.get(key), fmt) for _, key, fmt in _columns(wide))]
+def _columns(wide: bool, hits: bool = False) -> list[tuple[str, str, str]]:
+    return [
+        (header, key, fmt)
+        for header, key, fmt, default in COLUMNS
+        if (wide or default) and (hits or key != "prefix_cache_hit_rate")
+    ]
+
+
+def _cells(name: str, summary: Mapping[str, Any], wide: bool = True, hits: bool = False) -> list[str]:
+    return [name, *(cell(summary.get(key), fmt) for _, key, fmt in _columns(wide, hits))]
+
+
+def replica_hits(rows: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
+    """One line per row whose replicas kept a prefix cache: each replica's hit rate."""
+    lines = []
+    for name, summary in rows:
+        replicas = summary.get("prefix_cache_replicas") or ()
+        if replicas:
+            rates = ", ".join(f"{r['pod']}: {cell(r['hit_rate'], '.0%')}" for r in replicas)
+            lines.append(f"{name}: hit % per replica (pod: rate) {rates}")
+    return lines
 
 
 def summary_table(rows: Sequence[tuple[str, Mapping[str, Any]]], title: str, wide: bool = False) -> Table:
-    table = Table(title=title, caption=CAPTION + ("" if wide else NARROW_NOTE))
+    hits = _has_hits(rows)
+    table = Table(title=title, caption=CAPTION + (HIT_CAPTION if hits else "") + ("" if wide else NARROW_NOTE))
     table.add_column("policy")
-    for header, _, _ in _columns(wide):
+    for header, _, _ in _columns(wide, hits):
         table.add_column(header, justify="right")
     for name, summary in rows:
-        table.add_row(*_cells(name, summary, wide))
+        table.add_row(*_cells(name, summary, wide, hits))
     return keep_numbers_whole(table)
 
 
 def summary_html_table(rows: Sequence[tuple[str, Mapping[str, Any]]], title: str) -> HtmlTable:
     """The same table for the HTML report."""
-    headers = ["policy", *(header for header, _, _ in _columns(True))]
-    return HtmlTable(title, headers, [_cells(name, summary) for name, summary in rows], CAPTION)
+    hits = _has_hits(rows)
+    headers = ["policy", *(header for header, _, _ in _columns(True, hits))]
+    caption = CAPTION + (HIT_CAPTION if hits else "")
+    return HtmlTable(title, headers, [_cells(name, summary, True, hits) for name, summary in rows], caption)
 
 
 def print_table(
     rows: Sequence[tuple[str, Mapping[str, Any]]], title: str, out: Console | None = None, wide: bool = False
 ) -> None:
-    (out or console(wide)).print(summary_table(rows, title, wide))
+    shown = out or console(wide)
+    shown.print(summary_table(rows, title, wide))
+    for line in replica_hits(rows):
+        shown.print(line)
 
 
 COMPARISON_CAPTION = (

@@ -20,7 +20,7 @@ from capacity.workload.traces import Trace
 
 @dataclass(frozen=True)
 class RunOptions:
-    router: RouterName = "least-request"
+    router: RouterName | None = None  # None: the stack model's serving.routing
     seed: int = 0
     # Warm replicas at t = 0; default: `warm_start` within the policy's min/max, as if the
     # policy had been running before the trace started (the CLI passes the oracle's count
@@ -42,7 +42,7 @@ def sim_config(sm: StackModel, options: RunOptions, initial: int) -> SimConfig:
         gpus_per_replica=sm.model.gpus_per_replica,
         spot_interruptions_per_hour=sm.spot_interruptions_per_hour,
         scrape_interval_s=sm.scrape_interval_s,
-        router=options.router,
+        router=options.router or sm.routing,
         seed=options.seed,
         initial_replicas=initial,
         metrics_outages=options.metrics_outages,
@@ -108,6 +108,7 @@ def run_oracle(sm: StackModel, trace: Trace, options: RunOptions = RunOptions())
         options.oracle_interval_s,
         sm.model.gpus_per_replica,
         options.seed,
+        options.router or sm.routing,
     )
 
 
@@ -190,6 +191,12 @@ class RunSummary:
     unfinished_requests: int
     slo: JudgedSlo
     simulated_s: float
+    # Prompt tokens found cached (vLLM's hits, plus LMCache's `external_hits`) over those looked
+    # up, fleet-wide and per replica ({pod, queries, hits, external_hits, hit_rate}, pods by
+    # creation order); None / empty when no replica kept a prefix cache
+    # (a trace without block ids, or prefix caching off). Over the whole run, also for a part.
+    prefix_cache_hit_rate: float | None = None
+    prefix_cache_replicas: tuple[dict[str, Any], ...] = ()
 
     def with_oracle(self, oracle_gpu_hours: float) -> RunSummary:
         """The summary with the oracle's GPU-hours and the ratio of the policy's to them."""
@@ -235,6 +242,17 @@ def summarize(result: SimResult, sm: StackModel, feasible_mask: np.ndarray) -> R
         unfinished_requests=int((accepted & ~ok & (result.outcome != FAILED)).sum()),
         slo=JudgedSlo(targets.ttft_s, targets.tpot_s, sm.policy.slo.e2e_p99_seconds, targets.objective),
         simulated_s=round(result.end_time, 1),
+        prefix_cache_hit_rate=None if (rate := result.prefix_cache_hit_rate) is None else round(rate, 4),
+        prefix_cache_replicas=tuple(
+            {
+                "pod": c.pod,
+                "queries": c.queries,
+                "hits": c.hits,
+                "external_hits": c.external_hits,
+                "hit_rate": round(c.cached / c.queries, 4) if c.queries else None,
+            }
+            for c in result.prefix_cache
+        ),
     )
 
 
@@ -263,6 +281,9 @@ class CombinedSummary:
     # The engine's step times in these runs over its profile's derived ones (EngineProfile.step_time_scale):
     # 1 the nominal figure; the planner's pessimistic bound or an edge of its error band otherwise.
     step_time_scale: float = 1.0
+    # prefix-cache hits over queries over every run's replicas; None (and left out of `as_dict`)
+    # when no replica kept a prefix cache (traces without block ids)
+    prefix_cache_hit_rate: float | None = None
 
     def with_oracle(self, oracle_gpu_hours: float) -> CombinedSummary:
         """The summary with the oracle's GPU-hours on the same traffic and the ratio to them."""
@@ -276,6 +297,8 @@ class CombinedSummary:
         out = asdict(self)
         if self.oracle_gpu_hours is None:
             del out["oracle_gpu_hours"], out["oracle_ratio"]
+        if self.prefix_cache_hit_rate is None:
+            del out["prefix_cache_hit_rate"]
         return out
 
     @classmethod
@@ -288,6 +311,8 @@ def combined(summaries: Sequence[RunSummary], output_tokens: float, step_time_sc
     """One candidate's runs on several traces, scored together (`step_time_scale`: its profile's)."""
     cost = sum(s.cost_usd for s in summaries)
     requests = max(sum(s.requests for s in summaries), 1)
+    queries = sum(r["queries"] for s in summaries for r in s.prefix_cache_replicas)
+    hits = sum(r["hits"] + r["external_hits"] for s in summaries for r in s.prefix_cache_replicas)
     return CombinedSummary(
         slo_attainment=min(s.slo_attainment for s in summaries),
         infeasible_share=round(sum(s.infeasible_requests for s in summaries) / requests, 4),
@@ -298,6 +323,7 @@ def combined(summaries: Sequence[RunSummary], output_tokens: float, step_time_sc
         max_replicas_used=max(s.max_replicas_used for s in summaries),
         usd_per_million_output_tokens=round(cost / output_tokens * 1e6, 3) if output_tokens else None,
         step_time_scale=step_time_scale,
+        prefix_cache_hit_rate=round(hits / queries, 4) if queries else None,
     )
 
 
@@ -324,7 +350,8 @@ def per_trace(trace: Trace, key: Any, compute: Callable[[], Any]) -> Any:
 def warmed(sm: StackModel, trace: Trace, options: RunOptions) -> RunOptions:
     """`options` starting the run with the fleet the oracle needs for the trace's first interval
     (remembered per trace and profile), as if the policy had been running before the trace."""
-    warm = per_trace(trace, ("warm", sm.profile, options.oracle_objective), lambda: warm_start(sm, trace, options))
+    key = ("warm", sm.profile, options.oracle_objective, options.router or sm.routing)
+    warm = per_trace(trace, key, lambda: warm_start(sm, trace, options))
     return replace(options, warm_start=warm)
 
 

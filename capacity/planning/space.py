@@ -32,16 +32,25 @@ from capacity.planning.stack import StackModel
 MAX_NUM_SEQS = (16, 24, 32, 48, 64, 96, 128)
 MAX_NUM_BATCHED_TOKENS = (1024, 2048, 4096, 8192)
 GPU_MEMORY_UTILIZATION = (0.85, 0.90, 0.95)
+ROUTINGS = ("least-request", "endpoint-picker")  # serving.routing
+LMCACHE = ("none", "8Gi", "16Gi", "32Gi")  # engine.lmcache: LMCache's CPU tier per replica ("none": unset)
 CONSOLIDATE_AFTER_S = {"1m": 60, "5m": 300, "15m": 900}  # the pools' consolidateAfter choices, in seconds
 ROUNDED = ("kvHeadroom", "kvTarget", "e2eFactor", "ttftFactor")  # floats kept to two decimals, as printed
 
 
 def distributions(
-    budget: int, search_pools: bool, down_windows: Sequence[int], guardrails: bool = True
+    budget: int,
+    search_pools: bool,
+    down_windows: Sequence[int],
+    guardrails: bool = True,
+    routing: bool = False,
+    lmcache: bool = False,
 ) -> dict[str, BaseDistribution]:
     """Every searched parameter and what it is drawn from, in the order drawn. `budget`: the
     replicas the pools hold (minReplicas is drawn up to it). `guardrails`: the kvCache and
-    e2eLatency triggers stay on (else each may be drawn off, the KV target down to 0.05)."""
+    e2eLatency triggers stay on (else each may be drawn off, the KV target down to 0.05).
+    `routing`: `serving.routing` is drawn too (the traces know their prefixes); `lmcache`:
+    `engine.lmcache` too ("none" or a CPU tier; the model's image ships LMCache)."""
     space: dict[str, BaseDistribution] = {
         "maxNumSeqs": CategoricalDistribution(MAX_NUM_SEQS),
         "maxNumBatchedTokens": CategoricalDistribution(MAX_NUM_BATCHED_TOKENS),
@@ -65,6 +74,10 @@ def distributions(
     }
     if search_pools:  # else the pools' own value: they are not this model's alone to tune
         space["consolidateAfter"] = CategoricalDistribution(tuple(CONSOLIDATE_AFTER_S))
+    if routing:
+        space["routing"] = CategoricalDistribution(ROUTINGS)
+    if lmcache:
+        space["lmcache"] = CategoricalDistribution(LMCACHE)
     return space
 
 
@@ -150,6 +163,8 @@ def committed_values(sm: StackModel, kv_floor: float, e2e_base: float) -> dict[s
         "scaleDownPods": down.policies[0].value,
         "scaleDownPeriod": down.policies[0].period_seconds,
         "consolidateAfter": min(CONSOLIDATE_AFTER_S, key=lambda k: abs(CONSOLIDATE_AFTER_S[k] - consolidate)),
+        "routing": sm.routing,
+        "lmcache": sm.model.engine.lmcache or "none",
     }
 
 

@@ -30,7 +30,8 @@ from capacity.engine.hardware import (
     gpus,
     interconnect,
 )
-from capacity.engine.profiles import derive
+from capacity.engine.profiles import derive, with_lmcache
+from capacity.sim.cluster.router import RouterName
 from capacity.sim.cluster.startup import Pool, Startup, replica_capacity
 from capacity.sim.control.keda import ScaledObject
 from capacity.sim.scaledobject import Manifest, parse_scaled_object
@@ -80,6 +81,11 @@ class StackModel:
     @property
     def model(self) -> ModelSettings:
         return self.monitored.model
+
+    @property
+    def routing(self) -> RouterName:
+        """How the gateway picks the model's replica (`serving.routing`)."""
+        return self.model.serving.routing
 
     @property
     def policy(self) -> ModelAutoscaling:
@@ -146,13 +152,23 @@ def _stack_profile(name: str, model: ModelSettings, model_index: int | None) -> 
         device = _physics_device(name, model)
         if device is not None:  # any models.yaml checkpoint on any GPU, derived with the stack's flags
             named = PROFILES.get(name)
-            return _derive_for_stack(name, model, device, named.description if named else "")
-        return with_engine_flags(_profile(name, model_index), model)
+            profile = _derive_for_stack(name, model, device, named.description if named else "")
+        else:
+            profile = with_engine_flags(_profile(name, model_index), model)
     except TensorParallelError as exc:  # vLLM refuses --tensor-parallel-size for this model
         key = f"{where}.gpusPerReplica ({model.gpus_per_replica})" if model_index is not None else where
         raise ValueError(f"{key}: {exc}") from None
     except ValueError as exc:  # vLLM would not start with these flags on this GPU
         raise ValueError(f"{where}{'.engine' if model_index is not None else ''}: {exc}") from None
+    # engine.prefixCaching: false renders --no-enable-prefix-caching (V0 never caches prefixes here)
+    profile = replace(profile, prefix_caching=profile.prefix_caching and model.engine.prefix_caching)
+    if not model.engine.lmcache_bytes:
+        return profile
+    try:
+        return with_lmcache(profile, model.engine.lmcache_bytes)
+    except ValueError as exc:
+        where = f"{NAMESPACE}:models[{model_index}].engine.lmcache" if model_index is not None else "--profile"
+        raise ValueError(f"{where}: {exc}") from None
 
 
 def _profile(name: str, model_index: int | None) -> EngineProfile:

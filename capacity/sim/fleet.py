@@ -69,6 +69,16 @@ class Pod:
     def outstanding(self) -> int:
         return len(self.inflight)
 
+    @property
+    def waiting(self) -> int:
+        """vllm:num_requests_waiting of its engine."""
+        return self.serving_engine.num_waiting
+
+    @property
+    def kv_usage(self) -> float:
+        """vllm:kv_cache_usage_perc of its engine."""
+        return self.serving_engine.kv_usage
+
 
 class Node:
     """One single-replica GPU node, billed from launch to termination."""

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from capacity.engine import EngineProfile
+from capacity.sim.cluster.router import RouterName
 from capacity.sim.cluster.startup import Pool, Startup
 from capacity.sim.simulator import SimConfig, simulate
 from capacity.sim.slo import SloTargets, attainment, feasible, met
@@ -51,9 +52,18 @@ class OracleResult:
         return int((~self.feasible).sum())
 
 
-def meets_slo(trace: Trace, profile: EngineProfile, replicas: int, slo: SloTargets, seed: int) -> bool:
-    """Do `replicas` warm replicas serve the objective's share of these requests within the SLO?"""
+def meets_slo(
+    trace: Trace,
+    profile: EngineProfile,
+    replicas: int,
+    slo: SloTargets,
+    seed: int,
+    router: RouterName = "least-request",
+) -> bool:
+    """Do `replicas` warm replicas, behind `router`, serve the objective's share of these requests
+    within the SLO? Each replica starts the interval with an empty prefix cache."""
     config = SimConfig(
+        router=router,
         profile=profile,
         pools=(Pool("oracle", "on-demand", 1, MAX_REPLICAS, 0.0),),
         startup=INSTANT,
@@ -91,7 +101,10 @@ def fewest_replicas(meets: Callable[[int], bool], start: int, cap: int = MAX_REP
 
 
 def _only(trace: Trace, keep: np.ndarray) -> Trace:
-    return Trace(trace.name, trace.arrivals[keep], trace.prompt_tokens[keep], trace.output_tokens[keep], trace.start)
+    blocks = tuple(b for b, k in zip(trace.block_ids, keep.tolist()) if k) if trace.block_ids is not None else None
+    return Trace(
+        trace.name, trace.arrivals[keep], trace.prompt_tokens[keep], trace.output_tokens[keep], trace.start, blocks
+    )
 
 
 def oracle(
@@ -101,6 +114,7 @@ def oracle(
     interval_s: float = 300.0,
     gpus_per_replica: int = 1,
     seed: int = 0,
+    router: RouterName = "least-request",
 ) -> OracleResult:
     servable = feasible(trace, profile, slo)
     sized = _only(trace, servable)
@@ -117,7 +131,7 @@ def oracle(
             continue
 
         def meets(replicas: int, window: Trace = window) -> bool:
-            return meets_slo(window, profile, replicas, slo, seed)
+            return meets_slo(window, profile, replicas, slo, seed, router)
 
         count, reachable = fewest_replicas(meets, guess)
         replicas[i], guess = count, count

@@ -120,6 +120,23 @@ class RequestLog:
         return ttft, tpot_p95, e2e
 
 
+@dataclass(frozen=True)
+class PrefixCacheCount:
+    """One replica's prefix-cache counters over its life (vllm:prefix_cache_queries / _hits:
+    prompt tokens looked up at admission, and those found in vLLM's cache), and the prompt tokens
+    LMCache's CPU tier supplied beyond them."""
+
+    pod: int
+    queries: int
+    hits: int
+    external_hits: int = 0
+
+    @property
+    def cached(self) -> int:
+        """Prompt tokens not prefilled: found on the GPU or loaded from the CPU tier."""
+        return self.hits + self.external_hits
+
+
 @dataclass
 class SimResult:
     """Per request (trace order): arrival, TTFT, TPOT = (e2e - TTFT) / (output tokens - 1)
@@ -137,6 +154,15 @@ class SimResult:
     triggers: tuple[KedaTrigger, ...]  # what the timeline's signals were compared with
     nodes: tuple[NodeSpan, ...]  # every GPU node, launch to termination: what is billed
     scale_times: tuple[float, ...]  # when spec.replicas changed (one per scale event)
+    # per replica that kept a prefix cache (the trace had block ids and the engine caches prefixes)
+    prefix_cache: tuple[PrefixCacheCount, ...] = ()
+
+    @property
+    def prefix_cache_hit_rate(self) -> float | None:
+        """Fleet-wide share of the prompt tokens looked up that were cached, on the GPU or in
+        LMCache's CPU tier (None: no replica kept a prefix cache)."""
+        queries = sum(c.queries for c in self.prefix_cache)
+        return sum(c.cached for c in self.prefix_cache) / queries if queries else None
 
     @property
     def gpu_seconds(self) -> dict[str, float]:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from capacity.engine import EngineProfile, Request
+from capacity.engine.prefix_cache import unit_keys
 from capacity.sim.cluster.router import RouterName, make_router
 from capacity.sim.cluster.startup import Pool, Startup
 from capacity.sim.control.cron import CronActivity, CronWindow
@@ -31,7 +32,17 @@ from capacity.sim.control.scalers import CronScaler, MetricsAndActivity, Prometh
 from capacity.sim.events import EventKind, EventQueue
 from capacity.sim.fleet import SCRAPED, Fleet, Phase, Pod
 from capacity.sim.metric_store import GAUGES, HISTOGRAMS, MetricStore
-from capacity.sim.results import FAILED, OK, REJECTED, UNFINISHED, NodeSpan, RequestLog, SimResult, Timeline
+from capacity.sim.results import (
+    FAILED,
+    OK,
+    REJECTED,
+    UNFINISHED,
+    NodeSpan,
+    PrefixCacheCount,
+    RequestLog,
+    SimResult,
+    Timeline,
+)
 from capacity.workload.traces import Trace
 from contract.signals import Query
 
@@ -112,6 +123,9 @@ class Simulation:
             arrival[:] = np.nan
             self._clients = [CLIENT_DELAY_S * (k + 1) for k in range(config.closed_loop_clients)]
         self.requests = RequestLog(arrival)
+        self._units: tuple[tuple[int, ...], ...] | None = (
+            tuple(unit_keys(ids) for ids in trace.block_ids) if trace.block_ids is not None else None
+        )
         self.timeline = Timeline(metrics_outages=config.metrics_outages, spot_reclaims=self.fleet.reclaim_notices)
         self._arrived_since_sync = 0
         # Each kind's handler, called with the event's pod or node and the time.
@@ -161,11 +175,15 @@ class Simulation:
         candidates = self.router.candidates(len(ready))
         for k in candidates:
             self._advance(ready[k], t)
-        pod = ready[self.router.pick(ready, candidates)]
+        req = Request(rid, t, int(self.trace.prompt_tokens[rid]), int(self.trace.output_tokens[rid]), self._prefix(rid))
+        pod = ready[self.router.pick(ready, candidates, req)]
         self.requests.sent(rid, t)
-        req = Request(rid, t, int(self.trace.prompt_tokens[rid]), int(self.trace.output_tokens[rid]))
         pod.serving_engine.submit(req, t)
         pod.inflight[rid] = req
+
+    def _prefix(self, rid: int) -> tuple[int, ...]:
+        """The request's chained prefix units (none when the trace has no block ids)."""
+        return self._units[rid] if self._units is not None else ()
 
     def _on_kill(self, pod: Pod, t: float) -> None:
         if pod.phase != Phase.DRAINING:
@@ -322,6 +340,11 @@ class Simulation:
             triggers=self.so.triggers if self.so else (),
             nodes=tuple(fleet.node_spans),
             scale_times=tuple(fleet.scale_times),
+            prefix_cache=tuple(
+                PrefixCacheCount(pod.id, pod.engine.prefix_queries, pod.engine.prefix_hits, pod.engine.external_hits)
+                for pod in fleet.pods
+                if pod.engine is not None and pod.engine.has_prefix_cache
+            ),
         )
 
 

@@ -435,14 +435,15 @@ def time_scale(trace: Trace, factor: float) -> Trace:
     """Stretch time by `factor` (2 = half the rate over twice the duration)."""
     if factor <= 0:
         raise ValueError(f"time scale must be > 0, got {factor}")
-    return Trace(trace.name, trace.arrivals * factor, trace.prompt_tokens, trace.output_tokens, trace.start)
+    return replace(trace, arrivals=trace.arrivals * factor)
 
 
 def rate_scale(trace: Trace, factor: float, seed: int = 0) -> Trace:
     """`factor` times the requests over the same duration, keeping the burst shape.
 
     Each request is kept floor(factor) times plus once more with probability frac(factor);
-    copies are shifted by up to one mean inter-arrival gap so they do not coincide.
+    copies are shifted by up to one mean inter-arrival gap so they do not coincide. A copy keeps
+    its request's prefix block ids (the same conversation asked again).
     """
     if factor <= 0:
         raise ValueError(f"rate scale must be > 0, got {factor}")
@@ -456,4 +457,5 @@ def rate_scale(trace: Trace, factor: float, seed: int = 0) -> Trace:
     first_copy = np.r_[True, index[1:] != index[:-1]]
     jitter = np.where(first_copy, 0.0, rng.uniform(0, gap, len(index)))
     times = np.minimum(trace.arrivals[index] + jitter, trace.duration)
-    return _sorted_trace(trace.name, times, trace.prompt_tokens[index], trace.output_tokens[index], trace.start)
+    blocks = [trace.block_ids[i] for i in index.tolist()] if trace.block_ids is not None else None
+    return _sorted_trace(trace.name, times, trace.prompt_tokens[index], trace.output_tokens[index], trace.start, blocks)

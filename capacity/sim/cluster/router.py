@@ -2,7 +2,9 @@
 
 `least-request` is Envoy's LEAST_REQUEST with equal weights (Envoy Gateway's default): pick
 two distinct replicas at random, send to the one with fewer active requests ("power of two
-choices"). `least-outstanding` scans every replica; `round-robin` cycles.
+choices"). `least-outstanding` scans every replica; `round-robin` cycles. `endpoint-picker` is the
+Gateway API Inference Extension's EPP with the `inferencepool` chart's default scorers
+(`capacity.sim.cluster.endpoint_picker`), what `serving.routing: endpoint-picker` deploys.
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ import random
 from collections.abc import Sequence
 from typing import Literal, Protocol
 
-RouterName = Literal["least-request", "least-outstanding", "round-robin"]
-ROUTERS: tuple[str, ...] = ("least-request", "least-outstanding", "round-robin")
+from capacity.engine.replica import Request
+from capacity.sim.cluster.endpoint_picker import EndpointPicker
+
+RouterName = Literal["least-request", "least-outstanding", "round-robin", "endpoint-picker"]
+ROUTERS: tuple[str, ...] = ("least-request", "least-outstanding", "round-robin", "endpoint-picker")
 
 
 class Backend(Protocol):
@@ -27,7 +32,7 @@ class RoundRobin:
     def candidates(self, n: int) -> Sequence[int]:
         return (self._next % n,)
 
-    def pick(self, ready: Sequence[Backend], candidates: Sequence[int]) -> int:
+    def pick(self, ready: Sequence[Backend], candidates: Sequence[int], request: Request | None = None) -> int:
         self._next = candidates[0] + 1
         return candidates[0]
 
@@ -38,7 +43,7 @@ class LeastOutstanding:
     def candidates(self, n: int) -> Sequence[int]:
         return range(n)
 
-    def pick(self, ready: Sequence[Backend], candidates: Sequence[int]) -> int:
+    def pick(self, ready: Sequence[Backend], candidates: Sequence[int], request: Request | None = None) -> int:
         return min(candidates, key=lambda i: ready[i].outstanding)
 
 
@@ -56,7 +61,9 @@ class LeastRequest(LeastOutstanding):
         return (first, second + (second >= first))
 
 
-def make_router(name: RouterName, seed: int = 0) -> RoundRobin | LeastOutstanding:
+def make_router(name: RouterName, seed: int = 0) -> RoundRobin | LeastOutstanding | EndpointPicker:
+    if name == "endpoint-picker":
+        return EndpointPicker(seed)
     if name == "round-robin":
         return RoundRobin()
     if name == "least-outstanding":

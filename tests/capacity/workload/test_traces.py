@@ -283,3 +283,27 @@ def test_a_bad_window_is_one_line_naming_it(tmp_path, window, message):
     source = f"{_hourly(tmp_path)}{window}"
     with pytest.raises(ValueError, match=re.escape(f"trace {source!r}: {message}")):
         traces.load(source)
+
+
+def _with_blocks() -> traces.Trace:
+    n = 40
+    return traces.Trace(
+        "blocks",
+        np.arange(n, dtype=np.float64),
+        np.full(n, 600, dtype=np.int64),
+        np.full(n, 8, dtype=np.int64),
+        None,
+        tuple((i % 3, 100 + i) for i in range(n)),
+    )
+
+
+def test_rate_scaling_keeps_each_copy_s_prefix_block_ids():
+    trace = _with_blocks()
+    scaled = traces.rate_scale(trace, 2.5, seed=1)
+    assert scaled.block_ids is not None and len(scaled.block_ids) == len(scaled)
+    # a copy is its request again: same prompt, same prefix
+    assert set(scaled.block_ids) == set(trace.block_ids)
+
+
+def test_time_scaling_keeps_the_prefix_block_ids():
+    assert traces.time_scale(_with_blocks(), 2.0).block_ids == _with_blocks().block_ids
