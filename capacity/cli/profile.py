@@ -98,7 +98,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stack",
         default=None,
-        help="take the vLLM flags from this stack's model serving --model (the replica a sweep of the stack ran)",
+        help="take the vLLM flags from this stack's model serving --model (the replica a sweep of the stack ran) "
+        "(default: none: the flags given, else the stacks' defaults)",
     )
     parser.add_argument("--vllm-version", default=PINNED_VLLM, help=f"the replica's vLLM (default: {PINNED_VLLM})")
     parser.add_argument("--iterations", type=int, default=ITERATIONS, help="simplex steps per fit")

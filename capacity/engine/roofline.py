@@ -26,7 +26,7 @@ an arithmetic series: `decode_span` / `decode_steps_within` sum and invert it in
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from capacity.engine.architecture import ACT_BYTES
 from capacity.engine.hardware import Checkpoint, Gpu, Interconnect
@@ -138,6 +138,7 @@ class Collectives:
     allreduces: int
     allreduce_bytes_per_token: int
     gather_bytes_per_sample: int
+    time_scale: float = 1.0  # StepCost.scaled: a pessimistic bound or an error-band edge scales these too
 
     def _ring(self, nbytes: float, steps: int, collective: int) -> float:
         best = math.inf
@@ -161,7 +162,8 @@ class Collectives:
     def time(self, tokens: int, sampled: int) -> float:
         """Seconds one step spends in collectives for `tokens` scheduled, `sampled` sampled."""
         reduce = self.allreduces * self.allreduce_time(tokens * self.allreduce_bytes_per_token)
-        return reduce + (self.allgather_time(sampled * self.gather_bytes_per_sample) if sampled else 0.0)
+        gather = self.allgather_time(sampled * self.gather_bytes_per_sample) if sampled else 0.0
+        return (reduce + gather) * self.time_scale
 
 
 @dataclass(frozen=True)
@@ -194,7 +196,12 @@ class StepCost:
         consistent with it (capacity/planning/plan.py's pessimistic bound and error band)."""
         if not factor > 0:
             raise ValueError(f"a step-time scale must be > 0, got {factor}")
-        return StepCost(**{key: value if key == "fill_tokens" else value * factor for key, value in vars(self).items()})
+        comm = None if self.comm is None else replace(self.comm, time_scale=self.comm.time_scale * factor)
+        kept = ("fill_tokens", "comm")
+        return StepCost(
+            **{key: value if key in kept else value * factor for key, value in vars(self).items() if key != "comm"},
+            comm=comm,
+        )
 
     # --- one step --------------------------------------------------------------------------
     def linear_memory_time(self, tokens: int) -> float:

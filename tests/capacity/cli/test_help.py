@@ -47,9 +47,11 @@ def test_every_command_has_a_one_line_purpose(name):
 def test_every_command_with_a_stack_defaults_to_the_same_one():
     defaults = {name: a.default for name, c in _commands().items() for a in _options(c) if a.dest == "stack"}
     assert set(defaults) >= {"lab", "sweep", "recommend", "simulate", "compare", "tune"}
-    assert {name: d for name, d in defaults.items() if name != "collect"} == dict.fromkeys(
-        set(defaults) - {"collect"}, DEFAULT_STACK
+    optional = {"collect", "profile"}  # they read a stack only when one is named
+    assert {name: d for name, d in defaults.items() if name not in optional} == dict.fromkeys(
+        set(defaults) - optional, DEFAULT_STACK
     )
+    assert all(defaults[name] is None for name in optional & set(defaults))
 
 
 def test_sweep_streams_by_default_and_no_stream_is_the_same_flag_negated():
