@@ -196,12 +196,9 @@ class StepCost:
         consistent with it (capacity/planning/plan.py's pessimistic bound and error band)."""
         if not factor > 0:
             raise ValueError(f"a step-time scale must be > 0, got {factor}")
+        seconds = {key: value * factor for key, value in vars(self).items() if key not in ("fill_tokens", "comm")}
         comm = None if self.comm is None else replace(self.comm, time_scale=self.comm.time_scale * factor)
-        kept = ("fill_tokens", "comm")
-        return StepCost(
-            **{key: value if key in kept else value * factor for key, value in vars(self).items() if key != "comm"},
-            comm=comm,
-        )
+        return replace(self, **seconds, comm=comm)
 
     # --- one step --------------------------------------------------------------------------
     def linear_memory_time(self, tokens: int) -> float:

@@ -145,8 +145,12 @@ backend_keys = stack_policy(
 # --- TLS on the internet ------------------------------------------------------------------------
 
 
+def _is_load_balancer(subject: Subject) -> bool:
+    return subject.gk == SERVICE and k8s.get(subject.props, "spec", "type", unknown=None) == "LoadBalancer"
+
+
 def _check_public_tls(subject: Subject, _config: Mapping[str, Any]) -> Iterator[str]:
-    if subject.gk != SERVICE or k8s.get(subject.props, "spec", "type", unknown=None) != "LoadBalancer":
+    if not _is_load_balancer(subject):
         return
     annotations = k8s.get(subject.props, "metadata", "annotations", unknown=None)
     annotations = annotations if k8s.is_map(annotations) else {}
@@ -432,7 +436,7 @@ gateway_tls = stack_policy(
 
 
 def _check_source_ranges(subject: Subject, _config: Mapping[str, Any]) -> Iterator[str]:
-    if subject.gk != SERVICE or k8s.get(subject.props, "spec", "type", unknown=None) != "LoadBalancer":
+    if not _is_load_balancer(subject):
         return
     ranges = k8s.get(subject.props, "spec", "loadBalancerSourceRanges", unknown=["?"])
     ranges = [str(r) for r in ranges] if k8s.is_list(ranges) else []

@@ -14,6 +14,7 @@ from typing import Any
 from . import documents, k8s
 from .base import Subject, of_kind, resource_policy, stack_policy, subject_of
 from .links import refers_to
+from .workloads import WORKLOAD_KINDS  # the kinds whose pods could run as the writer's service account
 
 ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
@@ -22,15 +23,6 @@ ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 POD_IDENTITY = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 ADDON = "aws:eks/addon:Addon"
 SERVICE_ACCOUNT = ("", "ServiceAccount")
-# Workload kinds whose pods could run as a service account of the writer's namespace.
-WORKLOAD_KINDS = {
-    ("apps", "Deployment"),
-    ("apps", "StatefulSet"),
-    ("apps", "DaemonSet"),
-    ("batch", "Job"),
-    ("batch", "CronJob"),
-    ("", "Pod"),
-}
 # The Mountpoint for S3 CSI driver's add-on; its controller's pods get the role of its
 # podIdentityAssociations (EKS user guide, "Mountpoint for Amazon S3 CSI driver").
 MOUNTPOINT_ADDON = "aws-mountpoint-s3-csi-driver"

@@ -158,27 +158,29 @@ def command_without(flag: str) -> Callable[[dict[str, Any]], None]:
     return change
 
 
-def admin_attachment(resources: list[Captured]) -> Captured:
-    writer = _find(resources, ":Role", "llm-prod-models-model-sync")
+def _attachment(resources: list[Captured], role_name: str, name: str, policy_arn: str) -> Captured:
+    """A policy attachment added to the role named `role_name` (a control's regression)."""
+    role = _find(resources, ":Role", role_name)
+    kind = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
     return Captured(
-        "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
-        "writer-admin",
-        {"role": writer.name, "policyArn": "arn:aws:iam::aws:policy/AdministratorAccess"},
-        "urn:pulumi:prod::inference-platform::aws:iam/rolePolicyAttachment:RolePolicyAttachment::writer-admin",
-        writer.urn,
+        kind,
+        name,
+        {"role": role.name, "policyArn": policy_arn},
+        f"urn:pulumi:prod::inference-platform::{kind}::{name}",
+        role.urn,
         True,
     )
 
 
+def admin_attachment(resources: list[Captured]) -> Captured:
+    return _attachment(
+        resources, "llm-prod-models-model-sync", "writer-admin", "arn:aws:iam::aws:policy/AdministratorAccess"
+    )
+
+
 def amp_managed_attachment(resources: list[Captured]) -> Captured:
-    role = _find(resources, ":Role", "llm-prod-obs-amp-writer")
-    return Captured(
-        "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
-        "amp-managed",
-        {"role": role.name, "policyArn": "arn:aws:iam::aws:policy/AmazonPrometheusRemoteWriteAccess"},
-        "urn:pulumi:prod::inference-platform::aws:iam/rolePolicyAttachment:RolePolicyAttachment::amp-managed",
-        role.urn,
-        True,
+    return _attachment(
+        resources, "llm-prod-obs-amp-writer", "amp-managed", "arn:aws:iam::aws:policy/AmazonPrometheusRemoteWriteAccess"
     )
 
 
