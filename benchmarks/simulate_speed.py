@@ -4,7 +4,7 @@
 
 azure-1h       the Azure conversation trace (1 h, ~19k requests) through 1-10 replicas
 synthetic-24h  24 h of Poisson arrivals at 10 req/s (~864k requests), 1-10 replicas
-Both use the prod stack's policy for its first model with minReplicas 1 / maxReplicas 10 and
+Both use the prod stack's policy for its first model with minReplicas 1 / fallbackReplicas 1 / maxReplicas 10 and
 the calibrated A10G 14B profile. The oracle is not part of the timing.
 """
 
@@ -34,7 +34,7 @@ CASES = {
 
 def stack_model():
     sm = load_stack_model("prod", profile="a10g-r1-14b-awq", root=ROOT)
-    return apply_config_set(sm, knob_edits(sm.model.name, {"minReplicas": 1, "maxReplicas": 10}))
+    return apply_config_set(sm, knob_edits(sm.model.name, {"minReplicas": 1, "fallbackReplicas": 1, "maxReplicas": 10}))
 
 
 def bench(case: str, repeat: int) -> dict:

@@ -125,6 +125,27 @@ def gpu_types(sm: StackModel, prices: dict[str, float] | None = None) -> list[Gp
     return out
 
 
+def priced_where_it_lands(kind: GpuType, deployed: StackModel) -> GpuType:
+    """`kind` priced as the size a replica of `deployed` lands on. A candidate's own requests
+    (LMCache's pinned host memory counts in the pod's memory) can need a bigger size of the family
+    than the stack's replicas, and the node bills the whole instance: the GPU type's price (the
+    stack's, `--price`'s or the list's) moves by the listed ratio of the two sizes' prices
+    (ValueError, so the candidate is refused with the reason: a size without a listed price)."""
+    size = landing(deployed, kind.family).size
+    if size is None:
+        raise ValueError(f"no {kind.family} size holds a replica of {deployed.model.name} with these requests")
+    if size.name == kind.instance_size:
+        return kind
+    listed = yaml.safe_load(PRICES.read_text())["on_demand_usd_per_instance_hour"]
+    missing = [name for name in (size.name, kind.instance_size) if name not in listed]
+    if missing:
+        raise ValueError(f"no listed price for instance size {missing[0]} ({PRICES.name}), where this candidate lands")
+    scale = float(listed[size.name]) / float(listed[kind.instance_size])
+    return replace(
+        kind, on_demand_usd=kind.on_demand_usd * scale, spot_usd=kind.spot_usd * scale, instance_size=size.name
+    )
+
+
 def gpu_trust(sm: StackModel, gpu: str) -> Trust | None:
     """The trust level of the profile the model would run with on `gpu` (its own engine flags)."""
     edits = gpu_edits(sm, gpu)
@@ -211,7 +232,9 @@ def deployment_notes(sm: StackModel, p: Mapping[str, Any]) -> list[str]:
             f"whose engine profile is {level}{rests}, not measured on this replica{ranked}; run `python -m "
             f"capacity sweep` against one {p['gpu']} replica before moving production"
         )
-    notes.append(landing_note(sm, family_of(sm, p["gpu"])))
+    # The size the winner's own requests land on: its LMCache tier's host memory may need a bigger one.
+    cache = lmcache_edits(sm, p)
+    notes.append(landing_note(apply_config_set(sm, cache) if cache else sm, family_of(sm, p["gpu"])))
     stale = stack_price_note(sm)
     if stale and p["gpu"] == current_gpu(sm):
         notes.append(stale)
@@ -284,6 +307,15 @@ def gpu_edits(sm: StackModel, gpu: str) -> list[ConfigEdit]:
     return []
 
 
+def lmcache_edits(sm: StackModel, p: Mapping[str, Any]) -> list[ConfigEdit]:
+    """The edits setting candidate `p`'s LMCache tier (none unless searched: the image ships LMCache)."""
+    if "lmcache" not in p:
+        return []
+    if p["lmcache"] != "none":
+        return [(f"models[{model_index(sm)}].engine.lmcache", p["lmcache"])]
+    return [ConfigRemove(f"models[{model_index(sm)}].engine.lmcache")] if sm.model.engine.lmcache else []
+
+
 def edits_of(sm: StackModel, p: Mapping[str, Any]) -> list[ConfigEdit]:
     """The `pulumi config set --path` edits (key, value) that deploy candidate `p` (and the
     `pulumi config rm --path` a GPU-type change may need), in the order they must run."""
@@ -293,11 +325,7 @@ def edits_of(sm: StackModel, p: Mapping[str, Any]) -> list[ConfigEdit]:
     edits += [(f"models[{index}].engine.{k}", p[k]) for k in ENGINE_FLAGS]
     if "routing" in p:  # searched: the traces know their prefixes
         edits.append((f"models[{index}].serving.routing", p["routing"]))
-    if "lmcache" in p:  # searched: the image ships LMCache
-        if p["lmcache"] != "none":
-            edits.append((f"models[{index}].engine.lmcache", p["lmcache"]))
-        elif sm.model.engine.lmcache:
-            edits.append(ConfigRemove(f"models[{index}].engine.lmcache"))
+    edits += lmcache_edits(sm, p)
     # Karpenter's consolidateAfter: how long an emptied node stays billed (and reusable, image cached).
     if p["consolidateAfter"] is not None:
         edits += [(f"gpuCapacity.pools[{i}].consolidateAfter", p["consolidateAfter"]) for i in pool_indices(sm)]
@@ -360,7 +388,7 @@ def deploy(sm: StackModel, candidate: Candidate, types: dict[str, GpuType]) -> S
     refused = policy_problem(deployed)
     if refused:
         raise ValueError(refused)
-    kind = types[candidate.params["gpu"]]
+    kind = priced_where_it_lands(types[candidate.params["gpu"]], deployed)
     pools = tuple(
         replace(pool, price_per_gpu_hour=kind.spot_usd if pool.capacity_type == "spot" else kind.on_demand_usd)
         for pool in deployed.pools

@@ -26,7 +26,7 @@ from tests.stacks import edited
 
 ROOT = Path(__file__).resolve().parents[3]
 STEP = "synthetic:step:base=2,peak=12,at=300,length=300,duration=900,prompt=512,output=128"
-FLOOD = "synthetic:step:base=200,peak=200,at=0,length=60,duration=60,prompt=512,output=256"
+FLOOD = "synthetic:step:base=200,peak=200,at=0,length=20,duration=20,prompt=512,output=256"  # no fleet serves it
 
 
 def _typed(value: str):

@@ -21,6 +21,10 @@ SPEEDUP = 10  # model seconds per wall second: slow enough for a busy 2-core mac
 CONCURRENCY_PER_REPLICA = 8
 
 
+# One worker runs this module, so its one Prometheus and load run serve every test (pytest.ini: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("prometheus-e2e")
+
+
 @pytest.fixture(scope="module")
 def measured():
     assert find_prometheus(), "prometheus must be installed (Debian package 'prometheus'): `make system-packages`"

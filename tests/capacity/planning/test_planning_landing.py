@@ -8,6 +8,8 @@ import pytest
 import yaml
 
 from capacity.planning import plan
+from capacity.planning.evaluator import Candidate
+from capacity.planning.space import committed_point, distributions
 from capacity.planning.stack import apply_config_set, landing, load_stack_model
 from contract.gpu import GPU_OF_FAMILY
 from contract.instances import instance_sizes
@@ -104,3 +106,59 @@ def test_a_stack_price_of_another_size_is_named_in_the_notes():
 
 def test_the_committed_prod_price_is_the_landed_sizes():
     assert plan.stack_price_note(prod_14b()) is None
+
+
+def _dev_with_lmcache(size: str):
+    dev = load_stack_model("dev", root=ROOT)
+    index = plan.model_index(dev)
+    edits = [(f"models[{index}].image", "example.com/vllm-lmcache:v0.25.1"), (f"models[{index}].engine.lmcache", size)]
+    return dev, apply_config_set(dev, edits)
+
+
+def test_a_candidates_lmcache_tier_is_priced_as_the_bigger_size_its_host_memory_lands_on():
+    dev, cached = _dev_with_lmcache("16Gi")
+    kind = next(t for t in plan.gpu_types(dev) if t.gpu == plan.current_gpu(dev))
+    landed = plan.priced_where_it_lands(kind, cached)
+    bigger = landing(cached, kind.family).size
+    assert bigger is not None and bigger.name != kind.instance_size == landing(dev, kind.family).size.name
+    assert landed.instance_size == bigger.name
+    assert landed.on_demand_usd == pytest.approx(kind.on_demand_usd * LISTED[bigger.name] / LISTED[kind.instance_size])
+    assert landed.spot_usd / landed.on_demand_usd == pytest.approx(kind.spot_usd / kind.on_demand_usd)
+
+
+def test_a_candidate_landing_where_the_stack_does_keeps_its_gpu_types_price():
+    dev = load_stack_model("dev", root=ROOT)
+    kind = next(t for t in plan.gpu_types(dev) if t.gpu == plan.current_gpu(dev))
+    assert plan.priced_where_it_lands(kind, dev) is kind
+
+
+def test_the_winners_notes_name_the_size_its_own_lmcache_tier_lands_on():
+    dev = load_stack_model("dev", root=ROOT)
+    built = apply_config_set(dev, [(f"models[{plan.model_index(dev)}].image", "example.com/vllm-lmcache:v0.25.1")])
+    point = committed_point(built, distributions(built.pool_replicas, False, (600,), lmcache=True), 0.55, 34.5)
+    params = {**point, "gpu": plan.current_gpu(built), "maxReplicas": built.policy.max_replicas}
+    params.update(consolidateAfter=None, kvEnabled=True, kvTarget=0.75, e2eEnabled=True, e2eThreshold=30.0)
+    family = plan.family_of(built, plan.current_gpu(built))
+    sizes = {
+        lm: landing(apply_config_set(built, plan.edits_of(built, {**params, "lmcache": lm})), family).size.name
+        for lm in ("none", "16Gi")
+    }
+    assert sizes["none"] != sizes["16Gi"]
+    for lm, size in sizes.items():
+        notes = plan.deployment_notes(built, {**params, "lmcache": lm})
+        assert any(n.startswith(f"each replica of {built.model.name} lands on {size} ") for n in notes), lm
+
+
+def test_a_deployed_lmcache_candidate_bills_its_pools_at_the_bigger_size():
+    dev, cached = _dev_with_lmcache("16Gi")
+    types = {t.gpu: t for t in plan.gpu_types(dev)}
+    kind = types[plan.current_gpu(dev)]
+    index = plan.model_index(dev)
+    edits = (
+        (f"models[{index}].image", "example.com/vllm-lmcache:v0.25.1"),
+        (f"models[{index}].engine.lmcache", "16Gi"),
+    )
+    deployed = plan.deploy(dev, Candidate(edits, {"gpu": kind.gpu}), types)
+    landed = plan.priced_where_it_lands(kind, cached)
+    assert {p.price_per_gpu_hour for p in deployed.pools} == {landed.on_demand_usd, landed.spot_usd}
+    assert landed.on_demand_usd > kind.on_demand_usd
