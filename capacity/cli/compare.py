@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from capacity.cli.record import made_by, run_record
 from capacity.cli.sim_args import (
     add_common_arguments,
     add_scaledobject_argument,
@@ -165,11 +166,13 @@ def run(args: argparse.Namespace) -> int:
     note = starts_note(sm.manifest, raw, options)
     emit(args, {name: s for name, s in rows}, table, f"{title}\n{note}")
     html = args.html or Path("out") / f"compare-{sm.stack}-{sm.model.name}.html"
-    png = plot_comparison(table, html.with_suffix(".png"), title, rows[0][1]["slo"]["objective"], sized_for)
+    # The JSON stays a map of policy name -> summary; the reports record how the run was made.
+    record = made_by(run_record(args))
+    png = plot_comparison(table, html.with_suffix(".png"), title, rows[0][1]["slo"]["objective"], sized_for, record)
     write_html(
         html,
         title,
-        [note],
+        [note, record],
         [summary_html_table(table, "policies")],
         [HtmlFigure(png, COMPARISON_CAPTION)],
     )

@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -21,9 +22,12 @@ from rich.text import Text
 
 from capacity.cli import DEFAULT_STACK
 from capacity.cli.progress import counted
+from capacity.cli.record import made_by, run_record
 from capacity.planning import sensitivity
 from capacity.planning.evidence import Evidence, Traffic, evidence, evidence_traffic, for_key, key_of
+from capacity.planning.html_report import HtmlFigure, HtmlTable, write_html
 from capacity.planning.plan import SEARCH_FRACTION
+from capacity.planning.report import SENSITIVITY_CAPTION, plot_sensitivity
 from capacity.planning.run import RunOptions, RunSummary
 from capacity.planning.stack import StackModel, load_stack_model
 from capacity.tables import cell, keep_numbers_whole
@@ -58,6 +62,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel simulations")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--wide", action="store_true", help="also the 'set in' and 'what it is for' columns")
+    parser.add_argument(
+        "--html",
+        type=Path,
+        help="self-contained HTML report (every column, the evidence, one chart per model), in an existing "
+        "directory (default: out/explain-<stack>[-<model>].html; each chart beside it as <name>[-<model>].png)",
+    )
 
 
 def traffic(args: argparse.Namespace, sm: StackModel, blocks: dict[str, Evidence]) -> Traffic:
@@ -154,6 +164,8 @@ def payload(
 def run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    if args.html is not None and not args.html.parent.is_dir():
+        raise ValueError(f"--html {args.html}: directory {args.html.parent} does not exist")
     first = load_stack_model(args.stack, args.model)
     names = [args.model] if args.model else [m.name for m in first.source.settings().models]
     blocks = evidence(first.source.path)
@@ -165,14 +177,88 @@ def run(args: argparse.Namespace) -> int:
         with counted(f"explain {sm.model.name}", not args.json, "simulations") as progress:
             result = sensitivity.explain(sm, used.trace, used.search_fraction, options, args.workers, progress)
         out.append(payload(sm, used, result, blocks))
+    # the traffic may come from each model's evidence command, not the flags
+    record = run_record(
+        args,
+        traces=sorted({m["trace"] for m in out}),
+        seed=out[0]["seed"] if len({m["seed"] for m in out}) == 1 else [m["seed"] for m in out],
+    )
+    html = args.html or Path("out") / f"explain-{first.stack}{'-' + args.model if args.model else ''}.html"
+    pngs = [html.with_suffix(".png") if len(out) == 1 else html.with_name(f"{html.stem}-{m['model']}.png") for m in out]
+    for model, png in zip(out, pngs):
+        model["png"] = str(plot_sensitivity(*_chart(model), png, _title(first.stack, model), made_by(record)))
+    write_html(html, f"explain {first.stack}", [made_by(record)], *_html_parts(first.stack, out, pngs))
     if args.json:
-        json.dump({"stack": first.stack, "models": out}, sys.stdout, indent=2)
+        json.dump({"stack": first.stack, "models": out, "run": record, "html_report": str(html)}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
     out_console = table_console(args.wide)
     for model in out:
         _print(out_console, first.stack, model, args.wide)
+    out_console.print(f"{made_by(record)}\nreport: {html}", highlight=False, markup=False)
     return 0
+
+
+def _title(stack: str, model: dict[str, Any]) -> str:
+    return f"explain {stack}/{model['model']} ({model['profile']}): {model['held_out_requests']} held-out requests"
+
+
+def _chart(model: dict[str, Any]) -> tuple[list[tuple[str, list[tuple[str, float, float]]]], tuple[float, float]]:
+    """The sensitivity chart's rows (threshold, [(variant value, attainment, cost)]; NaN: not
+    simulated) and the committed (attainment, cost)."""
+    nan = float("nan")
+    rows = [
+        (
+            row["name"],
+            [
+                (
+                    _show(v["value"]),
+                    *((v["result"]["slo_attainment"], v["result"]["cost_usd"]) if v["result"] else (nan, nan)),
+                )
+                for v in row["variants"]
+            ],
+        )
+        for row in model["thresholds"]
+    ]
+    return rows, (model["committed"]["slo_attainment"], model["committed"]["cost_usd"])
+
+
+HTML_HEADERS = ("threshold", "value", "set in", "what it is for", "evidence", "half, or flipped", "double")
+
+
+def _html_parts(stack: str, out: list[dict[str, Any]], pngs: list[Path]) -> tuple[list[HtmlTable], list[HtmlFigure]]:
+    """Every column of each model's table (its notes and evidence in the caption) and its chart."""
+    tables, figures = [], []
+    for model, png in zip(out, pngs):
+        footnotes = {key: i + 1 for i, key in enumerate(model["evidence"])}
+        engine_note = any(n.startswith("engine flags not varied") for n in model["notes"])
+        rows = []
+        for row in model["thresholds"]:
+            variants = [_variant_cell(v, engine_note) for v in row["variants"]]
+            rows.append(
+                [
+                    row["name"],
+                    _show(row["value"]),
+                    row["set_in"].removesuffix("." + row["name"]) if row["set_in"] else "built-in default",
+                    row["purpose"],
+                    f"[{footnotes[row['evidence']]}]" if row["evidence"] else "-",
+                    *variants,
+                    *[""] * (2 - len(variants)),
+                ]
+            )
+        c = model["committed"]
+        cited = [f"[{n}] above {key}: {model['evidence'][key]['text']}" for key, n in footnotes.items()]
+        caption = " ".join(
+            [
+                f"committed: SLO attained {cell(c['slo_attainment'], '.1%')}, ${cell(c['cost_usd'], '.2f')}, "
+                f"{cell(c['gpu_hours'], '.2f')} GPU-h on the last {1 - model['search_fraction']:.0%} of {model['trace']}.",
+                *model["notes"],
+                *cited,
+            ]
+        )
+        tables.append(HtmlTable(_title(stack, model), HTML_HEADERS, rows, caption))
+        figures.append(HtmlFigure(png, SENSITIVITY_CAPTION))
+    return tables, figures
 
 
 def _variant_cell(variant: dict[str, Any], engine_note: bool) -> str:

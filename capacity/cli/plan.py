@@ -15,7 +15,6 @@ import shlex
 import sys
 import textwrap
 from collections import Counter
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from rich.table import Table
 
 from capacity.cli import DEFAULT_STACK
 from capacity.cli.progress import counted
+from capacity.cli.record import made_by, run_record
 from capacity.cli.stack_edit import write_stack
 from capacity.planning import band as error_band
 from capacity.planning import plan
@@ -267,16 +267,9 @@ def plot_frontier(
     return path
 
 
-def run_record(args: argparse.Namespace) -> dict[str, Any]:
-    """How this plan was made: the command line, its traffic, seed and the date (UTC)."""
-    argv = getattr(args, "_argv", None) or ["plan"]
-    return {
-        "command": "python -m capacity " + shlex.join(argv),
-        "traces": list(args.trace),
-        "validate_traces": list(args.validate_trace),
-        "seed": args.seed,
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
+def plan_record(args: argparse.Namespace) -> dict[str, Any]:
+    """How this plan was made: the command line, its traffic (searched and validation), seed and date."""
+    return run_record(args, validate_traces=list(args.validate_trace))
 
 
 def _caption(record: dict[str, Any]) -> str:
@@ -399,7 +392,7 @@ def run(args: argparse.Namespace) -> int:
         "refused": refused_candidates(result),
         "validation_meets_target": None if validation is None else validation.slo_attainment >= args.slo_attainment,
         "band": within.as_dict() if within else None,
-        "run": run_record(args),
+        "run": plan_record(args),
         "written": None,  # the stack file --write wrote the winner into
         "resumed_trials": result.resumed,
         "notes": [],
@@ -768,8 +761,7 @@ def shown_commands(payload: dict[str, Any]) -> list[str]:
 
 
 def record_line(payload: dict[str, Any]) -> str:
-    r = payload["run"]
-    return f"made by: {r['command']} (seed {r['seed']}, {r['date']})"
+    return made_by(payload["run"])
 
 
 def _write_html(payload: dict[str, Any], title: str, target: float, path: Path) -> Path:

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from capacity.cli.progress import Counted, counted
+from capacity.cli.record import made_by, run_record
 from capacity.cli.sim_args import add_common_arguments, emit, load_inputs
+from capacity.planning.html_report import HtmlFigure, write_html
+from capacity.planning.report import DAILY_NEED_CAPTION, plot_daily_need, summary_html_table
 from capacity.planning.run import RunOptions, run_oracle, run_policy, summarize
 from capacity.planning.schedule import (
     DAY_S,
@@ -34,6 +38,23 @@ from capacity.workload import traces
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser)
+    parser.add_argument(
+        "--png",
+        type=Path,
+        help="daily-need PNG path, in an existing directory (default: out/schedule-<stack>-<model>.png)",
+    )
+    parser.add_argument(
+        "--html",
+        type=Path,
+        help="self-contained HTML report (table, window, commands, chart) path, in an existing directory "
+        "(default: next to the PNG, <png name>.html)",
+    )
+
+
+def cron_hour(cron: str) -> float:
+    """The hour of day a 5-field cron line fires at (its minute and hour fields)."""
+    minute, hour = cron.split()[:2]
+    return int(hour) + int(minute) / 60
 
 
 @dataclass(frozen=True)
@@ -86,6 +107,9 @@ def config_set_lines(schedule: Schedule, sm: StackModel) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    for flag, path in (("--png", args.png), ("--html", args.html)):
+        if path is not None and not path.parent.is_dir():
+            raise ValueError(f"{flag} {path}: directory {path.parent} does not exist")
     with counted("schedule", not args.json, "steps (oracle, judged day, reactive, with the window)") as step:
         return _run(args, step or (lambda done, total: None))
 
@@ -154,24 +178,43 @@ def _run(args: argparse.Namespace, step: Counted) -> int:
         else:
             payload["pulumi_config_set"] = config_set_lines(schedule, sm)
     title = f"schedule {sm.stack}/{sm.model.name} on {trace.name}: {split}"
+    record = run_record(args)
+    png = args.png or Path("out") / f"schedule-{sm.stack}-{sm.model.name}.png"
+    html = args.html or png.with_suffix(".html")
+    window = (cron_hour(schedule.start), cron_hour(schedule.end), schedule.desired_replicas) if schedule else None
+    bounds = (sm.policy.min_replicas, sm.policy.max_replicas)
+    plot_daily_need(needs, orc.interval_s, bounds, window, png, title, made_by(record))
+    payload.update(schedule_png=str(png), html_report=str(html), run=record)
+    verdict = verdict_lines(payload)
+    write_html(
+        html,
+        title,
+        [*(line for line in verdict if line not in payload["pulumi_config_set"]), made_by(record)],
+        [summary_html_table(rows, "the judged day")],
+        [HtmlFigure(png, DAILY_NEED_CAPTION)],
+        commands=payload["pulumi_config_set"],
+    )
     emit(args, payload, rows, title)
     if not args.json:
-        _print_verdict(payload)
+        for line in verdict:
+            print(line)
+        print(f"{made_by(record)}\nreport: {html}")
     return 0
 
 
-def _print_verdict(payload: dict[str, Any]) -> None:
+def verdict_lines(payload: dict[str, Any]) -> list[str]:
+    """The window, any further windows wanted, then the commands or why none."""
+    lines = []
     window = payload["schedule"]
     if window is not None:
-        print(
+        lines.append(
             f"window: start {window['start']!r}, end {window['end']!r} ({window['timezone']}), "
             f"desiredReplicas {window['desiredReplicas']}, starting {window['lead_s']:.0f} s before the need "
             "(the slowest replica startup + one polling interval)"
         )
         if window["other_windows_wanted"]:
-            print(
+            lines.append(
                 f"the trace wants {window['other_windows_wanted']} more window(s); "
                 f"the stack has one cron trigger, so only the best is derived"
             )
-    for line in payload["pulumi_config_set"] or [f"# not recommended: {payload['reason']}"]:
-        print(line)
+    return lines + (payload["pulumi_config_set"] or [f"# not recommended: {payload['reason']}"])

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from capacity.cli.record import made_by, run_record
 from capacity.cli.sim_args import (
     add_common_arguments,
     add_scaledobject_argument,
@@ -66,19 +67,21 @@ def run(args: argparse.Namespace) -> int:
     policy = str(args.policy or args.scaledobject or f"stack {sm.stack}")
     slo = slo_note(sm) if args.policy else ""
     html = args.html or png.with_suffix(".html")
+    record = run_record(args)
     payload = {
         **summary.as_dict(),
         "oracle_infeasible_intervals": orc.infeasible_intervals,
-        "timeline_png": str(plot_timeline(result, png, title, asdict(summary.slo))),
+        "timeline_png": str(plot_timeline(result, png, title, asdict(summary.slo), made_by(record))),
         "policy": policy,
         "html_report": str(html),
+        "run": record,
     }
     name = policy if given else row_name(policy + slo, summary, sm)
     emit(args, payload, [(name, payload)], f"{title}\n{start_note(manifest, options)}")
     write_html(
         html,
         title,
-        [start_note(manifest, options)],
+        [start_note(manifest, options), made_by(record)],
         [summary_html_table([(name, payload)], "summary")],
         [HtmlFigure(png, timeline_caption(result))],
     )

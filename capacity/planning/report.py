@@ -113,9 +113,11 @@ def plot_comparison(
     title: str,
     objective: float,
     oracle_objective: float | None = None,
+    footer: str = "",
 ) -> Path:
     """Each policy's SLO attainment and GPU-hours as bars side by side, one row per policy; the
-    SLO's objective drawn, and the oracle's when it was sized for another share."""
+    SLO's objective drawn, and the oracle's when it was sized for another share; `footer` (how
+    the run was made) along the bottom."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -151,7 +153,9 @@ def plot_comparison(
     for ax in (left, right):
         ax.grid(axis="x", alpha=0.3)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    if footer:
+        fig.text(0.01, 0.005, textwrap.fill(footer, 190), fontsize=7, color="#444", va="bottom")
+    fig.tight_layout(rect=(0, 0.05 if footer else 0, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -201,10 +205,11 @@ def _log_floor(values: Sequence[float], *floors: float | None) -> float:
     return min(positive) / 1.5 if positive else 0.01
 
 
-def plot_timeline(result: SimResult, path: Path, title: str, slo: Mapping[str, float | None]) -> Path:
+def plot_timeline(result: SimResult, path: Path, title: str, slo: Mapping[str, float | None], footer: str = "") -> Path:
     """Five stacked panels: load, signals / targets, desired and ready replicas, TTFT and
     end-to-end latency, TPOT; each latency against its SLO target (e2e only when one is set).
-    Legends sit right of the panels, off the curves; outages and spot reclaims are shaded."""
+    Legends sit right of the panels, off the curves; outages and spot reclaims are shaded; the
+    caption and `footer` (how the run was made) along the bottom."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -255,8 +260,129 @@ def plot_timeline(result: SimResult, path: Path, title: str, slo: Mapping[str, f
         ax.grid(alpha=0.3)
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     fig.suptitle(title)
-    fig.text(0.01, 0.005, textwrap.fill(timeline_caption(result), 190), fontsize=8, va="bottom")
+    caption = timeline_caption(result) + (f"\n{footer}" if footer else "")
+    fig.text(0.01, 0.005, "\n".join(textwrap.fill(line, 190) for line in caption.splitlines()), fontsize=8, va="bottom")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+SENSITIVITY_CAPTION = (
+    "Each threshold at half (<) and double (>) its value, a boolean flipped (<), on the held-out traffic: "
+    "left the SLO attainment, right the cost; the dotted line is the committed policy. A variant the "
+    "program refuses, or one not simulated, has no marker (the table says why)."
+)
+
+
+def plot_sensitivity(
+    rows: Sequence[tuple[str, Sequence[tuple[str, float, float]]]],
+    committed: tuple[float, float],
+    path: Path,
+    title: str,
+    footer: str = "",
+) -> Path:
+    """One row per threshold: each simulated variant's (label, SLO attainment, cost USD) against the
+    committed policy's (attainment, cost), attainment left and cost right, so the thresholds that
+    move the result stand out from those that do not."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    y = list(range(len(rows)))
+    height = 1.8 + 0.32 * len(rows)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, height), sharey=True)
+    markers = ("<", ">")
+    for i, (_, variants) in enumerate(rows):
+        for marker, side, (label, attained, cost) in zip(markers, (-1, 1), variants):
+            if attained == attained:  # NaN: not simulated
+                left.plot(attained * 100, i, marker, color="tab:blue")
+                left.annotate(
+                    label,
+                    (attained * 100, i),
+                    xytext=(5 * side, 0),
+                    textcoords="offset points",
+                    ha="right" if side < 0 else "left",
+                    va="center",
+                    fontsize=7,
+                )
+                right.plot(cost, i, marker, color="tab:gray")
+        if not any(a == a for _, a, _ in variants):
+            left.text(
+                0.01, i, "not simulated", transform=left.get_yaxis_transform(), va="center", fontsize=7, color="gray"
+            )
+    left.axvline(committed[0] * 100, color="black", linestyle=":", linewidth=1, label="committed")
+    right.axvline(committed[1], color="black", linestyle=":", linewidth=1)
+    shown = [a * 100 for _, variants in rows for _, a, _ in variants if a == a] + [committed[0] * 100]
+    left.set_xlim(min(shown) - 1.5, 101)  # room for the labels; nothing lies above 100%
+    left.set_xlabel("SLO attained (% of feasible requests)")
+    right.set_xlabel("cost USD on the held-out traffic")
+    left.set_yticks(y, [name for name, _ in rows], fontsize=8)
+    left.invert_yaxis()
+    left.legend(loc="lower left", bbox_to_anchor=(0, 1.0), fontsize=8, frameon=False)
+    for ax in (left, right):
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle(title, fontsize=10)
+    caption = SENSITIVITY_CAPTION + (f"\n{footer}" if footer else "")
+    lines = [wrapped for line in caption.splitlines() for wrapped in textwrap.wrap(line, 190)]
+    fig.text(0.01, 0.005, "\n".join(lines), fontsize=7, va="bottom")
+    fig.tight_layout(rect=(0, min(0.3, (0.13 * len(lines) + 0.1) / height), 1, 1))  # inches of caption over the height
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+DAILY_NEED_CAPTION = (
+    "The oracle's replicas per time of day (UTC): the median over the days the window was derived "
+    "on. The window (shaded) holds desiredReplicas warm from its start to its end; outside it the "
+    "reactive policy scales from minReplicas."
+)
+
+
+def plot_daily_need(
+    need: Sequence[float],
+    interval_s: float,
+    bounds: tuple[int, int],
+    window: tuple[float, float, int] | None,
+    path: Path,
+    title: str,
+    footer: str = "",
+) -> Path:
+    """The daily need as steps against minReplicas and maxReplicas (`bounds`), and the cron
+    window (start hour, end hour, desiredReplicas; UTC, an end before the start wraps midnight)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    hours = [i * interval_s / 3600 for i in range(len(need) + 1)]
+    fig, ax = plt.subplots(figsize=(12, 4.8))
+    ax.stairs(need, hours, color="tab:blue", label="oracle's need (median per time of day)")
+    ax.axhline(bounds[0], color="tab:gray", linestyle="--", label=f"minReplicas {bounds[0]}")
+    ax.axhline(bounds[1], color="tab:red", linestyle=":", label=f"maxReplicas {bounds[1]}")
+    if window is not None:
+        start, end, desired = window
+        spans = [(start, end)] if start < end else [(start, 24.0), (0.0, end)]
+        for i, (a, b) in enumerate(spans):
+            ax.axvspan(a, b, color="tab:green", alpha=0.15, linewidth=0, label="cron window" if i == 0 else None)
+            ax.hlines(desired, a, b, color="tab:green", label=f"desiredReplicas {desired}" if i == 0 else None)
+    ax.set_xlim(0, 24)
+    ax.set_xticks(range(0, 25, 2))
+    ax.set_xlabel("hour of day (UTC)")
+    ax.set_ylabel("replicas")
+    ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    fig.suptitle(title, fontsize=10)
+    caption = DAILY_NEED_CAPTION + (f"\n{footer}" if footer else "")
+    lines = [wrapped for line in caption.splitlines() for wrapped in textwrap.wrap(line, 170)]
+    fig.text(0.01, 0.005, "\n".join(lines), fontsize=7, va="bottom")
+    fig.tight_layout(rect=(0, (0.13 * len(lines) + 0.1) / 4.8, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
     plt.close(fig)

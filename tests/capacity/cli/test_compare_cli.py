@@ -157,3 +157,12 @@ def test_the_header_says_where_a_scaledobject_starts_when_it_is_not_the_stacks_s
     out = " ".join(capsys.readouterr().out.split())
     assert "starts from 3 warm replicas" in out  # the oracle's first interval, within dev's 1..3
     assert "other ScaledObjects start within their own bounds: pinned-one 1" in out
+
+
+def test_the_html_report_records_the_command_trace_seed_and_date(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    html = tmp_path / "r.html"
+    args = ["compare", "--stack", "dev", "--profile", PROFILE, "--trace", SHORT, "--no-references", "--html", str(html)]
+    assert main(args) == 0
+    (line,) = [t for t in Report(html).text if t.startswith("made by: ")]
+    assert line.startswith(f"made by: python -m capacity {' '.join(args)} (seed 0, ")

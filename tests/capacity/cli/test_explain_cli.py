@@ -3,6 +3,7 @@ from the evidence comment, and one clear line without evidence or --trace."""
 
 import json
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from capacity.cli.explain import unchanged_note
 from capacity.planning import sensitivity
 from capacity.planning.stack import load_stack_model
 from contract.settings.autoscaling import ModelAutoscaling
+from tests.html_page import Report, embeds
 from tests.summaries import RUN
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -23,15 +25,15 @@ EVIDENCE = (
 )
 
 
-def explain(capsys, *args: str) -> dict:
-    assert main(["explain", "--workers", "2", "--json", *args]) == 0
+def explain(capsys, tmp_path, *args: str) -> dict:
+    assert main(["explain", "--workers", "2", "--json", "--html", str(tmp_path / "explain.html"), *args]) == 0
     return json.loads(capsys.readouterr().out)
 
 
 @pytest.mark.parametrize("stack, models", [("dev", ["qwen25-1p5b"]), ("prod", ["qwen25-14b-awq", "qwen25-7b-awq"])])
-def test_every_model_of_the_stack_is_explained(capsys, monkeypatch, stack, models):
+def test_every_model_of_the_stack_is_explained(capsys, monkeypatch, stack, models, tmp_path):
     monkeypatch.chdir(ROOT)
-    out = explain(capsys, "--stack", stack, "--trace", TRACE)
+    out = explain(capsys, tmp_path, "--stack", stack, "--trace", TRACE)
     assert [m["model"] for m in out["models"]] == models
     for model in out["models"]:
         assert set(model["committed"]) == {"slo_attainment", "cost_usd", "gpu_hours"}
@@ -39,17 +41,17 @@ def test_every_model_of_the_stack_is_explained(capsys, monkeypatch, stack, model
         assert [t["name"] for t in model["thresholds"]] == [t.name for t in sensitivity.thresholds(committed)]
 
 
-def test_each_variant_has_numbers_or_a_reason(capsys, monkeypatch):
+def test_each_variant_has_numbers_or_a_reason(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
-    (model,) = explain(capsys, "--stack", "dev", "--trace", TRACE)["models"]
+    (model,) = explain(capsys, tmp_path, "--stack", "dev", "--trace", TRACE)["models"]
     variants = [v for t in model["thresholds"] for v in t["variants"]]
     assert all((v["result"] is None) != (v["reason"] is None) for v in variants)
     assert any(v["result"] for v in variants) and any(v["reason"] for v in variants)
 
 
-def test_model_picks_one_model(capsys, monkeypatch):
+def test_model_picks_one_model(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
-    out = explain(capsys, "--stack", "prod", "--model", "qwen25-7b-awq", "--trace", TRACE)
+    out = explain(capsys, tmp_path, "--stack", "prod", "--model", "qwen25-7b-awq", "--trace", TRACE)
     assert [m["model"] for m in out["models"]] == ["qwen25-7b-awq"]
 
 
@@ -72,7 +74,23 @@ def measured_dev(tmp_path: Path, evidence: str = "") -> Path:
 
 
 def test_the_table_names_each_threshold_and_the_committed_result(capsys, tmp_path):
-    assert main(["explain", "--stack", str(measured_dev(tmp_path)), "--workers", "2", "--trace", TRACE, "--wide"]) == 0
+    assert (
+        main(
+            [
+                "explain",
+                "--stack",
+                str(measured_dev(tmp_path)),
+                "--workers",
+                "2",
+                "--trace",
+                TRACE,
+                "--wide",
+                "--html",
+                str(tmp_path / "e.html"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "explain dev/qwen25-1p5b (8gb-qwen2.5-1.5b): the last 30% of" in out
     assert "committed: SLO attained" in out
@@ -81,7 +99,22 @@ def test_the_table_names_each_threshold_and_the_committed_result(capsys, tmp_pat
 
 
 def test_the_piped_table_fits_100_columns_without_cutting_a_value(capsys, tmp_path):
-    assert main(["explain", "--stack", str(measured_dev(tmp_path)), "--workers", "2", "--trace", TRACE]) == 0
+    assert (
+        main(
+            [
+                "explain",
+                "--stack",
+                str(measured_dev(tmp_path)),
+                "--workers",
+                "2",
+                "--trace",
+                TRACE,
+                "--html",
+                str(tmp_path / "e.html"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     table = out[: out.index("└")]
     assert max(len(line) for line in table.splitlines()) <= 100 and "…" not in table
@@ -89,7 +122,7 @@ def test_the_piped_table_fits_100_columns_without_cutting_a_value(capsys, tmp_pa
 
 
 def test_the_traffic_comes_from_the_evidence_command(capsys, tmp_path):
-    (model,) = explain(capsys, "--stack", str(measured_dev(tmp_path, EVIDENCE)))["models"]
+    (model,) = explain(capsys, tmp_path, "--stack", str(measured_dev(tmp_path, EVIDENCE)))["models"]
     assert model["traffic_from_evidence_of"] == "autoscaling.default"
     assert (model["trace"], model["search_fraction"], model["seed"]) == (TRACE, 0.6, 3)
     (minimum,) = [t for t in model["thresholds"] if t["name"] == "minReplicas"]
@@ -98,7 +131,9 @@ def test_the_traffic_comes_from_the_evidence_command(capsys, tmp_path):
 
 
 def test_a_flag_overrides_the_evidence_command(capsys, tmp_path):
-    (model,) = explain(capsys, "--stack", str(measured_dev(tmp_path, EVIDENCE)), "--search-fraction", "0.5")["models"]
+    (model,) = explain(capsys, tmp_path, "--stack", str(measured_dev(tmp_path, EVIDENCE)), "--search-fraction", "0.5")[
+        "models"
+    ]
     assert (model["search_fraction"], model["seed"]) == (0.5, 3)
 
 
@@ -136,3 +171,37 @@ def test_variants_identical_to_a_fleet_that_never_scaled_say_so():
     note = unchanged_note(policy, _explanation(still, still))
     assert "never scaled: 2 replicas (minReplicas 2)" in note
     assert unchanged_note(policy, _explanation(still, replace(still, cost_usd=3.0))) is None
+
+
+def test_explain_writes_one_html_report_with_every_column_and_a_chart_per_model(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    html = tmp_path / "prod.html"
+    assert main(["explain", "--stack", "prod", "--workers", "2", "--trace", TRACE, "--json", "--html", str(html)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["html_report"] == str(html)
+    report = Report(html)
+    assert {"set in", "what it is for", "half, or flipped", "double"} <= set(report.headers)
+    for model in out["models"]:
+        png = Path(model["png"])
+        assert png == tmp_path / f"prod-{model['model']}.png" and embeds(report, png)
+    assert any(t.startswith("made by: python -m capacity explain --stack prod") for t in report.text)
+
+
+def test_the_json_records_the_command_trace_seed_and_date(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    run = explain(capsys, tmp_path, "--stack", "dev", "--trace", TRACE, "--seed", "4")["run"]
+    assert run["command"].startswith("python -m capacity explain --workers 2 --json --html")
+    assert (run["traces"], run["seed"]) == ([TRACE], 4)
+    assert datetime.fromisoformat(run["date"]).tzinfo is not None
+
+
+def test_one_model_gets_its_chart_beside_the_report_under_the_same_name(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    (model,) = explain(capsys, tmp_path, "--stack", "prod", "--model", "qwen25-7b-awq", "--trace", TRACE)["models"]
+    assert model["png"] == str(tmp_path / "explain.png")
+
+
+def test_an_html_path_in_a_missing_directory_is_one_line(capsys):
+    assert main(["explain", "--stack", "dev", "--trace", TRACE, "--html", "/nonexistent/e.html"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--html /nonexistent/e.html: directory /nonexistent does not exist" in err

@@ -3,14 +3,16 @@
 import json
 import shlex
 import tempfile
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from capacity.__main__ import main
-from capacity.cli.schedule import config_set_lines
+from capacity.cli.schedule import config_set_lines, cron_hour
 from capacity.planning.schedule import Schedule
 from capacity.planning.stack import apply_config_set, load_stack_model
+from tests.html_page import Report, embeds
 from tests.stacks import unplanned
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -22,10 +24,13 @@ BUSY_DAY = "synthetic:diurnal:mean=0.13,amplitude=1,duration=86400,prompt=500,ou
 
 
 def _schedule(capsys, trace: str, *extra: str) -> dict:
-    stack = unplanned("dev", Path(tempfile.mkdtemp()))  # dev's default scope: minReplicas 1, maxReplicas 3
+    folder = Path(tempfile.mkdtemp())
+    stack = unplanned("dev", folder)  # dev's default scope: minReplicas 1, maxReplicas 3
+    reports = [] if "--png" in extra else ["--png", str(folder / "schedule.png")]
     code = main(
         [
             "schedule",
+            *reports,
             "--stack",
             str(stack),
             "--profile",
@@ -120,3 +125,32 @@ def test_an_oracle_interval_that_does_not_divide_a_day_is_one_clear_error(capsys
     code = main(["schedule", "--stack", "dev", "--trace", QUIET_DAY, "--oracle-interval", "7000"])
     assert code == 2
     assert "--oracle-interval (7000 s) must divide a day" in capsys.readouterr().err
+
+
+def test_the_html_report_holds_the_table_the_chart_and_how_it_was_made(capsys, tmp_path):
+    png = tmp_path / "s.png"
+    out = _schedule(capsys, BUSY_DAY, "--png", str(png))
+    assert (out["schedule_png"], out["html_report"]) == (str(png), str(tmp_path / "s.html"))
+    report = Report(tmp_path / "s.html")
+    assert embeds(report, png)
+    assert any(c.startswith("reactive (stack)") for c in report.cells)
+    assert any(t.startswith("made by: python -m capacity schedule") for t in report.text)
+    if out["pulumi_config_set"]:
+        assert "\n".join(out["pulumi_config_set"]) in "".join(report.text)
+
+
+def test_the_json_records_the_command_trace_seed_and_date(capsys):
+    run = _schedule(capsys, QUIET_DAY, "--seed", "2")["run"]
+    assert run["command"].startswith("python -m capacity schedule --png")
+    assert (run["traces"], run["seed"]) == ([QUIET_DAY], 2)
+    assert datetime.fromisoformat(run["date"]).tzinfo is not None
+
+
+def test_a_png_path_in_a_missing_directory_is_one_line(capsys):
+    assert main(["schedule", "--trace", QUIET_DAY, "--png", "/nonexistent/s.png"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--png /nonexistent/s.png: directory /nonexistent does not exist" in err
+
+
+def test_cron_hours_read_the_minute_and_hour_fields():
+    assert (cron_hour("53 5 * * *"), cron_hour("0 18 * * 1-5")) == (5 + 53 / 60, 18.0)

@@ -1,6 +1,7 @@
 """`python -m capacity simulate` end to end on a short trace."""
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 from capacity.__main__ import main
@@ -132,3 +133,14 @@ def test_an_html_path_in_a_missing_directory_is_one_line(capsys, monkeypatch, tm
     monkeypatch.chdir(ROOT)
     assert simulate("--html", str(tmp_path / "no" / "r.html")) == 2
     assert f"--html {tmp_path / 'no' / 'r.html'}: directory {tmp_path / 'no'} does not exist" in capsys.readouterr().err
+
+
+def test_the_json_and_the_html_record_the_command_trace_seed_and_date(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    assert simulate("--json", "--seed", "3", "--png", str(tmp_path / "t.png")) == 0
+    run = json.loads(capsys.readouterr().out)["run"]
+    assert run["command"] == f"python -m capacity simulate --stack dev --profile {PROFILE} --trace {SHORT} " + (
+        f"--json --seed 3 --png {tmp_path / 't.png'}"
+    )
+    assert (run["traces"], run["seed"]) == ([SHORT], 3) and datetime.fromisoformat(run["date"]).tzinfo is not None
+    assert f"made by: {run['command']} (seed 3, {run['date']})" in Report(tmp_path / "t.html").text
