@@ -101,6 +101,21 @@ def print_table(
         shown.print(line)
 
 
+def _save(fig: Any, path: Path, caption: str, height_in: float, width: int = 190, fontsize: int = 7) -> Path:
+    """Write `caption` (its lines wrapped at `width` characters) along the figure's bottom, leave
+    it room (its lines' inches over the figure's `height_in`), save the PNG at `path` and close."""
+    import matplotlib.pyplot as plt
+
+    lines = [wrapped for line in caption.splitlines() for wrapped in textwrap.wrap(line, width)]
+    if lines:
+        fig.text(0.01, 0.005, "\n".join(lines), fontsize=fontsize, color="#444", va="bottom")
+    fig.tight_layout(rect=(0, min(0.3, (0.13 * len(lines) + 0.1) / height_in) if lines else 0, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
 COMPARISON_CAPTION = (
     "Left: share of feasible requests meeting the TTFT and TPOT targets, against the objective. "
     "Right: GPU-hours billed over the trace; the oracle's is the least any policy could pay."
@@ -125,7 +140,8 @@ def plot_comparison(
 
     names = [name for name, _ in rows]
     y = list(range(len(rows)))
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 1.6 + 0.45 * len(rows)), sharey=True)
+    height = 1.6 + 0.45 * len(rows)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, height), sharey=True)
     attained = [s.get("slo_attainment") for _, s in rows]
     judged = [(i, a * 100) for i, a in zip(y, attained) if a is not None]
     bars = left.barh([i for i, _ in judged], [a for _, a in judged], color="tab:blue")
@@ -153,13 +169,7 @@ def plot_comparison(
     for ax in (left, right):
         ax.grid(axis="x", alpha=0.3)
     fig.suptitle(title, fontsize=10)
-    if footer:
-        fig.text(0.01, 0.005, textwrap.fill(footer, 190), fontsize=7, color="#444", va="bottom")
-    fig.tight_layout(rect=(0, 0.05 if footer else 0, 1, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save(fig, path, footer, height)
 
 
 SPOT_NOTICE_S = 120.0  # EC2's two-minute spot interruption notice, shaded after each reclaim
@@ -260,13 +270,7 @@ def plot_timeline(result: SimResult, path: Path, title: str, slo: Mapping[str, f
         ax.grid(alpha=0.3)
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     fig.suptitle(title)
-    caption = timeline_caption(result) + (f"\n{footer}" if footer else "")
-    fig.text(0.01, 0.005, "\n".join(textwrap.fill(line, 190) for line in caption.splitlines()), fontsize=8, va="bottom")
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save(fig, path, timeline_caption(result) + (f"\n{footer}" if footer else ""), 14, fontsize=8)
 
 
 SENSITIVITY_CAPTION = (
@@ -325,14 +329,7 @@ def plot_sensitivity(
     for ax in (left, right):
         ax.grid(axis="x", alpha=0.3)
     fig.suptitle(title, fontsize=10)
-    caption = SENSITIVITY_CAPTION + (f"\n{footer}" if footer else "")
-    lines = [wrapped for line in caption.splitlines() for wrapped in textwrap.wrap(line, 190)]
-    fig.text(0.01, 0.005, "\n".join(lines), fontsize=7, va="bottom")
-    fig.tight_layout(rect=(0, min(0.3, (0.13 * len(lines) + 0.1) / height), 1, 1))  # inches of caption over the height
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save(fig, path, SENSITIVITY_CAPTION + (f"\n{footer}" if footer else ""), height)
 
 
 DAILY_NEED_CAPTION = (
@@ -379,11 +376,4 @@ def plot_daily_need(
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=10)
-    caption = DAILY_NEED_CAPTION + (f"\n{footer}" if footer else "")
-    lines = [wrapped for line in caption.splitlines() for wrapped in textwrap.wrap(line, 170)]
-    fig.text(0.01, 0.005, "\n".join(lines), fontsize=7, va="bottom")
-    fig.tight_layout(rect=(0, (0.13 * len(lines) + 0.1) / 4.8, 1, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save(fig, path, DAILY_NEED_CAPTION + (f"\n{footer}" if footer else ""), 4.8, width=170)

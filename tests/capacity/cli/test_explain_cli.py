@@ -73,25 +73,15 @@ def measured_dev(tmp_path: Path, evidence: str = "") -> Path:
     return path
 
 
+def explain_table(capsys, tmp_path, *extra: str) -> str:
+    """The text explain prints for a measured dev stack on TRACE."""
+    args = ["explain", "--stack", str(measured_dev(tmp_path)), "--workers", "2", "--trace", TRACE, *extra]
+    assert main([*args, "--html", str(tmp_path / "e.html")]) == 0
+    return capsys.readouterr().out
+
+
 def test_the_table_names_each_threshold_and_the_committed_result(capsys, tmp_path):
-    assert (
-        main(
-            [
-                "explain",
-                "--stack",
-                str(measured_dev(tmp_path)),
-                "--workers",
-                "2",
-                "--trace",
-                TRACE,
-                "--wide",
-                "--html",
-                str(tmp_path / "e.html"),
-            ]
-        )
-        == 0
-    )
-    out = capsys.readouterr().out
+    out = explain_table(capsys, tmp_path, "--wide")
     assert "explain dev/qwen25-1p5b (8gb-qwen2.5-1.5b): the last 30% of" in out
     assert "committed: SLO attained" in out
     assert "triggers.queueDepth.targetPerReplica" in out and "built-in default" in out
@@ -99,23 +89,7 @@ def test_the_table_names_each_threshold_and_the_committed_result(capsys, tmp_pat
 
 
 def test_the_piped_table_fits_100_columns_without_cutting_a_value(capsys, tmp_path):
-    assert (
-        main(
-            [
-                "explain",
-                "--stack",
-                str(measured_dev(tmp_path)),
-                "--workers",
-                "2",
-                "--trace",
-                TRACE,
-                "--html",
-                str(tmp_path / "e.html"),
-            ]
-        )
-        == 0
-    )
-    out = capsys.readouterr().out
+    out = explain_table(capsys, tmp_path)
     table = out[: out.index("└")]
     assert max(len(line) for line in table.splitlines()) <= 100 and "…" not in table
     assert "built-in default" not in table  # the 'set in' column is --wide's
