@@ -246,16 +246,20 @@ def test_ctrl_c_in_lab_is_one_line_and_stops_what_it_started(tmp_path):
         text=True,
         start_new_session=True,
     )
-    replica_port, deadline = None, time.monotonic() + 60
+    printed, deadline = "", time.monotonic() + 60
     try:
-        while time.monotonic() < deadline:  # the lab's own lines, up to the start of the sweep
+        # The lab's own lines, up to the start of the sweep, read from the pipe's descriptor: a
+        # readline() would leave a second line that arrived with the first in Python's buffer,
+        # where select() cannot see it, and wait for the sweep's first level (~30 s) instead.
+        while "lab: sweeping" not in printed and time.monotonic() < deadline:
             ready, _, _ = select.select([lab.stdout], [], [], max(0.0, deadline - time.monotonic()))
-            line = lab.stdout.readline() if ready else ""
-            if "mock replica(s)" in line:
-                replica_port = int(line.rsplit(":", 1)[1])
-            if "lab: sweeping" in line or not line:
+            chunk = os.read(lab.stdout.fileno(), 65536).decode() if ready else ""
+            if not chunk:
                 break
-        assert replica_port is not None, lab.stderr.read()
+            printed += chunk
+        replicas = [line for line in printed.splitlines() if "mock replica(s)" in line]
+        assert replicas and "lab: sweeping" in printed, lab.stderr.read()
+        replica_port = int(replicas[0].rsplit(":", 1)[1])
         os.killpg(lab.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
         _, err = lab.communicate(timeout=30)
     finally:
