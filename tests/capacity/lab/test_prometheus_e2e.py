@@ -3,6 +3,7 @@ running the KEDA queries from `signals`, agrees with what the load generator mea
 
 import asyncio
 import bisect
+import functools
 import time
 
 import pytest
@@ -21,12 +22,19 @@ SPEEDUP = 10  # model seconds per wall second: slow enough for a busy 2-core mac
 CONCURRENCY_PER_REPLICA = 8
 
 
-# One worker runs this module, so its one Prometheus and load run serve every test (pytest.ini: --dist loadgroup).
+# One worker runs this module (pytest.ini: --dist loadgroup) and its one Prometheus and load run
+# serve every test: remembered in the module, since a worker that runs another module's tests
+# between two of these would tear a module-scoped fixture down and run the load again.
 pytestmark = pytest.mark.xdist_group("prometheus-e2e")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def measured():
+    return _measured()
+
+
+@functools.cache
+def _measured():
     assert find_prometheus(), "prometheus must be installed (Debian package 'prometheus'): `make system-packages`"
 
     async def scenario():
