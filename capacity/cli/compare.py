@@ -167,12 +167,12 @@ def run(args: argparse.Namespace) -> int:
     emit(args, {name: s for name, s in rows}, table, f"{title}\n{note}")
     html = args.html or Path("out") / f"compare-{sm.stack}-{sm.model.name}.html"
     # The JSON stays a map of policy name -> summary; the reports record how the run was made.
-    record = made_by(run_record(args))
-    png = plot_comparison(table, html.with_suffix(".png"), title, rows[0][1]["slo"]["objective"], sized_for, record)
+    made = made_by(run_record(args))
+    png = plot_comparison(table, html.with_suffix(".png"), title, rows[0][1]["slo"]["objective"], sized_for, made)
     write_html(
         html,
         title,
-        [note, record],
+        [note, made],
         [summary_html_table(table, "policies")],
         [HtmlFigure(png, COMPARISON_CAPTION)],
     )

@@ -35,6 +35,7 @@ from capacity.tables import console as table_console
 from contract.settings.autoscaling import ModelAutoscaling
 
 METRICS = ("slo_attainment", "cost_usd", "gpu_hours")
+HEADERS = ("threshold", "value", "set in", "what it is for", "evidence", "half, or flipped", "double")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -223,29 +224,12 @@ def _chart(model: dict[str, Any]) -> tuple[list[tuple[str, list[tuple[str, float
     return rows, (model["committed"]["slo_attainment"], model["committed"]["cost_usd"])
 
 
-HTML_HEADERS = ("threshold", "value", "set in", "what it is for", "evidence", "half, or flipped", "double")
-
-
 def _html_parts(stack: str, out: list[dict[str, Any]], pngs: list[Path]) -> tuple[list[HtmlTable], list[HtmlFigure]]:
     """Every column of each model's table (its notes and evidence in the caption) and its chart."""
     tables, figures = [], []
     for model, png in zip(out, pngs):
         footnotes = {key: i + 1 for i, key in enumerate(model["evidence"])}
-        engine_note = any(n.startswith("engine flags not varied") for n in model["notes"])
-        rows = []
-        for row in model["thresholds"]:
-            variants = [_variant_cell(v, engine_note) for v in row["variants"]]
-            rows.append(
-                [
-                    row["name"],
-                    _show(row["value"]),
-                    row["set_in"].removesuffix("." + row["name"]) if row["set_in"] else "built-in default",
-                    row["purpose"],
-                    f"[{footnotes[row['evidence']]}]" if row["evidence"] else "-",
-                    *variants,
-                    *[""] * (2 - len(variants)),
-                ]
-            )
+        rows = _rows(model, footnotes)
         c = model["committed"]
         cited = [f"[{n}] above {key}: {model['evidence'][key]['text']}" for key, n in footnotes.items()]
         caption = " ".join(
@@ -256,9 +240,29 @@ def _html_parts(stack: str, out: list[dict[str, Any]], pngs: list[Path]) -> tupl
                 *cited,
             ]
         )
-        tables.append(HtmlTable(_title(stack, model), HTML_HEADERS, rows, caption))
+        tables.append(HtmlTable(_title(stack, model), HEADERS, rows, caption))
         figures.append(HtmlFigure(png, SENSITIVITY_CAPTION))
     return tables, figures
+
+
+def _rows(model: dict[str, Any], footnotes: dict[str, int]) -> list[list[str]]:
+    """Each threshold's cells under HEADERS: the terminal table shows some of them, the report all."""
+    engine_note = any(n.startswith("engine flags not varied") for n in model["notes"])
+    rows = []
+    for row in model["thresholds"]:
+        variants = [_variant_cell(v, engine_note) for v in row["variants"]]
+        rows.append(
+            [
+                row["name"],
+                _show(row["value"]),
+                row["set_in"].removesuffix("." + row["name"]) if row["set_in"] else "built-in default",
+                row["purpose"],
+                f"[{footnotes[row['evidence']]}]" if row["evidence"] else "-",
+                *variants,
+                *[""] * (2 - len(variants)),
+            ]
+        )
+    return rows
 
 
 def _variant_cell(variant: dict[str, Any], engine_note: bool) -> str:
@@ -295,23 +299,10 @@ def _print(console: Console, stack: str, model: dict[str, Any], wide: bool = Fal
         "TPOT), cost USD, GPU-hours on the held-out traffic; or why it was not simulated"
         + ("" if wide else "; --wide adds where each is set and what it is for"),
     )
-    headers = ("threshold", "value", "set in", "what it is for", "evidence", "half, or flipped", "double")
-    shown = [i for i, h in enumerate(headers) if wide or h not in ("set in", "what it is for")]
+    shown = [i for i, h in enumerate(HEADERS) if wide or h not in ("set in", "what it is for")]
     for i in shown:
-        table.add_column(headers[i], overflow="fold")
-    engine_note = any(n.startswith("engine flags not varied") for n in model["notes"])
-    for row in model["thresholds"]:
-        variants = [_variant_cell(v, engine_note) for v in row["variants"]]
-        scope = row["set_in"].removesuffix("." + row["name"]) if row["set_in"] else "built-in default"
-        cells = [
-            row["name"],
-            _show(row["value"]),
-            scope,
-            row["purpose"],
-            f"[{footnotes[row['evidence']]}]" if row["evidence"] else "-",
-            *variants,
-            *[""] * (2 - len(variants)),
-        ]
+        table.add_column(HEADERS[i], overflow="fold")
+    for cells in _rows(model, footnotes):
         table.add_row(*(Text(cells[i]) for i in shown))
     # the value stays whole, the rest folds
     keep_numbers_whole(table, text_columns=(0, *range(2, len(shown))))

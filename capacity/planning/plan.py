@@ -89,6 +89,15 @@ class GpuType:
     trust: Trust | None = None
 
 
+@functools.cache
+def listed_prices() -> dict[str, float]:
+    """The cited on-demand USD per instance-hour of every size (data/aws_gpu_prices.yaml), read once:
+    every candidate the planner deploys is priced from it."""
+    return {
+        size: float(usd) for size, usd in yaml.safe_load(PRICES.read_text())["on_demand_usd_per_instance_hour"].items()
+    }
+
+
 def gpu_types(sm: StackModel, prices: dict[str, float] | None = None) -> list[GpuType]:
     """The GPU types the model's pools allow, each priced as the instance size a replica lands on
     (`stack.landing`: the smallest size of the family holding the predictor's requests and the
@@ -96,7 +105,7 @@ def gpu_types(sm: StackModel, prices: dict[str, float] | None = None) -> list[Gp
     (they price what its replicas run on now), the cited on-demand list (or `prices`, per GPU-hour)
     for the others, whose spot price is estimated with the stack's spot/on-demand ratio (spot
     prices vary). A family no size of which holds the replica is left out."""
-    listed = dict(yaml.safe_load(PRICES.read_text())["on_demand_usd_per_instance_hour"])
+    listed = listed_prices()
     on_demand = next((p.price_per_gpu_hour for p in sm.pools if p.capacity_type == "on-demand"), None)
     spot = next((p.price_per_gpu_hour for p in sm.pools if p.capacity_type == "spot"), None)
     ratio = (spot / on_demand) if spot and on_demand else 1.0
@@ -136,11 +145,11 @@ def priced_where_it_lands(kind: GpuType, deployed: StackModel) -> GpuType:
         raise ValueError(f"no {kind.family} size holds a replica of {deployed.model.name} with these requests")
     if size.name == kind.instance_size:
         return kind
-    listed = yaml.safe_load(PRICES.read_text())["on_demand_usd_per_instance_hour"]
+    listed = listed_prices()
     missing = [name for name in (size.name, kind.instance_size) if name not in listed]
     if missing:
         raise ValueError(f"no listed price for instance size {missing[0]} ({PRICES.name}), where this candidate lands")
-    scale = float(listed[size.name]) / float(listed[kind.instance_size])
+    scale = listed[size.name] / listed[kind.instance_size]
     return replace(
         kind, on_demand_usd=kind.on_demand_usd * scale, spot_usd=kind.spot_usd * scale, instance_size=size.name
     )
@@ -248,7 +257,7 @@ def stack_price_note(sm: StackModel) -> str | None:
     if on_demand is None or not current_gpu(sm):
         return None
     size = landing(sm, family_of(sm, current_gpu(sm))).size
-    listed = yaml.safe_load(PRICES.read_text())["on_demand_usd_per_instance_hour"]
+    listed = listed_prices()
     if size is None or size.name not in listed:
         return None
     cited = float(listed[size.name]) / sm.model.gpus_per_replica

@@ -101,12 +101,16 @@ def print_table(
         shown.print(line)
 
 
-def _save(fig: Any, path: Path, caption: str, height_in: float, width: int = 190, fontsize: int = 7) -> Path:
-    """Write `caption` (its lines wrapped at `width` characters) along the figure's bottom, leave
-    it room (its lines' inches over the figure's `height_in`), save the PNG at `path` and close."""
+def _save(
+    fig: Any, path: Path, caption: str, footer: str, height_in: float, width: int = 190, fontsize: int = 7
+) -> Path:
+    """Write `caption` and `footer` (how the run was made) along the figure's bottom, their lines
+    wrapped at `width` characters, leave them room (their inches over the figure's `height_in`),
+    save the PNG at `path` and close."""
     import matplotlib.pyplot as plt
 
-    lines = [wrapped for line in caption.splitlines() for wrapped in textwrap.wrap(line, width)]
+    text = "\n".join(part for part in (caption, footer) if part)
+    lines = [wrapped for line in text.splitlines() for wrapped in textwrap.wrap(line, width)]
     if lines:
         fig.text(0.01, 0.005, "\n".join(lines), fontsize=fontsize, color="#444", va="bottom")
     fig.tight_layout(rect=(0, min(0.3, (0.13 * len(lines) + 0.1) / height_in) if lines else 0, 1, 1))
@@ -169,7 +173,7 @@ def plot_comparison(
     for ax in (left, right):
         ax.grid(axis="x", alpha=0.3)
     fig.suptitle(title, fontsize=10)
-    return _save(fig, path, footer, height)
+    return _save(fig, path, "", footer, height)
 
 
 SPOT_NOTICE_S = 120.0  # EC2's two-minute spot interruption notice, shaded after each reclaim
@@ -270,7 +274,7 @@ def plot_timeline(result: SimResult, path: Path, title: str, slo: Mapping[str, f
         ax.grid(alpha=0.3)
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     fig.suptitle(title)
-    return _save(fig, path, timeline_caption(result) + (f"\n{footer}" if footer else ""), 14, fontsize=8)
+    return _save(fig, path, timeline_caption(result), footer, 14, fontsize=8)
 
 
 SENSITIVITY_CAPTION = (
@@ -329,7 +333,7 @@ def plot_sensitivity(
     for ax in (left, right):
         ax.grid(axis="x", alpha=0.3)
     fig.suptitle(title, fontsize=10)
-    return _save(fig, path, SENSITIVITY_CAPTION + (f"\n{footer}" if footer else ""), height)
+    return _save(fig, path, SENSITIVITY_CAPTION, footer, height)
 
 
 DAILY_NEED_CAPTION = (
@@ -376,4 +380,4 @@ def plot_daily_need(
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=10)
-    return _save(fig, path, DAILY_NEED_CAPTION + (f"\n{footer}" if footer else ""), 4.8, width=170)
+    return _save(fig, path, DAILY_NEED_CAPTION, footer, 4.8, width=170)
