@@ -36,6 +36,18 @@ _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 _PROFILE = re.compile(r"(?<![-\w])profile\s+([A-Za-z0-9][\w.-]*[\w])")
 _COMMAND = re.compile(r"(?:^|/)python3?\s+-m\s+capacity\b")
 _LAST_PART = re.compile(r"(\.[^.\[\]]+|\[\d+\])$")
+# The held-out numbers as `plan --write` words them (capacity/cli/plan.evidence_block); `\s+` spans the
+# block's wrapped lines: "validation (last 30% ...): attainment 99.88%, 3.22 GPU-h"
+_HELD_OUT = re.compile(r"validation\s+\([^)]*\):\s+attainment\s+(?P<percent>[\d.]+)%,\s+(?P<gpu_hours>[\d.]+)\s+GPU-h")
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """What an evidence block records of its policy on the held-out part of its traffic."""
+
+    attainment: float  # share of requests within the SLO, 0..1
+    gpu_hours: float
+    digits: int  # decimals the GPU-hours were written with: a reproduction is exact to half the last one
 
 
 @dataclass(frozen=True)
@@ -47,6 +59,15 @@ class Evidence:
     command: str | None
     date: str | None
     profile: str | None
+
+    def held_out(self) -> HeldOut | None:
+        """The recorded held-out attainment and GPU-hours (None: the block records none)."""
+        found = _HELD_OUT.search(self.text)
+        if found is None:
+            return None
+        hours = found.group("gpu_hours")
+        digits = len(hours.partition(".")[2])
+        return HeldOut(float(found.group("percent")) / 100, float(hours), digits)
 
     def option(self, flag: str) -> str | None:
         """The value the command passes for `flag` (`--trace X` or `--trace=X`; the first one)."""

@@ -527,7 +527,7 @@ def search(
         search_pools = not sharing_models(sm)
     import optuna  # imported when a search runs: it takes a third of a second
 
-    from capacity.planning.space import distributions
+    from capacity.planning.space import distributions, with_fixed_engine_flags
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     types = {t.gpu: t for t in gpu_types(sm, prices)}
@@ -545,7 +545,12 @@ def search(
     space = distributions(
         rules.max_replicas, search_pools, down_windows, keep_guardrails, search_routing, search_lmcache
     )
-    points = Points(sm, rules, space)
+    swept = measured.find(sm.profile.name)  # kept on its GPU (gpu_edits), with the flags it was swept at
+    spaces = {
+        name: with_fixed_engine_flags(space, swept.flags) if swept and name == current_gpu(sm) else space
+        for name in types
+    }
+    points = Points(sm, rules, spaces)
     done: list[Trial] = []
     resumed = 0
 
@@ -600,14 +605,14 @@ class Points:
     (maxReplicas; with the guardrails kept, both on and the KV target from its headroom over what
     a full replica of the candidate's engine flags holds), and the e2e threshold in seconds."""
 
-    def __init__(self, sm: StackModel, rules: Guardrails, space: dict[str, Any]) -> None:
-        self.sm, self.rules, self.space = sm, rules, space
+    def __init__(self, sm: StackModel, rules: Guardrails, spaces: dict[str, dict[str, Any]]) -> None:
+        self.sm, self.rules, self.spaces = sm, rules, spaces  # each GPU type's search space
         self._profiles: dict[tuple[Any, ...], EngineProfile | None] = {}
 
     def of(self, trial: Any, gpu: str) -> dict[str, Any]:
         from capacity.planning.space import suggest
 
-        p = {"gpu": gpu, **suggest(trial, self.space)}
+        p = {"gpu": gpu, **suggest(trial, self.spaces[gpu])}
         p.setdefault("consolidateAfter", None)  # not searched: the pools keep their own value
         p["maxReplicas"] = self.rules.max_replicas
         if self.rules.kept:
@@ -623,7 +628,8 @@ class Points:
         """The committed policy as the nearest point of the space: the study's first trial."""
         from capacity.planning.space import committed_point
 
-        return committed_point(self.sm, self.space, self.rules.kv_floor(self._committed_profile(gpu)), self._e2e_base())
+        space = self.spaces[gpu]
+        return committed_point(self.sm, space, self.rules.kv_floor(self._committed_profile(gpu)), self._e2e_base())
 
     def _as_committed(self, gpu: str) -> dict[str, Any]:
         """What the committed trial reports as it is, not as its nearest point."""

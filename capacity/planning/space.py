@@ -26,6 +26,7 @@ from optuna.distributions import (
     IntDistribution,
 )
 
+from capacity.engine.measured import EngineFlags
 from capacity.planning.guardrails import KV_CEILING
 from capacity.planning.stack import StackModel
 
@@ -79,6 +80,17 @@ def distributions(
     if lmcache:
         space["lmcache"] = CategoricalDistribution(LMCACHE)
     return space
+
+
+def with_fixed_engine_flags(space: dict[str, BaseDistribution], flags: EngineFlags) -> dict[str, BaseDistribution]:
+    """`space` with the vLLM flags held at a measured profile's: the profile is that replica as
+    swept, so other flags would not change what is simulated, only what is deployed."""
+    fixed = {
+        "maxNumSeqs": flags.max_num_seqs,
+        "maxNumBatchedTokens": flags.max_num_batched_tokens,
+        "gpuMemoryUtilization": flags.gpu_memory_utilization,
+    }
+    return {name: CategoricalDistribution((fixed[name],)) if name in fixed else d for name, d in space.items()}
 
 
 def _kept_guardrails() -> dict[str, BaseDistribution]:

@@ -25,8 +25,11 @@ from capacity.engine.trust import accuracy, trust_of
 from capacity.measure.envelope import read_envelope
 from capacity.measure.report import write_report
 from capacity.measure.sweep import PointResult
+from capacity.planning import plan
 from capacity.planning.plan import gpu_edits
+from capacity.planning.run import RunOptions
 from capacity.planning.stack import load_stack_model
+from capacity.workload.traces import load as load_trace
 from tests.capacity.cli.test_advice import readme_command
 from tests.capacity.conftest import CALIBRATION_CSV, REPO
 
@@ -138,6 +141,19 @@ def test_the_planner_keeps_a_measured_profile_on_its_own_gpu_and_moves_off_it_by
     sm = _prod_14b_on_the_measured_a10g(tmp_path)
     assert gpu_edits(sm, "a10g") == []  # not replaced by the physics a10g-qwen2.5-14b-awq
     assert ("models[0].capacityProfile", "l4-qwen2.5-14b-awq") in gpu_edits(sm, "l4")
+
+
+def test_the_planner_holds_a_measured_profiles_engine_flags_at_those_it_was_swept_with(found, tmp_path):
+    """Other flags would deploy a replica the profile does not describe (the simulation runs the
+    swept one whatever is drawn): every candidate on the measured GPU carries the swept flags."""
+    sm = _prod_14b_on_the_measured_a10g(tmp_path)
+    trace = load_trace("synthetic:step:base=1,peak=2,at=60,length=60,duration=180,prompt=512,output=64")
+    result = plan.search(sm, [trace], 0.9, 3, 0, 1, RunOptions(), only=("a10g",))
+    swept = measured.find(NAME).flags
+    assert {
+        (t.params["maxNumSeqs"], t.params["maxNumBatchedTokens"], t.params["gpuMemoryUtilization"])
+        for t in result.trials
+    } == {(swept.max_num_seqs, swept.max_num_batched_tokens, swept.gpu_memory_utilization)}
 
 
 def test_stack_takes_the_flags_of_the_stack_model_that_serves_the_checkpoint(swept):

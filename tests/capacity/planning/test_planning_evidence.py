@@ -3,6 +3,8 @@ value under that key; a lookup finds the nearest enclosing block."""
 
 from pathlib import Path
 
+import pytest
+
 from capacity.planning.evidence import evidence, for_key
 
 STACK = """\
@@ -101,3 +103,24 @@ def test_a_block_above_a_list_item_applies_to_the_item(tmp_path):
         "config:\n  inference-platform:models:\n    # Evidence: 2026-12-03\n    - name: a\n      sizeGiB: 1\n"
     )
     assert for_key(evidence(path), "models[0].sizeGiB").date == "2026-12-03"
+
+
+def test_the_block_reads_its_held_out_attainment_and_gpu_hours(tmp_path):
+    recorded = blocks(tmp_path)["autoscaling.big.triggers"].held_out()
+    assert recorded.attainment == pytest.approx(0.994)
+    assert (recorded.gpu_hours, recorded.digits) == (5.21, 2)
+
+
+def test_held_out_numbers_wrapped_over_two_lines_are_read(tmp_path):
+    path = tmp_path / "Pulumi.test.yaml"
+    path.write_text(
+        STACK.replace(
+            "attainment 99.4%, 5.21 GPU-h",
+            "attainment 99.4%,\n      #   5.21 GPU-h",
+        )
+    )
+    assert evidence(path)["autoscaling.big.triggers"].held_out().gpu_hours == 5.21
+
+
+def test_a_block_without_held_out_numbers_records_none(tmp_path):
+    assert blocks(tmp_path)["models[0].engine"].held_out() is None
