@@ -4,6 +4,8 @@ measures nothing (benchmarks/simulate_speed.py set maxReplicas 10 under prod's f
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -17,3 +19,12 @@ def _benchmark(name: str):
 def test_the_simulator_speed_benchmarks_stack_deploys_with_its_documented_fleet_bounds():
     sm = _benchmark("simulate_speed").stack_model()
     assert (sm.policy.min_replicas, sm.policy.max_replicas) == (1, 10)
+
+
+def test_the_evidence_replan_refuses_a_model_it_does_not_audit_by_name(capsys):
+    replan = _benchmark("evidence_replan")
+    with pytest.raises(SystemExit) as stop:
+        replan.main(["--only", "prod/no-such-model"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "--only prod/no-such-model: not one of dev/qwen25-1p5b, prod/qwen25-14b-awq, prod/qwen25-7b-awq" in err
