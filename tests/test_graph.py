@@ -169,8 +169,10 @@ def test_every_gpu_pool_is_tainted_and_limited(stack: StackRun) -> None:
 
 
 def test_pool_limits_come_from_the_stack(dev: StackRun, prod: StackRun) -> None:
+    for run, name in ((dev, "dev"), (prod, "prod")):
+        for pool in load_stack(name, ROOT).gpu_capacity.pools:
+            assert node_pools(run)[pool.name]["limits"] == {"nvidia.com/gpu": str(pool.gpu_limit)}
     assert node_pools(dev)["gpu-spot"]["limits"] == {"nvidia.com/gpu": "2"}
-    assert node_pools(prod)["gpu-spot"]["limits"] == {"nvidia.com/gpu": "16"}
 
 
 def test_auto_mode_pools_use_the_gpu_node_class(stack: StackRun) -> None:

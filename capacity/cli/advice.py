@@ -82,8 +82,8 @@ def measured_lines(target: Target, measured: str | None) -> list[str]:
     if measured != pinned:
         gpu, pinned_gpu = gpu_of_profile(measured), gpu_of_profile(pinned or "")
         differs = [f"GPU ({gpu} vs {pinned_gpu})"] if gpu != pinned_gpu else []
-        if swept.served_model_name != stack.served_model_name:
-            differs.append(f"checkpoint ({swept.served_model_name} vs {stack.served_model_name})")
+        if swept.checkpoint != stack.checkpoint:  # the served names of one checkpoint differ between profiles
+            differs.append(f"checkpoint ({swept.checkpoint} vs {stack.checkpoint})")
         other = f"another {' and '.join(differs)}" if differs else "another profile"
         lines.append(
             f"# the envelope is of {measured}, {other}: {where}. The lines below are what one {measured} "
@@ -171,7 +171,7 @@ def plan_lines(target: Target, kept: Sequence[Setting]) -> list[str]:
             f"# {len(moved)} line(s) below move a planned value ({', '.join(moved)}; 'plan:' shows it). The plan "
             "simulated the whole fleet on its trace against capacityPlanning.attainmentTarget; this envelope "
             "reads one replica at one request shape. The plan stands unless you apply them: a moved value is "
-            f"re-checked by {EVIDENCE_TEST} (held-out attainment, cost within 10% of a re-plan)"
+            f"re-checked by {EVIDENCE_TEST} (held-out attainment and GPU-hours against its evidence)"
         )
     else:
         lines.append("# every line below keeps the planned value")

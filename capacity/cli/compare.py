@@ -105,7 +105,12 @@ def run(args: argparse.Namespace) -> int:
             f"--static {args.static} is more replicas than the GPU limits of "
             f"{sm.stack}/{sm.model.name}'s pools hold ({held})"
         )
-    static = args.static if args.static is not None else orc.peak_replicas
+    # The default static fleet is the oracle's peak, within what the pools hold (a bigger one
+    # would run as the pools' limit under a label that says otherwise).
+    static = args.static if args.static is not None else min(orc.peak_replicas, held)
+    static_label = f"static {static}"
+    if args.static is None and orc.peak_replicas > held:
+        static_label += f" (the pools' limit; the whole trace's oracle peaks at {orc.peak_replicas})"
     cut = trace.duration * args.score_after
     feasible = orc.feasible  # per request of the whole trace; each run keeps its scored part's
     if cut:  # the oracle of the scored part only
@@ -138,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
                     cut,
                 )
             )
-    jobs.append((f"static {static}", sm, trace, options, static, feasible, cut))
+    jobs.append((static_label, sm, trace, options, static, feasible, cut))
     with worker_pool(2) as pool:
         summaries = list(pool.map(_job, jobs))
     rows: list[tuple[str, dict[str, Any]]] = [

@@ -420,8 +420,8 @@ def report_lines(
     lines.append(f"wrote {shown} (trust: measured)")
     if found_by_name:
         lines += [
-            f"next: python -m capacity plan --stack STACK --model MODEL --profile {name} --trace TRACE",
-            f"      then capacityProfile: {name} in the model's entry of Pulumi.STACK.yaml",
+            f"next: capacityProfile: {name} in the model's entry of Pulumi.STACK.yaml (engine flags as swept),",
+            "      then python -m capacity plan --stack STACK --model MODEL --trace TRACE",
         ]
     return lines
 

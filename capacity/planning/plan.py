@@ -101,10 +101,11 @@ def listed_prices() -> dict[str, float]:
 def gpu_types(sm: StackModel, prices: dict[str, float] | None = None) -> list[GpuType]:
     """The GPU types the model's pools allow, each priced as the instance size a replica lands on
     (`stack.landing`: the smallest size of the family holding the predictor's requests and the
-    GPU node's DaemonSets): the stack's own prices for the family of the model's current profile
-    (they price what its replicas run on now), the cited on-demand list (or `prices`, per GPU-hour)
-    for the others, whose spot price is estimated with the stack's spot/on-demand ratio (spot
-    prices vary). A family no size of which holds the replica is left out."""
+    GPU node's DaemonSets): `prices` (on-demand per GPU-hour) where given, else the stack's own
+    prices for a family it prices (`gpuHourlyPriceUsd.families`) or for the model's current GPU
+    (they price what its replicas run on now), else the cited on-demand list; a spot price the
+    stack does not give is estimated with the stack's spot/on-demand ratio (spot prices vary).
+    A family no size of which holds the replica is left out."""
     listed = listed_prices()
     on_demand = next((p.price_per_gpu_hour for p in sm.pools if p.capacity_type == "on-demand"), None)
     spot = next((p.price_per_gpu_hour for p in sm.pools if p.capacity_type == "spot"), None)
@@ -117,10 +118,13 @@ def gpu_types(sm: StackModel, prices: dict[str, float] | None = None) -> list[Gp
         size = landing(sm, family).size if name else None
         if name is None or size is None:
             continue
-        if name == current and on_demand and family not in (prices or {}):
-            od = on_demand
-        elif family in (prices or {}):
+        own = sm.gpu_prices.families.get(family)
+        if family in (prices or {}):
             od = float((prices or {})[family])
+        elif own is not None:
+            od = own.on_demand
+        elif name == current and on_demand:
+            od = on_demand
         elif size.name in listed:
             od = float(listed[size.name]) / sm.model.gpus_per_replica
         else:
@@ -128,7 +132,8 @@ def gpu_types(sm: StackModel, prices: dict[str, float] | None = None) -> list[Gp
                 f"no price for instance size {size.name} (family {family!r}, where a replica of "
                 f"{sm.model.name} lands): pass --price {family}=USD_PER_GPU_HOUR"
             )
-        out.append(GpuType(family, name, od, od * ratio, size.name, gpu_trust(sm, name)))
+        sp = own.spot if own is not None and family not in (prices or {}) else od * ratio
+        out.append(GpuType(family, name, od, sp, size.name, gpu_trust(sm, name)))
     if not out:
         raise ValueError(f"the pools of {sm.model.name} allow no instance family with an engine profile: {families}")
     return out
@@ -264,9 +269,15 @@ def stack_price_note(sm: StackModel) -> str | None:
     if math.isclose(on_demand, cited, rel_tol=1e-3):
         return None
     return (
-        f"capacityPlanning.gpuHourlyPriceUsd.onDemand ({on_demand}) is not the cited ${cited:.4f} per GPU-hour "
+        f"capacityPlanning.gpuHourlyPriceUsd.{price_key(sm)}onDemand ({on_demand}) is not the cited ${cited:.4f} per GPU-hour "
         f"of {size.name}, where replicas of {sm.model.name} land ({PRICES.name}); the plan used the stack's"
     )
+
+
+def price_key(sm: StackModel) -> str:
+    """Where under gpuHourlyPriceUsd the model's own price sits: `families.<family>.` or the top."""
+    pinned = sm.model.instance_families
+    return f"families.{pinned[0]}." if pinned and pinned[0] in sm.gpu_prices.families else ""
 
 
 def family_of(sm: StackModel, gpu: str) -> str:

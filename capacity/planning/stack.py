@@ -42,6 +42,7 @@ from contract.manifests.scaled_object import API_VERSION, scaled_object_spec
 from contract.manifests.scaled_object import scaled_object as scaled_object_manifest
 from contract.settings import NAMESPACE, StackSettings
 from contract.settings.autoscaling import ModelAutoscaling, deep_merge
+from contract.settings.capacity_planning import GpuPrices
 
 # ConfigEdit, ConfigRemove and config_command are re-exported: the rest of the planning package
 # reaches the settings only through this module.
@@ -95,6 +96,11 @@ class StackModel:
     def pool_replicas(self) -> int:
         """The replicas the model's pools hold at once, as the simulator places them."""
         return replica_capacity(self.pools, self.model.gpus_per_replica)
+
+    @functools.cached_property
+    def gpu_prices(self) -> GpuPrices:
+        """capacityPlanning.gpuHourlyPriceUsd; the pools carry the model's own (`GpuPrices.of`)."""
+        return self.source.settings(self.raw_autoscaling).capacity_planning.gpu_hourly_price_usd
 
     @functools.cached_property
     def manifest(self) -> Manifest:
@@ -268,7 +274,7 @@ def load_stack_model(
             f"{NAMESPACE}:models[{names.index(name)}].capacityProfile is not set for {name!r}; set it or pass --profile"
         )
     plan = settings.capacity_planning
-    prices = plan.gpu_hourly_price_usd
+    prices = plan.gpu_hourly_price_usd.of(chosen.instance_families)  # where its replicas run
     pools = tuple(
         Pool(
             p.name,

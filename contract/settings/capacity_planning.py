@@ -8,9 +8,10 @@ priced and timed like the environment it will run in.
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from .base import RuleViolation, Section
+from .gpu_capacity import gpu_families
 
 
 class SecondsRange(Section):
@@ -37,7 +38,7 @@ class StartupSettings(Section):
     engine_init_seconds: SecondsRange = Field(default_factory=lambda: SecondsRange(min=20, max=60))
 
 
-class GpuPrices(Section):
+class Prices(Section):
     """USD per GPU-hour by capacity type: the price of the instance size a replica lands on over
     its GPUs (contract/instances.py; a 14Gi predictor lands on a g5/g6 .2xlarge, not the .xlarge)."""
 
@@ -45,10 +46,29 @@ class GpuPrices(Section):
     on_demand: float = Field(default=1.006, gt=0)
 
     @model_validator(mode="after")
-    def _spot_cheaper(self) -> GpuPrices:
+    def _spot_cheaper(self) -> Prices:
         if self.spot > self.on_demand:
             raise RuleViolation("spot", self.spot, f"must be <= onDemand ({self.on_demand})")
         return self
+
+
+class GpuPrices(Prices):
+    """The stack's GPU prices: `spot`/`onDemand` for every model, unless the first instance
+    family a model pins (models[].instanceFamilies) has its own entry in `families`, so that a
+    stack whose models land on different GPUs (one on g5, one on g6) prices each where it runs."""
+
+    families: dict[str, Prices] = Field(default_factory=dict)
+
+    @field_validator("families")
+    @classmethod
+    def _known(cls, families: dict[str, Prices]) -> dict[str, Prices]:
+        if families:
+            gpu_families(list(families), "")
+        return families
+
+    def of(self, instance_families: list[str] | None) -> Prices:
+        """The prices of a model pinned to `instance_families` (None: not pinned)."""
+        return self.families.get(instance_families[0], self) if instance_families else self
 
 
 class CapacityPlanningSettings(Section):

@@ -141,7 +141,8 @@ def test_gpu_dashboard_plots_dcgm_utilisation_memory_power_and_temperature_per_n
 def test_capacity_compares_gpus_per_pool_with_each_pools_gpu_limit() -> None:
     pools = exprs(model_rows(generated("prod")["capacity"])["GPU pools"])
     assert signals.gpus_allocatable_by_pool() in pools
-    assert {signals.constant(16), signals.constant(8)} <= set(pools)  # gpu-spot, gpu-on-demand limits
+    limits = {signals.constant(pool.gpu_limit) for pool in load_stack("prod", ROOT).gpu_capacity.pools}
+    assert len(limits) == 2 and limits <= set(pools)  # gpu-spot's and gpu-on-demand's
 
 
 def test_gpus_per_pool_sums_the_gpus_of_each_pools_nodes(tmp_path: Path) -> None:

@@ -51,3 +51,21 @@ def test_an_attainment_target_outside_zero_to_one_is_rejected(value):
 
 def test_the_attainment_target_defaults_above_the_slo_objective():
     assert CapacityPlanningSettings().attainment_target == 0.99
+
+
+def test_a_family_price_for_an_unknown_family_is_rejected_naming_the_known_ones():
+    with pytest.raises(ValidationError, match=r"families\n.*unknown families \['m5'\]; known: \['g4dn', 'g5'"):
+        CapacityPlanningSettings.model_validate({"gpuHourlyPriceUsd": {"families": {"m5": {"spot": 1, "onDemand": 2}}}})
+
+
+def test_a_family_price_with_spot_dearer_than_on_demand_is_rejected():
+    with pytest.raises(ValidationError, match=r"families\.g6\n.*must be <= onDemand"):
+        CapacityPlanningSettings.model_validate({"gpuHourlyPriceUsd": {"families": {"g6": {"spot": 2, "onDemand": 1}}}})
+
+
+def test_a_model_pinned_to_a_priced_family_gets_that_familys_prices():
+    prices = CapacityPlanningSettings.model_validate(
+        {"gpuHourlyPriceUsd": {"spot": 0.5, "onDemand": 1.2, "families": {"g6": {"spot": 0.4, "onDemand": 0.9}}}}
+    ).gpu_hourly_price_usd
+    assert (prices.of(["g6", "g5"]).spot, prices.of(["g6", "g5"]).on_demand) == (0.4, 0.9)
+    assert prices.of(["g5"]) is prices and prices.of(None) is prices  # unpinned: the stack-wide price

@@ -16,7 +16,9 @@ NS = "inference-platform"
 
 
 def prod_with_requests(cpu: str, memory: str) -> dict[str, Any]:
+    """Prod with its first model pinned to g6 (the L4 profile) and these requests."""
     config = copy.deepcopy(read_stack("prod", ROOT).config)
+    config[f"{NS}:models"][0] |= {"instanceFamilies": ["g6"], "capacityProfile": "l4-qwen2.5-14b-awq"}
     config[f"{NS}:models"][0]["resources"] = {
         "requests": {"cpu": cpu, "memory": memory},
         "limits": {"cpu": cpu, "memory": memory},

@@ -17,7 +17,8 @@ import pytest
 from pulumi_policy import EnforcementLevel, StackValidationPolicy
 
 from contract import signals
-from tests.harness import Captured, StackRun
+from contract.settings.stack_file import load_stack
+from tests.harness import ROOT, Captured, StackRun
 from tests.policies.policy_harness import (
     POLICIES,
     UNKNOWN,
@@ -58,6 +59,11 @@ def first(run: StackRun, kind: str) -> Captured:
 
 def meta_name(captured: Captured) -> str:
     return captured.inputs["metadata"]["name"]
+
+
+def prod_pool_gpus() -> int:
+    """What prod's GPU NodePools may launch together (the sum of their gpuLimits)."""
+    return sum(pool.gpu_limit for pool in load_stack("prod", ROOT).gpu_capacity.pools)
 
 
 def check(name: str, resources: list[Captured], config: dict[str, Any] | None = None) -> list[Violation]:
@@ -609,19 +615,21 @@ BUDGET = "gpu-budget-fits-node-pools"
 @violates(BUDGET)
 def test_max_replicas_beyond_the_pools_gpu_limits_is_reported(prod: StackRun) -> None:
     scaled = first(prod, "ScaledObject")
-    mutated = with_inputs(scaled, lambda i: i["spec"].update(maxReplicaCount=30))
-    assert_reported(check_stack(BUDGET, prod, scaled, mutated), BUDGET, meta_name(scaled), "maxReplicas 30")
+    beyond = prod_pool_gpus() + 1
+    mutated = with_inputs(scaled, lambda i: i["spec"].update(maxReplicaCount=beyond))
+    assert_reported(check_stack(BUDGET, prod, scaled, mutated), BUDGET, meta_name(scaled), f"maxReplicas {beyond}")
 
 
 @violates(BUDGET)
 def test_models_together_beyond_the_pools_gpu_limits_are_reported(prod: StackRun) -> None:
-    # Each model alone fits the 24 GPUs of the prod pools; together (20 + 12) they do not.
+    # Each model alone fits the prod pools; together (two thirds of them each) they do not.
+    gpus = prod_pool_gpus()
     resources = list(prod.resources)
-    for scaled, maximum in zip(of_kind(prod, "ScaledObject"), (20, 12)):
+    for scaled, maximum in zip(of_kind(prod, "ScaledObject"), (2 * gpus // 3, 2 * gpus // 3)):
         resources = swap(
             resources, scaled, with_inputs(scaled, lambda i, m=maximum: i["spec"].update(maxReplicaCount=m))
         )
-    assert_reported(check(BUDGET, resources), BUDGET, "all autoscalers together", "32 GPUs")
+    assert_reported(check(BUDGET, resources), BUDGET, "all autoscalers together", f"{gpus} GPUs")
 
 
 def test_init_container_gpus_are_not_added_to_the_replica(dev: StackRun) -> None:
@@ -642,7 +650,7 @@ def test_init_container_gpus_are_not_added_to_the_replica(dev: StackRun) -> None
 @violates(BUDGET)
 def test_pool_limits_above_max_gpus_per_stack_are_reported(prod: StackRun) -> None:
     violations = check(BUDGET, prod.resources, {BUDGET: {"maxGpusPerStack": 16}})
-    assert_reported(violations, BUDGET, "gpu-spot", "24 GPUs", "maxGpusPerStack 16")
+    assert_reported(violations, BUDGET, "gpu-spot", f"{prod_pool_gpus()} GPUs", "maxGpusPerStack 16")
 
 
 @violates(BUDGET)

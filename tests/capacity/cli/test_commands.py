@@ -107,9 +107,10 @@ def test_recommend_prints_only_values_the_stack_accepts(tmp_path, stack):
 
 
 def test_recommend_never_sizes_max_replicas_past_the_pools_gpu_limit(tmp_path):
-    out = recommend_cli(tmp_path, "--stack", "prod", "--model", "qwen25-14b-awq", "--peak-rps", "45").stdout
-    assert "# not printed: autoscaling.qwen25-14b-awq.maxReplicas 30: would not deploy" in out
-    assert "must fit the gpuLimit of pools ['gpu-on-demand', 'gpu-spot'] (24 GPUs)" in out
+    # 1.54 req/s per replica at the calibration's planning concurrency: 90 req/s is 59 replicas
+    out = recommend_cli(tmp_path, "--stack", "prod", "--model", "qwen25-14b-awq", "--peak-rps", "90").stdout
+    assert "# not printed: autoscaling.qwen25-14b-awq.maxReplicas 59: would not deploy" in out
+    assert "must fit the gpuLimit of pools ['gpu-on-demand', 'gpu-spot'] (40 GPUs)" in out
     assert not [line for line in out.splitlines() if line.startswith("pulumi config set") and "maxReplicas" in line]
 
 

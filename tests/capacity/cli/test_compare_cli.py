@@ -4,10 +4,12 @@ import json
 from pathlib import Path
 
 from capacity.__main__ import main
+from contract.settings.stack_file import load_stack
 from tests.html_page import Report, embeds
 from tests.stacks import unplanned
 
 ROOT = Path(__file__).resolve().parents[3]
+POOL_GPUS = sum(pool.gpu_limit for pool in load_stack("prod", ROOT).gpu_capacity.pools)  # what prod's pools launch
 PROFILE = "8gb-qwen2.5-1.5b"
 SHORT = "synthetic:step:base=2,peak=30,at=120,length=300,duration=600,prompt=512,output=128"
 
@@ -70,7 +72,7 @@ def test_references_written_for_smaller_fleets_also_run_at_the_pools_limit(capsy
     rows = compare_rows(capsys, "--stack", "prod", "--html", str(tmp_path / "r.html"))
     for name, written in (("benchmark-derived", 6), ("karpenter-article", 10), ("local-lab", 5)):
         assert f"reference {name}" in rows
-        assert rows[f"reference {name} at the pools' limit (24)"]["max_replicas_used"] > 0
+        assert rows[f"reference {name} at the pools' limit ({POOL_GPUS})"]["max_replicas_used"] > 0
         assert rows[f"reference {name}"]["max_replicas_used"] <= written
 
 
@@ -166,3 +168,16 @@ def test_the_html_report_records_the_command_trace_seed_and_date(capsys, monkeyp
     assert main(args) == 0
     (line,) = [t for t in Report(html).text if t.startswith("made by: ")]
     assert line.startswith(f"made by: python -m capacity {' '.join(args)} (seed 0, ")
+
+
+def test_the_default_static_fleet_is_the_oracles_peak_within_what_the_pools_hold(capsys, monkeypatch, tmp_path):
+    # dev's pools hold 3 replicas; a 120 req/s step needs more at its peak
+    monkeypatch.chdir(ROOT)
+    heavy = SHORT.replace("peak=30", "peak=120")
+    args = ["compare", "--stack", "dev", "--profile", PROFILE, "--trace", heavy, "--no-references", "--json"]
+    assert main([*args, "--html", str(tmp_path / "r.html")]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    (static,) = [name for name in rows if name.startswith("static ")]
+    oracle = next(row for name, row in rows.items() if name.startswith("oracle"))
+    assert static == f"static 3 (the pools' limit; the whole trace's oracle peaks at {oracle['max_replicas_used']})"
+    assert oracle["max_replicas_used"] > 3 and rows[static]["max_replicas_used"] <= 3

@@ -156,13 +156,18 @@ def test_the_planner_holds_a_measured_profiles_engine_flags_at_those_it_was_swep
     } == {(swept.max_num_seqs, swept.max_num_batched_tokens, swept.gpu_memory_utilization)}
 
 
-def test_stack_takes_the_flags_of_the_stack_model_that_serves_the_checkpoint(swept):
+def test_stack_takes_the_flags_of_the_stack_model_that_serves_the_checkpoint(swept, tmp_path, monkeypatch):
+    stack = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())
+    model = next(m for m in stack["config"]["inference-platform:models"] if m["name"] == "qwen25-14b-awq")
+    # Flags that are neither the physics profiles' defaults (40 seqs, 2048) nor prod's own.
+    model["engine"] |= {"maxNumSeqs": 24, "maxNumBatchedTokens": 768, "gpuMemoryUtilization": 0.8}
+    (tmp_path / "Pulumi.prod.yaml").write_text(yaml.safe_dump(stack))
+    monkeypatch.chdir(tmp_path)
     args = build_parser("profile").parse_args(
         ["profile", "--from-sweep", str(swept), "--gpu", "l4", "--model", "qwen2.5-14b-awq", "--stack", "prod"]
     )
     _, setup, name = setup_of(args)
-    # Pulumi.prod.yaml's qwen25-14b-awq engine block, not the physics profiles' defaults (40 seqs, 2048)
-    assert setup.flags == EngineFlags(15_000, 32, 1024, 0.85, "0.25.1")
+    assert setup.flags == EngineFlags(model["engine"]["maxModelLen"], 24, 768, 0.8, "0.25.1")
     assert name == "l4-qwen2.5-14b-awq-measured"
 
 
@@ -312,3 +317,19 @@ def test_a_regime_the_sweep_has_no_level_in_falls_back_to_the_gpus_held_out_erro
     trust = trust_of(get_profile("a10g-light-only"))
     assert trust.level == "measured" and trust.light_error == 0.02
     assert trust.saturated_error == accuracy()["loso_per_gpu"]["a10g"]["saturated_median"]
+
+
+def test_the_next_step_it_prints_is_a_plan_command_the_planner_accepts():
+    """It once printed `plan --profile NAME`, a flag plan does not have."""
+    from capacity.cli.profile import report_lines
+    from capacity.engine.fit import Point
+    from capacity.engine.sweep_fit import SweepFit
+
+    point = Point("sweep", "c1", "a10g", "throughput", "light", 1.0, 1.0)
+    fit = SweepFit(None, [point], [point])
+    lines = report_lines(fit, {"light": 0.0}, {"step_s": 0.002}, {"step_s": 0.0015}, Path("p.yaml"), True, NAME)
+    (command,) = [line.split() for line in lines if "python -m capacity plan" in line]
+    argv = command[command.index("capacity") + 1 :]
+    filled = [{"STACK": "prod", "MODEL": "qwen25-14b-awq", "TRACE": "t.csv"}.get(a, a) for a in argv]
+    assert build_parser("plan").parse_args(filled).command == "plan"
+    assert any(f"capacityProfile: {NAME}" in line for line in lines)

@@ -67,13 +67,15 @@ def test_max_replicas_is_the_pools_budget(dev, rules):
 
 
 def test_a_model_sharing_pools_gets_what_the_other_models_ceilings_leave():
-    prod = load_stack_model("prod", "qwen25-14b-awq", root=ROOT)  # 24 GPUs shared with the 7B (maxReplicas 4)
-    assert replica_budget(prod) == 24 - load_stack_model("prod", "qwen25-7b-awq", root=ROOT).policy.max_replicas
-    seven = "autoscaling.qwen25-7b-awq"
+    prod = load_stack_model("prod", "qwen25-14b-awq", root=ROOT)  # its pools are shared with the 7B
+    gpus = sum(pool.gpu_limit for pool in prod.pools)
+    seven = load_stack_model("prod", "qwen25-7b-awq", root=ROOT).policy.max_replicas
+    assert replica_budget(prod) == gpus - seven
+    scope = "autoscaling.qwen25-7b-awq"
     roomier = apply_config_set(
-        prod, [(f"{seven}.minReplicas", 1), (f"{seven}.fallbackReplicas", 1), (f"{seven}.maxReplicas", 2)]
+        prod, [(f"{scope}.minReplicas", 1), (f"{scope}.fallbackReplicas", 1), (f"{scope}.maxReplicas", seven - 2)]
     )
-    assert replica_budget(roomier) == 22
+    assert replica_budget(roomier) == gpus - seven + 2
 
 
 def breaks(dev, rules, *edits):

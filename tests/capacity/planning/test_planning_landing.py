@@ -29,24 +29,53 @@ def test_a_14gi_replica_is_priced_as_the_2xlarge_it_lands_on():
     assert types["a10g"].on_demand_usd == LISTED["g5.2xlarge"] == 1.212
 
 
+G6_PRICE = "capacityPlanning.gpuHourlyPriceUsd.families.g6"
+
+
+def with_g6_priced(sm, spot: float = 0.41, on_demand: float = 0.93):
+    """`sm` with the stack pricing g6 itself (`gpuHourlyPriceUsd.families.g6`)."""
+    return apply_config_set(sm, [(f"{G6_PRICE}.spot", spot), (f"{G6_PRICE}.onDemand", on_demand)])
+
+
+def seven_on_g6():
+    """Prod's 7B pinned to g6 on the L4 profile, with the stack pricing g6 at its cited size's price."""
+    scope = "models[1]"
+    edits = [(f"{scope}.instanceFamilies", ["g6"]), (f"{scope}.capacityProfile", "l4-qwen2.5-7b-awq")]
+    seven = load_stack_model("prod", "qwen25-7b-awq", root=ROOT)
+    return with_g6_priced(apply_config_set(seven, edits), 0.4373, LISTED["g6.2xlarge"])
+
+
 def test_the_current_gpu_keeps_the_stacks_own_price():
     sm = prod_14b()
     (on_demand,) = {p.price_per_gpu_hour for p in sm.pools if p.capacity_type == "on-demand"}
     types = {t.gpu: t for t in plan.gpu_types(sm)}
-    assert types["l4"].on_demand_usd == on_demand == LISTED["g6.2xlarge"]
+    assert types[plan.current_gpu(sm)].on_demand_usd == on_demand == sm.gpu_prices.on_demand
 
 
 def test_other_gpus_get_spot_at_the_stacks_spot_to_on_demand_ratio():
     sm = prod_14b()
     prices = {p.capacity_type: p.price_per_gpu_hour for p in sm.pools}
-    a10g = next(t for t in plan.gpu_types(sm) if t.gpu == "a10g")
-    assert a10g.spot_usd == pytest.approx(1.212 * prices["spot"] / prices["on-demand"])
+    l4 = next(t for t in plan.gpu_types(sm) if t.gpu == "l4")
+    assert l4.on_demand_usd == LISTED["g6.2xlarge"]
+    assert l4.spot_usd == pytest.approx(LISTED["g6.2xlarge"] * prices["spot"] / prices["on-demand"])
+
+
+def test_a_family_the_stack_prices_gets_the_stacks_spot_and_on_demand_price():
+    l4 = next(t for t in plan.gpu_types(with_g6_priced(prod_14b())) if t.gpu == "l4")
+    assert (l4.on_demand_usd, l4.spot_usd) == (0.93, 0.41)
+
+
+def test_a_model_pinned_to_a_family_the_stack_prices_runs_its_pools_at_that_price():
+    seven, fourteen = seven_on_g6(), with_g6_priced(prod_14b())
+    assert {p.capacity_type: p.price_per_gpu_hour for p in seven.pools} == {"spot": 0.4373, "on-demand": 0.9776}
+    # the 14B, pinned to g5, keeps the stack-wide price
+    assert {p.price_per_gpu_hour for p in fourteen.pools} == {fourteen.gpu_prices.spot, fourteen.gpu_prices.on_demand}
 
 
 def test_a_smaller_request_lands_on_the_xlarge_and_is_priced_as_one():
     sm = apply_config_set(prod_14b(), [("models[0].resources.requests.memory", "12Gi")])
-    a10g = next(t for t in plan.gpu_types(sm) if t.gpu == "a10g")
-    assert (a10g.instance_size, a10g.on_demand_usd) == ("g5.xlarge", LISTED["g5.xlarge"])
+    l4 = next(t for t in plan.gpu_types(sm) if t.gpu == "l4")
+    assert (l4.instance_size, l4.on_demand_usd) == ("g6.xlarge", LISTED["g6.xlarge"])
 
 
 def test_a_price_flag_overrides_the_list_per_gpu_hour():
@@ -57,11 +86,12 @@ def test_a_price_flag_overrides_the_list_per_gpu_hour():
 def test_a_multi_gpu_replica_pays_its_instance_over_its_gpus():
     scope = "autoscaling.qwen25-14b-awq"
     edits = [("models[0].gpusPerReplica", 4), (f"{scope}.minReplicas", 2), (f"{scope}.maxReplicas", 4)]
-    edits.append((f"{scope}.fallbackReplicas", 2))
+    # A physics profile: it is derived for any number of GPUs (a measured one ran on one).
+    edits += [(f"{scope}.fallbackReplicas", 2), ("models[0].capacityProfile", "a10g-qwen2.5-14b-awq")]
     sm = apply_config_set(prod_14b(), edits)
-    a10g = next(t for t in plan.gpu_types(sm) if t.gpu == "a10g")
-    assert a10g.instance_size == "g5.12xlarge"
-    assert a10g.on_demand_usd * 4 == pytest.approx(LISTED["g5.12xlarge"])
+    l4 = next(t for t in plan.gpu_types(sm) if t.gpu == "l4")
+    assert l4.instance_size == "g6.12xlarge"
+    assert l4.on_demand_usd * 4 == pytest.approx(LISTED["g6.12xlarge"])
 
 
 def test_a_size_without_a_price_is_refused_naming_it_and_the_flag():
@@ -101,11 +131,21 @@ def test_a_stack_price_of_another_size_is_named_in_the_notes():
     sm = apply_config_set(prod_14b(), [("capacityPlanning.gpuHourlyPriceUsd.onDemand", 0.8048)])
     note = plan.stack_price_note(sm)
     assert note is not None and note.startswith("capacityPlanning.gpuHourlyPriceUsd.onDemand (0.8048)")
-    assert "$0.9776 per GPU-hour of g6.2xlarge" in note
+    assert f"${LISTED['g5.2xlarge']:.4f} per GPU-hour of g5.2xlarge" in note
 
 
-def test_the_committed_prod_price_is_the_landed_sizes():
-    assert plan.stack_price_note(prod_14b()) is None
+def test_a_family_price_of_another_size_is_named_by_its_family_key():
+    note = plan.stack_price_note(apply_config_set(seven_on_g6(), [(f"{G6_PRICE}.onDemand", 0.8048)]))
+    assert note is not None and note.startswith("capacityPlanning.gpuHourlyPriceUsd.families.g6.onDemand (0.8048)")
+
+
+@pytest.mark.parametrize("model", ["qwen25-14b-awq", "qwen25-7b-awq"])
+def test_the_committed_prod_prices_are_the_landed_sizes(model):
+    assert plan.stack_price_note(load_stack_model("prod", model, root=ROOT)) is None
+
+
+def test_a_family_price_at_its_cited_size_raises_no_note():
+    assert plan.stack_price_note(seven_on_g6()) is None
 
 
 def _dev_with_lmcache(size: str):

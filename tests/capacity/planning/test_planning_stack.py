@@ -52,10 +52,11 @@ def test_startup_prices_and_pools_come_from_the_stack():
 
 def test_a_policy_file_is_laid_over_the_stack_section_key_by_key(tmp_path):
     policy = tmp_path / "p.yaml"
-    policy.write_text(yaml.safe_dump({"qwen25-14b-awq": {"maxReplicas": 12}}))
-    own = load_stack_model("prod", "qwen25-14b-awq", root=ROOT).policy
-    overlaid = load_stack_model("prod", "qwen25-14b-awq", policy_file=policy, root=ROOT).policy
-    assert overlaid.max_replicas == 12
+    own = load_stack_model("prod", "qwen25-7b-awq", root=ROOT).policy
+    assert own.max_replicas > own.min_replicas
+    policy.write_text(yaml.safe_dump({"qwen25-7b-awq": {"maxReplicas": own.min_replicas}}))
+    overlaid = load_stack_model("prod", "qwen25-7b-awq", policy_file=policy, root=ROOT).policy
+    assert overlaid.max_replicas == own.min_replicas
     # one key changed = one key changed: bounds, triggers, behaviour and SLO stay the stack's
     assert overlaid.model_dump(exclude={"max_replicas"}) == own.model_dump(exclude={"max_replicas"})
 
