@@ -15,6 +15,7 @@ import pytest
 from capacity.__main__ import main
 from capacity.planning.stack import load_stack_model
 from tests.capacity.conftest import CALIBRATION_CSV, REPO
+from tests.terminal import start_in_terminal
 
 TRACE = "synthetic:step:duration=600"
 
@@ -223,7 +224,7 @@ def test_sweep_with_prometheus_unreachable_fails_before_its_first_level(mock_rep
 
 
 def test_ctrl_c_in_lab_is_one_line_and_stops_what_it_started(tmp_path):
-    lab = subprocess.Popen(
+    lab = start_in_terminal(
         [
             sys.executable,
             "-m",
@@ -244,7 +245,6 @@ def test_ctrl_c_in_lab_is_one_line_and_stops_what_it_started(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        start_new_session=True,
     )
     printed, deadline = "", time.monotonic() + 60
     try:

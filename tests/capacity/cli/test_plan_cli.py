@@ -23,6 +23,7 @@ from capacity.planning.stack import apply_config_set, load_stack_model
 from contract.settings.config_path import ConfigRemove
 from tests.html_page import Report, embeds
 from tests.stacks import edited
+from tests.terminal import start_in_terminal
 
 ROOT = Path(__file__).resolve().parents[3]
 STEP = "synthetic:step:base=2,peak=12,at=300,length=300,duration=900,prompt=512,output=128"
@@ -306,13 +307,12 @@ def test_ctrl_c_stops_the_plan_in_one_line_and_the_rerun_resumes_it(capsys, monk
         "--journal",
         str(path),
     ]
-    first = subprocess.Popen(
+    first = start_in_terminal(
         [sys.executable, "-m", "capacity", *command],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 60  # until one candidate is kept, then Ctrl-C as a terminal sends it
