@@ -68,6 +68,7 @@ def run_key(
     search_pools: bool,
     down_windows: Sequence[int],
     keep_guardrails: bool,
+    min_warm: int = 1,
 ) -> str:
     """A short digest naming this search's inputs (the study names start with it)."""
     inputs = {
@@ -82,6 +83,7 @@ def run_key(
         "search_pools": search_pools,
         "down_windows": list(down_windows),
         "keep_guardrails": keep_guardrails,
+        "min_warm": min_warm,
         "source": source_digest(),
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -59,6 +59,8 @@ from capacity.workload.traces import Trace, rate_scale
 from contract.gpu import GPU_OF_FAMILY
 from contract.instances import instance_sizes
 from contract.scale_down import MIN_SCALE_DOWN_WINDOW_S, scale_down_problems
+from contract.warm_replicas import DEFAULT_MIN_WARM_REPLICAS, warm_replica_problem
+from contract.warm_replicas import POLICY as WARM_POLICY
 
 PRICES = Path(__file__).parent / "data" / "aws_gpu_prices.yaml"
 SEARCH_FRACTION = 0.7  # the first 70% of each trace's time is searched, the rest held out
@@ -206,6 +208,17 @@ def policy_min_scale_down_window(sm: StackModel) -> float:
     return float(MIN_SCALE_DOWN_WINDOW_S if window is None else window)
 
 
+def policy_min_warm_replicas(sm: StackModel) -> int:
+    """The fewest warm replicas the stack's policy config lets an interactive model keep: its
+    `interactive-models-keep-a-warm-replica.minReplicas` in `policies/config/<stack>.json`
+    beside the stack file, else the policy's default (a batch model may scale to zero)."""
+    if sm.model.workload == "batch":
+        return 0
+    rule = _policy_config(sm.source.path.parent / "policies" / "config" / f"{sm.stack}.json").get(WARM_POLICY)
+    floor = rule.get("minReplicas") if isinstance(rule, dict) else None
+    return int(DEFAULT_MIN_WARM_REPLICAS if floor is None else floor)
+
+
 @functools.cache
 def _policy_config(path: Path) -> dict[str, Any]:
     """A policy pack config file, read once per process (every candidate consults it)."""
@@ -214,9 +227,17 @@ def _policy_config(path: Path) -> dict[str, Any]:
 
 def policy_problem(sm: StackModel) -> str | None:
     """Why `pulumi preview` with the policy pack would refuse the stack model's ScaledObject as
-    rendered, if it would (scale-down-slower-than-scale-up, `contract.scale_down`)."""
-    problems = scale_down_problems(*rendered_behavior(sm), policy_min_scale_down_window(sm))
-    return f"policy scale-down-slower-than-scale-up: {'; '.join(problems)}" if problems else None
+    rendered, if it would (scale-down-slower-than-scale-up, `contract.scale_down`;
+    interactive-models-keep-a-warm-replica, `contract.warm_replicas`)."""
+    problems = []
+    down = scale_down_problems(*rendered_behavior(sm), policy_min_scale_down_window(sm))
+    if down:
+        problems.append(f"policy scale-down-slower-than-scale-up: {'; '.join(down)}")
+    floor = policy_min_warm_replicas(sm)
+    warm = warm_replica_problem("minReplicas", sm.policy.min_replicas, floor) if floor else None
+    if warm:
+        problems.append(f"policy {WARM_POLICY}: {warm}")
+    return "; ".join(problems) or None
 
 
 def sharing_models(sm: StackModel) -> list[str]:
@@ -553,8 +574,9 @@ def search(
     down_windows = [w for w in SCALE_DOWN_WINDOWS if w >= policy_min_scale_down_window(sm)] or [max(SCALE_DOWN_WINDOWS)]
     shares = [trials // len(types) + (i < trials % len(types)) for i in range(len(types))]
     rules = guardrails(sm, traces, keep_guardrails)
+    min_warm = policy_min_warm_replicas(sm)  # fewer would be refused at `pulumi preview` too
     space = distributions(
-        rules.max_replicas, search_pools, down_windows, keep_guardrails, search_routing, search_lmcache
+        rules.max_replicas, search_pools, down_windows, keep_guardrails, search_routing, search_lmcache, min_warm
     )
     swept = measured.find(sm.profile.name)  # kept on its GPU (gpu_edits), with the flags it was swept at
     spaces = {
@@ -572,7 +594,7 @@ def search(
 
     storage = journal.storage(journal_path) if journal_path else None
     key = (
-        journal.run_key(sm, traces, target, seed, options, types, search_pools, down_windows, keep_guardrails)
+        journal.run_key(sm, traces, target, seed, options, types, search_pools, down_windows, keep_guardrails, min_warm)
         if storage
         else ""
     )

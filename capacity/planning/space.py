@@ -46,17 +46,19 @@ def distributions(
     guardrails: bool = True,
     routing: bool = False,
     lmcache: bool = False,
+    min_warm: int = 1,
 ) -> dict[str, BaseDistribution]:
     """Every searched parameter and what it is drawn from, in the order drawn. `budget`: the
     replicas the pools hold (minReplicas is drawn up to it). `guardrails`: the kvCache and
     e2eLatency triggers stay on (else each may be drawn off, the KV target down to 0.05).
     `routing`: `serving.routing` is drawn too (the traces know their prefixes); `lmcache`:
-    `engine.lmcache` too ("none" or a CPU tier; the model's image ships LMCache)."""
+    `engine.lmcache` too ("none" or a CPU tier; the model's image ships LMCache). `min_warm`: the
+    fewest warm replicas the stack's policy pack allows (minReplicas is drawn from it)."""
     space: dict[str, BaseDistribution] = {
         "maxNumSeqs": CategoricalDistribution(MAX_NUM_SEQS),
         "maxNumBatchedTokens": CategoricalDistribution(MAX_NUM_BATCHED_TOKENS),
         "gpuMemoryUtilization": CategoricalDistribution(GPU_MEMORY_UTILIZATION),
-        "minReplicas": IntDistribution(1, budget),
+        "minReplicas": IntDistribution(max(1, min(min_warm, budget)), budget),
         "queueTarget": IntDistribution(1, 12),
         "queueWindow": CategoricalDistribution((30, 60, 120)),
         **(_kept_guardrails() if guardrails else _droppable_guardrails()),

@@ -8,6 +8,8 @@ from typing import Any
 from pulumi_policy import PolicyConfigSchema
 
 from contract.scale_down import MIN_SCALE_DOWN_WINDOW_S, scale_down_problems
+from contract.warm_replicas import DEFAULT_MIN_WARM_REPLICAS, warm_replica_problem
+from contract.warm_replicas import POLICY as WARM_REPLICA_POLICY
 
 from . import k8s, promql
 from .base import Subject, resource_policy
@@ -232,40 +234,51 @@ scale_down_slower = resource_policy(
 # --- warm replica for interactive models -------------------------------------------------
 
 
-def _check_warm_replica(subject: Subject, _config: Mapping[str, Any]) -> Iterator[str]:
+def _check_warm_replica(subject: Subject, config: Mapping[str, Any]) -> Iterator[str]:
     if workload_class(subject.props) == "batch":
         return
+    floor = int(config.get("minReplicas", DEFAULT_MIN_WARM_REPLICAS))
     if subject.gk == SCALED_OBJECT and _scales_a_predictor(subject):
         minimum = k8s.get(subject.props, "spec", "minReplicaCount")
         if minimum is None:
             yield f"{subject.label}: minReplicaCount is not set (KEDA defaults to {KEDA_DEFAULT_MIN_REPLICAS}) for an interactive model"
-        elif int(minimum) < 1:
-            yield f"{subject.label}: minReplicaCount is {int(minimum)} for an interactive model"
+        elif problem := warm_replica_problem("minReplicaCount", int(minimum), floor):
+            yield f"{subject.label}: {problem}"
         idle = k8s.get(subject.props, "spec", "idleReplicaCount")
         if idle is not None and int(idle) < 1:
             yield f"{subject.label}: idleReplicaCount {int(idle)} scales an interactive model to zero when idle"
     elif subject.gk == HPA and _scales_a_predictor(subject):
         minimum = k8s.get(subject.props, "spec", "minReplicas")
-        if minimum is not None and int(minimum) < 1:
-            yield f"{subject.label}: minReplicas is {int(minimum)} for an interactive model"
+        if minimum is not None and (problem := warm_replica_problem("minReplicas", int(minimum), floor)):
+            yield f"{subject.label}: {problem}"
     elif subject.gk == k8s.INFERENCE_SERVICE and _isvc_uses_gpus(subject.props):
         minimum = k8s.get(subject.props, "spec", "predictor", "minReplicas")
-        if minimum is not None and int(minimum) < 1:
-            yield f"{subject.label}: spec.predictor.minReplicas is {int(minimum)} for an interactive model"
+        if minimum is not None and (problem := warm_replica_problem("spec.predictor.minReplicas", int(minimum), floor)):
+            yield f"{subject.label}: {problem}"
 
 
 warm_replica = resource_policy(
-    name="interactive-models-keep-a-warm-replica",
+    name=WARM_REPLICA_POLICY,
     description=(
-        "Interactive models keep at least one replica (minReplicaCount >= 1, no idle scale-to-zero); only objects "
-        f"labelled {WORKLOAD_LABEL}=batch may scale to zero."
+        "Interactive models keep at least minReplicas warm replicas (default 1: minReplicaCount >= 1, no idle "
+        f"scale-to-zero); only objects labelled {WORKLOAD_LABEL}=batch may scale to zero."
     ),
     remediation=(
-        "Set minReplicaCount >= 1 (autoscaling.<model>.minReplicas) and drop idleReplicaCount for interactive "
-        "models; a cold start costs minutes (node launch, image pull, weight load). Label genuinely batch "
-        f"workloads {WORKLOAD_LABEL}=batch."
+        "Set autoscaling.<model>.minReplicas to at least the minimum and drop idleReplicaCount for interactive "
+        "models; a cold start costs minutes (node launch, image pull, weight load), and a lone replica on spot "
+        f"capacity is one interruption from an outage. Label genuinely batch workloads {WORKLOAD_LABEL}=batch."
     ),
     check=_check_warm_replica,
+    config=PolicyConfigSchema(
+        properties={
+            "minReplicas": {
+                "type": "integer",
+                "minimum": 1,
+                "default": DEFAULT_MIN_WARM_REPLICAS,
+                "description": "Fewest warm replicas an interactive model keeps.",
+            }
+        }
+    ),
 )
 
 

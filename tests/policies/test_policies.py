@@ -416,6 +416,19 @@ def test_idle_replica_count_zero_is_reported(prod: StackRun) -> None:
     assert_reported(check(WARM, [mutated]), WARM, meta_name(scaled), "idleReplicaCount")
 
 
+@violates(WARM)
+def test_a_lone_warm_replica_is_reported_where_the_stack_keeps_two(prod: StackRun) -> None:
+    # policies/config/prod.json: a single replica on spot is one interruption from an outage
+    scaled = first(prod, "ScaledObject")
+    mutated = with_inputs(scaled, lambda i: i["spec"].update(minReplicaCount=1))
+    assert_reported(check(WARM, [mutated], {WARM: {"minReplicas": 2}}), WARM, meta_name(scaled), "at least 2 warm")
+
+
+def test_one_warm_replica_meets_the_policys_default(prod: StackRun) -> None:
+    scaled = first(prod, "ScaledObject")
+    assert check(WARM, [with_inputs(scaled, lambda i: i["spec"].update(minReplicaCount=1))]) == []
+
+
 def test_batch_labelled_scaled_object_may_scale_to_zero(prod: StackRun) -> None:
     scaled = first(prod, "ScaledObject")
 

@@ -97,6 +97,27 @@ def test_the_policy_minimum_comes_from_the_stacks_policy_config():
     assert plan.policy_min_scale_down_window(prod) == 300  # policies/config/prod.json
 
 
+def test_the_warm_replica_floor_comes_from_the_stacks_policy_config():
+    assert plan.policy_min_warm_replicas(load_stack_model("prod", root=ROOT)) == 2  # policies/config/prod.json
+    assert plan.policy_min_warm_replicas(load_stack_model("dev", root=ROOT)) == 1  # the policy's default
+
+
+def test_the_planner_refuses_fewer_warm_replicas_than_the_policy_pack_keeps():
+    prod = load_stack_model("prod", root=ROOT)
+    scope = f"autoscaling.{prod.model.name}"
+    lone = apply_config_set(prod, [(f"{scope}.minReplicas", 1), (f"{scope}.fallbackReplicas", 1)])
+    assert "interactive-models-keep-a-warm-replica: minReplicas is 1" in plan.policy_problem(lone)
+    pair = apply_config_set(prod, [(f"{scope}.minReplicas", 2), (f"{scope}.fallbackReplicas", 2)])
+    assert plan.policy_problem(pair) is None
+
+
+def test_the_search_draws_min_replicas_from_the_warm_replica_floor():
+    from capacity.planning.space import distributions
+
+    assert distributions(10, False, [300], min_warm=2)["minReplicas"].low == 2
+    assert distributions(10, False, [300])["minReplicas"].low == 1
+
+
 def test_a_window_with_an_end_bills_nothing_after_it():
     result = run()
     view, _ = since(result, 700.0, 1000.0)
