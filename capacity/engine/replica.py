@@ -258,10 +258,18 @@ class ReplicaEngine:
         start = request.arrival if request.arrival > self._server_free else self._server_free
         ready = start + self._server_s
         self._server_free = ready
-        if self._v0 and ready > self._clock:
-            # V0's API server and engine share one event loop: tokenizing stalls the next step
+        if self._v0 and ready > self._clock and not self._step_under_way(now):
+            # V0's API server and engine share one event loop: tokenizing stalls the next step.
+            # A step already under way runs on (its forward pass is in a worker thread:
+            # AsyncLLMEngine's execute_model_async): moving the clock would restart it, and
+            # arrivals faster than a step would starve the engine.
             self._clock = ready
         self._waiting.append(_Seq(request, self._order, ready))
+
+    def _step_under_way(self, now: float) -> bool:
+        """A step started at the clock, at or before `now`: the engine had work it could run."""
+        startable = self._decoding or self._prefilling or (self._waiting and self._waiting[0].ready <= self._clock)
+        return self._clock <= now and bool(startable)
 
     def abort(self, request_id: int) -> bool:
         """Drop a request (client went away), freeing its slot and KV; False if not present."""

@@ -225,3 +225,27 @@ def test_v0_runs_prefills_first_while_decoders_wait():
     engine.advance(engine.next_event_time())  # a prefill-only step for request 2
     assert engine.generated_tokens(1) == 1  # request 1 did not decode during request 2's prefill
     assert engine.generated_tokens(2) == 1
+
+
+def test_a_v0_prefill_under_way_is_not_restarted_by_an_arrival():
+    # V0's API server shares the engine's event loop, but the forward pass runs in a worker
+    # thread (AsyncLLMEngine.execute_model_async): tokenizing a new request delays the next
+    # step, never the one already running. Arrivals faster than a step once starved the engine.
+    profile = dataclasses.replace(A10G, vllm_version="0.5.4", server_s=0.01)
+    engine = ReplicaEngine(profile)
+    engine.submit(Request(1, 0.0, 1024, 2), 0.0)
+    prefill = profile.cost.step_time(seqs=1, tokens=1024, sampled=1, kv_tokens=1024, pairs=1024 * 1025 // 2)
+    arrivals = [0.01 + prefill * k / 4 for k in range(1, 4)]  # three, all during the prefill
+    for i, t in enumerate(arrivals, start=2):
+        engine.advance(t)
+        engine.submit(Request(i, t, 16, 2), t)
+    first = {f.request.id: f.first_token_time for f in _run(engine, 60)}
+    assert first[1] == pytest.approx(0.01 + prefill)
+
+
+def test_a_v0_burst_still_waits_for_the_server_to_hand_every_request_over():
+    profile = dataclasses.replace(A10G, vllm_version="0.5.4", server_s=0.2)
+    engine = ReplicaEngine(profile)
+    for i in range(3):
+        engine.submit(Request(i, 0.0, 16, 400), 0.0)
+    assert engine.next_event_time() > 0.6  # one event loop: all three tokenized before the first step
