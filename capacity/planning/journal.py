@@ -68,7 +68,7 @@ def run_key(
     search_pools: bool,
     down_windows: Sequence[int],
     keep_guardrails: bool,
-    min_warm: int = 1,
+    min_warm: int,
 ) -> str:
     """A short digest naming this search's inputs (the study names start with it)."""
     inputs = {

@@ -108,7 +108,7 @@ def gpu_types(sm: StackModel, prices: dict[str, float] | None = None) -> list[Gp
     (they price what its replicas run on now), else the cited on-demand list; a spot price the
     stack does not give is estimated with the stack's spot/on-demand ratio (spot prices vary).
     A family no size of which holds the replica is left out."""
-    listed = listed_prices()
+    listed, given = listed_prices(), prices or {}
     on_demand = next((p.price_per_gpu_hour for p in sm.pools if p.capacity_type == "on-demand"), None)
     spot = next((p.price_per_gpu_hour for p in sm.pools if p.capacity_type == "spot"), None)
     ratio = (spot / on_demand) if spot and on_demand else 1.0
@@ -121,10 +121,11 @@ def gpu_types(sm: StackModel, prices: dict[str, float] | None = None) -> list[Gp
         if name is None or size is None:
             continue
         own = sm.gpu_prices.families.get(family)
-        if family in (prices or {}):
-            od = float((prices or {})[family])
+        sp: float | None = None  # estimated from the ratio unless the stack gives it
+        if family in given:
+            od = float(given[family])
         elif own is not None:
-            od = own.on_demand
+            od, sp = own.on_demand, own.spot
         elif name == current and on_demand:
             od = on_demand
         elif size.name in listed:
@@ -134,8 +135,7 @@ def gpu_types(sm: StackModel, prices: dict[str, float] | None = None) -> list[Gp
                 f"no price for instance size {size.name} (family {family!r}, where a replica of "
                 f"{sm.model.name} lands): pass --price {family}=USD_PER_GPU_HOUR"
             )
-        sp = own.spot if own is not None and family not in (prices or {}) else od * ratio
-        out.append(GpuType(family, name, od, sp, size.name, gpu_trust(sm, name)))
+        out.append(GpuType(family, name, od, od * ratio if sp is None else sp, size.name, gpu_trust(sm, name)))
     if not out:
         raise ValueError(f"the pools of {sm.model.name} allow no instance family with an engine profile: {families}")
     return out
@@ -198,25 +198,29 @@ def _families(sm: StackModel) -> set[str]:
 
 
 def policy_min_scale_down_window(sm: StackModel) -> float:
-    """The shortest scale-down stabilization window the stack's policy config allows: its
-    `scale-down-slower-than-scale-up.minScaleDownStabilizationSeconds` in
-    `policies/config/<stack>.json` beside the stack file, else the policy's default."""
-    rule = _policy_config(sm.source.path.parent / "policies" / "config" / f"{sm.stack}.json").get(
-        "scale-down-slower-than-scale-up"
+    """The shortest scale-down stabilization window the stack's policy config allows
+    (`scale-down-slower-than-scale-up.minScaleDownStabilizationSeconds`)."""
+    return float(
+        _policy_setting(
+            sm, "scale-down-slower-than-scale-up", "minScaleDownStabilizationSeconds", MIN_SCALE_DOWN_WINDOW_S
+        )
     )
-    window = rule.get("minScaleDownStabilizationSeconds") if isinstance(rule, dict) else None
-    return float(MIN_SCALE_DOWN_WINDOW_S if window is None else window)
 
 
 def policy_min_warm_replicas(sm: StackModel) -> int:
-    """The fewest warm replicas the stack's policy config lets an interactive model keep: its
-    `interactive-models-keep-a-warm-replica.minReplicas` in `policies/config/<stack>.json`
-    beside the stack file, else the policy's default (a batch model may scale to zero)."""
+    """The fewest warm replicas the stack's policy config lets an interactive model keep
+    (`interactive-models-keep-a-warm-replica.minReplicas`); a batch model may scale to zero."""
     if sm.model.workload == "batch":
         return 0
-    rule = _policy_config(sm.source.path.parent / "policies" / "config" / f"{sm.stack}.json").get(WARM_POLICY)
-    floor = rule.get("minReplicas") if isinstance(rule, dict) else None
-    return int(DEFAULT_MIN_WARM_REPLICAS if floor is None else floor)
+    return int(_policy_setting(sm, WARM_POLICY, "minReplicas", DEFAULT_MIN_WARM_REPLICAS))
+
+
+def _policy_setting(sm: StackModel, policy: str, key: str, default: float) -> Any:
+    """A policy's property in `policies/config/<stack>.json` beside the stack file, else the
+    policy's default (also where the file gives the policy only an enforcement level)."""
+    rule = _policy_config(sm.source.path.parent / "policies" / "config" / f"{sm.stack}.json").get(policy)
+    value = rule.get(key) if isinstance(rule, dict) else None
+    return default if value is None else value
 
 
 @functools.cache
@@ -233,8 +237,7 @@ def policy_problem(sm: StackModel) -> str | None:
     down = scale_down_problems(*rendered_behavior(sm), policy_min_scale_down_window(sm))
     if down:
         problems.append(f"policy scale-down-slower-than-scale-up: {'; '.join(down)}")
-    floor = policy_min_warm_replicas(sm)
-    warm = warm_replica_problem("minReplicas", sm.policy.min_replicas, floor) if floor else None
+    warm = warm_replica_problem("minReplicas", sm.policy.min_replicas, policy_min_warm_replicas(sm))
     if warm:
         problems.append(f"policy {WARM_POLICY}: {warm}")
     return "; ".join(problems) or None
