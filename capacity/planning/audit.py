@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from capacity.planning import plan
+from capacity.planning.days import split_by_time
 from capacity.planning.evidence import Evidence
 from capacity.planning.guardrails import guardrails
 from capacity.planning.run import CombinedSummary, RunOptions, RunSummary, held_out, split
@@ -69,13 +70,13 @@ class Replan:
 def replan(sm: StackModel, trace: Trace, fraction: float, trials: int, seed: int, workers: int) -> Replan:
     """The planner on the search part of `trace`, on the model's current GPU type, with the stack's target."""
     options = _options(sm, seed)
-    search_part, _ = split(trace, fraction)
+    searched, held = split_by_time(trace, fraction)
     result = plan.search(
-        sm, [search_part], sm.attainment_target, trials, seed, workers, options, only=(plan.current_gpu(sm),)
+        sm, searched, sm.attainment_target, trials, seed, workers, options, only=(plan.current_gpu(sm),)
     )
     if result.best is None:
         return Replan(None, None, trials)
-    summary = plan.validate(sm, result.best, result.types, [(trace, fraction)], options)
+    summary = plan.validate(sm, result.best, result.types, held, options)
     return Replan(summary, plan.deploy(sm, result.best.candidate, result.types), trials)
 
 
