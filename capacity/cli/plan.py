@@ -1,9 +1,11 @@
 """Plan capacity: the cheapest GPU type, engine flags and scaling policy that meet the SLO on held-out traffic.
 
-Searches with Optuna's TPE sampler (seeded, parallel over --workers) on the first 70% of each
-trace, validates the winner on the last 30% (and any --validate-trace), and prints the Pareto
-frontier (table + PNG), cost per million output tokens per GPU type, and the winner's
-`pulumi config set --path` lines, each validated by the program's settings before printing.
+Searches with Optuna's TPE sampler (seeded, pruned day by day, --workers processes on a shared
+storage) on the first days of each multi-day trace (else its first 70%), validates the winner on
+the last --holdout-days (else the last 30%, and any --validate-trace), and prints the Pareto
+frontier (table + PNG), each day and the worst, cost per million output tokens per GPU type, and
+the winner's `pulumi config set --path` lines, each validated by the program's settings before
+printing. With --join it only runs trials in the study a coordinator created in --storage.
 """
 
 from __future__ import annotations

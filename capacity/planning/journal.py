@@ -35,6 +35,7 @@ from capacity.planning.stack import StackModel
 from capacity.workload.traces import Trace
 
 CANDIDATE, RESULT = "candidate", "result"
+WORKER = "worker"  # which process ran a trial: host/pid (workers on several machines share a study)
 PRUNED_AFTER = "prunedAfterDays"  # a pruned trial's: how many days it ran before the pruner stopped it
 # RDB workers beat every minute; a trial whose worker has not beaten for two is failed by the next
 # worker's `optimize` (optuna.storages.RDBStorage heartbeat_interval / grace_period, Optuna 5.0),

@@ -1,13 +1,31 @@
 """The capacity planner: the cheapest GPU type, engine flags and scaling policy of one model that
 meet an SLO-attainment target on traffic it was not fitted on.
 
-Optuna's TPE sampler (seeded) proposes candidates, one study per GPU type the model's pools
-allow, each with an even share of the budget; a candidate is that GPU (its engine profile
-derived from physics with the candidate's vLLM flags), priced per GPU-hour, and an autoscaling
-block held to every settings rule. Candidates run in worker processes, a batch
-of `workers` at a time, and are told back in order, so a seed gives the same search. The search
-traffic is the first `search_fraction` of each trace (optionally x `margin` the rate); the winner
-is then replayed on the rest, and on any extra validation trace, and reported side by side.
+Optuna's TPE sampler proposes candidates, one study per GPU type the model's pools allow, each with
+an even share of the budget; a candidate is that GPU (its engine profile derived from physics with
+the candidate's vLLM flags), priced per GPU-hour, and an autoscaling block held to every settings
+rule. The search traffic is a list of parts (`capacity.planning.days`): the first days of a
+multi-day trace, each one run from a warm fleet, or the first `search_fraction` of a shorter one
+(optionally x `margin` the rate); the winner is then replayed on the held-out days (or the rest of
+the trace) and on any extra validation trace, and reported per day and side by side.
+
+Optuna is used as designed: the objective (`Objectives.run`) suggests a candidate, runs it day by
+day, reports its `penalised_cost` after each day (`trial.report(value, step=day)`) and stops when
+the pruner says so (`trial.should_prune()`, successive halving); cost is its value and the target
+and the rules are constraints (`trial.set_constraint`). Each study's first trials are its seeds
+(`study.enqueue_trial`): the stack's committed policy on the GPU it runs on, then the reference
+designs. The studies live in an Optuna storage (a journal file, or an RDB such as SQLite or
+PostgreSQL) named after a digest of every input, and `workers` processes each run
+`study.optimize` on it (`capacity.planning.studies`); workers on other machines join the same
+study with the same inputs. The coordinator picks the winner over every trial in the storage.
+
+What a seed guarantees: every trial's result is a deterministic function of its parameters (the
+simulation is seeded by `--seed`, not by the process or machine running it), so a candidate
+scores the same whichever worker runs it. With one worker the whole search is reproducible: the
+same seed proposes the same candidates in the same order and picks the same winner. With several
+workers (local or remote) each samples with its own seed and they share the study's history as
+it grows, so which candidates are proposed, and so the winner, depends on the order trials finish:
+the search is as good, not the same twice. A resumed search continues from the kept history.
 """
 
 from __future__ import annotations
@@ -15,6 +33,8 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
+import socket
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -597,6 +617,7 @@ class Objectives:
 
         p = journal.plain(self.points.of(trial, gpu))
         candidate = candidate_of(self.job.sm, p)
+        trial.set_user_attr(journal.WORKER, f"{socket.gethostname()}/{os.getpid()}")
         try:
             deployed = self.job.deploy(candidate)
         except ValueError as refusal:
