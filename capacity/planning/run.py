@@ -372,12 +372,6 @@ def combined(
     )
 
 
-def split(trace: Trace, fraction: float) -> tuple[Trace, Trace]:
-    """The first `fraction` of the trace's time to search, the rest to validate (re-based to 0)."""
-    cut = trace.duration * fraction
-    return trace.window(0.0, cut), trace.window(cut, math.inf)
-
-
 # (id of the trace, what else the value depends on) -> (the trace, the value). The trace is kept
 # beside its id so that a freed trace whose id is reused never hands its value to another.
 _PER_TRACE: dict[tuple[int, Any], tuple[Trace, Any]] = {}
