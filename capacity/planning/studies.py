@@ -1,7 +1,8 @@
 """Optuna studies on a shared storage, optimized by worker processes: Optuna's documented way to
-run one study on many processes and machines ("Easy Parallelization": each process calls
-`study.optimize` on a study loaded from the same storage; the storage is the only thing they
-share, so no home-made task queue).
+run one study on many processes and machines (the tutorial "Easy Parallelization",
+optuna.readthedocs.io tutorial/10_key_features/004_distributed: multi-process and multi-node
+optimization are processes sharing the same storage backend, RDB or a file, each calling
+`study.optimize` on the loaded study; the storage is all they share, so no home-made task queue).
 
 A worker runs each study in turn until the study holds its count of finished trials (complete or
 pruned), so a plan's budget is the study's, however many workers share it. The check is made
@@ -9,8 +10,8 @@ before each trial, as `optuna.study.MaxTrialsCallback` makes it after one, so th
 workers never start more than the count between them (they claim each trial under a lock).
 Workers on other machines claim on their own: two machines that start a trial at the same moment,
 when one is left, both run it, so a study shared across machines can end a few trials beyond its
-count (and every one is kept). Each worker's sampler has its own seed (`worker_seed`): seeded alike, the samplers of
-parallel workers would propose the same points during TPE's random startup.
+count (and every one is kept). Each worker's sampler has its own seed (`worker_seed`): seeded
+alike, the samplers of parallel workers would propose the same points during TPE's random startup.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ POLL_S = 1.0  # how often the coordinator counts the finished trials while its w
 
 
 class Objectives(Protocol):
-    """The objective of each study (by GPU type), picklable: sent once to every worker process."""
+    """The objective of each study (by GPU type): handed once to every worker process as the pool
+    starts it."""
 
     def objective(self, gpu: str) -> Callable[[Any], float]: ...
 
