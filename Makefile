@@ -25,10 +25,21 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	touch $@
 
 # promtool and prometheus (rule tests, the capacity lab) come from the OS packages: as root, or through sudo.
+# So does PostgreSQL (the planner's RDB storage tests start their own throwaway server, tests/postgres.py),
+# but with no server of the system's: the server package's postinst (configure_version in postgresql-common's
+# maintscripts-functions, Debian 248) creates and starts a `main` cluster unless
+# /etc/postgresql-common/createcluster.conf says `create_main_cluster = false`, so postgresql-common goes
+# first and the setting before the server (as docker-library/postgres's Dockerfile does). With no cluster,
+# postgresql.service (ExecStart=/bin/true; clusters are postgresql@ units) and the init script run nothing.
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+APT_INSTALL := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq
 system-packages:
 	@command -v promtool >/dev/null && command -v prometheus >/dev/null || \
-		{ $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq prometheus >/dev/null; }
+		{ $(SUDO) apt-get update -qq && $(APT_INSTALL) prometheus >/dev/null; }
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || \
+		{ $(SUDO) apt-get update -qq && $(APT_INSTALL) postgresql-common >/dev/null && \
+		  $(SUDO) sed -ri 's/^#?(create_main_cluster) .*$$/\1 = false/' /etc/postgresql-common/createcluster.conf && \
+		  $(APT_INSTALL) postgresql >/dev/null; }
 
 setup: system-packages $(VENV)/.installed ## create the virtualenv and install the test tools
 
