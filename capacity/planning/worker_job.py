@@ -24,16 +24,16 @@ STORAGE_SECRET_KEY = "url"
 DEFAULT_NAME = "capacity-plan-workers"
 DEFAULT_STORAGE_SECRET = "optuna-storage"
 CONTAINER = "worker"
-# A plan trial's peak resident memory, measured with /usr/bin/time -v (see the README's "Many
-# machines"): ~115 MB on the one-hour Azure trace (19k requests, prod 14B), growing with the
-# requests a trial replays. The request covers a multi-day trace with room; the limit stops a runaway.
+# One simulation's peak resident memory, measured with /usr/bin/time -v on main 56ad579 (prod 14B):
+# `plan --workers 1` on the one-hour Azure trace (19k requests) 114 MB; `simulate` (a policy and its
+# oracle) of 78k synthetic requests 133 MB, of 467k 337 MB: ~90 MB plus ~0.5 KB per replayed request.
+# The request holds ~1.8M requests (issue 35's day of real-shaped traffic at 6% of a region is 239k); the
+# limit stops a runaway before it starves the node.
 CPU_PER_SIMULATION = 1
 MEMORY_REQUEST_MI_PER_SIMULATION = 1024
 MEMORY_LIMIT_MI_PER_SIMULATION = 2048
 SCRATCH = "/tmp"  # the root filesystem is read-only: HOME, TMPDIR and matplotlib's cache live here
 SCRATCH_LIMIT = "1Gi"
-# The exit code `python -m capacity` gives bad input (a ValueError: one line, exit 2): a retry cannot fix it.
-BAD_INPUT_EXIT_CODE = 2
 # Flags the Job sets itself on every worker's command line.
 JOB_FLAGS = ("--storage", "--join", "--workers")
 
@@ -149,16 +149,6 @@ def worker_job(
         "spec": {
             "parallelism": workers,  # no `completions`: a work queue (module docstring)
             "backoffLimit": backoff_limit,
-            # Bad input fails every pod alike: fail the Job at once instead of retrying
-            # (Kubernetes docs, "Pod failure policy"; needs restartPolicy Never).
-            "podFailurePolicy": {
-                "rules": [
-                    {
-                        "action": "FailJob",
-                        "onExitCodes": {"containerName": CONTAINER, "operator": "In", "values": [BAD_INPUT_EXIT_CODE]},
-                    }
-                ]
-            },
             "activeDeadlineSeconds": active_deadline_seconds,
             "ttlSecondsAfterFinished": ttl_seconds_after_finished,
             "template": {

@@ -112,11 +112,6 @@ def test_the_deadline_and_cleanup_are_set_on_the_job():
     assert spec["backoffLimit"] >= 1
 
 
-def test_bad_input_fails_the_job_at_once_instead_of_retrying():
-    (rule,) = job()["spec"]["podFailurePolicy"]["rules"]
-    assert rule == {"action": "FailJob", "onExitCodes": {"containerName": "worker", "operator": "In", "values": [2]}}
-
-
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
