@@ -32,9 +32,15 @@ import optuna
 from optuna.study import MaxTrialsCallback
 from optuna.trial import TrialState
 
-url, name, n_trials = sys.argv[1], sys.argv[2], int(sys.argv[3])
+url, name, n_trials, workers = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 study = optuna.create_study(storage=url, study_name=name, load_if_exists=True)
+# A barrier through the study itself: no worker starts before all have joined (bounded), so one
+# slow to start on a loaded machine cannot find the study already done.
+study.set_user_attr(f"joined-{os.getpid()}", True)
+deadline = time.monotonic() + 60
+while len(optuna.load_study(study_name=name, storage=url).user_attrs) < workers and time.monotonic() < deadline:
+    time.sleep(0.1)
 
 def objective(trial):
     trial.set_user_attr("worker_pid", os.getpid())
@@ -52,7 +58,7 @@ study.optimize(
 def run_workers(url: str, study_name: str) -> list[subprocess.CompletedProcess[str]]:
     workers = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, url, study_name, str(N_TRIALS)],
+            [sys.executable, "-c", WORKER, url, study_name, str(N_TRIALS), str(WORKERS)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
