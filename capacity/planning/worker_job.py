@@ -84,6 +84,8 @@ def _check(
         flag = arg.split("=", 1)[0]
         if flag in JOB_FLAGS:
             raise ValueError(f"plan arguments must not contain {flag}: the Job sets it on every worker")
+        if flag == "--journal":
+            raise ValueError("plan arguments must not contain --journal: the workers share the study through --storage")
     if workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
     if simulations_per_pod < 1:

@@ -123,6 +123,7 @@ def test_the_deadline_and_cleanup_are_set_on_the_job():
         ({"storage_secret": "db_url"}, "--storage-secret 'db_url' is not a Kubernetes name"),
         ({"plan_args": ["--stack", "prod", "--join"]}, "plan arguments must not contain --join"),
         ({"plan_args": ["--storage=sqlite:///x.db"]}, "plan arguments must not contain --storage"),
+        ({"plan_args": ["--journal", "plan.journal"]}, "must not contain --journal: the workers share the study"),
         ({"plan_args": []}, "plan arguments are required"),
         ({"active_deadline_seconds": 0}, "--active-deadline-seconds must be >= 1, got 0"),
     ],
