@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "compare": "capacity.cli.compare",
     "tune": "capacity.cli.tune",
     "plan": "capacity.cli.plan",
+    "plan-workers": "capacity.cli.plan_workers",
     "schedule": "capacity.cli.schedule",
     "explain": "capacity.cli.explain",
     "profile": "capacity.cli.profile",
