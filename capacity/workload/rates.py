@@ -116,7 +116,9 @@ def _curve_start(path: Path, rows: list[dict[str, str]]) -> datetime:
     start = utc_time(rows[0]["time"] or "", f"{path}: line 2: time")
     for i, row in enumerate(rows[1:], start=1):
         if utc_time(row["time"] or "", f"{path}: line {i + 2}: time") != start + timedelta(minutes=i):
-            raise ValueError(f"{path}: line {i + 2}: time must be {iso(start + timedelta(minutes=i))} (one minute a row)")
+            raise ValueError(
+                f"{path}: line {i + 2}: time must be {iso(start + timedelta(minutes=i))} (one minute a row)"
+            )
     return start
 
 
@@ -157,7 +159,8 @@ def draw_from_mix(mix: LengthMix, n: int, rng: np.random.Generator) -> tuple[np.
 def _draw(buckets: Buckets, n: int, rng: np.random.Generator) -> np.ndarray:
     chosen = rng.choice(len(buckets.requests), size=n, p=buckets.requests / buckets.requests.sum())
     low, width = buckets.lower[chosen] + 1, buckets.upper[chosen] - buckets.lower[chosen]
-    return low + np.floor(rng.uniform(0.0, 1.0, n) * width).astype(np.int64)
+    drawn: np.ndarray = low + np.floor(rng.uniform(0.0, 1.0, n) * width).astype(np.int64)
+    return drawn
 
 
 def is_length_mix(path: Path) -> bool:
@@ -201,5 +204,7 @@ def write_length_mix(path: Path, mix: LengthMix) -> None:
         writer = csv.writer(handle)
         writer.writerow(MIX_COLUMNS)
         for name, buckets in zip(HISTOGRAMS, (mix.prompt, mix.generation)):
-            for lower, upper, requests in zip(buckets.lower.tolist(), buckets.upper.tolist(), buckets.requests.tolist()):
+            for lower, upper, requests in zip(
+                buckets.lower.tolist(), buckets.upper.tolist(), buckets.requests.tolist()
+            ):
                 writer.writerow([name, lower, upper, f"{requests:.10g}"])

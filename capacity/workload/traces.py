@@ -428,7 +428,7 @@ def load(source: str | Path) -> Trace:
         return synthetic(text)
     if text.startswith(RATES_PREFIX):
         spec, start, end = _rates_windowed(text)
-        return _part(rate_curve(spec), text, start, end)
+        return _part(rate_curve(spec), text, text, start, end)
     name, start, end = _windowed(text)
     path = Path(name)
     if not path.is_file():
@@ -439,16 +439,16 @@ def load(source: str | Path) -> Trace:
         whole = load_jsonl(path)
     else:
         raise ValueError(f"trace file {path}: unknown format {path.suffix!r}; use .csv (Azure, BurstGPT) or .jsonl")
-    return _part(whole, path.stem + text[len(name) :], start, end)
+    return _part(whole, text, path.stem + text[len(name) :], start, end)
 
 
-def _part(whole: Trace, name: str, start: float, end: float) -> Trace:
-    """The window [start, end) of a trace, named `name`; the whole trace when there is none."""
+def _part(whole: Trace, source: str, name: str, start: float, end: float) -> Trace:
+    """The window [start, end) of the trace `source` names, named `name`; the whole trace without one."""
     if (start, end) == (0.0, math.inf):
         return whole
     part = whole.window(start, end)
     if not len(part):
-        raise ValueError(f"trace {name!r}: no requests in that window (the trace spans {whole.duration:.0f} s)")
+        raise ValueError(f"trace {source!r}: no requests in that window (the trace spans {whole.duration:.0f} s)")
     return replace(part, name=name)
 
 
