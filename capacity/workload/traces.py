@@ -401,11 +401,19 @@ _WINDOW = re.compile(r"^(?P<path>.+)@(?P<start>[^:@]*):(?P<end>[^:@]*)$")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
-def _duration(text: str, spec: str) -> float:
+def duration_seconds(text: str) -> float:
+    """`3600`, `90m`, `2h`, `1d` -> seconds."""
     match = re.fullmatch(r"(\d+(?:\.\d*)?)([smhd]?)", text.strip())
     if not match:
-        raise ValueError(f"trace {spec!r}: window bound {text!r} is not a duration (e.g. 3600, 90m, 2h, 1d)")
+        raise ValueError(f"{text!r} is not a duration (e.g. 3600, 90m, 2h, 1d)")
     return float(match[1]) * _UNITS[match[2]]
+
+
+def _duration(text: str, spec: str) -> float:
+    try:
+        return duration_seconds(text)
+    except ValueError as error:
+        raise ValueError(f"trace {spec!r}: window bound {error}") from None
 
 
 def _windowed(text: str) -> tuple[str, float, float]:
