@@ -564,6 +564,28 @@ def rate_curve(spec: str) -> Trace:
     return Trace(spec, arrivals, prompt.astype(np.int64), output.astype(np.int64), start)
 
 
+def rebased(source: str, root: Path) -> str:
+    """`source` with each relative file path it names taken from `root` (a command recorded at
+    the project root, replayed from elsewhere); a synthetic spec names none."""
+
+    def under(path: str) -> str:
+        return path if path.startswith("synthetic:") or Path(path).is_absolute() else str(root / path)
+
+    if source.startswith("synthetic:"):
+        return source
+    if not source.startswith(RATES_PREFIX):
+        return under(source)
+    body = source.removeprefix(RATES_PREFIX)
+    split = _OPTIONS_START.search(body)
+    if not split:
+        return RATES_PREFIX + under(body)
+    options = [
+        f"lengths={under(item.partition('=')[2])}" if item.startswith("lengths=") else item
+        for item in _NEXT_OPTION.split(body[split.end() :])
+    ]
+    return f"{RATES_PREFIX}{under(body[: split.start()])}:{','.join(options)}"
+
+
 LengthDraw = Callable[[int, np.random.Generator], tuple[np.ndarray, np.ndarray]]
 
 

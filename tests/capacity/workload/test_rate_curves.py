@@ -203,3 +203,13 @@ def test_one_day_of_the_shared_five_at_six_percent_starts_on_thursday():
     expected = 0.06 * curve.per_minute[4 * 1440 :].sum()
     assert abs(len(day) - expected) <= Z * np.sqrt(expected)
     assert day.start == datetime(2024, 5, 16, tzinfo=UTC) and day.start.strftime("%A") == "Thursday"
+
+
+def test_a_recorded_spec_rebased_moves_its_relative_paths_and_keeps_the_rest():
+    root = Path("/project")
+    spec = "rates:traces/c.csv:lengths=l:x.csv,scale=0.06,start=2024-05-12T00:00:00Z@4d:5d"
+    assert traces.rebased(spec, root) == (
+        "rates:/project/traces/c.csv:lengths=/project/l:x.csv,scale=0.06,start=2024-05-12T00:00:00Z@4d:5d"
+    )
+    assert traces.rebased("week.csv@2d:3d", root) == "/project/week.csv@2d:3d"
+    assert traces.rebased("synthetic:step:base=2", root) == "synthetic:step:base=2"
