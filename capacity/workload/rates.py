@@ -79,9 +79,9 @@ def _number(path: Path, line: int, column: str, text: str, rule: str) -> float:
     return value
 
 
-def _rows(path: Path, columns: tuple[str, ...]) -> tuple[list[str], list[dict[str, str]]]:
+def _rows(path: Path, columns: tuple[str, ...], what: str) -> tuple[list[str], list[dict[str, str]]]:
     if not path.is_file():
-        raise ValueError(f"{path} does not exist" if not path.exists() else f"{path} is not a file")
+        raise ValueError(f"{what} {path} does not exist" if not path.exists() else f"{what} {path} is not a file")
     with open(path, newline="") as handle:
         reader = csv.DictReader(handle)
         names = list(reader.fieldnames or ())
@@ -99,7 +99,7 @@ def _rows(path: Path, columns: tuple[str, ...]) -> tuple[list[str], list[dict[st
 
 def read_curve(path: Path) -> RateCurve:
     """A curve file; errors name the file, the line and the rule."""
-    names, rows = _rows(path, CURVE_COLUMNS)
+    names, rows = _rows(path, CURVE_COLUMNS, "rate curve")
     rates = np.empty(len(rows))
     for i, row in enumerate(rows):
         line = i + 2
@@ -173,7 +173,7 @@ def is_length_mix(path: Path) -> bool:
 
 def read_length_mix(path: Path) -> LengthMix:
     """A length-mix file; errors name the file, the line and the rule."""
-    _, rows = _rows(path, MIX_COLUMNS)
+    _, rows = _rows(path, MIX_COLUMNS, "length mix")
     parts: dict[str, list[tuple[int, int, float]]] = {name: [] for name in HISTOGRAMS}
     for i, row in enumerate(rows):
         line = i + 2

@@ -557,7 +557,10 @@ def rate_curve(spec: str) -> Trace:
     if parsed.mean is not None and curve.mean_per_second == 0:
         raise ValueError(f"rates trace {parsed.curve}: mean cannot scale a curve without requests")
     factor = parsed.scale or (parsed.mean / curve.mean_per_second if parsed.mean else 1.0)
-    draw_lengths = _length_source(parsed.lengths)  # before any drawing: a bad file fails first
+    try:
+        draw_lengths = _length_source(parsed.lengths)  # before any drawing: a bad file fails first
+    except ValueError as error:
+        raise ValueError(f"rates trace {parsed.curve}: lengths={parsed.lengths}: {error}") from None
     rng = np.random.default_rng(parsed.seed)
     arrivals = curves.poisson_arrivals(curve.per_minute * factor, rng)
     prompt, output = draw_lengths(len(arrivals), rng)

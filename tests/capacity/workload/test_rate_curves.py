@@ -146,6 +146,7 @@ def test_paths_holding_colons_commas_and_at_signs_are_read_whole(tmp_path):
         ("lengths=PAIRS,seed=1,seed=2", "seed is given twice"),
         ("scale=1", "lengths=FILE is required"),
         ("lengths=PAIRS@2h:1h", "the window must end after it starts"),
+        ("lengths=nowhere.csv", r"lengths=nowhere.csv: trace file nowhere.csv does not exist"),
     ],
 )
 def test_a_bad_option_is_one_line_naming_the_key_and_the_rule(tmp_path, pairs, options, message):
@@ -168,6 +169,11 @@ def test_a_bad_curve_row_is_named_by_its_line(tmp_path, pairs, rows, message):
     curve.write_text("minute,requests_per_minute\n" + rows)
     with pytest.raises(ValueError, match=message):
         traces.load(_spec(curve, pairs, start="2024-05-12T00:00:00Z"))
+
+
+def test_a_missing_curve_is_named_as_the_rate_curve(tmp_path, pairs):
+    with pytest.raises(ValueError, match=r"rate curve .*absent\.csv does not exist"):
+        traces.load(_spec(tmp_path / "absent.csv", pairs))
 
 
 def test_a_curve_whose_times_skip_a_minute_is_refused(tmp_path, pairs):
