@@ -74,7 +74,8 @@ def token_buckets(client: PrometheusClient, scope: signals.Scope, histogram: str
         raise ValueError(f"no {histogram} series for {scope.matchers()} between {_at(start)} and {_at(end)}")
     cumulative = sorted((float(labels["le"]), value) for labels, value in series)
     bounds = [le for le, _ in cumulative]
-    counts = np.diff([0.0, *(value for _, value in cumulative)])
+    # each bucket is extrapolated on its own: float noise must not make a bucket negative
+    counts = np.maximum(np.diff([0.0, *(value for _, value in cumulative)]), 0.0)
     if counts.sum() <= 0:
         raise ValueError(f"{histogram} of {scope.matchers()}: no request finished between {_at(start)} and {_at(end)}")
     lower = [0, *(_tokens(b, histogram) for b in bounds[:-1])]
