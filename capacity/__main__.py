@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "serve": "capacity.cli.serve",
     "load": "capacity.cli.load",
     "collect": "capacity.cli.collect",
+    "history": "capacity.cli.history",
     "sweep": "capacity.cli.sweep",
     "recommend": "capacity.cli.recommend",
     "lab": "capacity.cli.lab",
