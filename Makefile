@@ -25,10 +25,23 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	touch $@
 
 # promtool and prometheus (rule tests, the capacity lab) come from the OS packages: as root, or through sudo.
+# So does PostgreSQL (the planner's RDB storage tests start their own throwaway server, tests/postgres.py),
+# but with no server of the system's: the server package's postinst (configure_version in postgresql-common's
+# maintscripts-functions, Debian 248) creates and starts a `main` cluster unless `pg_conftool
+# /etc/postgresql-common/createcluster.conf show create_main_cluster` is off. That file includes
+# createcluster.d/ (its `include_dir`), so a drop-in written before the install switches it off without
+# editing the file the package manages. With no cluster, postgresql.service (ExecStart=/bin/true; each
+# cluster is its own postgresql@ unit) and the init script start nothing.
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+APT_INSTALL := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq
+PG_CREATECLUSTER_D := /etc/postgresql-common/createcluster.d
 system-packages:
 	@command -v promtool >/dev/null && command -v prometheus >/dev/null || \
-		{ $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq prometheus >/dev/null; }
+		{ $(SUDO) apt-get update -qq && $(APT_INSTALL) prometheus >/dev/null; }
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || \
+		{ $(SUDO) mkdir -p $(PG_CREATECLUSTER_D) && \
+		  echo 'create_main_cluster = false' | $(SUDO) tee $(PG_CREATECLUSTER_D)/no-main-cluster.conf >/dev/null && \
+		  $(SUDO) apt-get update -qq && $(APT_INSTALL) postgresql >/dev/null; }
 
 setup: system-packages $(VENV)/.installed ## create the virtualenv and install the test tools
 

@@ -22,12 +22,12 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from contract import names
+from contract.pod_security import NON_ROOT_UID, container_security_context, pod_security_context
 from contract.settings.models import ModelSettings
 
 from . import isolation
 from .model_store import MODEL_SYNC_SERVICE_ACCOUNT
 from .naming import type_token
-from .pod_security import NON_ROOT_UID, container_security_context, pod_security_context
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / "modelsync"
 # Pinned by tag (python 3.11, Debian bookworm); the Job pip-installs modelsync/requirements.txt into it.

@@ -30,7 +30,15 @@ class Vllm:
     # Prompt tokens looked up in the prefix cache, and the cached ones among them (counters).
     PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries_total"
     PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"
-    REQUEST_SUCCESS = "vllm:request_success_total"  # counter, label finished_reason
+    # counter, label finished_reason; +1 per finished request of every reason (stop, length, abort,
+    # error, repetition), as each one is observed in the token histograms below
+    # (vllm/v1/metrics/loggers.py, PrometheusStatLogger.record: `for finished_request in
+    # iteration_stats.finished_requests`)
+    REQUEST_SUCCESS = "vllm:request_success_total"
+    # histograms of each finished request's prompt and generated tokens, buckets
+    # build_1_2_5_buckets(max_model_len): 1, 2, 5, 10, ... up to the model's context length
+    REQUEST_PROMPT_TOKENS = "vllm:request_prompt_tokens"
+    REQUEST_GENERATION_TOKENS = "vllm:request_generation_tokens"
     TTFT = "vllm:time_to_first_token_seconds"  # histogram
     # histogram, one observation per gap between consecutive tokens (token-weighted: long answers dominate)
     INTER_TOKEN_LATENCY = "vllm:inter_token_latency_seconds"
@@ -262,6 +270,25 @@ def generation_tokens_per_second(scope: Scope, window_seconds: int) -> str:
 
 def requests_per_second(scope: Scope, window_seconds: int) -> str:
     return f"sum(rate({scope.select(Vllm.REQUEST_SUCCESS)}[{duration(window_seconds)}]))"
+
+
+# --- History (what the model served, read back over days) ----------------------------------
+
+
+def requests_finished(scope: Scope, window_seconds: int) -> str:
+    """Requests finished in the window, every finish reason, summed over replicas: `increase`
+    handles a replica's counter reset (a restart) and series that come and go (scaling)."""
+    return f"sum(increase({scope.select(Vllm.REQUEST_SUCCESS)}[{duration(window_seconds)}]))"
+
+
+def histogram_bucket_increase(scope: Scope, histogram: str, window_seconds: int) -> str:
+    """Each cumulative bucket's (`le`) increase over the window, summed over replicas."""
+    return f"sum by (le) (increase({scope.select(histogram + '_bucket')}[{duration(window_seconds)}]))"
+
+
+def histogram_sum_increase(scope: Scope, histogram: str, window_seconds: int) -> str:
+    """The observed values' total over the window, summed over replicas."""
+    return f"sum(increase({scope.select(histogram + '_sum')}[{duration(window_seconds)}]))"
 
 
 # --- Kubernetes state, DCGM and alert conditions (Observability, Autoscaling, dashboards) ---

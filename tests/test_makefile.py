@@ -66,3 +66,22 @@ def test_system_packages_go_through_sudo_when_not_root(tmp_path):
         timeout=30,
     )
     assert "sudo apt-get update" in done.stdout and "sudo apt-get install" in done.stdout
+
+
+def test_postgresql_is_installed_only_after_its_main_cluster_is_switched_off(tmp_path):
+    """Debian's server package creates and starts a `main` cluster on install unless
+    /etc/postgresql-common/createcluster.conf (which includes createcluster.d/) says
+    `create_main_cluster = false` (postgresql-common's maintscripts-functions, configure_version);
+    the tests start their own server instead."""
+    done = subprocess.run(
+        ["make", "-C", str(ROOT), "--no-print-directory", "-n", "system-packages"],
+        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    recipe = " ".join(done.stdout.split())  # `$(SUDO)` is empty as root
+    switched_off = recipe.index(
+        "echo 'create_main_cluster = false' | tee /etc/postgresql-common/createcluster.d/no-main-cluster.conf"
+    )
+    assert switched_off < recipe.index("apt-get install -y -qq postgresql >")

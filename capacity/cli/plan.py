@@ -155,7 +155,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--join",
         action="store_true",
         help="run trials in the study a coordinator (the same command without --join) created in --storage or "
-        "--journal, until it holds --trials, and exit: no validation, nothing written",
+        "--journal, until it holds --trials, and exit: no validation, nothing written (--write, --emit, --png, "
+        "--html are the coordinator's and ignored here)",
     )
     parser.add_argument(
         "--router",
@@ -207,8 +208,6 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError(f"--holdout-days must be >= 1, got {args.holdout_days}")
     if args.join and not (args.storage or args.journal):
         raise ValueError("--join needs --storage URL (or --journal FILE): the storage holding the coordinator's study")
-    if args.join and (args.write or args.emit):
-        raise ValueError("--join runs trials only: --write and --emit belong to the coordinator (without --join)")
     if args.html is not None and not args.html.parent.is_dir():
         raise ValueError(f"--html {args.html}: directory {args.html.parent} does not exist")
 
@@ -413,6 +412,10 @@ def run(args: argparse.Namespace) -> int:
             # LMCache needs an image that ships it (settings refuse it on the stock vLLM image)
             search_lmcache=known and plan.lmcache_deploys(sm),
             join=args.join,
+            # On an RDB storage other machines join: they may start once the studies exist.
+            ready=(lambda where: print(_ready_line(sm, where, args.trials), file=sys.stderr))
+            if args.storage and not args.join
+            else None,
         )
     if args.join:
         print(
@@ -509,6 +512,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"{name}: --write: {refusal}; {sm.source.path} is unchanged", file=sys.stderr)
         return 1
     return 0
+
+
+def _ready_line(sm: StackModel, where: str, trials: int) -> str:
+    """What the coordinator says once its studies exist: workers elsewhere may join from now on."""
+    return (
+        f"plan {sm.stack}/{sm.model.name}: studies ready in {where} ({trials} trials); workers may join "
+        "with the same arguments and --join"
+    )
 
 
 def deploy_refusal(payload: dict[str, Any]) -> str | None:

@@ -32,18 +32,24 @@ def free_port() -> int:
 def _config(targets: list[str], scrape_interval_s: float) -> str:
     listed = ", ".join(f"'{t}'" for t in targets)
     interval = f"{scrape_interval_s:g}s"
-    return (
-        f"global:\n  scrape_interval: {interval}\n  evaluation_interval: {interval}\n"
+    scrapes = (
         f"scrape_configs:\n  - job_name: vllm\n    scrape_interval: {interval}\n"
         f"    static_configs:\n      - targets: [{listed}]\n"
     )
+    return f"global:\n  scrape_interval: {interval}\n  evaluation_interval: {interval}\n" + (scrapes if targets else "")
 
 
 @contextmanager
 def run_prometheus(
-    targets: list[str], scrape_interval_s: float = 1.0, binary: str | None = None, ready_timeout_s: float = 30.0
+    targets: list[str],
+    scrape_interval_s: float = 1.0,
+    binary: str | None = None,
+    ready_timeout_s: float = 30.0,
+    data_dir: Path | None = None,
+    retention: str = "1h",
 ) -> Iterator[str]:
-    """Start Prometheus on 127.0.0.1 (temp config and TSDB); yield its base URL; terminate it."""
+    """Start Prometheus on 127.0.0.1 (temp config; a temp TSDB unless `data_dir` holds one, e.g.
+    backfilled blocks, kept for `retention`); yield its base URL; terminate it."""
     binary = binary or find_prometheus()
     if binary is None:
         raise ValueError("prometheus is not installed (Debian: apt-get install prometheus)")
@@ -55,9 +61,9 @@ def run_prometheus(
         [
             binary,
             f"--config.file={workdir / 'prometheus.yml'}",
-            f"--storage.tsdb.path={workdir / 'data'}",
+            f"--storage.tsdb.path={data_dir or workdir / 'data'}",
             f"--web.listen-address=127.0.0.1:{port}",
-            "--storage.tsdb.retention.time=1h",
+            f"--storage.tsdb.retention.time={retention}",
             "--log.level=warn",
         ],
         # its own session: a terminal's Ctrl-C reaches our process only, which stops Prometheus itself

@@ -53,6 +53,13 @@ class PrometheusClient:
             raise ValueError(f"query returned {len(result)} series, KEDA needs exactly one: {promql}")
         return _value(result[0]["value"][1]) if result else None
 
+    def vector(self, promql: str, at: float) -> list[tuple[dict[str, str], float]]:
+        """An instant query's series (any number: not a KEDA signal), each with its labels."""
+        data = self._get("/api/v1/query", {"query": promql, "time": f"{at:.3f}"})
+        if data["resultType"] != "vector":
+            raise ValueError(f"expected an instant vector, got a {data['resultType']}: {promql}")
+        return [(r["metric"], v) for r in data["result"] if (v := _value(r["value"][1])) is not None]
+
     def query_range(self, promql: str, start: float, end: float, step: float) -> list[tuple[float, float]]:
         data = self._get(
             "/api/v1/query_range", {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}

@@ -154,11 +154,9 @@ class VllmMetrics:
 
         token_buckets = build_1_2_5_buckets(max_model_len)
         H = _Histogram
-        self.request_prompt_tokens = H(
-            "vllm:request_prompt_tokens", "Number of prefill tokens processed.", token_buckets
-        )
+        self.request_prompt_tokens = H(Vllm.REQUEST_PROMPT_TOKENS, "Number of prefill tokens processed.", token_buckets)
         self.request_generation_tokens = H(
-            "vllm:request_generation_tokens", "Number of generation tokens processed.", token_buckets
+            Vllm.REQUEST_GENERATION_TOKENS, "Number of generation tokens processed.", token_buckets
         )
         self.iteration_tokens = H(
             "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", ITERATION_TOKEN_BUCKETS

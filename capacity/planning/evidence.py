@@ -234,8 +234,7 @@ def evidence_traffic(
                 "pass --trace"
             )
         spec = str(proof.option("--trace"))
-        if not spec.startswith("synthetic:") and not Path(spec).is_absolute():
-            spec = str(sm.source.path.parent / spec)  # the evidence command ran at the project root
+        spec = traces.rebased(spec, sm.source.path.parent)  # the evidence command ran at the project root
     rate = _option(proof, source, "--rate-scale", rate_scale, 1.0)
     fraction = _option(proof, source, "--search-fraction", search_fraction, SEARCH_FRACTION)
     seed = _option(proof, source, "--seed", seed, 0)

@@ -692,6 +692,7 @@ def search(
     search_routing: bool = False,
     search_lmcache: bool = False,
     join: bool = False,
+    ready: Callable[[str], None] | None = None,
 ) -> PlanResult:
     """`parts`: the searched days (or time-split parts), each one step of a trial.
     `only`: search just these GPU types (names as `gpu_types` gives them); empty: all.
@@ -701,7 +702,8 @@ def search(
     every input (`journal.run_key`), so a rerun with the same inputs resumes and workers elsewhere
     join; None: a temporary journal, gone after the search. `workers`: processes each running
     `study.optimize` on the shared storage. `join`: run trials in studies a coordinator created
-    (ValueError when there are none for these inputs) and return without a winner.
+    (ValueError when there are none for these inputs) and return without a winner. `ready(where)`:
+    called once the studies exist in `storage` (from then on workers elsewhere can join).
     `keep_guardrails`: every candidate keeps the guardrail triggers on above healthy traffic
     (`capacity.planning.guardrails`); False lets them be drawn off, as before they were kept.
     `search_routing`: draw `serving.routing` (least-request or the endpoint picker) too;
@@ -750,6 +752,8 @@ def search(
         with ctrl_c_held():  # never cut a storage write in half (Optuna's file lock is not interrupt-safe)
             resumed = _join(opened, studies, spec) if join else _create(opened, studies, spec, sm, points)
         journal.release(opened)
+        if ready and storage:
+            ready(spec.flag)
         # A joining machine's workers sample unseeded (`StudySpec.seed` None), as any but worker 0.
         run_workers(spec, studies, objectives, workers, progress, first_worker=1 if join else 0)
         if join:

@@ -10,6 +10,19 @@ Synthetic specs read `synthetic:KIND[:key=value,...]`, e.g. `synthetic:step:base
   bursty   rate `base`, every `every` seconds a burst of `burst` req/s for `length` seconds
 All take `duration` (s), `prompt`, `output` (mean tokens), `sigma` (lognormal spread of the
 lengths, 0 = fixed) and `seed`. Arrivals are a Poisson process with that rate.
+
+A rate curve replayed (traffic over days, `capacity.workload.rates`) reads
+`rates:CURVE:lengths=FILE[,scale=F | mean=R][,seed=N][,start=ISO]`:
+  lengths  (prompt, output) pairs drawn from a request-level trace (any file `load` reads), or
+           from a length-mix file of vLLM's token histograms (`history` writes one)
+  scale    the curve's requests times F (0.06: 6% of the source's volume), or
+  mean     the curve scaled to R req/s over its whole length (default: scale=1, the curve as is)
+  seed     the arrivals' and lengths' seed (default 0)
+  start    the wall-clock time of minute 0, ISO 8601 (UTC unless it says otherwise); default: the
+           curve's own `time` column; required when the curve has none
+Options follow the first `:` that precedes `key=`, and each starts after a `,` that precedes
+`key=`, so paths may hold `:`, `,` and `@`; a trailing `@FROM:TO` window (durations only) is
+the part of the generated trace from FROM to TO after minute 0.
 """
 
 from __future__ import annotations
@@ -25,6 +38,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+
+from capacity.workload import rates as curves
 
 
 @dataclass(frozen=True)
@@ -374,7 +389,8 @@ def synthetic(spec: str) -> Trace:
 # What a trace argument may be, for the commands' --help.
 SOURCES = (
     "Azure or BurstGPT CSV, Mooncake JSONL (timestamp in ms), offset CSV/JSONL (offset_s), FILE@FROM:TO "
-    "for part of one (e.g. @1d:2d, @90m:), or synthetic:KIND[:k=v,...] (KIND: step, ramp, diurnal, bursty)"
+    "for part of one (e.g. @1d:2d, @90m:), synthetic:KIND[:k=v,...] (KIND: step, ramp, diurnal, bursty), "
+    "or a rate curve replayed: rates:CURVE:lengths=FILE[,scale=F|mean=R][,seed=N][,start=ISO][@FROM:TO]"
 )
 
 
@@ -385,11 +401,19 @@ _WINDOW = re.compile(r"^(?P<path>.+)@(?P<start>[^:@]*):(?P<end>[^:@]*)$")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
-def _duration(text: str, spec: str) -> float:
+def duration_seconds(text: str) -> float:
+    """`3600`, `90m`, `2h`, `1d` -> seconds."""
     match = re.fullmatch(r"(\d+(?:\.\d*)?)([smhd]?)", text.strip())
     if not match:
-        raise ValueError(f"trace {spec!r}: window bound {text!r} is not a duration (e.g. 3600, 90m, 2h, 1d)")
+        raise ValueError(f"{text!r} is not a duration (e.g. 3600, 90m, 2h, 1d)")
     return float(match[1]) * _UNITS[match[2]]
+
+
+def _duration(text: str, spec: str) -> float:
+    try:
+        return duration_seconds(text)
+    except ValueError as error:
+        raise ValueError(f"trace {spec!r}: window bound {error}") from None
 
 
 def _windowed(text: str) -> tuple[str, float, float]:
@@ -410,6 +434,9 @@ def load(source: str | Path) -> Trace:
     text = str(source)
     if text.startswith("synthetic:"):
         return synthetic(text)
+    if text.startswith(RATES_PREFIX):
+        spec, start, end = _rates_windowed(text)
+        return _part(rate_curve(spec), text, text, start, end)
     name, start, end = _windowed(text)
     path = Path(name)
     if not path.is_file():
@@ -420,12 +447,158 @@ def load(source: str | Path) -> Trace:
         whole = load_jsonl(path)
     else:
         raise ValueError(f"trace file {path}: unknown format {path.suffix!r}; use .csv (Azure, BurstGPT) or .jsonl")
+    return _part(whole, text, path.stem + text[len(name) :], start, end)
+
+
+def _part(whole: Trace, source: str, name: str, start: float, end: float) -> Trace:
+    """The window [start, end) of the trace `source` names, named `name`; the whole trace without one."""
     if (start, end) == (0.0, math.inf):
         return whole
     part = whole.window(start, end)
     if not len(part):
-        raise ValueError(f"trace {text!r}: no requests in that window (the trace spans {whole.duration:.0f} s)")
-    return replace(part, name=path.stem + text[len(name) :])
+        raise ValueError(f"trace {source!r}: no requests in that window (the trace spans {whole.duration:.0f} s)")
+    return replace(part, name=name)
+
+
+# --- a rate curve replayed ----------------------------------------------------------------
+
+RATES_PREFIX = "rates:"
+_RATES_KEYS = ("lengths", "scale", "mean", "seed", "start")
+# The curve's path ends at the first `:` before `key=`; each option starts after a `,` before `key=`.
+_OPTIONS_START = re.compile(r":(?=[a-z_]+=)")
+_NEXT_OPTION = re.compile(r",(?=[a-z_]+=)")
+# A trailing window, only when both bounds read as durations (a path or value may hold `@` and `:`).
+_RATES_WINDOW = re.compile(r"@(\d+(?:\.\d*)?[smhd]?)?:(\d+(?:\.\d*)?[smhd]?)?$")
+
+
+@dataclass(frozen=True)
+class RatesSpec:
+    curve: Path
+    lengths: str
+    scale: float | None = None
+    mean: float | None = None
+    seed: int = 0
+    start: datetime | None = None
+
+
+def _rates_windowed(text: str) -> tuple[str, float, float]:
+    """(spec, from, to) of a `rates:...@FROM:TO` source; (text, 0, inf) without a window."""
+    match = _RATES_WINDOW.search(text)
+    if not match:
+        return text, 0.0, math.inf
+    start = _duration(match[1], text) if match[1] else 0.0
+    end = _duration(match[2], text) if match[2] else math.inf
+    if end <= start:
+        raise ValueError(f"trace {text!r}: the window must end after it starts")
+    return text[: match.start()], start, end
+
+
+def parse_rates(spec: str) -> RatesSpec:
+    """`rates:CURVE:lengths=FILE,scale=0.06,seed=0` -> its parts; one line per bad key, naming the rule."""
+    body = spec.removeprefix(RATES_PREFIX)
+    split = _OPTIONS_START.search(body)
+    curve, options = (body[: split.start()], body[split.end() :]) if split else (body, "")
+    if not curve:
+        raise ValueError(f"rates trace {spec!r}: expected rates:CURVE:lengths=FILE[,scale=F|mean=R,seed=N,start=ISO]")
+    given: dict[str, str] = {}
+    for item in _NEXT_OPTION.split(options) if options else []:
+        key, _, value = item.partition("=")
+        if key not in _RATES_KEYS:
+            raise ValueError(f"rates trace {curve}: unknown key {key!r}; known: {', '.join(_RATES_KEYS)}")
+        if key in given:
+            raise ValueError(f"rates trace {curve}: {key} is given twice")
+        given[key] = value
+    if not given.get("lengths"):
+        raise ValueError(
+            f"rates trace {curve}: lengths=FILE is required: a request-level trace (e.g. an Azure CSV) "
+            "or a length-mix file (`python -m capacity history` writes one)"
+        )
+    if "scale" in given and "mean" in given:
+        raise ValueError(f"rates trace {curve}: scale and mean are mutually exclusive: give one (or neither: scale=1)")
+    return RatesSpec(
+        Path(curve),
+        given["lengths"],
+        _positive(curve, "scale", given.get("scale")),
+        _positive(curve, "mean", given.get("mean")),
+        _seed(curve, given.get("seed", "0")),
+        curves.utc_time(given["start"], f"rates trace {curve}: start") if "start" in given else None,
+    )
+
+
+def _positive(curve: str, key: str, text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"rates trace {curve}: {key} must be a number > 0, got {text!r}")
+    return value
+
+
+def _seed(curve: str, text: str) -> int:
+    if not text.strip().isdigit():
+        raise ValueError(f"rates trace {curve}: seed must be a whole number >= 0, got {text!r}")
+    return int(text)
+
+
+def rate_curve(spec: str) -> Trace:
+    """A Poisson replay of a per-minute rate curve (seeded) with token lengths from `lengths=`;
+    arrivals count from minute 0, whose wall-clock time is the trace's start."""
+    parsed = parse_rates(spec)
+    curve = curves.read_curve(parsed.curve)
+    start = parsed.start or curve.start
+    if start is None:
+        raise ValueError(
+            f"rates trace {parsed.curve}: the curve records no start time (no time column): give start=ISO "
+            "(the shared Azure 2024 curve starts at 2024-05-12T00:00:00Z, its README says)"
+        )
+    if parsed.mean is not None and curve.mean_per_second == 0:
+        raise ValueError(f"rates trace {parsed.curve}: mean cannot scale a curve without requests")
+    factor = parsed.scale or (parsed.mean / curve.mean_per_second if parsed.mean else 1.0)
+    try:
+        draw_lengths = _length_source(parsed.lengths)  # before any drawing: a bad file fails first
+    except ValueError as error:
+        raise ValueError(f"rates trace {parsed.curve}: lengths={parsed.lengths}: {error}") from None
+    rng = np.random.default_rng(parsed.seed)
+    arrivals = curves.poisson_arrivals(curve.per_minute * factor, rng)
+    prompt, output = draw_lengths(len(arrivals), rng)
+    return Trace(spec, arrivals, prompt.astype(np.int64), output.astype(np.int64), start)
+
+
+def rebased(source: str, root: Path) -> str:
+    """`source` with each relative file path it names taken from `root` (a command recorded at
+    the project root, replayed from elsewhere); a synthetic spec names none."""
+
+    def under(path: str) -> str:
+        return path if path.startswith("synthetic:") or Path(path).is_absolute() else str(root / path)
+
+    if source.startswith("synthetic:"):
+        return source
+    if not source.startswith(RATES_PREFIX):
+        return under(source)
+    body = source.removeprefix(RATES_PREFIX)
+    split = _OPTIONS_START.search(body)
+    if not split:
+        return RATES_PREFIX + under(body)
+    options = [
+        f"lengths={under(item.partition('=')[2])}" if item.startswith("lengths=") else item
+        for item in _NEXT_OPTION.split(body[split.end() :])
+    ]
+    return f"{RATES_PREFIX}{under(body[: split.start()])}:{','.join(options)}"
+
+
+LengthDraw = Callable[[int, np.random.Generator], tuple[np.ndarray, np.ndarray]]
+
+
+def _length_source(text: str) -> LengthDraw:
+    """How to draw `n` (prompt, output) lengths: from a length mix (the pairing lost) or a trace's pairs."""
+    if curves.is_length_mix(Path(text)):
+        mix = curves.read_length_mix(Path(text))
+        return lambda n, rng: curves.draw_from_mix(mix, n, rng)
+    source = load(text)
+    return lambda n, rng: curves.draw_pairs(source.prompt_tokens, source.output_tokens, n, rng)
 
 
 # --- rescaling ------------------------------------------------------------------------

@@ -14,9 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from contract import names
+from contract.pod_security import container_security_context, pod_security_context
 from contract.settings.gateway import GatewaySettings
-
-from ..pod_security import container_security_context, pod_security_context
 
 REDIS_NAME = "ratelimit-redis"
 HEADLESS_NAME = f"{REDIS_NAME}-headless"

@@ -9,6 +9,7 @@ from typing import Any
 
 from contract import names
 from contract.gpu import GPU_RESOURCE, GPU_TAINT, POOL_LABEL
+from contract.pod_security import container_security_context, pod_security_context
 from contract.settings.models import ModelSettings
 from contract.settings.serving import ServingSettings
 from contract.signals import Vllm
@@ -16,7 +17,6 @@ from contract.signals import Vllm
 from ..isolation import PodSecurityLevel
 from ..model_store import claim_name
 from ..model_sync import manifest_wait_init_container
-from ..pod_security import container_security_context, pod_security_context
 
 # cert-manager's charts moved to OCI (the classic repository is no longer updated); v1.21 is the
 # current release line, supported until the release of 1.23, for Kubernetes 1.33 to 1.36

@@ -1,5 +1,5 @@
 """The pods the platform runs itself (predictors, model sync, the rate-limit store) keep the
-restricted security context of components/pod_security.py and no Kubernetes API token.
+restricted security context of contract/pod_security.py and no Kubernetes API token.
 
 Which pods: every InferenceService, and every workload labelled `app.kubernetes.io/part-of:
 inference-platform`. Operator charts (KServe, Envoy Gateway, Prometheus) bring their own
@@ -100,7 +100,7 @@ platform_pods_restricted = resource_policy(
         "reach the node."
     ),
     remediation=(
-        "Build pod and container security contexts with components/pod_security.py (pod_security_context, "
+        "Build pod and container security contexts with contract/pod_security.py (pod_security_context, "
         "container_security_context); give scratch space as emptyDir volumes, never hostPath."
     ),
     check=_check_restricted,

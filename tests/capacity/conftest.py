@@ -1,9 +1,12 @@
 import csv
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.postgres import find_bin_dir, missing_binaries_message, run_postgres
 
 REPO = Path(__file__).resolve().parents[2]
 CALIBRATION_DIR = Path(os.environ.get("CALIBRATION_DIR", REPO.parent / "shared" / "calibration"))
@@ -18,3 +21,14 @@ CONFIG_SET_LINE = re.compile(
 def calibration_rows() -> list[dict[str, float]]:
     with CALIBRATION_CSV.open() as f:
         return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A real PostgreSQL on 127.0.0.1 for this test process (each xdist worker starts its own):
+    a `postgresql+psycopg://` URL to one empty database; tests keep apart by study name."""
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        pytest.fail(missing_binaries_message(), pytrace=False)
+    with run_postgres(bin_dir) as url:
+        yield url

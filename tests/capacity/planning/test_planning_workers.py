@@ -77,3 +77,14 @@ def test_a_storage_url_that_cannot_be_opened_is_one_line(capsys, monkeypatch, tm
     assert main(["plan", "--stack", "dev", "--trace", STEP, "--trials", "2", "--storage", url]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and f"--storage {url}: cannot open it" in err
+
+
+def test_the_coordinator_says_once_its_studies_exist_so_workers_elsewhere_can_join(dev, tmp_path):
+    spec = StorageSpec(url=f"sqlite:///{tmp_path / 'plan.db'}")
+    said: list[tuple[str, int]] = []
+
+    def ready(where: str) -> None:  # the study is there, seeded, before any trial ran
+        said.append((where, sum(t.state.is_finished() for t in trials_in(spec))))
+
+    plan.search(dev, [Part("step", load(STEP))], TARGET, 2, 0, 1, RunOptions(), storage=spec, only=("l4",), ready=ready)
+    assert said == [(spec.flag, 0)]
