@@ -656,6 +656,7 @@ class PlanResult:
     rules: Guardrails
     resumed: int = 0  # finished trials the storage held before this run (not evaluated again)
     pruned: int = 0  # trials the pruner stopped before their last day
+    studies: tuple[str, ...] = ()  # the studies' names in the storage, one per GPU type
 
 
 def seeds(sm: StackModel, points: Points, gpu: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -757,7 +758,7 @@ def search(
         # A joining machine's workers sample unseeded (`StudySpec.seed` None), as any but worker 0.
         run_workers(spec, studies, objectives, workers, progress, first_worker=1 if join else 0)
         if join:
-            return PlanResult([], None, None, target, types, rules, resumed)
+            return PlanResult([], None, None, target, types, rules, resumed, studies=tuple(s.name for s in studies))
         return _result(spec.open(), studies, sm, target, types, rules, resumed)
 
 
@@ -813,7 +814,8 @@ def _result(
         done += journal.evaluated(study, rebuild)
         pruned += journal.pruned(study)
     committed = next((t for t in done if t.params.get(COMMITTED)), None)
-    return PlanResult(done, winner(done, target), committed, target, types, rules, resumed, pruned)
+    names = tuple(s.name for s in studies)
+    return PlanResult(done, winner(done, target), committed, target, types, rules, resumed, pruned, names)
 
 
 class Points:

@@ -25,10 +25,10 @@ def dev():
     return load_stack_model("dev", root=ROOT)
 
 
-def trials_in(spec: StorageSpec) -> list[optuna.trial.FrozenTrial]:
-    storage = spec.open()
-    (study,) = optuna.get_all_study_summaries(storage)  # one GPU type searched: one study
-    return optuna.load_study(study_name=study.study_name, storage=storage).trials
+def trials_in(spec: StorageSpec, result: plan.PlanResult) -> list[optuna.trial.FrozenTrial]:
+    """The trials of the one study `result` searched (one GPU type)."""
+    (name,) = result.studies
+    return optuna.load_study(study_name=name, storage=spec.open()).trials
 
 
 def search(dev, spec: StorageSpec, trials: int, workers: int, join: bool = False, seed: int = 0) -> plan.PlanResult:
@@ -36,11 +36,17 @@ def search(dev, spec: StorageSpec, trials: int, workers: int, join: bool = False
     return plan.search(dev, parts, TARGET, trials, seed, workers, RunOptions(), storage=spec, only=("l4",), join=join)
 
 
-@pytest.mark.parametrize("where", ["sqlite", "journal"])
-def test_two_worker_processes_share_one_study_and_start_no_more_than_its_count(dev, tmp_path, where):
-    spec = StorageSpec(url=f"sqlite:///{tmp_path / 'plan.db'}") if where == "sqlite" else StorageSpec(tmp_path / "j")
-    result = search(dev, spec, trials=6, workers=2)
-    finished = [t for t in trials_in(spec) if t.state.is_finished()]
+def storage_at(where: str, tmp_path: Path, request: pytest.FixtureRequest) -> StorageSpec:
+    if where == "postgresql":  # a real server (tests/postgres.py), one database for the session
+        return StorageSpec(url=request.getfixturevalue("postgres_url"))
+    return StorageSpec(url=f"sqlite:///{tmp_path / 'plan.db'}") if where == "sqlite" else StorageSpec(tmp_path / "j")
+
+
+@pytest.mark.parametrize("where", ["sqlite", "journal", "postgresql"])
+def test_two_worker_processes_share_one_study_and_start_no_more_than_its_count(dev, tmp_path, where, request):
+    spec = storage_at(where, tmp_path, request)
+    result = search(dev, spec, trials=6, workers=2, seed=35)  # a seed no other test of the database uses
+    finished = [t for t in trials_in(spec, result) if t.state.is_finished()]
     assert len(finished) == len(result.trials) + result.pruned == 6
     assert len({t.user_attrs[journal.WORKER] for t in finished}) == 2  # both processes ran trials of it
 
@@ -50,7 +56,7 @@ def test_a_joining_worker_adds_trials_to_the_coordinators_study_and_a_rerun_resu
     search(dev, spec, trials=2, workers=1)  # the coordinator: creates and seeds the study
     joined = search(dev, spec, trials=4, workers=1, join=True)
     assert joined.best is None and joined.resumed == 2  # trials only: no winner
-    assert sum(t.state.is_finished() for t in trials_in(spec)) == 4
+    assert sum(t.state.is_finished() for t in trials_in(spec, joined)) == 4
     again = search(dev, spec, trials=4, workers=1)
     assert (again.resumed, len(again.trials)) == (4, 4)
 
@@ -81,10 +87,12 @@ def test_a_storage_url_that_cannot_be_opened_is_one_line(capsys, monkeypatch, tm
 
 def test_the_coordinator_says_once_its_studies_exist_so_workers_elsewhere_can_join(dev, tmp_path):
     spec = StorageSpec(url=f"sqlite:///{tmp_path / 'plan.db'}")
-    said: list[tuple[str, int]] = []
+    said: list[tuple[str, list]] = []
 
     def ready(where: str) -> None:  # the study is there, seeded, before any trial ran
-        said.append((where, sum(t.state.is_finished() for t in trials_in(spec))))
+        (study,) = optuna.get_all_study_summaries(spec.open())
+        trials = optuna.load_study(study_name=study.study_name, storage=spec.open()).trials
+        said.append((where, [t.state for t in trials]))
 
     plan.search(dev, [Part("step", load(STEP))], TARGET, 2, 0, 1, RunOptions(), storage=spec, only=("l4",), ready=ready)
-    assert said == [(spec.flag, 0)]
+    assert said == [(spec.flag, [optuna.trial.TrialState.WAITING] * 4)]  # the committed policy and 3 references
