@@ -14,6 +14,7 @@ from capacity.planning.journal import StorageSpec
 from capacity.planning.run import RunOptions
 from capacity.planning.space import REFERENCE_DESIGNS, distributions
 from capacity.planning.stack import load_stack_model
+from capacity.sim.scaledobject import read_scaled_object
 from capacity.workload.traces import load
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -83,3 +84,17 @@ def test_each_studys_first_trials_are_its_seeds_the_committed_policy_then_the_re
     assert seeded["l4"][:4] == ["committed", *names]  # dev runs on the L4
     assert seeded["a10g"][:3] == names
     assert all(seed is None for seed in seeded["l4"][4:] + seeded["a10g"][3:])
+
+
+def test_a_reference_design_is_seeded_as_its_thresholds_at_the_nearest_point_of_the_space(dev):
+    run = objectives(dev, [Part("step", load(STEP))])
+    point = run.points.reference("l4", read_scaled_object(REFERENCE_DESIGNS / "benchmark-derived.yaml"))
+    committed = run.points.committed("l4")
+    # Its queue trigger (threshold 2 over avg_over_time[1m]), its behavior's windows and periods.
+    assert (point["queueTarget"], point["queueWindow"]) == (2, 60)
+    assert (point["scaleUpWindow"], point["scaleUpPeriod"], point["scaleDownPeriod"]) == (60, 30, 60)
+    assert point["scaleDownWindow"] == 600  # its 300 s, at the shortest window this search allows
+    assert point["minReplicas"] == max(1, plan.policy_min_warm_replicas(dev))  # its 1, at the warm floor
+    assert not point["promptEnabled"] and not point["ttftEnabled"]  # triggers it does not have
+    # Percent policies have no counterpart: the stack's pods per period stay.
+    assert (point["scaleUpPods"], point["scaleDownPods"]) == (committed["scaleUpPods"], committed["scaleDownPods"])
