@@ -30,7 +30,7 @@ from capacity.cli.record import made_by, run_record
 from capacity.cli.stack_edit import write_stack
 from capacity.planning import band as error_band
 from capacity.planning import plan
-from capacity.planning.days import HOLDOUT_DAYS, Part, plan_parts
+from capacity.planning.days import HOLDOUT_DAYS, Part, plan_parts, short_name
 from capacity.planning.guardrails import MAX_REPLICAS_RULE, Guardrails
 from capacity.planning.html_report import HtmlFigure, HtmlTable, write_html
 from capacity.planning.journal import StorageSpec
@@ -374,7 +374,8 @@ def run(args: argparse.Namespace) -> int:
     searched = plan.with_margin([p for s, _ in splits for p in s], args.margin, args.seed)
     # A multi-day trace's last days held out, a shorter one's rest after the cut; an extra
     # validation trace whole.
-    held = [p for _, h in splits for p in h] + [Part(t, _scaled(traces.load(t), args)) for t in args.validate_trace]
+    extra = [_scaled(traces.load(t), args) for t in args.validate_trace]
+    held = [p for _, h in splits for p in h] + [Part(short_name(t), t) for t in extra]
     empty = [
         p.label for p in [*searched, *held] if len(p.trace.window(p.trace.duration * p.scored_from, math.inf)) == 0
     ]

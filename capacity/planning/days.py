@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from capacity.workload.traces import Trace
 
@@ -38,6 +39,17 @@ class Part:
     label: str
     trace: Trace
     scored_from: float = 0.0
+
+
+def short_name(trace: Trace) -> str:
+    """A trace's name as a report's label shows it: a file's stem (a loaded file is named so
+    already), a rate curve's file stem, a synthetic spec's kind (its parameters are in the command)."""
+    name = trace.name
+    if name.startswith("rates:"):
+        return Path(name.removeprefix("rates:").split(":", 1)[0]).stem
+    if name.startswith("synthetic:"):
+        return ":".join(name.split(":", 2)[:2])
+    return name
 
 
 def whole_days(trace: Trace) -> int:
@@ -62,7 +74,7 @@ def split_by_days(trace: Trace, holdout_days: int) -> tuple[list[Part], list[Par
             f"--holdout-days {holdout_days}: trace {trace.name!r} spans {len(days)} whole days; hold out "
             f"1 to {len(days) - 1} so that at least one day is searched"
         )
-    parts = [Part(f"{trace.name} day {i + 1} of {len(days)}", day) for i, day in enumerate(days)]
+    parts = [Part(f"{short_name(trace)} day {i + 1} of {len(days)}", day) for i, day in enumerate(days)]
     cut = len(days) - holdout_days
     return parts[:cut], parts[cut:]
 
@@ -72,8 +84,8 @@ def split_by_time(trace: Trace, search_fraction: float) -> tuple[list[Part], lis
     scored after that cut."""
     searched = trace.window(0.0, trace.duration * search_fraction)
     return (
-        [Part(f"{trace.name} first {search_fraction:.0%}", searched)],
-        [Part(f"{trace.name} last {1 - search_fraction:.0%}", trace, search_fraction)],
+        [Part(f"{short_name(trace)} first {search_fraction:.0%}", searched)],
+        [Part(f"{short_name(trace)} last {1 - search_fraction:.0%}", trace, search_fraction)],
     )
 
 

@@ -467,8 +467,8 @@ def _captured_json(args: list[str]) -> dict:
 
 def test_a_three_day_trace_is_searched_on_two_days_and_validated_on_the_third_and_the_extra_trace(planned_on_days):
     search, validation = planned_on_days["search"], planned_on_days["validation"]
-    assert [d["label"] for d in search["days"]] == [f"{DAYS} day 1 of 3", f"{DAYS} day 2 of 3"]
-    assert [d["label"] for d in validation["days"]] == [f"{DAYS} day 3 of 3", STEP]
+    assert [d["label"] for d in search["days"]] == ["synthetic:diurnal day 1 of 3", "synthetic:diurnal day 2 of 3"]
+    assert [d["label"] for d in validation["days"]] == ["synthetic:diurnal day 3 of 3", "synthetic:step"]
     assert all("oracle_ratio" in d for d in validation["days"])  # held out: beside the oracle, day by day
 
 
@@ -481,7 +481,7 @@ def test_the_worst_day_is_the_one_of_lowest_attainment_and_sets_the_summarys(pla
 
 def test_the_evidence_names_the_held_out_days_and_each_day_in_a_form_the_audit_reads(planned_on_days):
     block = "\n".join(evidence_block(planned_on_days, "l4-qwen2.5-1.5b"))
-    assert f"validation ({DAYS} day 3 of 3, {STEP}, never searched)" in block.replace("\n", " ")
+    assert "validation (synthetic:diurnal day 3 of 3, synthetic:step, never searched)" in block.replace("\n", " ")
     assert "worst day" in block and "per day:" in block
     recorded = Evidence(block, None, None, None).held_out()
     assert recorded is not None and recorded.gpu_hours == pytest.approx(

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from capacity.planning import plan
-from capacity.planning.days import DAY_S, plan_parts, split_by_days, whole_days
+from capacity.planning.days import DAY_S, plan_parts, short_name, split_by_days, whole_days
 from capacity.planning.run import combined
 from capacity.workload.traces import Trace
 from tests.summaries import run as summary
@@ -89,3 +89,9 @@ def test_a_candidate_missing_on_any_day_so_far_is_penalised_by_its_worst_day():
     bad = summary(slo_attainment=0.5, cost_usd=1.0, simulated_s=3600.0)
     assert plan.penalised_cost([good], 0.9, 10.0) == 1.0
     assert plan.penalised_cost([good, bad], 0.9, 10.0) > 20.0  # above the ceiling fleet's two hours
+
+
+def test_a_label_names_a_trace_by_its_file_or_its_kind_not_its_whole_spec():
+    curve = Trace("rates:../shared/traces/conv-5days.csv:lengths=a.csv,mean=0.05", np.zeros(1), np.ones(1), np.ones(1))
+    synthetic = Trace("synthetic:step:base=2,peak=12", np.zeros(1), np.ones(1), np.ones(1))
+    assert [short_name(t) for t in (curve, synthetic, hourly(1))] == ["conv-5days", "synthetic:step", "hourly"]
