@@ -34,8 +34,9 @@ def check(stack: str, model: str, trials: int, workers: int) -> tuple[bool, str]
     blocks = evidence(sm.source.path)
     proof = for_key(blocks, f"autoscaling.{model}")
     traffic = evidence_traffic(sm, blocks)
-    now = replan(sm, traffic.trace, traffic.search_fraction, trials, traffic.seed, workers)
-    result = audit(sm, traffic.trace, traffic.search_fraction, traffic.seed, proof, now=now)
+    searched, held = traffic.parts()
+    now = replan(sm, searched, held, trials, traffic.seed, workers)
+    result = audit(sm, searched, held, traffic.seed, proof, now=now)
     c, r = result.committed, result.replanned
     line = (
         f"{stack}/{model}: committed {c.slo_attainment:.2%} held out, ${c.cost_usd:.2f}, {c.gpu_hours:.2f} GPU-h; "

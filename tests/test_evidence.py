@@ -45,8 +45,7 @@ class Committed:
         message names what differs from the committed one."""
         return audit(
             sm or self.sm,
-            self.traffic.trace,
-            self.traffic.search_fraction,
+            *self.traffic.parts(),
             self.traffic.seed,
             self.proof,
             reference=self.sm if sm else None,

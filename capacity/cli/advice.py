@@ -14,7 +14,6 @@ from capacity.engine import get_profile
 from capacity.measure.recommend import Recommendation, Setting, commands, report_lines, stack_path
 from capacity.planning.evidence import Evidence, evidence, evidence_traffic, for_key
 from capacity.planning.guardrails import Guardrails, guardrails
-from capacity.planning.run import split
 from capacity.planning.stack import StackModel, apply_config_set, load_stack_model, replica_budget
 from contract.gpu import GPU_OF_FAMILY
 from contract.settings.stack_file import read_stack
@@ -57,7 +56,7 @@ def choose_target(stack: str, stack_file: Path | None, model: str | None, profil
     if plan is not None:
         try:
             traffic = evidence_traffic(sm, evidence(sm.source.path))
-            rules = guardrails(sm, [split(traffic.trace, traffic.search_fraction)[0]])
+            rules = guardrails(sm, [p.trace for p in traffic.parts()[0]])
         except (OSError, ValueError) as error:  # the evidence trace is not on this machine
             note = f"the planner's rules were not checked: {error}"
     return Target(sm, chosen_by, plan, rules, note)

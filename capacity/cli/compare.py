@@ -33,14 +33,15 @@ from capacity.planning.run import (
     since,
     summarize,
 )
+from capacity.planning.space import REFERENCE_DESIGNS
 from capacity.planning.stack import StackModel
 from capacity.runtime import worker_pool
 from capacity.sim.cluster.router import RouterName
 from capacity.sim.scaledobject import Manifest, read_scaled_object
 from capacity.workload import traces
 
-# The designs this project grew from, as raw ScaledObjects (issue 13).
-REFERENCE_POLICIES = Path(__file__).resolve().parents[1] / "policies" / "reference"
+# The designs this project grew from, as raw ScaledObjects (issue 13); the planner seeds its studies with them too.
+REFERENCE_POLICIES = REFERENCE_DESIGNS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,15 +1,18 @@
 """Plan capacity: the cheapest GPU type, engine flags and scaling policy that meet the SLO on held-out traffic.
 
-Searches with Optuna's TPE sampler (seeded, parallel over --workers) on the first 70% of each
-trace, validates the winner on the last 30% (and any --validate-trace), and prints the Pareto
-frontier (table + PNG), cost per million output tokens per GPU type, and the winner's
-`pulumi config set --path` lines, each validated by the program's settings before printing.
+Searches with Optuna's TPE sampler (seeded, pruned day by day, --workers processes on a shared
+storage) on the first days of each multi-day trace (else its first 70%), validates the winner on
+the last --holdout-days (else the last 30%, and any --validate-trace), and prints the Pareto
+frontier (table + PNG), each day and the worst, cost per million output tokens per GPU type, and
+the winner's `pulumi config set --path` lines, each validated by the program's settings before
+printing. With --join it only runs trials in the study a coordinator created in --storage.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shlex
 import sys
@@ -27,9 +30,11 @@ from capacity.cli.record import made_by, run_record
 from capacity.cli.stack_edit import write_stack
 from capacity.planning import band as error_band
 from capacity.planning import plan
+from capacity.planning.days import HOLDOUT_DAYS, Part, plan_parts, short_name
 from capacity.planning.guardrails import MAX_REPLICAS_RULE, Guardrails
 from capacity.planning.html_report import HtmlFigure, HtmlTable, write_html
-from capacity.planning.run import CombinedSummary, RunOptions, split
+from capacity.planning.journal import StorageSpec
+from capacity.planning.run import CombinedSummary, RunOptions
 from capacity.planning.stack import ConfigEdit, StackModel, apply_config_set, config_command, load_stack_model
 from capacity.sim.cluster.router import ROUTERS
 from capacity.tables import cell, keep_numbers_whole
@@ -76,10 +81,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="target share of requests within the SLO (default: the stack's capacityPlanning.attainmentTarget)",
     )
     parser.add_argument(
+        "--holdout-days",
+        type=int,
+        default=HOLDOUT_DAYS,
+        help="a trace of two days or more is searched on its first days and validated on this many last days "
+        "(each day one run from a warm fleet; days counted from the trace's first request)",
+    )
+    parser.add_argument(
         "--search-fraction",
         type=float,
         default=plan.SEARCH_FRACTION,
-        help="first fraction of each trace's time to search on",
+        help="first fraction of the time of a trace shorter than two days to search on (the rest is held out)",
     )
     parser.add_argument(
         "--rate-scale",
@@ -92,7 +104,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--trials", type=int, default=300, help="candidates to evaluate")
     parser.add_argument("--seed", type=int, default=0, help="sampler and simulation seed (same seed, same plan)")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel simulations")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="processes each running Optuna's study.optimize on the shared storage (1: the search reproducible "
+        "from its seed; more: faster, the proposals' order not)",
+    )
     parser.add_argument(
         "--price",
         type=_price,
@@ -121,11 +139,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "what healthy traffic reaches, as the search did before it kept them (default: both on, "
         "thresholds above a full replica's KV and an SLO-meeting request's latency)",
     )
-    parser.add_argument(
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
         "--journal",
         type=Path,
         help="keep every evaluated candidate in this file (an Optuna journal); the same command run "
         "again with it skips what is already evaluated, e.g. after Ctrl-C (default: none)",
+    )
+    where.add_argument(
+        "--storage",
+        help="keep the studies in this Optuna RDB storage (an SQLAlchemy URL: sqlite:///plan.db for one machine, "
+        "postgresql+psycopg://USER@HOST/DB for workers on many); resumes like --journal (default: none)",
+    )
+    parser.add_argument(
+        "--join",
+        action="store_true",
+        help="run trials in the study a coordinator (the same command without --join) created in --storage or "
+        "--journal, until it holds --trials, and exit: no validation, nothing written (--write, --emit, --png, "
+        "--html are the coordinator's and ignored here)",
     )
     parser.add_argument(
         "--router",
@@ -173,6 +204,10 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError(f"--margin must be >= 1 (a multiple of the request rate), got {args.margin}")
     if args.trials < 1 or args.workers < 1:
         raise ValueError("--trials and --workers must be >= 1")
+    if args.holdout_days < 1:
+        raise ValueError(f"--holdout-days must be >= 1, got {args.holdout_days}")
+    if args.join and not (args.storage or args.journal):
+        raise ValueError("--join needs --storage URL (or --journal FILE): the storage holding the coordinator's study")
     if args.html is not None and not args.html.parent.is_dir():
         raise ValueError(f"--html {args.html}: directory {args.html.parent} does not exist")
 
@@ -286,7 +321,7 @@ def _committed(
     sm: StackModel,
     result: plan.PlanResult,
     winner_validation: CombinedSummary | None,
-    held: list[tuple[traces.Trace, float]],
+    held: list[Part],
     options: RunOptions,
 ) -> dict[str, Any] | None:
     """The stack's own policy beside the winner: its numbers on the search traffic and on the
@@ -335,22 +370,29 @@ def run(args: argparse.Namespace) -> int:
     if args.slo_attainment is None:
         args.slo_attainment = sm.attainment_target
     loaded = [_scaled(traces.load(t), args) for t in args.trace]
-    parts = [split(t, args.search_fraction) for t in loaded]
-    searched = plan.margin_traces([s for s, _ in parts], args.margin, args.seed)
-    # Each searched trace is scored after its search part; an extra validation trace whole.
-    held = [(t, args.search_fraction) for t in loaded] + [
-        (_scaled(traces.load(t), args), 0.0) for t in args.validate_trace
+    splits = [plan_parts(t, args.holdout_days, args.search_fraction) for t in loaded]
+    searched = plan.with_margin([p for s, _ in splits for p in s], args.margin, args.seed)
+    # A multi-day trace's last days held out, a shorter one's rest after the cut; an extra
+    # validation trace whole.
+    extra = [_scaled(traces.load(t), args) for t in args.validate_trace]
+    held = [p for _, h in splits for p in h] + [Part(short_name(t), t) for t in extra]
+    empty = [
+        p.label for p in [*searched, *held] if len(p.trace.window(p.trace.duration * p.scored_from, math.inf)) == 0
     ]
-    if any(len(t) == 0 for t in [*searched, *(v for _, v in parts), *(t for t, _ in held)]):
+    if empty:
         raise ValueError(
-            "a search or validation part of a trace has no requests: lengthen the trace or move --search-fraction"
+            f"{empty[0]}: a search or validation part of a trace has no requests: lengthen the trace or move "
+            "--search-fraction"
         )
     # The oracle sizes for the same attainment target as the search, so their ratio is the price
     # of reacting, not of a weaker bar.
     options = RunOptions(
         router=args.router, seed=args.seed, oracle_interval_s=args.oracle_interval, oracle_objective=args.slo_attainment
     )
-    known = all(t.block_ids is not None for t in searched)  # every trace knows its prefixes
+    known = all(p.trace.block_ids is not None for p in searched)  # every trace knows its prefixes
+    storage = (
+        StorageSpec(journal=args.journal) if args.journal else StorageSpec(url=args.storage) if args.storage else None
+    )
     with counted(f"plan {sm.stack}/{sm.model.name}", not args.json, "candidates") as count:
         progress = (lambda done: count(done, args.trials)) if count else None
         result = plan.search(
@@ -365,12 +407,23 @@ def run(args: argparse.Namespace) -> int:
             progress,
             args.gpu,
             args.search_pools,
-            args.journal,
+            storage,
             keep_guardrails=not args.allow_dropping_guardrails,
             search_routing=args.router is None and known,
             # LMCache needs an image that ships it (settings refuse it on the stock vLLM image)
             search_lmcache=known and plan.lmcache_deploys(sm),
+            join=args.join,
+            # On an RDB storage other machines join: they may start once the studies exist.
+            ready=(lambda where: print(_ready_line(sm, where, args.trials), file=sys.stderr))
+            if args.storage and not args.join
+            else None,
         )
+    if args.join:
+        print(
+            f"plan {sm.stack}/{sm.model.name}: joined the study in {storage.flag if storage else ''}; it holds its "
+            f"{args.trials} finished trials, the coordinator validates and writes the winner"
+        )
+        return 0
     front = plan.frontier(result.trials)
     best = result.best
     meets = best is not None and plan.meets(best, args.slo_attainment)
@@ -387,7 +440,8 @@ def run(args: argparse.Namespace) -> int:
         "binding_limit": None,
         "rules": _rules(result.rules),
         "target": args.slo_attainment,
-        "trials": len(result.trials),
+        "trials": len(result.trials) + result.pruned,
+        "pruned_trials": result.pruned,
         "refused_trials": sum(1 for t in result.trials if t.refused),
         "refused": refused_candidates(result),
         "validation_meets_target": None if validation is None else validation.slo_attainment >= args.slo_attainment,
@@ -404,8 +458,13 @@ def run(args: argparse.Namespace) -> int:
         payload["notes"].append(unservable)
     if result.resumed:
         payload["notes"].append(
-            f"resumed {result.resumed} of {len(result.trials)} candidates from {args.journal} "
+            f"resumed {result.resumed} of {payload['trials']} candidates from {storage.flag if storage else ''} "
             "(evaluated earlier on the same inputs)"
+        )
+    if result.pruned:
+        payload["notes"].append(
+            f"the pruner stopped {result.pruned} of {payload['trials']} candidates after their first days "
+            "(Optuna's successive halving on the cost so far, a missed day priced at the pools' ceiling fleet)"
         )
     if meets and best is result.committed:
         payload["config_set"] = config_set_lines(sm, list(best.candidate.edits))  # type: ignore[union-attr]  # a winner exists on this path: best is set and ran
@@ -425,7 +484,7 @@ def run(args: argparse.Namespace) -> int:
                 f"{args.slo_attainment:.1%} on traffic the search never saw; consider --margin 1.2"
             )
     else:
-        payload["binding_limit"] = plan.binding_limit(sm, result, searched, options)
+        payload["binding_limit"] = plan.binding_limit(sm, result, [p.trace for p in searched], options)
     planned = plan.deploy(sm, best.candidate, result.types) if meets and best is not None else None
     worth = plan.cache_value(planned, validation, held, options) if planned is not None and validation else None
     payload["prefix_cache"] = worth
@@ -437,7 +496,7 @@ def run(args: argparse.Namespace) -> int:
     payload["html_report"] = str(_write_html(payload, name, args.slo_attainment, args.html or png.with_suffix(".html")))
     refusal = deploy_refusal(payload)
     if args.write and refusal is None and planned is not None:
-        block = evidence_block(payload, planned.profile.name, args.search_fraction)
+        block = evidence_block(payload, planned.profile.name)
         write_stack(sm.source.path, list(best.candidate.edits), f"autoscaling.{sm.model.name}", block)  # type: ignore[union-attr]  # planned: a winner exists
         payload["written"] = str(sm.source.path)
     if args.emit == "scaledobject":
@@ -454,6 +513,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"{name}: --write: {refusal}; {sm.source.path} is unchanged", file=sys.stderr)
         return 1
     return 0
+
+
+def _ready_line(sm: StackModel, where: str, trials: int) -> str:
+    """What the coordinator says once its studies exist: workers elsewhere may join from now on."""
+    return (
+        f"plan {sm.stack}/{sm.model.name}: studies ready in {where} ({trials} trials); workers may join "
+        "with the same arguments and --join"
+    )
 
 
 def deploy_refusal(payload: dict[str, Any]) -> str | None:
@@ -478,27 +545,41 @@ def evidence_command(payload: dict[str, Any]) -> str:
             skip = False
         elif word in ("--write", "--json"):
             continue
-        elif word in ("--emit", "--png", "--html", "--prometheus-url", "--journal"):
+        elif word in ("--emit", "--png", "--html", "--prometheus-url", "--journal", "--storage"):
             skip = True
-        elif not word.startswith(("--emit=", "--png=", "--html=", "--prometheus-url=", "--journal=")):
+        elif not word.startswith(("--emit=", "--png=", "--html=", "--prometheus-url=", "--journal=", "--storage=")):
             kept.append(word)
     return shlex.join(kept)
 
 
-def evidence_block(payload: dict[str, Any], profile: str, search_fraction: float) -> list[str]:
-    """The `# Evidence` comment of a written plan: date and profile, command, validation and search
+def evidence_block(payload: dict[str, Any], profile: str) -> list[str]:
+    """The `# Evidence` comment of a written plan: date and profile, command, validation numbers
+    (together, then per held-out day and the worst one when there are several) and search
     numbers, the rules its winner follows (the format tests/test_evidence.py and `explain` read)."""
     v, s = payload["validation"], payload["search"]
     numbers = (
-        f"validation (last {1 - search_fraction:.0%} of the trace, never searched): attainment "
+        f"validation ({', '.join(d['label'] for d in v['days'])}, never searched): attainment "
         f"{v['slo_attainment']:.2%}, {v['gpu_hours']:.2f} GPU-h ({v['oracle_ratio']}x the oracle's "
-        f"{v['oracle_gpu_hours']}), ${v['cost_usd']:.2f}; search (first {search_fraction:.0%}): "
-        f"{s['slo_attainment']:.2%}, {s['gpu_hours']:.2f} GPU-h, ${s['cost_usd']:.2f}. Target: "
-        f"{payload['target']:.2%}. Written by plan --write."
+        f"{v['oracle_gpu_hours']}), ${v['cost_usd']:.2f};{per_day_words(v)} search "
+        f"({', '.join(d['label'] for d in s['days'])}): {s['slo_attainment']:.2%}, {s['gpu_hours']:.2f} GPU-h, "
+        f"${s['cost_usd']:.2f}. Target: {payload['target']:.2%}. Written by plan --write."
     )
     rules = [n for n in payload["notes"] if n.startswith("maxReplicas ")]
     head = f"Evidence: planned {payload['run']['date'][:10]} on engine profile {profile}"
     return [head, evidence_command(payload), *textwrap.wrap(" ".join([numbers, *rules]), 100)]
+
+
+def per_day_words(summary: dict[str, Any]) -> str:
+    """Each part of a summary of several, then its worst day and its costliest, in words ("" for one part)."""
+    days = summary["days"]
+    if len(days) < 2:
+        return ""
+    each = "; ".join(f"{d['label']} {d['slo_attainment']:.2%} ${d['cost_usd']:.2f}" for d in days)
+    worst, costliest = summary["worst_day"], summary["costliest_day"]
+    return (
+        f" per day: {each}; worst day {worst['label']} {worst['slo_attainment']:.2%} ${worst['cost_usd']:.2f}, "
+        f"costliest {costliest['label']} ${costliest['cost_usd']:.2f};"
+    )
 
 
 def emitted_scaled_object(payload: dict[str, Any], planned: StackModel, prometheus_url: str | None) -> str:
@@ -673,6 +754,43 @@ def band_note(band: dict[str, Any], basis: str, target: float) -> str:
     return warn + "; ".join(lines)
 
 
+DAY_HEADERS = ("policy", "traffic", "day", "SLO attained", "GPU-h", "cost $", "x oracle", "worst")
+DAY_TITLE = "per day (or part of a trace): the winner searched and held out, the committed policy held out"
+DAY_CAPTION = (
+    "Each day is one run from a warm fleet (the oracle's first interval); a trace shorter than two days is "
+    "split in time instead. worst: the day of lowest attainment (attainment) and the costliest (cost)."
+)
+
+
+def _day_rows(payload: dict[str, Any]) -> list[list[str]]:
+    """One row per day of the winner's search and validation, and of the committed policy's validation."""
+    committed = payload["committed"] or {}
+    shown = [("winner", "search", payload["search"]), ("winner", "held out", payload["validation"])]
+    shown.append(("committed (stack)", "held out", committed.get("validation")))
+    rows = []
+    for policy, traffic, summary in shown:
+        if not summary:
+            continue
+        worst, costliest = summary["worst_day"], summary["costliest_day"]
+        for day in summary["days"]:
+            marks = [
+                m for m, d in (("attainment", worst), ("cost", costliest)) if d == day and len(summary["days"]) > 1
+            ]
+            rows.append(
+                [
+                    policy,
+                    traffic,
+                    day["label"],
+                    cell(day["slo_attainment"], ".2%"),
+                    cell(day["gpu_hours"], ".2f"),
+                    cell(day["cost_usd"], ".2f"),
+                    cell(day.get("oracle_ratio"), ".2f"),
+                    ", ".join(marks),
+                ]
+            )
+    return rows
+
+
 WINNER_HEADERS = (
     "policy",
     "GPU",
@@ -765,7 +883,10 @@ def record_line(payload: dict[str, Any]) -> str:
 
 
 def _write_html(payload: dict[str, Any], title: str, target: float, path: Path) -> Path:
-    tables = [HtmlTable(WINNER_TITLE, WINNER_HEADERS, _winner_rows(payload))]
+    tables = [
+        HtmlTable(WINNER_TITLE, WINNER_HEADERS, _winner_rows(payload)),
+        HtmlTable(DAY_TITLE, DAY_HEADERS, _day_rows(payload), DAY_CAPTION),
+    ]
     if payload["band"]:
         tables.append(HtmlTable(BAND_TITLE, BAND_HEADERS, _band_rows(payload), BAND_CAPTION))
     tables += [
@@ -817,6 +938,8 @@ def _print(payload: dict[str, Any], title: str, target: float) -> None:
     console.print(_table(GPU_TITLE, GPU_HEADERS, _gpu_rows(payload), caption=ranked_caption(payload)))
     if rows := _winner_rows(payload):
         console.print(_table(WINNER_TITLE, WINNER_HEADERS, rows, text=(0, 1, 2)))
+    if rows := _day_rows(payload):
+        console.print(_table(DAY_TITLE, DAY_HEADERS, rows, text=(0, 1, 2, 7), caption=DAY_CAPTION))
     if table := band_table(payload):
         console.print(table)
     for line in _verdict(payload):

@@ -16,16 +16,18 @@ command to re-plan with.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from capacity.planning import plan
+from capacity.planning.days import Part
 from capacity.planning.evidence import Evidence
 from capacity.planning.guardrails import guardrails
-from capacity.planning.run import CombinedSummary, RunOptions, RunSummary, held_out, split
+from capacity.planning.run import CombinedSummary, RunOptions, combined, held_out
 from capacity.planning.sensitivity import thresholds
 from capacity.planning.stack import StackModel
-from capacity.workload.traces import Trace
 
 COST_SLACK = 0.10  # the committed policy may cost this much more than the planner finds now, or its evidence records
 
@@ -35,7 +37,7 @@ class Audit:
     stack: str
     model: str
     target: float
-    committed: RunSummary  # the committed policy on the held-out part
+    committed: CombinedSummary  # the committed policy on the held-out days (or part of the trace)
     replanned: CombinedSummary | None  # the planner's winner now, on the same part (None: nothing ran)
     moves: list[tuple[str, Any, Any]]  # (config path, committed, what the planner sets now)
     command: str | None  # the evidence command, to re-plan with
@@ -66,23 +68,24 @@ class Replan:
     trials: int
 
 
-def replan(sm: StackModel, trace: Trace, fraction: float, trials: int, seed: int, workers: int) -> Replan:
-    """The planner on the search part of `trace`, on the model's current GPU type, with the stack's target."""
+def replan(
+    sm: StackModel, searched: Sequence[Part], held: Sequence[Part], trials: int, seed: int, workers: int
+) -> Replan:
+    """The planner on the searched parts, on the model's current GPU type, with the stack's target."""
     options = _options(sm, seed)
-    search_part, _ = split(trace, fraction)
     result = plan.search(
-        sm, [search_part], sm.attainment_target, trials, seed, workers, options, only=(plan.current_gpu(sm),)
+        sm, searched, sm.attainment_target, trials, seed, workers, options, only=(plan.current_gpu(sm),)
     )
     if result.best is None:
         return Replan(None, None, trials)
-    summary = plan.validate(sm, result.best, result.types, [(trace, fraction)], options)
+    summary = plan.validate(sm, result.best, result.types, held, options)
     return Replan(summary, plan.deploy(sm, result.best.candidate, result.types), trials)
 
 
 def audit(
     sm: StackModel,
-    trace: Trace,
-    fraction: float,
+    searched: Sequence[Part],
+    held: Sequence[Part],
     seed: int,
     proof: Evidence | None,
     reference: StackModel | None = None,
@@ -92,16 +95,16 @@ def audit(
     `proof` records, and (given) the planner's answer `now`; `reference` (default: `now`'s
     winner) is the policy whose differing thresholds the message names."""
     target = sm.attainment_target
-    committed = held_out(sm, trace, fraction, _options(sm, seed))
+    committed = held_out_summary(sm, held, _options(sm, seed))
     replanned = now.summary if now else None
     problems = []
-    broken = guardrails(sm, [split(trace, fraction)[0]]).breaks(sm.policy, sm.profile)
+    broken = guardrails(sm, [p.trace for p in searched]).breaks(sm.policy, sm.profile)
     if broken:
         problems.append("the committed policy breaks the planner's rules: " + "; ".join(broken))
     if committed.slo_attainment < target:
         problems.append(
             f"the committed policy attains {committed.slo_attainment:.2%} < the target {target:.2%} "
-            f"on the held-out part ({committed.requests} requests)"
+            f"on the held-out part ({', '.join(d.label for d in committed.days)})"
         )
     problems += _unreproduced(committed, proof)
     if (
@@ -120,7 +123,15 @@ def audit(
     return Audit(sm.stack, sm.model.name, target, committed, replanned, moves, command, problems)
 
 
-def _unreproduced(committed: RunSummary, proof: Evidence | None) -> list[str]:
+def held_out_summary(sm: StackModel, held: Sequence[Part], options: RunOptions) -> CombinedSummary:
+    """The stack's own policy on each held-out part (`run.held_out`), together and per part."""
+    summaries = [held_out(sm, p.trace, p.scored_from, options) for p in held]
+    tokens = sum(float(p.trace.window(p.trace.duration * p.scored_from, math.inf).output_tokens.sum()) for p in held)
+    summary = combined(summaries, tokens, sm.profile.step_time_scale, [p.label for p in held])
+    return summary.with_oracle(sum(s.oracle_gpu_hours or 0.0 for s in summaries))
+
+
+def _unreproduced(committed: CombinedSummary, proof: Evidence | None) -> list[str]:
     """A problem when the held-out GPU-hours are more than COST_SLACK (plus the rounding of the
     written figure) from what the evidence records, or when it records none."""
     recorded = proof.held_out() if proof else None

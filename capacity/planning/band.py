@@ -25,10 +25,10 @@ from typing import Any
 
 from capacity.engine.trust import Trust, trust_of
 from capacity.planning import plan
+from capacity.planning.days import Part
 from capacity.planning.evaluator import Candidate, evaluate, evaluators
 from capacity.planning.run import CombinedSummary, RunOptions
 from capacity.planning.stack import StackModel, apply_config_set
-from capacity.workload.traces import Trace
 
 EDGES = ("fast", "slow")  # step times x (1 - error), x (1 + error)
 
@@ -138,9 +138,9 @@ def at_scale(trial: plan.Trial, scale: float) -> Candidate | None:
 
 
 def band(
-    sm: StackModel, result: plan.PlanResult, traces: Sequence[Trace], options: RunOptions, workers: int
+    sm: StackModel, result: plan.PlanResult, parts: Sequence[Part], options: RunOptions, workers: int
 ) -> Band | None:
-    """The winner re-scored at both edges of its profile's error band on the searched `traces`
+    """The winner re-scored at both edges of its profile's error band on the searched `parts`
     (`options`: the search's, its seed), with each edge's challenger; None without a winner."""
     best = result.best
     if best is None or best.summary is None:
@@ -153,7 +153,7 @@ def band(
             wanted.append((edge, rival, edge_scale(candidate_trust(sm, rival.candidate), edge)))
     runs = [(edge, trial, at_scale(trial, scale)) for edge, trial, scale in wanted]
     todo = [candidate for _, _, candidate in runs if candidate is not None]
-    job = plan.PlanJob(sm, tuple(traces), options, result.types)
+    job = plan.PlanJob(sm, tuple(parts), options, result.types)
     if workers > 1 and len(todo) > 1:
         with evaluators(job, min(workers, len(todo))) as evaluator:
             done = list(evaluator.map(todo))

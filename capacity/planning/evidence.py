@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from capacity.planning.days import HOLDOUT_DAYS, Part, plan_parts
 from capacity.planning.plan import SEARCH_FRACTION  # what `plan` splits at when its command does not say
 from capacity.planning.stack import NAMESPACE, StackModel, model_index
 from capacity.workload import traces
@@ -187,6 +188,11 @@ class Traffic:
     search_fraction: float
     seed: int
     source: str | None
+    holdout_days: int = HOLDOUT_DAYS
+
+    def parts(self) -> tuple[list[Part], list[Part]]:
+        """What the plan searched and validated on: the trace's days, or its time split."""
+        return plan_parts(self.trace, self.holdout_days, self.search_fraction)
 
 
 def _option(proof: Evidence | None, source: str | None, flag: str, given: Any, default: Any) -> Any:
@@ -232,10 +238,11 @@ def evidence_traffic(
     rate = _option(proof, source, "--rate-scale", rate_scale, 1.0)
     fraction = _option(proof, source, "--search-fraction", search_fraction, SEARCH_FRACTION)
     seed = _option(proof, source, "--seed", seed, 0)
+    holdout_days = _option(proof, source, "--holdout-days", None, HOLDOUT_DAYS)
     if rate <= 0:
         raise ValueError(f"--rate-scale must be > 0, got {rate}")
     if not 0 < fraction < 1:
         raise ValueError(f"--search-fraction must be in (0, 1), got {fraction}")
     given = trace is not None
     loaded = traces.rate_scale(traces.load(spec), rate, seed=seed)
-    return Traffic(loaded, spec, rate, fraction, seed, None if given else source)
+    return Traffic(loaded, spec, rate, fraction, seed, None if given else source, holdout_days)

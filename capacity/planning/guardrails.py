@@ -24,6 +24,7 @@ protected by the ceiling and the guardrails.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -54,7 +55,9 @@ class Guardrails:
     def kv_target(self, profile: EngineProfile, headroom: float) -> float:
         """`headroom` of the way from the full-replica floor (0) up to KV_CEILING (1)."""
         floor = self.kv_floor(profile)
-        return round(floor + headroom * (KV_CEILING - floor), 2)
+        # Rounded up to the printed two decimals: rounded to nearest, a headroom of 0 could land
+        # below the floor (0.112 -> 0.11) and break the rule it stands for.
+        return math.ceil(round((floor + headroom * (KV_CEILING - floor)) * 100, 6)) / 100
 
     def breaks(self, policy: Policy, profile: EngineProfile) -> list[str]:
         """The rules a policy of this model breaks, one line each (none for a planned one)."""

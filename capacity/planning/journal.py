@@ -1,7 +1,10 @@
-"""Where a plan keeps the candidates it has evaluated, so an interrupted plan resumes.
+"""Where a plan keeps the candidates it has evaluated: so an interrupted plan resumes, and so
+workers on several processes or machines share one study.
 
-A journal is an Optuna journal file (optuna.storages.JournalStorage over JournalFileBackend:
-append-only, safe to cut at any point). Each GPU type's study is named after a digest of
+A plan's storage is an Optuna journal file (`--journal FILE`: optuna.storages.JournalStorage over
+JournalFileBackend, append-only, safe to cut at any point; one machine) or an Optuna RDB storage
+(`--storage URL`, any SQLAlchemy URL Optuna's RDBStorage takes: `sqlite:///plan.db` for one
+machine, `postgresql+psycopg://user@host/db` for many). Each GPU type's study is named after a digest of
 everything that decides a candidate's result: the stack's config, the model and its engine
 profile, the searched traffic, the target, the seed, the simulation options, the prices, the
 policy pack's windows, whether the guardrails are kept, and the tooling's own source. A rerun
@@ -18,7 +21,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +35,38 @@ from capacity.planning.stack import StackModel
 from capacity.workload.traces import Trace
 
 CANDIDATE, RESULT = "candidate", "result"
+WORKER = "worker"  # which process ran a trial: host/pid (workers on several machines share a study)
+PRUNED_AFTER = "prunedAfterDays"  # a pruned trial's: how many days it ran before the pruner stopped it
+# RDB workers beat every minute; a trial whose worker has not beaten for two is failed by the next
+# worker's `optimize` (optuna.storages.RDBStorage heartbeat_interval / grace_period, Optuna 5.0),
+# so a worker lost on another machine does not hold a trial RUNNING for ever.
+HEARTBEAT_S, GRACE_S = 60, 120
+
+
+@dataclass(frozen=True)
+class StorageSpec:
+    """Where a plan's studies live: a journal file or an RDB URL (one of the two). Plain data, so a
+    worker process opens its own connection from it."""
+
+    journal: Path | None = None
+    url: str | None = None
+
+    @property
+    def flag(self) -> str:
+        return f"--journal {self.journal}" if self.journal else f"--storage {self.url}"
+
+    @property
+    def shared_by_machines(self) -> bool:
+        """Workers elsewhere may be running its trials (an RDB storage): never fail them from here."""
+        return self.url is not None
+
+    def open(self) -> Any:
+        """The Optuna storage (ValueError naming the flag when it cannot be opened)."""
+        if self.journal is not None:
+            return storage(self.journal)
+        return rdb_storage(str(self.url))
+
+
 # The source that decides a candidate's result: a change here invalidates what a journal holds.
 SOURCE_ROOTS = tuple(Path(__file__).resolve().parents[2] / name for name in ("capacity", "contract"))
 
@@ -103,6 +140,28 @@ def storage(path: Path) -> Any:
     return JournalStorage(JournalFileBackend(str(path)))
 
 
+def rdb_storage(url: str) -> Any:
+    """Optuna's RDB storage at `url` (tables created if missing), with heartbeats (`HEARTBEAT_S`)."""
+    import optuna
+    from optuna.storages import RDBStorage
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        with warnings.catch_warnings():  # the heartbeat is experimental in Optuna 5.0; its behaviour is what we need
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S)
+    except (SQLAlchemyError, ImportError, ValueError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f"--storage {url}: cannot open it as an Optuna RDB storage ({reason})") from None
+
+
+def release(opened: Any) -> None:
+    """Close an RDB storage's connections before worker processes fork (each opens its own)."""
+    engine = getattr(opened, "engine", None)
+    if engine is not None:
+        engine.dispose()
+
+
 def _check_lines(path: Path) -> None:
     with path.open("rb") as lines:
         for number, line in enumerate(lines, start=1):
@@ -116,18 +175,37 @@ def _check_lines(path: Path) -> None:
 
 
 def evaluated(study: Any, rebuild: Callable[[dict[str, Any]], Candidate]) -> list[Evaluated[CombinedSummary]]:
-    """The candidates the study has evaluated and their results, in the order they were asked
-    (`rebuild` turns a kept candidate's parameters back into the candidate); a trial left
-    running by an interruption is marked failed (its candidate is evaluated anew)."""
+    """The candidates the study has evaluated to the end and their results, in trial order
+    (`rebuild` turns a kept candidate's parameters back into the candidate)."""
     from optuna.trial import TrialState
 
-    done = []
-    for trial in study.get_trials(deepcopy=False):
-        if trial.state == TrialState.COMPLETE and CANDIDATE in trial.user_attrs:
-            done.append(_kept(rebuild(trial.user_attrs[CANDIDATE]), trial.user_attrs[RESULT]))
-        elif trial.state in (TrialState.RUNNING, TrialState.WAITING):
-            study.tell(trial.number, state=TrialState.FAIL)
-    return done
+    return [
+        _kept(rebuild(trial.user_attrs[CANDIDATE]), trial.user_attrs[RESULT])
+        for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if RESULT in trial.user_attrs
+    ]
+
+
+def finished(study: Any) -> int:
+    """The trials that count against a plan's budget: evaluated to the end, or pruned."""
+    from optuna.trial import TrialState
+
+    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
+
+
+def pruned(study: Any) -> int:
+    from optuna.trial import TrialState
+
+    return len(study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)))
+
+
+def fail_interrupted(study: Any) -> None:
+    """Mark failed the trials an interrupted run left running (their candidates are evaluated
+    anew). Only for storage no other machine's workers use: theirs may still be running."""
+    from optuna.trial import TrialState
+
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        study.tell(trial.number, state=TrialState.FAIL)
 
 
 def _kept(candidate: Candidate, result: dict[str, Any] | str) -> Evaluated[CombinedSummary]:

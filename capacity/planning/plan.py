@@ -1,13 +1,31 @@
 """The capacity planner: the cheapest GPU type, engine flags and scaling policy of one model that
 meet an SLO-attainment target on traffic it was not fitted on.
 
-Optuna's TPE sampler (seeded) proposes candidates, one study per GPU type the model's pools
-allow, each with an even share of the budget; a candidate is that GPU (its engine profile
-derived from physics with the candidate's vLLM flags), priced per GPU-hour, and an autoscaling
-block held to every settings rule. Candidates run in worker processes, a batch
-of `workers` at a time, and are told back in order, so a seed gives the same search. The search
-traffic is the first `search_fraction` of each trace (optionally x `margin` the rate); the winner
-is then replayed on the rest, and on any extra validation trace, and reported side by side.
+Optuna's TPE sampler proposes candidates, one study per GPU type the model's pools allow, each with
+an even share of the budget; a candidate is that GPU (its engine profile derived from physics with
+the candidate's vLLM flags), priced per GPU-hour, and an autoscaling block held to every settings
+rule. The search traffic is a list of parts (`capacity.planning.days`): the first days of a
+multi-day trace, each one run from a warm fleet, or the first `search_fraction` of a shorter one
+(optionally x `margin` the rate); the winner is then replayed on the held-out days (or the rest of
+the trace) and on any extra validation trace, and reported per day and side by side.
+
+Optuna is used as designed: the objective (`Objectives.run`) suggests a candidate, runs it day by
+day, reports its `penalised_cost` after each day (`trial.report(value, step=day)`) and stops when
+the pruner says so (`trial.should_prune()`, successive halving); cost is its value and the target
+and the rules are constraints (`trial.set_constraint`). Each study's first trials are its seeds
+(`study.enqueue_trial`): the stack's committed policy on the GPU it runs on, then the reference
+designs. The studies live in an Optuna storage (a journal file, or an RDB such as SQLite or
+PostgreSQL) named after a digest of every input, and `workers` processes each run
+`study.optimize` on it (`capacity.planning.studies`); workers on other machines join the same
+study with the same inputs. The coordinator picks the winner over every trial in the storage.
+
+What a seed guarantees: every trial's result is a deterministic function of its parameters (the
+simulation is seeded by `--seed`, not by the process or machine running it), so a candidate
+scores the same whichever worker runs it. With one worker the whole search is reproducible: the
+same seed proposes the same candidates in the same order and picks the same winner. With several
+workers (local or remote) each samples with its own seed and they share the study's history as
+it grows, so which candidates are proposed, and so the winner, depends on the order trials finish:
+the search is as good, not the same twice. A resumed search continues from the kept history.
 """
 
 from __future__ import annotations
@@ -15,7 +33,10 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+import os
+import socket
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,11 +48,14 @@ from capacity.engine import EngineProfile, measured
 from capacity.engine.hardware import checkpoint, gpus
 from capacity.engine.trust import Trust, trust_of
 from capacity.planning import journal
-from capacity.planning.evaluator import Candidate, Evaluated, evaluators
+from capacity.planning.days import Part
+from capacity.planning.evaluator import Candidate, Evaluated
 from capacity.planning.guardrails import KV_CEILING, Guardrails, guardrails
+from capacity.planning.journal import StorageSpec
 from capacity.planning.run import (
     CombinedSummary,
     RunOptions,
+    RunSummary,
     combined,
     feasible_requests,
     held_out,
@@ -54,7 +78,9 @@ from capacity.planning.stack import (
     pool_families,
     rendered_behavior,
 )
+from capacity.planning.studies import StudySpec, run_workers
 from capacity.runtime import ctrl_c_held
+from capacity.sim.scaledobject import Manifest, read_scaled_object
 from capacity.workload.traces import Trace, rate_scale
 from contract.gpu import GPU_OF_FAMILY
 from contract.instances import instance_sizes
@@ -66,6 +92,7 @@ PRICES = Path(__file__).parent / "data" / "aws_gpu_prices.yaml"
 SEARCH_FRACTION = 0.7  # the first 70% of each trace's time is searched, the rest held out
 COMMITTED = "committed"  # the parameter marking the trial that runs the stack's own policy
 RULES_BROKEN = "rulesBroken"  # the committed policy's: which of the planner's rules it breaks
+SEED = "seed"  # a seeded trial's attribute: which policy it is ("committed", "reference NAME")
 SCALE_DOWN_WINDOWS = (60, 120, 300, 600, 900, 1200)
 ENGINE_FLAGS = ("maxNumSeqs", "maxNumBatchedTokens", "gpuMemoryUtilization")  # the vLLM flags searched
 # A candidate whose engine profile is at one of these trust levels (capacity/engine/trust.py) is
@@ -470,27 +497,34 @@ def servable(sm: StackModel, trace: Trace, types: dict[str, GpuType]) -> np.ndar
 
 @dataclass(frozen=True)
 class PlanJob:
-    """A candidate deployed with its GPU type's prices, run over every searched trace (each from
-    the fleet the oracle needs for its first interval) and scored over the requests some GPU type
-    of the search serves (`servable`)."""
+    """A candidate deployed with its GPU type's prices, run over every searched part (each day,
+    or each trace's searched time, from the fleet the oracle needs for its first interval) and
+    scored over the requests some GPU type of the search serves (`servable`)."""
 
     sm: StackModel
-    traces: tuple[Trace, ...]
+    parts: tuple[Part, ...]
     options: RunOptions
     types: dict[str, GpuType]
 
     def deploy(self, candidate: Candidate) -> StackModel:
         return deploy(self.sm, candidate, self.types)
 
+    def runs(self, deployed: StackModel) -> Iterator[RunSummary]:
+        """The deployed candidate's run on each part, in order, one at a time (so a pruner can
+        stop it between days)."""
+        for part in self.parts:
+            trace = part.trace
+            run = run_policy(deployed, trace, warmed(deployed, trace, self.options))
+            yield summarize(run, deployed, servable(self.sm, trace, self.types))
+
+    def combine(self, deployed: StackModel, runs: Sequence[RunSummary]) -> CombinedSummary:
+        """The runs of the first `len(runs)` parts scored together."""
+        parts = self.parts[: len(runs)]
+        tokens = float(sum(p.trace.output_tokens.sum() for p in parts))
+        return combined(runs, tokens, deployed.profile.step_time_scale, [p.label for p in parts])
+
     def score(self, deployed: StackModel) -> CombinedSummary:
-        runs = [
-            summarize(
-                run_policy(deployed, t, warmed(deployed, t, self.options)), deployed, servable(self.sm, t, self.types)
-            )
-            for t in self.traces
-        ]
-        tokens = float(sum(t.output_tokens.sum() for t in self.traces))
-        return combined(runs, tokens, deployed.profile.step_time_scale)
+        return self.combine(deployed, list(self.runs(deployed)))
 
 
 # --- the search ----------------------------------------------------------------------------
@@ -511,30 +545,140 @@ def meets(result: Evaluated[CombinedSummary], target: float) -> bool:
     return all(value <= 0 for value in violations(result, target).values())
 
 
-def _tell(study: Any, trial: Any, result: Evaluated[CombinedSummary], target: float) -> None:
-    """Cost is the objective (none for a candidate that never ran); the rest are constraints."""
-    for name, value in violations(result, target).items():
-        trial.set_constraint(name, value)
-    study.tell(trial, result.summary.cost_usd if result.summary else math.inf)
+def ceiling_usd_per_hour(deployed: StackModel) -> float:
+    """What the pools' whole ceiling fleet costs an hour: every replica their GPU limits hold, at
+    each pool's price. The simulator never places a node beyond a pool's limit, so no run of the
+    candidate costs more an hour than this."""
+    g = deployed.model.gpus_per_replica
+    return sum((pool.gpu_limit // g) * g * pool.price_per_gpu_hour for pool in deployed.pools)
+
+
+def penalised_cost(runs: Sequence[RunSummary], target: float, ceiling_usd_per_hour: float) -> float:
+    """The one value per day Optuna's pruner compares: the candidate's cost over the days run so
+    far, and, when its worst day so far misses the target, that cost plus the pools' ceiling fleet
+    over those days (`ceiling`) plus the shortfall priced at the ceiling per whole error budget:
+    value = cost + ceiling x (1 + (target - worst) / (1 - target)).
+    Why this shape: a pruner ranks one number, while the search minimises cost under an attainment
+    constraint. No run costs more than the ceiling fleet, so a candidate meeting the target so far
+    (value <= ceiling) always ranks before one missing it (value > ceiling), whatever their costs;
+    among the misses, a miss of the whole error budget (1 - target) costs one ceiling fleet more,
+    so a candidate nearer the target ranks better. The worst day, not the mean, because the
+    constraint is on the worst part (`combined`): once a day misses, the candidate cannot meet it."""
+    cost = sum(r.cost_usd for r in runs)
+    worst = min(r.slo_attainment for r in runs)
+    if worst >= target:
+        return cost
+    ceiling = ceiling_usd_per_hour * sum(r.simulated_s for r in runs) / 3600
+    return cost + ceiling * (1 + (target - worst) / max(1 - target, 1e-6))
+
+
+def pruner() -> Any:
+    """Optuna's SuccessiveHalvingPruner (asynchronous successive halving), one rung per day.
+    Optuna 5.0's docs (optuna.pruners.SuccessiveHalvingPruner): a trial is never pruned before
+    `min_resource x reduction_factor ** min_early_stopping_rate` steps (here 1: its first day); at
+    each rung's step (1, 2, 4, ... days) it goes on only if its value at that step is in the top
+    1/reduction_factor of every trial that reached the step, so it compares the same day's value,
+    which suits a cost that adds up day by day (MedianPruner compares a trial's best value over its
+    steps, the first day's for a growing cost, so a candidate that misses on a later day would
+    never be stopped there). It has no startup trials: `bootstrap_count` 0 lets the first trial at
+    a rung through, and the study's first trials are its seeds. `min_resource` is set (one day)
+    rather than 'auto', which waits for a trial to complete. Halving (2) rather than the default
+    quarter keeps half the candidates at each rung: days differ more than training epochs do."""
+    import optuna
+
+    return optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=2, min_early_stopping_rate=0)
 
 
 Trial = Evaluated[CombinedSummary]  # one evaluated candidate of the search
 
 
 @dataclass(frozen=True)
+class Objectives:
+    """Each GPU type's objective, as every worker process runs it (`studies.optimize`)."""
+
+    job: PlanJob
+    points: Points
+    target: float
+
+    def objective(self, gpu: str) -> Callable[[Any], float]:
+        return functools.partial(self.run, gpu)
+
+    def pruner(self) -> Any:
+        return pruner()
+
+    def run(self, gpu: str, trial: Any) -> float:
+        """Optuna's objective: the trial's candidate run day by day, each day's `penalised_cost`
+        reported (`trial.report(value, step=days run)`) and the trial pruned when the pruner says
+        so (`trial.should_prune()` -> `optuna.TrialPruned`); its cost returned, its constraints
+        set (`violations`), the candidate and its result kept on the trial (`journal.record`).
+        The committed policy is never pruned: the plan reports it whole beside the winner (its
+        values still enter the pruner's rungs)."""
+        import optuna
+
+        p = journal.plain(self.points.of(trial, gpu))
+        candidate = candidate_of(self.job.sm, p)
+        trial.set_user_attr(journal.WORKER, f"{socket.gethostname()}/{os.getpid()}")
+        try:
+            deployed = self.job.deploy(candidate)
+        except ValueError as refusal:
+            return _told(trial, Evaluated(candidate, None, str(refusal)), self.target)
+        ceiling = ceiling_usd_per_hour(deployed)
+        runs: list[RunSummary] = []
+        for run in self.job.runs(deployed):
+            runs.append(run)
+            trial.report(penalised_cost(runs, self.target, ceiling), step=len(runs))
+            if len(runs) < len(self.job.parts) and trial.should_prune() and not p.get(COMMITTED):
+                partial = Evaluated(candidate, self.job.combine(deployed, runs))
+                for name, value in violations(partial, self.target).items():
+                    trial.set_constraint(name, value)  # what is known: a missed day never un-misses
+                trial.set_user_attr(journal.CANDIDATE, p)
+                trial.set_user_attr(journal.PRUNED_AFTER, len(runs))
+                raise optuna.TrialPruned(f"stopped after {len(runs)} of {len(self.job.parts)} days")
+        return _told(trial, Evaluated(candidate, self.job.combine(deployed, runs)), self.target)
+
+
+def _told(trial: Any, result: Trial, target: float) -> float:
+    """Keep the candidate and its result on the trial and set its constraints; its cost is the
+    objective (infinite for a candidate that never ran)."""
+    journal.record(trial, result)
+    for name, value in violations(result, target).items():
+        trial.set_constraint(name, value)
+    return result.summary.cost_usd if result.summary else math.inf
+
+
+@dataclass(frozen=True)
 class PlanResult:
-    trials: list[Trial]  # in the order evaluated
+    trials: list[Trial]  # evaluated to the end (or refused), in trial order, study by study
     best: Trial | None  # cheapest meeting the target in search, else the closest
     committed: Trial | None  # the stack's own policy on its GPU type (None: that type was not searched)
     target: float
     types: dict[str, GpuType]
     rules: Guardrails
-    resumed: int = 0  # candidates taken from the journal, not evaluated again
+    resumed: int = 0  # finished trials the storage held before this run (not evaluated again)
+    pruned: int = 0  # trials the pruner stopped before their last day
+    studies: tuple[str, ...] = ()  # the studies' names in the storage, one per GPU type
+
+
+def seeds(sm: StackModel, points: Points, gpu: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """A study's first trials, (point, user attributes): on the GPU type the model runs on, the
+    committed policy first; then, on every type, each reference design (`REFERENCE_DESIGNS`) as
+    the nearest point of the space. A reference that cannot be read is left out: it is the
+    search's starting point, not its subject."""
+    from capacity.planning.space import REFERENCE_DESIGNS
+
+    out = [(points.committed(gpu), {COMMITTED: True, SEED: "committed"})] if gpu == current_gpu(sm) else []
+    for path in sorted(REFERENCE_DESIGNS.glob("*.yaml")):
+        try:
+            manifest = read_scaled_object(path)
+        except ValueError:
+            continue
+        out.append((points.reference(gpu, manifest), {SEED: f"reference {manifest.name}"}))
+    return out
 
 
 def search(
     sm: StackModel,
-    traces: Sequence[Trace],
+    parts: Sequence[Part],
     target: float,
     trials: int,
     seed: int,
@@ -544,16 +688,23 @@ def search(
     progress: Callable[[int], None] | None = None,
     only: Sequence[str] = (),
     search_pools: bool | None = None,
-    journal_path: Path | None = None,
+    storage: StorageSpec | None = None,
     keep_guardrails: bool = True,
     search_routing: bool = False,
     search_lmcache: bool = False,
+    join: bool = False,
+    ready: Callable[[str], None] | None = None,
 ) -> PlanResult:
-    """`only`: search just these GPU types (names as `gpu_types` gives them); empty: all.
+    """`parts`: the searched days (or time-split parts), each one step of a trial.
+    `only`: search just these GPU types (names as `gpu_types` gives them); empty: all.
     `search_pools`: search the pools' consolidateAfter too; None: only when no other model of
     the stack runs on them (a shared pool's value is planned once, with one of its models).
-    `journal_path`: keep every evaluated candidate there and skip the ones it already holds for
-    the same inputs (`capacity.planning.journal`); `PlanResult.resumed` counts those.
+    `storage`: where the studies live (a journal file or an RDB URL), named after a digest of
+    every input (`journal.run_key`), so a rerun with the same inputs resumes and workers elsewhere
+    join; None: a temporary journal, gone after the search. `workers`: processes each running
+    `study.optimize` on the shared storage. `join`: run trials in studies a coordinator created
+    (ValueError when there are none for these inputs) and return without a winner. `ready(where)`:
+    called once the studies exist in `storage` (from then on workers elsewhere can join).
     `keep_guardrails`: every candidate keeps the guardrail triggers on above healthy traffic
     (`capacity.planning.guardrails`); False lets them be drawn off, as before they were kept.
     `search_routing`: draw `serving.routing` (least-request or the endpoint picker) too;
@@ -576,6 +727,7 @@ def search(
     # Windows the stack's policy pack allows (the rest would be refused at `pulumi preview`).
     down_windows = [w for w in SCALE_DOWN_WINDOWS if w >= policy_min_scale_down_window(sm)] or [max(SCALE_DOWN_WINDOWS)]
     shares = [trials // len(types) + (i < trials % len(types)) for i in range(len(types))]
+    traces = [part.trace for part in parts]
     rules = guardrails(sm, traces, keep_guardrails)
     min_warm = policy_min_warm_replicas(sm)  # fewer would be refused at `pulumi preview` too
     space = distributions(
@@ -587,53 +739,83 @@ def search(
         for name in types
     }
     points = Points(sm, rules, spaces)
-    done: list[Trial] = []
-    resumed = 0
-
-    def keep(evaluated: Trial) -> None:
-        done.append(evaluated)
-        if progress:
-            progress(len(done))
-
-    storage = journal.storage(journal_path) if journal_path else None
-    key = (
-        journal.run_key(sm, traces, target, seed, options, types, search_pools, down_windows, keep_guardrails, min_warm)
-        if storage
-        else ""
+    key = journal.run_key(
+        sm, traces, target, seed, options, types, search_pools, down_windows, keep_guardrails, min_warm
     )
+    studies = [
+        StudySpec(f"plan-{key}-{name}", name, share, None if join else seed + i)
+        for i, (name, share) in enumerate(zip(types, shares))
+    ]
+    objectives = Objectives(PlanJob(sm, tuple(parts), options, types), points, target)
+    with tempfile.TemporaryDirectory(prefix="plan-") as scratch:
+        spec = storage or StorageSpec(journal=Path(scratch) / "plan.journal")
+        opened = spec.open()
+        with ctrl_c_held():  # never cut a storage write in half (Optuna's file lock is not interrupt-safe)
+            resumed = _join(opened, studies, spec) if join else _create(opened, studies, spec, sm, points)
+        journal.release(opened)
+        if ready and storage:
+            ready(spec.flag)
+        # A joining machine's workers sample unseeded (`StudySpec.seed` None), as any but worker 0.
+        run_workers(spec, studies, objectives, workers, progress, first_worker=1 if join else 0)
+        if join:
+            return PlanResult([], None, None, target, types, rules, resumed, studies=tuple(s.name for s in studies))
+        return _result(spec.open(), studies, sm, target, types, rules, resumed)
+
+
+def _create(opened: Any, studies: Sequence[StudySpec], spec: StorageSpec, sm: StackModel, points: Points) -> int:
+    """Create (or load) each study, seed a new one, fail what an interrupted run of this machine
+    left running; the finished trials the storage already held."""
+    import optuna
+
+    resumed = 0
+    for s in studies:
+        study = optuna.create_study(direction="minimize", storage=opened, study_name=s.name, load_if_exists=True)
+        if not study.get_trials(deepcopy=False):  # new: its first trials are the seeds
+            for point, attrs in seeds(sm, points, s.gpu):
+                study.enqueue_trial(point, user_attrs=attrs)
+        elif not spec.shared_by_machines:
+            journal.fail_interrupted(study)
+        resumed += journal.finished(study)
+    return resumed
+
+
+def _join(opened: Any, studies: Sequence[StudySpec], spec: StorageSpec) -> int:
+    import optuna
+
+    resumed = 0
+    for s in studies:
+        try:
+            resumed += journal.finished(optuna.load_study(study_name=s.name, storage=opened))
+        except KeyError:
+            raise ValueError(
+                f"--join: {spec.flag} holds no study for these inputs ({s.name}): start the coordinator "
+                "first (the same command without --join), with the same arguments and tool version"
+            ) from None
+    return resumed
+
+
+def _result(
+    opened: Any,
+    studies: Sequence[StudySpec],
+    sm: StackModel,
+    target: float,
+    types: dict[str, GpuType],
+    rules: Guardrails,
+    resumed: int,
+) -> PlanResult:
+    """Every finished trial in the storage (this machine's and any other's), and the winner among them."""
+    import optuna
+
     rebuild = functools.partial(candidate_of, sm)
-    with evaluators(PlanJob(sm, tuple(traces), options, types), workers) as evaluator:
-        for i, (name, share) in enumerate(zip(types, shares)):
-            # Ctrl-C lands while candidates run, never while a journal entry is written (Optuna's
-            # file lock is not interrupt-safe: a cut-off release leaves the next write failing).
-            with ctrl_c_held():
-                sampler = optuna.samplers.TPESampler(seed=seed + i, multivariate=True)
-                study = optuna.create_study(
-                    direction="minimize",
-                    sampler=sampler,
-                    storage=storage,
-                    study_name=f"plan-{key}-{name}" if storage else None,
-                    load_if_exists=True,
-                )
-                earlier = journal.evaluated(study, rebuild)[:share] if storage else []
-                if not earlier and name == current_gpu(sm):  # the committed policy is always asked first
-                    study.enqueue_trial(points.committed(name), user_attrs={COMMITTED: True})
-            for evaluated in earlier:
-                keep(evaluated)
-            resumed += len(earlier)
-            for start in range(len(earlier), share, workers):
-                with ctrl_c_held():
-                    batch = [study.ask() for _ in range(min(workers, share - start))]
-                    candidates = [rebuild(journal.plain(points.of(t, name))) for t in batch]
-                results = list(evaluator.map(candidates))
-                with ctrl_c_held():
-                    for trial, result in zip(batch, results):
-                        if storage:
-                            journal.record(trial, result)
-                        _tell(study, trial, result, target)
-                        keep(result)
+    done: list[Trial] = []
+    pruned = 0
+    for s in studies:
+        study = optuna.load_study(study_name=s.name, storage=opened)
+        done += journal.evaluated(study, rebuild)
+        pruned += journal.pruned(study)
     committed = next((t for t in done if t.params.get(COMMITTED)), None)
-    return PlanResult(done, winner(done, target), committed, target, types, points.rules, resumed)
+    names = tuple(s.name for s in studies)
+    return PlanResult(done, winner(done, target), committed, target, types, rules, resumed, pruned, names)
 
 
 class Points:
@@ -666,6 +848,13 @@ class Points:
 
         space = self.spaces[gpu]
         return committed_point(self.sm, space, self.rules.kv_floor(self._committed_profile(gpu)), self._e2e_base())
+
+    def reference(self, gpu: str, manifest: Manifest) -> dict[str, Any]:
+        """A reference design as the nearest point of the space (`space.reference_values`)."""
+        from capacity.planning.space import reference_point
+
+        profile = self._committed_profile(gpu)
+        return reference_point(manifest, self.sm, self.spaces[gpu], self.rules.kv_floor(profile), self._e2e_base())
 
     def _as_committed(self, gpu: str) -> dict[str, Any]:
         """What the committed trial reports as it is, not as its nearest point."""
@@ -790,19 +979,21 @@ def per_gpu_type(result: PlanResult) -> list[GpuTypeRow]:
 
 
 def validate(
-    sm: StackModel, best: Trial, types: dict[str, GpuType], held: Sequence[tuple[Trace, float]], options: RunOptions
+    sm: StackModel, best: Trial, types: dict[str, GpuType], held: Sequence[Part], options: RunOptions
 ) -> CombinedSummary:
-    """The winner on traffic it never saw: each (trace, fraction) scored after its first
-    `fraction` of time (0 for a trace never searched), with the oracle's GPU-hours there."""
+    """The winner on traffic it never saw: each held-out part (a day, a time split's rest, a
+    validation trace) scored after its `scored_from` share of time, with the oracle's GPU-hours
+    there; per part (`days`) and together."""
     chosen = deploy(sm, best.candidate, types)
-    summaries = [held_out(chosen, t, fraction, options, feasible=servable(sm, t, types)) for t, fraction in held]
-    tokens = sum(float(t.window(t.duration * f, math.inf).output_tokens.sum()) for t, f in held)
+    summaries = [held_out(chosen, p.trace, p.scored_from, options, feasible=servable(sm, p.trace, types)) for p in held]
+    tokens = sum(float(p.trace.window(p.trace.duration * p.scored_from, math.inf).output_tokens.sum()) for p in held)
     scale = chosen.profile.step_time_scale
-    return combined(summaries, tokens, scale).with_oracle(sum(s.oracle_gpu_hours or 0.0 for s in summaries))
+    summary = combined(summaries, tokens, scale, [p.label for p in held])
+    return summary.with_oracle(sum(s.oracle_gpu_hours or 0.0 for s in summaries))
 
 
 def cache_value(
-    planned: StackModel, validation: CombinedSummary, held: Sequence[tuple[Trace, float]], options: RunOptions
+    planned: StackModel, validation: CombinedSummary, held: Sequence[Part], options: RunOptions
 ) -> dict[str, Any] | None:
     """What the prefix cache is worth to the winner on the held-out traffic whose prefixes are
     known: the oracle's GPU-hours at the target with the winner's routing and prefix caching
@@ -810,7 +1001,7 @@ def cache_value(
     no LMCache),
     the difference in $ at the winner's price per GPU-hour, and the hit rate it rests on. None
     when no held-out trace has block ids."""
-    known = [(t, f) for t, f in held if t.block_ids is not None]
+    known = [(p.trace, p.scored_from) for p in held if p.trace.block_ids is not None]
     if not known or validation.oracle_gpu_hours is None or len(known) != len(held):
         return None
     cold_sm = replace(planned, profile=replace(planned.profile, prefix_caching=False, lmcache_tokens=0))
@@ -894,5 +1085,6 @@ def unservable_note(sm: StackModel, trial: Trial, target: float) -> str | None:
     return f"warning: {text}" if share > 1 - target else text
 
 
-def margin_traces(traces: Sequence[Trace], margin: float, seed: int) -> list[Trace]:
-    return [rate_scale(t, margin, seed=seed) for t in traces]
+def with_margin(parts: Sequence[Part], margin: float, seed: int) -> list[Part]:
+    """The searched parts at `margin` times their request rate (seeded)."""
+    return [replace(p, trace=rate_scale(p.trace, margin, seed=seed)) for p in parts]

@@ -262,10 +262,23 @@ def oracle_ratio(gpu_hours: float, oracle_gpu_hours: float) -> float | None:
 
 
 @dataclass(frozen=True)
+class DaySummary:
+    """One part of a combined summary (a day, a time split's part, a validation trace) as the
+    plan reports it per day; the oracle's fields on held-out traffic only."""
+
+    label: str
+    slo_attainment: float
+    gpu_hours: float
+    cost_usd: float
+    oracle_gpu_hours: float | None = None
+    oracle_ratio: float | None = None
+
+
+@dataclass(frozen=True)
 class CombinedSummary:
-    """Several runs of one candidate (one per trace) as the planner scores them: the worst
-    trace's attainment, the sums of the rest. The oracle's fields are set on held-out traffic
-    only (`with_oracle`), and `as_dict` leaves them out until then."""
+    """Several runs of one candidate (one per day or trace) as the planner scores them: the worst
+    part's attainment, the sums of the rest, and each part (`days`). The oracle's fields are set
+    on held-out traffic only (`with_oracle`), and `as_dict` leaves them out until then."""
 
     slo_attainment: float
     # Left out of slo_attainment: no GPU type of the search serves them within the SLO.
@@ -284,6 +297,7 @@ class CombinedSummary:
     # prefix-cache hits over queries over every run's replicas; None (and left out of `as_dict`)
     # when no replica kept a prefix cache (traces without block ids)
     prefix_cache_hit_rate: float | None = None
+    days: tuple[DaySummary, ...] = ()  # each part, in the order run
 
     def with_oracle(self, oracle_gpu_hours: float) -> CombinedSummary:
         """The summary with the oracle's GPU-hours on the same traffic and the ratio to them."""
@@ -293,22 +307,49 @@ class CombinedSummary:
             oracle_ratio=oracle_ratio(self.gpu_hours, oracle_gpu_hours),
         )
 
+    @property
+    def worst_day(self) -> DaySummary | None:
+        """The part of lowest attainment (of equal attainment, the costliest; None: no parts)."""
+        return min(self.days, key=lambda d: (d.slo_attainment, -d.cost_usd), default=None)
+
+    @property
+    def costliest_day(self) -> DaySummary | None:
+        return max(self.days, key=lambda d: d.cost_usd, default=None)
+
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         if self.oracle_gpu_hours is None:
             del out["oracle_gpu_hours"], out["oracle_ratio"]
         if self.prefix_cache_hit_rate is None:
             del out["prefix_cache_hit_rate"]
+        out["days"] = [_day_dict(d) for d in self.days]
+        out["worst_day"] = _day_dict(self.worst_day) if self.worst_day else None
+        out["costliest_day"] = _day_dict(self.costliest_day) if self.costliest_day else None
         return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CombinedSummary:
         """The summary `as_dict` gave (a journal keeps it as JSON)."""
-        return cls(**data)
+        fields = {k: v for k, v in data.items() if k not in ("worst_day", "costliest_day")}
+        fields["days"] = tuple(DaySummary(**d) for d in data.get("days", ()))
+        return cls(**fields)
 
 
-def combined(summaries: Sequence[RunSummary], output_tokens: float, step_time_scale: float = 1.0) -> CombinedSummary:
-    """One candidate's runs on several traces, scored together (`step_time_scale`: its profile's)."""
+def _day_dict(day: DaySummary) -> dict[str, Any]:
+    out = asdict(day)
+    if day.oracle_gpu_hours is None:
+        del out["oracle_gpu_hours"], out["oracle_ratio"]
+    return out
+
+
+def combined(
+    summaries: Sequence[RunSummary],
+    output_tokens: float,
+    step_time_scale: float = 1.0,
+    labels: Sequence[str] = (),
+) -> CombinedSummary:
+    """One candidate's runs on several parts (days or traces, named by `labels`), scored together
+    (`step_time_scale`: its profile's)."""
     cost = sum(s.cost_usd for s in summaries)
     requests = max(sum(s.requests for s in summaries), 1)
     queries = sum(r["queries"] for s in summaries for r in s.prefix_cache_replicas)
@@ -324,13 +365,11 @@ def combined(summaries: Sequence[RunSummary], output_tokens: float, step_time_sc
         usd_per_million_output_tokens=round(cost / output_tokens * 1e6, 3) if output_tokens else None,
         step_time_scale=step_time_scale,
         prefix_cache_hit_rate=round(hits / queries, 4) if queries else None,
+        days=tuple(
+            DaySummary(label, s.slo_attainment, s.gpu_hours, s.cost_usd, s.oracle_gpu_hours, s.oracle_ratio)
+            for label, s in zip(labels, summaries)
+        ),
     )
-
-
-def split(trace: Trace, fraction: float) -> tuple[Trace, Trace]:
-    """The first `fraction` of the trace's time to search, the rest to validate (re-based to 0)."""
-    cut = trace.duration * fraction
-    return trace.window(0.0, cut), trace.window(cut, math.inf)
 
 
 # (id of the trace, what else the value depends on) -> (the trace, the value). The trace is kept

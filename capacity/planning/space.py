@@ -17,6 +17,7 @@ the KV target between a full replica's KV and the ceiling, `e2eFactor` scales th
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from optuna.distributions import (
@@ -29,6 +30,9 @@ from optuna.distributions import (
 from capacity.engine.measured import EngineFlags
 from capacity.planning.guardrails import KV_CEILING
 from capacity.planning.stack import StackModel
+from capacity.sim.control.hpa import HpaScalingRules
+from capacity.sim.scaledobject import Manifest
+from contract.signals import Query, Vllm
 
 MAX_NUM_SEQS = (16, 24, 32, 48, 64, 96, 128)
 MAX_NUM_BATCHED_TOKENS = (1024, 2048, 4096, 8192)
@@ -37,6 +41,9 @@ ROUTINGS = ("least-request", "endpoint-picker")  # serving.routing
 LMCACHE = ("none", "8Gi", "16Gi", "32Gi")  # engine.lmcache: LMCache's CPU tier per replica ("none": unset)
 CONSOLIDATE_AFTER_S = {"1m": 60, "5m": 300, "15m": 900}  # the pools' consolidateAfter choices, in seconds
 ROUNDED = ("kvHeadroom", "kvTarget", "e2eFactor", "ttftFactor")  # floats kept to two decimals, as printed
+# The reference ScaledObjects (the designs this project grew from): `compare` replays them, and
+# every study of `plan` is seeded with them after the committed policy.
+REFERENCE_DESIGNS = Path(__file__).resolve().parents[1] / "policies" / "reference"
 
 
 def distributions(
@@ -187,4 +194,58 @@ def committed_point(
 ) -> dict[str, Any]:
     """The committed policy as the point of `space` nearest to it (what a study is given first)."""
     values = committed_values(sm, kv_floor, e2e_base)
+    return _rounded({name: snap(values[name], distribution) for name, distribution in space.items()})
+
+
+def reference_values(manifest: Manifest, base: dict[str, Any], kv_floor: float, e2e_base: float) -> dict[str, Any]:
+    """A reference ScaledObject's thresholds by the planner's parameter names, over `base` (the
+    committed policy's `committed_values`) where the reference has no counterpart.
+
+    Counterparts: minReplicaCount (snapped up to the warm-replica floor); a trigger on vLLM's
+    waiting requests (its threshold the queue target; its `avg_over_time` window, else none,
+    which snaps to the shortest window), on the KV cache (its threshold the KV target, read as
+    the planner's per-replica target whatever its aggregation: the karpenter-article's `avg` and
+    local-lab's `max` under AverageValue divide differently than the planner's `sum`), on the
+    e2e latency (its threshold over the healthy-traffic bound); the triggers it lacks are off (the
+    guardrails stay on when kept); the HPA behavior as the API defaults it: each direction's
+    stabilization window, and a `Pods` policy's pods and period (a `Percent` policy's period).
+    No counterpart, so the stack's own values stay: maxReplicaCount (the planner's ceiling is the
+    pools' budget), pollingInterval and cooldownPeriod (the stack's KEDA settings), `Percent`
+    policy values (the planner searches pods per period), the engine flags, routing, LMCache
+    and the pools' consolidateAfter."""
+    values = dict(base)
+    values["minReplicas"] = manifest.min_replicas
+    values.update(promptEnabled=False, ttftEnabled=False, kvEnabled=False, e2eEnabled=False)
+    for trigger in manifest.triggers:
+        query = trigger.source
+        if not isinstance(query, Query):
+            continue
+        if query.metric == Vllm.REQUESTS_WAITING:
+            values.update(queueTarget=trigger.target, queueWindow=query.window_seconds or 0)
+        elif query.metric == Vllm.KV_CACHE_USAGE:
+            kv = trigger.target
+            headroom = (kv - kv_floor) / (KV_CEILING - kv_floor) if kv_floor < KV_CEILING else 0.0
+            values.update(kvEnabled=True, kvTarget=kv, kvHeadroom=headroom)
+        elif query.metric == Vllm.E2E_LATENCY:
+            values.update(e2eEnabled=True, e2eFactor=trigger.target / e2e_base)
+    for direction, rules in (("scaleUp", manifest.behavior.scale_up), ("scaleDown", manifest.behavior.scale_down)):
+        values.update(_behavior_values(direction, rules))
+    return values
+
+
+def _behavior_values(direction: str, rules: HpaScalingRules) -> dict[str, Any]:
+    out: dict[str, Any] = {f"{direction}Window": rules.stabilization_window_seconds}
+    pods = next((p for p in rules.policies if p.type == "Pods"), None)
+    if pods is not None:
+        out.update({f"{direction}Pods": pods.value, f"{direction}Period": pods.period_seconds})
+    elif rules.policies:
+        out[f"{direction}Period"] = rules.policies[0].period_seconds
+    return out
+
+
+def reference_point(
+    manifest: Manifest, sm: StackModel, space: dict[str, BaseDistribution], kv_floor: float, e2e_base: float
+) -> dict[str, Any]:
+    """A reference design as the point of `space` nearest to it (a study's seed after the committed policy)."""
+    values = reference_values(manifest, committed_values(sm, kv_floor, e2e_base), kv_floor, e2e_base)
     return _rounded({name: snap(values[name], distribution) for name, distribution in space.items()})

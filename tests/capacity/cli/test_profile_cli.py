@@ -26,6 +26,7 @@ from capacity.measure.envelope import read_envelope
 from capacity.measure.report import write_report
 from capacity.measure.sweep import PointResult
 from capacity.planning import plan
+from capacity.planning.days import Part
 from capacity.planning.plan import gpu_edits
 from capacity.planning.run import RunOptions
 from capacity.planning.stack import load_stack_model
@@ -148,7 +149,7 @@ def test_the_planner_holds_a_measured_profiles_engine_flags_at_those_it_was_swep
     swept one whatever is drawn): every candidate on the measured GPU carries the swept flags."""
     sm = _prod_14b_on_the_measured_a10g(tmp_path)
     trace = load_trace("synthetic:step:base=1,peak=2,at=60,length=60,duration=180,prompt=512,output=64")
-    result = plan.search(sm, [trace], 0.9, 3, 0, 1, RunOptions(), only=("a10g",))
+    result = plan.search(sm, [Part("t", trace)], 0.9, 3, 0, 1, RunOptions(), only=("a10g",))
     swept = measured.find(NAME).flags
     assert {
         (t.params["maxNumSeqs"], t.params["maxNumBatchedTokens"], t.params["gpuMemoryUtilization"])

@@ -16,6 +16,7 @@ from rich.console import Console
 from capacity.cli.plan import band_note, band_table, ranked_caption
 from capacity.engine.trust import trust_of
 from capacity.planning import band, plan
+from capacity.planning.days import Part
 from capacity.planning.evaluator import evaluate
 from capacity.planning.run import RunOptions
 from capacity.planning.stack import apply_config_set, load_stack_model
@@ -35,7 +36,7 @@ def setup():
     sm = apply_config_set(load_stack_model("dev", root=ROOT), one)
     types = {t.gpu: t for t in plan.gpu_types(sm, PRICES)}
     trace = load(KNEE)
-    return sm, types, trace, plan.PlanJob(sm, (trace,), RunOptions(), types)
+    return sm, types, trace, plan.PlanJob(sm, (Part("t", trace),), RunOptions(), types)
 
 
 def on(sm, gpu: str, **params):
@@ -55,7 +56,7 @@ def result(setup, trials, best, target):
 
 def scored(setup, trials, best, target):
     sm, _, trace, _ = setup
-    return band.band(sm, result(setup, trials, best, target), [trace], RunOptions(), workers=1)
+    return band.band(sm, result(setup, trials, best, target), [Part("t", trace)], RunOptions(), workers=1)
 
 
 def test_the_knee_is_where_the_tests_below_need_it(nominal):

@@ -4,6 +4,7 @@
 from pathlib import Path
 
 from capacity.planning import plan
+from capacity.planning.days import Part
 from capacity.planning.run import CombinedSummary, RunOptions
 from capacity.planning.space import committed_point, distributions
 from capacity.planning.stack import apply_config_set, load_stack_model
@@ -37,7 +38,7 @@ def test_the_cache_is_worth_nothing_to_plan_on_traffic_without_block_ids():
     dev = load_stack_model("dev", root=ROOT)
     trace = load("synthetic:step:base=1,peak=1,duration=60,prompt=256,output=16")
     validation = CombinedSummary(0.99, 0.0, 0.0, 1.0, 1.0, 0, 1, None, 0.5, 2.0)
-    assert plan.cache_value(dev, validation, [(trace, 0.7)], RunOptions()) is None
+    assert plan.cache_value(dev, validation, [Part("t", trace, 0.7)], RunOptions()) is None
 
 
 def test_lmcache_is_not_searched_for_a_model_on_the_stock_vllm_image():
