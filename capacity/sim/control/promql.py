@@ -35,17 +35,14 @@ def max_over_time(times: Sequence[float], values: Sequence[float], t: float, win
     return max(values[s]) if s.stop > s.start else None
 
 
-def extrapolated_increase(
-    times: Sequence[float], counts: Sequence[Sequence[float]], t: float, window: float
-) -> np.ndarray | None:
-    """`increase(counter[window])` per column of `counts` (one column per bucket), as
-    Prometheus' `extrapolatedRate` computes it; None with fewer than two samples."""
+def _extrapolation(times: Sequence[float], t: float, window: float) -> tuple[slice, float, float, float] | None:
+    """The samples in range and, as Prometheus' `extrapolatedRate` takes them, the sampled
+    interval and the gaps it may extrapolate over at the start and the end; None with fewer
+    than two samples."""
     s = in_range(times, t, window)
     if s.stop - s.start < 2:
         return None
     first_t, last_t = float(times[s.start]), float(times[s.stop - 1])
-    first = np.asarray(counts[s.start], dtype=np.float64)
-    result = np.asarray(counts[s.stop - 1], dtype=np.float64) - first  # series never reset here
     sampled = last_t - first_t
     average_gap = sampled / (s.stop - s.start - 1)
     threshold = average_gap * 1.1
@@ -55,10 +52,36 @@ def extrapolated_increase(
         to_start = average_gap / 2
     if to_end >= threshold:
         to_end = average_gap / 2
+    return s, sampled, to_start, to_end
+
+
+def extrapolated_increase(
+    times: Sequence[float], counts: Sequence[Sequence[float]], t: float, window: float
+) -> np.ndarray | None:
+    """`increase(counter[window])` per column of `counts` (one column per bucket), as
+    Prometheus' `extrapolatedRate` computes it; None with fewer than two samples."""
+    span = _extrapolation(times, t, window)
+    if span is None:
+        return None
+    s, sampled, to_start, to_end = span
+    first = np.asarray(counts[s.start], dtype=np.float64)
+    result = np.asarray(counts[s.stop - 1], dtype=np.float64) - first  # series never reset here
     # A counter cannot be extrapolated below zero.
-    with np.errstate(divide="ignore", invalid="ignore"):
-        to_zero = np.where(result > 0, sampled * first / np.where(result > 0, result, 1), np.inf)
+    to_zero = np.divide(sampled * first, result, out=np.full_like(result, np.inf), where=result > 0)
     start = np.minimum(to_start, to_zero)
+    return result * (sampled + start + to_end) / sampled
+
+
+def counter_increase(times: Sequence[float], counts: Sequence[float], t: float, window: float) -> float | None:
+    """`increase(counter[window])` of one counter: `extrapolated_increase` of a single column,
+    in plain floats (the same operations, so the same value to the last bit)."""
+    span = _extrapolation(times, t, window)
+    if span is None:
+        return None
+    s, sampled, to_start, to_end = span
+    first = float(counts[s.start])
+    result = float(counts[s.stop - 1]) - first
+    start = min(to_start, sampled * first / result) if result > 0 else to_start
     return result * (sampled + start + to_end) / sampled
 
 
