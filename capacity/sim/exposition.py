@@ -19,7 +19,7 @@ from contract.signals import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS
 def cumulative(buckets: list[int]) -> np.ndarray:
     """Per-bucket counts as Prometheus exposes them: each `le` bucket counts all below it (as
     float64, what PromQL computes in; exact, as counts stay far below 2**53)."""
-    return np.cumsum(buckets, dtype=np.float64)
+    return np.array(buckets, dtype=np.float64).cumsum()
 
 
 class Exposition:

@@ -22,8 +22,7 @@ import numpy as np
 
 from capacity.sim.control.promql import (
     avg_over_time,
-    counter_increase,
-    extrapolated_increase,
+    extrapolated_increases,
     histogram_quantile,
     max_over_time,
     positive_or_zero,
@@ -194,11 +193,9 @@ class MetricStore:
 
     def _rates(self, t: float, window: float, counter: str) -> list[float]:
         """`rate(counter[window])` per series."""
-        return [
-            inc / window
-            for series in self._in_range(t, window)
-            if (inc := counter_increase(series.t, getattr(series, counter), t, window)) is not None
-        ]
+        increases = extrapolated_increases([(s.t, getattr(s, counter)) for s in self._in_range(t, window)], t, window)
+        rates: list[float] = (increases / window).tolist()
+        return rates
 
     def _quantile(
         self,
@@ -212,14 +209,10 @@ class MetricStore:
     ) -> float | None:
         """`histogram_quantile(q, AGG by (le) (rate(metric_bucket[window])))`: empty without a
         series, NaN without an observation; with the guard `(... > 0) or vector(0)`, 0 for both."""
-        increases = [
-            inc
-            for series in self._in_range(t, window)
-            if (inc := extrapolated_increase(series.t, getattr(series, counts), t, window)) is not None
-        ]
-        if not increases:
+        increases = extrapolated_increases([(s.t, getattr(s, counts)) for s in self._in_range(t, window)], t, window)
+        if not len(increases):
             return 0.0 if guarded else None
-        value = histogram_quantile(q, bounds, aggregate(increases))
+        value = histogram_quantile(q, bounds, aggregate(list(increases)))
         return positive_or_zero(value) if guarded else value
 
 

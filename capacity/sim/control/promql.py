@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -55,34 +56,36 @@ def _extrapolation(times: Sequence[float], t: float, window: float) -> tuple[sli
     return s, sampled, to_start, to_end
 
 
-def extrapolated_increase(
-    times: Sequence[float], counts: Sequence[Sequence[float]], t: float, window: float
-) -> np.ndarray | None:
-    """`increase(counter[window])` per column of `counts` (one column per bucket), as
-    Prometheus' `extrapolatedRate` computes it; None with fewer than two samples."""
-    span = _extrapolation(times, t, window)
-    if span is None:
-        return None
-    s, sampled, to_start, to_end = span
-    first = np.asarray(counts[s.start], dtype=np.float64)
-    result = np.asarray(counts[s.stop - 1], dtype=np.float64) - first  # series never reset here
+def extrapolated_increases(
+    series: Sequence[tuple[Sequence[float], Sequence[Any]]], t: float, window: float
+) -> np.ndarray:
+    """`increase(counter[window])` of each (times, counts) series with two samples in range, as
+    Prometheus' `extrapolatedRate` computes it: one row per such series, in order. `counts` hold
+    one number per sample (a counter) or one row of columns (a histogram's buckets), each column
+    extrapolated on its own. All series at once: numpy's element-wise operations give each value
+    to the last bit as the same operations one series at a time would."""
+    spans = [(times, counts, span) for times, counts in series if (span := _extrapolation(times, t, window))]
+    first = np.array([counts[s.start] for _, counts, (s, *_) in spans], dtype=np.float64)
+    last = np.array([counts[s.stop - 1] for _, counts, (s, *_) in spans], dtype=np.float64)
+    per_series = (len(spans),) + (1,) * (first.ndim - 1)  # broadcast over a histogram's columns
+    sampled, to_start, to_end = (
+        np.array([span[k] for *_, span in spans], dtype=np.float64).reshape(per_series) for k in (1, 2, 3)
+    )
+    result = last - first  # series never reset here
     # A counter cannot be extrapolated below zero.
     to_zero = np.divide(sampled * first, result, out=np.full_like(result, np.inf), where=result > 0)
     start = np.minimum(to_start, to_zero)
-    return result * (sampled + start + to_end) / sampled
+    increases: np.ndarray = result * (sampled + start + to_end) / sampled
+    return increases
 
 
-def counter_increase(times: Sequence[float], counts: Sequence[float], t: float, window: float) -> float | None:
-    """`increase(counter[window])` of one counter: `extrapolated_increase` of a single column,
-    in plain floats (the same operations, so the same value to the last bit)."""
-    span = _extrapolation(times, t, window)
-    if span is None:
-        return None
-    s, sampled, to_start, to_end = span
-    first = float(counts[s.start])
-    result = float(counts[s.stop - 1]) - first
-    start = min(to_start, sampled * first / result) if result > 0 else to_start
-    return result * (sampled + start + to_end) / sampled
+def extrapolated_increase(
+    times: Sequence[float], counts: Sequence[Sequence[float]], t: float, window: float
+) -> np.ndarray | None:
+    """`increase(counter[window])` per column of `counts` (one column per bucket) of one series;
+    None with fewer than two samples."""
+    rows = extrapolated_increases([(times, counts)], t, window)
+    return rows[0] if len(rows) else None
 
 
 def histogram_quantile(q: float, bounds: Sequence[float], cumulative: np.ndarray) -> float:
