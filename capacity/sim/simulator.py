@@ -196,7 +196,7 @@ class Simulation:
 
     # --- control loop ----------------------------------------------------------------
     def _scrape(self, t: float) -> None:
-        for pod in self.fleet.pods:
+        for pod in self.fleet.present():
             if pod.phase in SCRAPED:
                 self._advance(pod, t)
                 if pod.phase != Phase.GONE:
@@ -293,7 +293,7 @@ class Simulation:
             t_event = events.next_time()
             t_tick = min(next_scrape, next_sync, next_poll)
             t = min(t_arrival, t_event, t_tick, t_engine)
-            if t > stop or (i >= n and not any(p.inflight for p in fleet.pods)):
+            if t > stop or (i >= n and not any(p.inflight for p in fleet.present())):
                 break
             if t == t_engine and t < min(t_arrival, t_event, t_tick):
                 for pod in list(fleet.ready):
@@ -320,7 +320,7 @@ class Simulation:
                 i += 1
         end = t if math.isfinite(t) else stop
         fleet.cancel_pending()
-        for pod in fleet.pods:
+        for pod in fleet.present():
             if not pod.gone:
                 self._advance(pod, end)
                 if not pod.gone:  # still serving at the end
