@@ -787,9 +787,10 @@ class ReplicaEngine:
         # The `now` bound first: when no step fits (the common end of an advance) the other
         # bounds cannot matter (k = min(..., 0)), so they are not computed.
         dt = now - clock
-        if cost.decode_step(b, ctx) > dt + 1e-12:
+        line = cost.decode_line(b, ctx)  # one line answers every question below
+        if line.first > dt + 1e-12:  # == cost.decode_step(b, ctx)
             return False
-        k = 1 if preempted else cost.decode_steps_within(b, ctx, dt)
+        k = 1 if preempted else line.steps_within(dt)
         if k <= 0:
             return False
         heap = self._heap
@@ -803,8 +804,8 @@ class ReplicaEngine:
             ready = waiting[0].ready
             if ready > clock:  # stop at the first step starting after the server hands it over
                 dt = ready - clock
-                ka = cost.decode_steps_within(b, ctx, dt)  # == _steps_until(dt)
-                if not (cost.decode_span(b, ctx, ka) >= dt):
+                ka = line.steps_within(dt)  # == _steps_until(dt)
+                if not (line.span(ka) >= dt):
                     ka += 1
                 if ka < 1:
                     ka = 1
@@ -817,7 +818,7 @@ class ReplicaEngine:
             k = kf
         if k <= 0:
             return False
-        dur = cost.decode_span(b, ctx, k)
+        dur = line.span(k)
         self._step = step = step + k
         self._clock = clock = clock + dur
         self._allocated += b * k
