@@ -180,6 +180,8 @@ class ReplicaEngine:
         self._server_s = profile.server_s
         self._watermark = profile.watermark_blocks * profile.block_size
         self._prefix_caching = profile.prefix_caching and not self._v0
+        # the last decode line asked for, by (b, ctx): an advance that cannot fit a step asks again
+        self._line_b, self._line_ctx, self._line = -1, -1, self._cost.decode_line(1, 0)
 
     # --- observable state --------------------------------------------------------------
     @property
@@ -787,7 +789,9 @@ class ReplicaEngine:
         # The `now` bound first: when no step fits (the common end of an advance) the other
         # bounds cannot matter (k = min(..., 0)), so they are not computed.
         dt = now - clock
-        line = cost.decode_line(b, ctx)  # one line answers every question below
+        if b != self._line_b or ctx != self._line_ctx:  # one line answers every question below
+            self._line_b, self._line_ctx, self._line = b, ctx, cost.decode_line(b, ctx)
+        line = self._line
         if line.first > dt + 1e-12:  # == cost.decode_step(b, ctx)
             return False
         k = 1 if preempted else line.steps_within(dt)

@@ -64,12 +64,19 @@ def extrapolated_increases(
     one number per sample (a counter) or one row of columns (a histogram's buckets), each column
     extrapolated on its own. All series at once: numpy's element-wise operations give each value
     to the last bit as the same operations one series at a time would."""
-    spans = [(times, counts, span) for times, counts in series if (span := _extrapolation(times, t, window))]
-    first = np.array([counts[s.start] for _, counts, (s, *_) in spans], dtype=np.float64)
-    last = np.array([counts[s.stop - 1] for _, counts, (s, *_) in spans], dtype=np.float64)
-    per_series = (len(spans),) + (1,) * (first.ndim - 1)  # broadcast over a histogram's columns
+    firsts, lasts, gaps = [], [], []
+    for times, counts in series:
+        span = _extrapolation(times, t, window)
+        if span is not None:
+            s, *gap = span
+            firsts.append(counts[s.start])
+            lasts.append(counts[s.stop - 1])
+            gaps.append(gap)
+    first = np.array(firsts, dtype=np.float64)
+    last = np.array(lasts, dtype=np.float64)
+    # (sampled, to_start, to_end) per series, broadcast over a histogram's columns
     sampled, to_start, to_end = (
-        np.array([span[k] for *_, span in spans], dtype=np.float64).reshape(per_series) for k in (1, 2, 3)
+        np.array(gaps, dtype=np.float64).reshape(len(gaps), 3, *(1,) * (first.ndim - 1)).swapaxes(0, 1)
     )
     result = last - first  # series never reset here
     # A counter cannot be extrapolated below zero.
