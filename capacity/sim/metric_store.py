@@ -45,7 +45,7 @@ COUNTERS = {f"{Vllm.TTFT}_count": "ttft_count", f"{Vllm.E2E_LATENCY}_count": "e2
 }
 _SAMPLES = ("t", *GAUGES.values(), *(counts for counts, _ in HISTOGRAMS.values()), *COUNTERS.values())
 # An aggregation across series: of numbers, or element-wise of bucket vectors (one value per `le`).
-Aggregate = Callable[[list[Any]], Any]
+Aggregate = Callable[[Any], Any]
 
 
 class Series:
@@ -212,25 +212,27 @@ class MetricStore:
         increases = extrapolated_increases([(s.t, getattr(s, counts)) for s in self._in_range(t, window)], t, window)
         if not len(increases):
             return 0.0 if guarded else None
-        value = histogram_quantile(q, bounds, aggregate(list(increases)))
+        value = histogram_quantile(q, bounds, aggregate(increases))
         return positive_or_zero(value) if guarded else value
 
 
-# Each aggregation is empty (None) over no series, as in Prometheus.
-def _sum(values: list[Any]) -> float | None:
-    return sum(values) if values else None
+# Each aggregation is empty (None) over no series, as in Prometheus. `values`: one number per
+# series, or a histogram's increases as rows (one per series) aggregated per `le` column.
+def _sum(values: Any) -> Any:
+    if not len(values):
+        return None
+    if isinstance(values, np.ndarray) and values.ndim == 2:
+        return np.add.accumulate(values, axis=0)[-1]  # row after row, in series order, as sum() adds
+    return sum(values)
 
 
-def _mean(values: list[Any]) -> float | None:
-    return sum(values) / len(values) if values else None
+def _mean(values: Any) -> Any:
+    total = _sum(values)
+    return None if total is None else total / len(values)
 
 
 def _extreme(pick: Callable[..., Any]) -> Aggregate:
-    return lambda values: (
-        pick(np.vstack(values), axis=0)
-        if values and isinstance(values[0], np.ndarray)
-        else (pick(values) if values else None)
-    )
+    return lambda values: pick(values, axis=0) if len(values) else None
 
 
 _AGGREGATE: dict[str, Aggregate] = {"sum": _sum, "avg": _mean, "max": _extreme(np.max), "min": _extreme(np.min)}
