@@ -6,8 +6,9 @@ gives one series; a series whose pod left the scrape targets is stale at once (P
 a staleness marker when a target disappears), so instant vectors skip it while range vectors
 still see its samples. A query's result is one value or, when no series is left, empty (None):
 an aggregation over an empty vector is empty, and only a query's own `or vector(0)` turns that
-into 0. The store keeps only what a query can still read (see `MetricStore`), so a query costs
-the same on the last day of a week as in its first hour. Telling empty from NaN is the scaler's job (`capacity.sim.control.scalers`).
+into 0. Telling empty from NaN is the scaler's job (`capacity.sim.control.scalers`). The store
+keeps only what a query can still read (see `MetricStore`), so a query costs the same on the last
+day of a week as in its first hour.
 """
 
 from __future__ import annotations

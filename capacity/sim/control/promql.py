@@ -86,15 +86,6 @@ def extrapolated_increases(
     return increases
 
 
-def extrapolated_increase(
-    times: Sequence[float], counts: Sequence[Sequence[float]], t: float, window: float
-) -> np.ndarray | None:
-    """`increase(counter[window])` per column of `counts` (one column per bucket) of one series;
-    None with fewer than two samples."""
-    rows = extrapolated_increases([(times, counts)], t, window)
-    return rows[0] if len(rows) else None
-
-
 def histogram_quantile(q: float, bounds: Sequence[float], cumulative: np.ndarray) -> float:
     """Prometheus `histogram_quantile` over cumulative bucket values (last one is +Inf).
 
