@@ -128,9 +128,6 @@ class Simulation:
         )
         self.timeline = Timeline(metrics_outages=config.metrics_outages, spot_reclaims=self.fleet.reclaim_notices)
         self._arrived_since_sync = 0
-        # the trace's columns as Python numbers: read one element at a time in the hot loop
-        self._prompt_tokens = list(map(int, trace.prompt_tokens))
-        self._output_tokens = list(map(int, trace.output_tokens))
         # Each kind's handler, called with the event's pod or node and the time.
         self._on_event: dict[EventKind, Callable[[Any, float], None]] = {
             EventKind.READY: self.fleet.on_ready,
@@ -178,7 +175,7 @@ class Simulation:
         candidates = self.router.candidates(len(ready))
         for k in candidates:
             self._advance(ready[k], t)
-        req = Request(rid, t, self._prompt_tokens[rid], self._output_tokens[rid], self._prefix(rid))
+        req = Request(rid, t, int(self.trace.prompt_tokens[rid]), int(self.trace.output_tokens[rid]), self._prefix(rid))
         pod = ready[self.router.pick(ready, candidates, req)]
         self.requests.sent(rid, t)
         pod.serving_engine.submit(req, t)
@@ -277,11 +274,10 @@ class Simulation:
             fleet.create_pod(0.0, warm=True)
         if self.so is not None:
             self.so.last_active = 0.0  # a warm fleet: KEDA saw a trigger active (no instant scale to zero)
-        arrivals = list(map(float, self.trace.arrivals))
+        arrivals = self.trace.arrivals
         n = len(arrivals)
-        accepted = admissible(self.trace, c.profile)
-        self.requests.outcome[~accepted] = REJECTED
-        valid = list(map(bool, accepted))
+        valid = admissible(self.trace, c.profile)
+        self.requests.outcome[~valid] = REJECTED
         closed = c.closed_loop_clients > 0
         stop = c.closed_loop_s if closed else (float(arrivals[-1]) if n else 0.0) + c.drain_limit_s
         next_scrape, next_sync, last_sync = 0.0, HPA_OFFSET_S, 0.0
@@ -295,7 +291,7 @@ class Simulation:
                 t_arrival = self._clients[0] if self._clients and i < n else math.inf
                 t_engine = min((self._next_engine_event(p) for p in fleet.ready), default=math.inf)
             else:
-                t_arrival = arrivals[i] if i < n else math.inf
+                t_arrival = float(arrivals[i]) if i < n else math.inf
             t_event = events.next_time()
             t_tick = min(next_scrape, next_sync, next_poll)
             t = min(t_arrival, t_event, t_tick, t_engine)
