@@ -22,8 +22,10 @@ from typing import Any
 import numpy as np
 
 from capacity.sim.control.promql import (
+    Spans,
     avg_over_time,
     extrapolated_increases,
+    extrapolation_spans,
     histogram_quantile,
     max_over_time,
     positive_or_zero,
@@ -94,11 +96,14 @@ class MetricStore:
         self.retention = LOOKBACK_S
         self._next_drop = -math.inf  # when the store next forgets what is older than `retention`
         self._dropped = False
+        # the spans of the queries at one instant, by range (a scrape or a later instant clears them)
+        self._spans_at: tuple[float, dict[float, tuple[list[Series], Spans]]] = (math.nan, {})
 
     def scrape(self, t: float, pod: Pod) -> None:
         """One scrape of a serving pod: its engine's gauges and its exposition's histograms."""
         if t >= self._next_drop:
             self._forget(t)
+        self._spans_at = (math.nan, {})
         series = self._of_pod.get(pod.id)
         if series is None:
             series = self._of_pod[pod.id] = Series(pod)
@@ -192,10 +197,27 @@ class MetricStore:
         """The latest sample of every live series within the lookback (an instant vector)."""
         return [getattr(s, gauge)[-1] for s in self._series if s.pod.phase in SCRAPED and s.t[-1] > t - LOOKBACK_S]
 
+    def _spans(self, t: float, window: float) -> tuple[list[Series], Spans]:
+        """The series with two samples in (t - window, t] and their spans, shared by the queries
+        of the instant over the same range (the two latency quantiles of a policy, say)."""
+        at, cached = self._spans_at
+        if at != t:
+            cached = {}
+            self._spans_at = (t, cached)
+        if window not in cached:
+            in_range = self._in_range(t, window)
+            spans = extrapolation_spans((s.t for s in in_range), t, window)
+            cached[window] = ([in_range[k] for k in spans.kept], spans)
+        return cached[window]
+
+    def _increases(self, t: float, window: float, counts: str) -> np.ndarray:
+        """`increase(counts[window])` of each series with two samples in range, in pod order."""
+        series, spans = self._spans(t, window)
+        return extrapolated_increases(spans, [getattr(s, counts) for s in series])
+
     def _rates(self, t: float, window: float, counter: str) -> list[float]:
         """`rate(counter[window])` per series."""
-        increases = extrapolated_increases([(s.t, getattr(s, counter)) for s in self._in_range(t, window)], t, window)
-        rates: list[float] = (increases / window).tolist()
+        rates: list[float] = (self._increases(t, window, counter) / window).tolist()
         return rates
 
     def _quantile(
@@ -210,7 +232,7 @@ class MetricStore:
     ) -> float | None:
         """`histogram_quantile(q, AGG by (le) (rate(metric_bucket[window])))`: empty without a
         series, NaN without an observation; with the guard `(... > 0) or vector(0)`, 0 for both."""
-        increases = extrapolated_increases([(s.t, getattr(s, counts)) for s in self._in_range(t, window)], t, window)
+        increases = self._increases(t, window, counts)
         if not len(increases):
             return 0.0 if guarded else None
         value = histogram_quantile(q, bounds, aggregate(increases))

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -56,28 +56,42 @@ def _extrapolation(times: Sequence[float], t: float, window: float) -> tuple[sli
     return s, sampled, to_start, to_end
 
 
-def extrapolated_increases(
-    series: Sequence[tuple[Sequence[float], Sequence[Any]]], t: float, window: float
-) -> np.ndarray:
-    """`increase(counter[window])` of each (times, counts) series with two samples in range, as
-    Prometheus' `extrapolatedRate` computes it: one row per such series, in order. `counts` hold
-    one number per sample (a counter) or one row of columns (a histogram's buckets), each column
-    extrapolated on its own. All series at once: numpy's element-wise operations give each value
-    to the last bit as the same operations one series at a time would."""
-    firsts, lasts, gaps = [], [], []
-    for times, counts in series:
+class Spans(NamedTuple):
+    """Several series over one range, as Prometheus' `extrapolatedRate` reads each: which of them
+    (by position) have two samples in it, the index of their first and last sample in range, and
+    per such series (sampled interval, gap to extrapolate over at the start, at the end)."""
+
+    kept: list[int]
+    first: list[int]
+    last: list[int]
+    gaps: np.ndarray  # (len(kept), 3)
+
+
+def extrapolation_spans(times_of: Iterable[Sequence[float]], t: float, window: float) -> Spans:
+    """The spans of the series with these sample times over (t - window, t]: they depend on the
+    times only, so the queries of one instant over one range share them."""
+    kept, first, last, gaps = [], [], [], []
+    for k, times in enumerate(times_of):
         span = _extrapolation(times, t, window)
         if span is not None:
             s, *gap = span
-            firsts.append(counts[s.start])
-            lasts.append(counts[s.stop - 1])
+            kept.append(k)
+            first.append(s.start)
+            last.append(s.stop - 1)
             gaps.append(gap)
-    first = np.array(firsts, dtype=np.float64)
-    last = np.array(lasts, dtype=np.float64)
+    return Spans(kept, first, last, np.array(gaps, dtype=np.float64).reshape(len(gaps), 3))
+
+
+def extrapolated_increases(spans: Spans, counts_of: Sequence[Sequence[Any]]) -> np.ndarray:
+    """`increase(counter[window])` of each series `spans` kept (`counts_of`: their counts, in
+    that order), as Prometheus' `extrapolatedRate` computes it: one row per series. Counts hold
+    one number per sample (a counter) or one row of columns (a histogram's buckets), each column
+    extrapolated on its own. All series at once: numpy's element-wise operations give each value
+    to the last bit as the same operations one series at a time would."""
+    first = np.array([counts[i] for counts, i in zip(counts_of, spans.first, strict=True)], dtype=np.float64)
+    last = np.array([counts[i] for counts, i in zip(counts_of, spans.last, strict=True)], dtype=np.float64)
     # (sampled, to_start, to_end) per series, broadcast over a histogram's columns
-    sampled, to_start, to_end = (
-        np.array(gaps, dtype=np.float64).reshape(len(gaps), 3, *(1,) * (first.ndim - 1)).swapaxes(0, 1)
-    )
+    sampled, to_start, to_end = spans.gaps.reshape(len(spans.kept), 3, *(1,) * (first.ndim - 1)).swapaxes(0, 1)
     result = last - first  # series never reset here
     # A counter cannot be extrapolated below zero.
     to_zero = np.divide(sampled * first, result, out=np.full_like(result, np.inf), where=result > 0)
