@@ -77,11 +77,11 @@ def meets_slo(
 
 
 def settled(n: int, slo: SloTargets) -> Callable[[RequestLog], bool]:
-    """Is the answer of `meets_slo` over n requests known from those finished (or failed) so far?
-    A request that met the SLO or missed it stays so, so it is once more met than the objective
-    allows to miss have met (it meets), or more missed (it cannot). Either way the partial
-    result, its unfinished requests counted as misses, gives the same answer as the whole run:
-    the replay stops there (a failing replica count is usually clear long before the end)."""
+    """Is the answer of `meets_slo` over n requests already known? A request that met the SLO,
+    or missed it (failed, or finished late), stays so: once n - allowed have met, the objective
+    is reached whatever the rest do, and once more than `allowed` have missed it cannot be.
+    Either way the partial result, its unfinished requests counted as misses, gives the whole
+    run's answer, so the replay stops there (a failing replica count shows long before the end)."""
     allowed = misses_allowed(n, slo.objective)
 
     def known(log: RequestLog) -> bool:
