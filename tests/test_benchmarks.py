@@ -16,9 +16,9 @@ def _benchmark(name: str):
     return module
 
 
-def test_the_simulator_speed_benchmarks_stack_deploys_with_its_documented_fleet_bounds():
-    sm = _benchmark("simulate_speed").stack_model()
-    assert (sm.policy.min_replicas, sm.policy.max_replicas) == (1, 10)
+def test_the_simulator_speed_benchmarks_reactive_stack_deploys_with_its_documented_fleet_bounds():
+    sm = _benchmark("simulate_speed").stack_model("reactive")
+    assert (sm.policy.min_replicas, sm.policy.max_replicas) == (1, 34)
 
 
 def test_the_evidence_replan_refuses_a_model_it_does_not_audit_by_name(capsys):

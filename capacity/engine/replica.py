@@ -180,6 +180,8 @@ class ReplicaEngine:
         self._server_s = profile.server_s
         self._watermark = profile.watermark_blocks * profile.block_size
         self._prefix_caching = profile.prefix_caching and not self._v0
+        # the last decode line asked for, by (b, ctx): an advance that cannot fit a step asks again
+        self._line_b, self._line_ctx, self._line = -1, -1, self._cost.decode_line(1, 0)
 
     # --- observable state --------------------------------------------------------------
     @property
@@ -787,9 +789,12 @@ class ReplicaEngine:
         # The `now` bound first: when no step fits (the common end of an advance) the other
         # bounds cannot matter (k = min(..., 0)), so they are not computed.
         dt = now - clock
-        if cost.decode_step(b, ctx) > dt + 1e-12:
+        if b != self._line_b or ctx != self._line_ctx:  # one line answers every question below
+            self._line_b, self._line_ctx, self._line = b, ctx, cost.decode_line(b, ctx)
+        line = self._line
+        if line.first > dt + 1e-12:  # == cost.decode_step(b, ctx)
             return False
-        k = 1 if preempted else cost.decode_steps_within(b, ctx, dt)
+        k = 1 if preempted else line.steps_within(dt)
         if k <= 0:
             return False
         heap = self._heap
@@ -803,8 +808,8 @@ class ReplicaEngine:
             ready = waiting[0].ready
             if ready > clock:  # stop at the first step starting after the server hands it over
                 dt = ready - clock
-                ka = cost.decode_steps_within(b, ctx, dt)  # == _steps_until(dt)
-                if not (cost.decode_span(b, ctx, ka) >= dt):
+                ka = line.steps_within(dt)  # == _steps_until(dt)
+                if not (line.span(ka) >= dt):
                     ka += 1
                 if ka < 1:
                     ka = 1
@@ -817,7 +822,7 @@ class ReplicaEngine:
             k = kf
         if k <= 0:
             return False
-        dur = cost.decode_span(b, ctx, k)
+        dur = line.span(k)
         self._step = step = step + k
         self._clock = clock = clock + dur
         self._allocated += b * k

@@ -229,24 +229,43 @@ class StepCost:
         return self.memory_time(tokens, kv_tokens) >= self.compute_time(tokens, sampled, pairs)
 
     # --- many pure decode steps (context grows by b per step) ------------------------------
-    def _decode_line(self, b: int, ctx: int) -> tuple[float, float]:
-        """Step j's time is a + g*j: the matmul side is constant in j, attention linear."""
+    def decode_line(self, b: int, ctx: int) -> DecodeLine:
+        """The pure-decode steps of b sequences from `ctx` cached tokens: step j takes a + g*j
+        (the matmul side is constant in j, attention linear); its first step is exactly
+        `decode_step(b, ctx)` (max(kv*ctx, attn*ctx) == max(kv, attn)*ctx for ctx >= 0)."""
         lm, lc = self.linear_memory_time(b), self.linear_compute_time(b, b)
         per_ctx = self.kv_token_s if self.kv_token_s > self.attn_pair_s else self.attn_pair_s
         a = self.step_s + self.seq_s * b + (lm if lm > lc else lc) + per_ctx * ctx
         if self.comm is not None:
             a += self.comm.time(b, b)
-        return a, per_ctx * b
+        return DecodeLine(a, per_ctx * b)
 
     def decode_span(self, b: int, ctx: int, k: int) -> float:
         """Duration of k pure-decode steps of b sequences starting from `ctx` cached tokens."""
-        a, g = self._decode_line(b, ctx)
-        return k * a + g * k * (k - 1) / 2
+        return self.decode_line(b, ctx).span(k)
 
     def decode_steps_within(self, b: int, ctx: int, dt: float) -> int:
         """Largest k with decode_span(b, ctx, k) <= dt."""
-        a, g = self._decode_line(b, ctx)
-        return _steps_within(dt, a, g)
+        return self.decode_line(b, ctx).steps_within(dt)
+
+
+class DecodeLine:
+    """Pure-decode steps whose j-th takes `first + slope * j` seconds, summed and inverted in
+    closed form; the engine asks one line several questions per decode segment."""
+
+    __slots__ = ("first", "slope")
+
+    def __init__(self, first: float, slope: float) -> None:
+        self.first = first
+        self.slope = slope
+
+    def span(self, k: int) -> float:
+        """Duration of the first k steps."""
+        return k * self.first + self.slope * k * (k - 1) / 2
+
+    def steps_within(self, dt: float) -> int:
+        """Largest k with span(k) <= dt."""
+        return _steps_within(dt, self.first, self.slope)
 
 
 def _steps_within(dt: float, t0: float, c2: float) -> int:

@@ -10,17 +10,16 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable
 
+import numpy as np
+
 from capacity.engine import Finished, Request
 from contract.signals import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS
 
 
-def cumulative(buckets: list[int]) -> tuple[int, ...]:
-    """Per-bucket counts as Prometheus exposes them: each `le` bucket counts all below it."""
-    out, total = [], 0
-    for count in buckets:
-        total += count
-        out.append(total)
-    return tuple(out)
+def cumulative(buckets: list[int]) -> np.ndarray:
+    """Per-bucket counts as Prometheus exposes them: each `le` bucket counts all below it (as
+    float64, what PromQL computes in; exact, as counts stay far below 2**53)."""
+    return np.array(buckets, dtype=np.float64).cumsum()
 
 
 class Exposition:

@@ -96,7 +96,9 @@ class Node:
 
 class Fleet:
     """The Deployment's pods (by creation order), the ready ones (the router's backends, oldest
-    first) and the nodes under them; pod and node events go on `events`."""
+    first) and the nodes under them; pod and node events go on `events`. `pods` keeps every pod
+    for the run's results; the loops of a run walk `present()`, so their cost does not grow with
+    the pods that came and went."""
 
     def __init__(
         self,
@@ -117,6 +119,7 @@ class Fleet:
         self.rng = rng
         self.events = events
         self.pods: list[Pod] = []
+        self._present: list[Pod] = []  # not gone, by creation order (gone ones dropped by `present`)
         self.ready: list[Pod] = []
         self.nodes: list[Node] = []  # launched and not yet terminated
         self.used_gpus: dict[str, int] = {}
@@ -129,9 +132,14 @@ class Fleet:
         self.max_used = 0
 
     # --- the Deployment and its ReplicaSet ----------------------------------------------
+    def present(self) -> list[Pod]:
+        """The pods not gone, by creation order."""
+        self._present = [p for p in self._present if p.phase != Phase.GONE]
+        return self._present
+
     def alive(self) -> list[Pod]:
         """Pods the ReplicaSet counts (not terminating)."""
-        return [p for p in self.pods if p.phase in (Phase.PENDING, Phase.STARTING, Phase.READY)]
+        return [p for p in self.present() if p.phase in (Phase.PENDING, Phase.STARTING, Phase.READY)]
 
     def set_replicas(self, desired: int, t: float) -> None:
         """Write the Deployment's spec replicas; the ReplicaSet creates or deletes pods at once."""
@@ -153,6 +161,7 @@ class Fleet:
         serve from t (the fleet that was running before the simulation starts)."""
         pod = Pod(len(self.pods))
         self.pods.append(pod)
+        self._present.append(pod)
         self._schedule(pod, t, warm)
 
     def _delete(self, pod: Pod, t: float) -> None:
@@ -186,13 +195,13 @@ class Fleet:
         return True
 
     def _schedule_pending(self, t: float) -> None:
-        for waiting in self.pods:
+        for waiting in self.present():
             if waiting.phase == Phase.PENDING and not self._schedule(waiting, t):
                 break
 
     def cancel_pending(self) -> None:
         """The end of the run: pods still waiting for a node never start."""
-        for pod in self.pods:
+        for pod in self.present():
             if pod.phase == Phase.PENDING:
                 pod.phase = Phase.GONE
 

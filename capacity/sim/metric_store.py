@@ -6,12 +6,15 @@ gives one series; a series whose pod left the scrape targets is stale at once (P
 a staleness marker when a target disappears), so instant vectors skip it while range vectors
 still see its samples. A query's result is one value or, when no series is left, empty (None):
 an aggregation over an empty vector is empty, and only a query's own `or vector(0)` turns that
-into 0. Telling empty from NaN is the scaler's job (`capacity.sim.control.scalers`).
+into 0. Telling empty from NaN is the scaler's job (`capacity.sim.control.scalers`). The store
+keeps only what a query can still read (see `MetricStore`), so a query costs the same on the last
+day of a week as in its first hour.
 """
 
 from __future__ import annotations
 
-from bisect import insort
+import math
+from bisect import bisect_right, insort
 from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import Any
@@ -19,8 +22,10 @@ from typing import Any
 import numpy as np
 
 from capacity.sim.control.promql import (
+    Spans,
     avg_over_time,
-    extrapolated_increase,
+    extrapolated_increases,
+    extrapolation_spans,
     histogram_quantile,
     max_over_time,
     positive_or_zero,
@@ -36,19 +41,20 @@ LOOKBACK_S = 300.0  # instant-vector lookback of a live series
 # gauges (one value per scrape) and histograms (cumulative bucket counts per scrape, and bounds).
 GAUGES = {Vllm.REQUESTS_RUNNING: "running", Vllm.REQUESTS_WAITING: "waiting", Vllm.KV_CACHE_USAGE: "kv"}
 HISTOGRAMS = {Vllm.TTFT: ("ttft_counts", TTFT_BUCKETS), Vllm.E2E_LATENCY: ("e2e_counts", REQUEST_LATENCY_BUCKETS)}
-# Counters the scrapes record: each histogram's observation count (its +Inf bucket), and the
-# prompt tokens, scraped as 1-tuples like a histogram's count.
-COUNTERS = {f"{metric}_count": counts for metric, (counts, _) in HISTOGRAMS.items()} | {
-    Vllm.PROMPT_TOKENS: "prompt_counts"
+# Counters the scrapes record, one number per scrape: each histogram's observation count (its
+# +Inf bucket) and the prompt tokens.
+COUNTERS = {f"{Vllm.TTFT}_count": "ttft_count", f"{Vllm.E2E_LATENCY}_count": "e2e_count"} | {
+    Vllm.PROMPT_TOKENS: "prompt_count"
 }
+_SAMPLES = ("t", *GAUGES.values(), *(counts for counts, _ in HISTOGRAMS.values()), *COUNTERS.values())
 # An aggregation across series: of numbers, or element-wise of bucket vectors (one value per `le`).
-Aggregate = Callable[[list[Any]], Any]
+Aggregate = Callable[[Any], Any]
 
 
 class Series:
-    """One pod's samples, one per scrape, in time order."""
+    """One pod's samples, one per scrape, in time order (those the store still keeps)."""
 
-    __slots__ = ("e2e_counts", "kv", "pod", "prompt_counts", "running", "t", "ttft_counts", "waiting")
+    __slots__ = ("pod", *_SAMPLES)
 
     def __init__(self, pod: Pod) -> None:
         self.pod = pod  # the scrape target, whose phase says whether the series is live
@@ -56,38 +62,81 @@ class Series:
         self.running: list[float] = []
         self.waiting: list[float] = []
         self.kv: list[float] = []
-        self.ttft_counts: list[tuple[int, ...]] = []
-        self.e2e_counts: list[tuple[int, ...]] = []
-        self.prompt_counts: list[tuple[int, ...]] = []
+        self.ttft_counts: list[np.ndarray] = []
+        self.e2e_counts: list[np.ndarray] = []
+        self.ttft_count: list[float] = []
+        self.e2e_count: list[float] = []
+        self.prompt_count: list[float] = []
+
+    def drop_before(self, oldest: float) -> bool:
+        """Forget the samples at or before `oldest`; did it drop any?"""
+        k = bisect_right(self.t, oldest)
+        for name in _SAMPLES if k else ():
+            del getattr(self, name)[:k]
+        return k > 0
 
 
 _BY_POD = attrgetter("pod.id")
 
 
 class MetricStore:
-    """The scraped series of every pod that ever served, in pod order (an aggregation adds them
-    up in that order, so a run is reproducible to the last bit); during an outage, (start, end)
-    seconds, the query API does not answer."""
+    """The scraped series of the pods, in pod order (an aggregation adds them up in that order,
+    so a run is reproducible to the last bit); during an outage, (start, end) seconds, the query
+    API does not answer.
+
+    Time only moves forward, and a query reads at most `retention` seconds back (the longest
+    range or lookback of the queries made), so every `retention` seconds the store drops the
+    samples no query can read again, and the series left without one (their pods are gone):
+    memory and the work of a query stay bounded by the fleet, not by the trace's length."""
 
     def __init__(self, outages: Sequence[tuple[float, float]] = ()) -> None:
         self._series: list[Series] = []
         self._of_pod: dict[int, Series] = {}
         self.outages = tuple(outages)
+        self.retention = LOOKBACK_S
+        self._next_drop = -math.inf  # when the store next forgets what is older than `retention`
+        self._dropped = False
+        # the spans of the queries at one instant, by range (a scrape or a later instant clears them)
+        self._spans_at: tuple[float, dict[float, tuple[list[Series], Spans]]] = (math.nan, {})
 
     def scrape(self, t: float, pod: Pod) -> None:
         """One scrape of a serving pod: its engine's gauges and its exposition's histograms."""
+        if t >= self._next_drop:
+            self._forget(t)
+        self._spans_at = (math.nan, {})
         series = self._of_pod.get(pod.id)
         if series is None:
             series = self._of_pod[pod.id] = Series(pod)
             insort(self._series, series, key=_BY_POD)
         engine, exposed = pod.serving_engine, pod.exposition
+        ttft, e2e = cumulative(exposed.ttft_buckets), cumulative(exposed.e2e_buckets)
         series.t.append(t)
         series.running.append(engine.num_running)
         series.waiting.append(engine.num_waiting)
         series.kv.append(engine.kv_usage)
-        series.ttft_counts.append(cumulative(exposed.ttft_buckets))
-        series.e2e_counts.append(cumulative(exposed.e2e_buckets))
-        series.prompt_counts.append((exposed.prompt_tokens_total,))
+        series.ttft_counts.append(ttft)
+        series.e2e_counts.append(e2e)
+        series.ttft_count.append(float(ttft[-1]))
+        series.e2e_count.append(float(e2e[-1]))
+        series.prompt_count.append(float(exposed.prompt_tokens_total))
+
+    @property
+    def samples_kept(self) -> int:
+        """Scrapes held over all series: what the store's memory grows with."""
+        return sum(len(s.t) for s in self._series)
+
+    def _forget(self, t: float) -> None:
+        """Drop what no query at `t` or later reads: samples at or before t - retention, and the
+        series with nothing left (amortised O(1) per scrape: it runs once per `retention`)."""
+        oldest = t - self.retention
+        for series in self._series:
+            self._dropped |= series.drop_before(oldest)
+        gone = [s for s in self._series if not s.t]
+        if gone:
+            self._series = [s for s in self._series if s.t]
+            for series in gone:
+                del self._of_pod[series.pod.id]
+        self._next_drop = t + self.retention
 
     def instant_query(self, query: Query, selects: bool = True) -> InstantQuery:
         """`query` as a function of the evaluation time, which raises PrometheusUnavailable
@@ -111,6 +160,10 @@ class MetricStore:
     def _evaluator(self, query: Query) -> InstantQuery:
         aggregate = _AGGREGATE[query.aggregation]
         window = float(query.window_seconds or 0)
+        if window > self.retention:
+            if self._dropped:  # the samples it would read may be gone already
+                raise RuntimeError(f"a {window:g} s range asked after the store kept only {self.retention:g} s")
+            self.retention = window
         if query.shape == "quantile" and query.metric in HISTOGRAMS and query.quantile is not None:
             counts, bounds = HISTOGRAMS[query.metric]
             q, guarded = query.quantile, query.zero_when_empty
@@ -144,14 +197,28 @@ class MetricStore:
         """The latest sample of every live series within the lookback (an instant vector)."""
         return [getattr(s, gauge)[-1] for s in self._series if s.pod.phase in SCRAPED and s.t[-1] > t - LOOKBACK_S]
 
-    def _rates(self, t: float, window: float, counts: str) -> list[float]:
-        """`rate(metric_count[window])` per series: the +Inf bucket is the observation count."""
-        out = []
-        for series in self._in_range(t, window):
-            inc = extrapolated_increase(series.t, [c[-1:] for c in getattr(series, counts)], t, window)
-            if inc is not None:
-                out.append(float(inc[0]) / window)
-        return out
+    def _spans(self, t: float, window: float) -> tuple[list[Series], Spans]:
+        """The series with two samples in (t - window, t] and their spans, shared by the queries
+        of the instant over the same range (the two latency quantiles of a policy, say)."""
+        at, cached = self._spans_at
+        if at != t:
+            cached = {}
+            self._spans_at = (t, cached)
+        if window not in cached:
+            in_range = self._in_range(t, window)
+            spans = extrapolation_spans((s.t for s in in_range), t, window)
+            cached[window] = ([in_range[k] for k in spans.kept], spans)
+        return cached[window]
+
+    def _increases(self, t: float, window: float, counts: str) -> np.ndarray:
+        """`increase(counts[window])` of each series with two samples in range, in pod order."""
+        series, spans = self._spans(t, window)
+        return extrapolated_increases(spans, [getattr(s, counts) for s in series])
+
+    def _rates(self, t: float, window: float, counter: str) -> list[float]:
+        """`rate(counter[window])` per series."""
+        rates: list[float] = (self._increases(t, window, counter) / window).tolist()
+        return rates
 
     def _quantile(
         self,
@@ -165,32 +232,30 @@ class MetricStore:
     ) -> float | None:
         """`histogram_quantile(q, AGG by (le) (rate(metric_bucket[window])))`: empty without a
         series, NaN without an observation; with the guard `(... > 0) or vector(0)`, 0 for both."""
-        increases = [
-            inc
-            for series in self._in_range(t, window)
-            if (inc := extrapolated_increase(series.t, getattr(series, counts), t, window)) is not None
-        ]
-        if not increases:
+        increases = self._increases(t, window, counts)
+        if not len(increases):
             return 0.0 if guarded else None
         value = histogram_quantile(q, bounds, aggregate(increases))
         return positive_or_zero(value) if guarded else value
 
 
-# Each aggregation is empty (None) over no series, as in Prometheus.
-def _sum(values: list[Any]) -> float | None:
-    return sum(values) if values else None
+# Each aggregation is empty (None) over no series, as in Prometheus. `values`: one number per
+# series, or a histogram's increases as rows (one per series) aggregated per `le` column.
+def _sum(values: Any) -> Any:
+    if not len(values):
+        return None
+    if isinstance(values, np.ndarray) and values.ndim == 2:
+        return np.add.accumulate(values, axis=0)[-1]  # row after row, in series order, as sum() adds
+    return sum(values)
 
 
-def _mean(values: list[Any]) -> float | None:
-    return sum(values) / len(values) if values else None
+def _mean(values: Any) -> Any:
+    total = _sum(values)
+    return None if total is None else total / len(values)
 
 
 def _extreme(pick: Callable[..., Any]) -> Aggregate:
-    return lambda values: (
-        pick(np.vstack(values), axis=0)
-        if values and isinstance(values[0], np.ndarray)
-        else (pick(values) if values else None)
-    )
+    return lambda values: pick(values, axis=0) if len(values) else None
 
 
 _AGGREGATE: dict[str, Aggregate] = {"sum": _sum, "avg": _mean, "max": _extreme(np.max), "min": _extreme(np.min)}

@@ -29,6 +29,7 @@ import numpy as np
 from capacity.engine import EngineProfile
 from capacity.sim.cluster.router import RouterName
 from capacity.sim.cluster.startup import Pool, Startup
+from capacity.sim.results import FAILED, OK, RequestLog
 from capacity.sim.simulator import SimConfig, simulate
 from capacity.sim.slo import SloTargets, attainment, feasible, met
 from capacity.workload.traces import Trace
@@ -70,9 +71,39 @@ def meets_slo(
         initial_replicas=replicas,
         seed=seed,
     )
-    result = simulate(config, trace, None)
+    result = simulate(config, trace, None, settled(len(trace), slo))
     everyone = np.ones(len(trace), dtype=bool)
     return attainment(met(result.outcome, result.ttft, result.tpot, slo), everyone) >= slo.objective
+
+
+def settled(n: int, slo: SloTargets) -> Callable[[RequestLog], bool]:
+    """Is the answer of `meets_slo` over n requests already known? A request that met the SLO,
+    or missed it (failed, or finished late), stays so: once n - allowed have met, the objective
+    is reached whatever the rest do, and once more than `allowed` have missed it cannot be.
+    Either way the partial result, its unfinished requests counted as misses, gives the whole
+    run's answer, so the replay stops there (a failing replica count shows long before the end)."""
+    allowed = misses_allowed(n, slo.objective)
+
+    def known(log: RequestLog) -> bool:
+        ok = met(log.outcome, log.ttft, log.tpot, slo)
+        hits = int(ok.sum())
+        misses = int(((log.outcome == FAILED) | (log.outcome == OK)).sum()) - hits
+        return hits >= n - allowed or misses > allowed
+
+    return known
+
+
+def misses_allowed(n: int, objective: float) -> int:
+    """The most misses among n requests whose attainment, (n - m) / n as `attainment` divides,
+    still reaches `objective`; -1 when none does (objective above 1)."""
+    if n == 0:
+        return 0
+    m = max(0, min(n, math.floor(n * (1 - objective))))
+    while m < n and (n - (m + 1)) / n >= objective:
+        m += 1
+    while m >= 0 and (n - m) / n < objective:
+        m -= 1
+    return m
 
 
 def fewest_replicas(meets: Callable[[int], bool], start: int, cap: int = MAX_REPLICAS) -> tuple[int, bool]:

@@ -196,7 +196,7 @@ class Simulation:
 
     # --- control loop ----------------------------------------------------------------
     def _scrape(self, t: float) -> None:
-        for pod in self.fleet.pods:
+        for pod in self.fleet.present():
             if pod.phase in SCRAPED:
                 self._advance(pod, t)
                 if pod.phase != Phase.GONE:
@@ -266,7 +266,9 @@ class Simulation:
         self.set_replicas(self.so.poll(t, self.fleet.spec_replicas, len(self.fleet.ready), self.read_scalers(t)), t)
 
     # --- main loop ---------------------------------------------------------------------
-    def run(self) -> SimResult:
+    def run(self, decided: Callable[[RequestLog], bool] | None = None) -> SimResult:
+        """The replay; `decided`, asked at each HPA sync, may end it early (what the caller
+        wants to know is settled by the requests so far), returning the result as it stands."""
         c, fleet, events = self.c, self.fleet, self.events
         for _ in range(c.initial_replicas):
             fleet.create_pod(0.0, warm=True)
@@ -293,7 +295,7 @@ class Simulation:
             t_event = events.next_time()
             t_tick = min(next_scrape, next_sync, next_poll)
             t = min(t_arrival, t_event, t_tick, t_engine)
-            if t > stop or (i >= n and not any(p.inflight for p in fleet.pods)):
+            if t > stop or (i >= n and not any(p.inflight for p in fleet.present())):
                 break
             if t == t_engine and t < min(t_arrival, t_event, t_tick):
                 for pod in list(fleet.ready):
@@ -309,6 +311,8 @@ class Simulation:
                     self._sync(t, last_sync)
                     last_sync = t
                     next_sync += c.hpa_sync_s
+                    if decided is not None and decided(self.requests):
+                        break
                 else:
                     self._poll(t)
                     next_poll += polling_interval
@@ -320,7 +324,7 @@ class Simulation:
                 i += 1
         end = t if math.isfinite(t) else stop
         fleet.cancel_pending()
-        for pod in fleet.pods:
+        for pod in fleet.present():
             if not pod.gone:
                 self._advance(pod, end)
                 if not pod.gone:  # still serving at the end
@@ -360,6 +364,12 @@ def admissible(trace: Trace, profile: EngineProfile) -> np.ndarray:
     return accepted
 
 
-def simulate(config: SimConfig, trace: Trace, scaled_object: ScaledObject | None) -> SimResult:
-    """Replay `trace`; without a ScaledObject the fleet is static (`initial_replicas`)."""
-    return Simulation(config, trace, scaled_object).run()
+def simulate(
+    config: SimConfig,
+    trace: Trace,
+    scaled_object: ScaledObject | None,
+    decided: Callable[[RequestLog], bool] | None = None,
+) -> SimResult:
+    """Replay `trace`; without a ScaledObject the fleet is static (`initial_replicas`); see
+    `Simulation.run` for `decided`."""
+    return Simulation(config, trace, scaled_object).run(decided)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -35,17 +36,14 @@ def max_over_time(times: Sequence[float], values: Sequence[float], t: float, win
     return max(values[s]) if s.stop > s.start else None
 
 
-def extrapolated_increase(
-    times: Sequence[float], counts: Sequence[Sequence[float]], t: float, window: float
-) -> np.ndarray | None:
-    """`increase(counter[window])` per column of `counts` (one column per bucket), as
-    Prometheus' `extrapolatedRate` computes it; None with fewer than two samples."""
+def _extrapolation(times: Sequence[float], t: float, window: float) -> tuple[slice, float, float, float] | None:
+    """The samples in range and, as Prometheus' `extrapolatedRate` takes them, the sampled
+    interval and the gaps it may extrapolate over at the start and the end; None with fewer
+    than two samples."""
     s = in_range(times, t, window)
     if s.stop - s.start < 2:
         return None
     first_t, last_t = float(times[s.start]), float(times[s.stop - 1])
-    first = np.asarray(counts[s.start], dtype=np.float64)
-    result = np.asarray(counts[s.stop - 1], dtype=np.float64) - first  # series never reset here
     sampled = last_t - first_t
     average_gap = sampled / (s.stop - s.start - 1)
     threshold = average_gap * 1.1
@@ -55,11 +53,51 @@ def extrapolated_increase(
         to_start = average_gap / 2
     if to_end >= threshold:
         to_end = average_gap / 2
+    return s, sampled, to_start, to_end
+
+
+class Spans(NamedTuple):
+    """Several series over one range, as Prometheus' `extrapolatedRate` reads each: which of them
+    (by position) have two samples in it, the index of their first and last sample in range, and
+    per such series (sampled interval, gap to extrapolate over at the start, at the end)."""
+
+    kept: list[int]
+    first: list[int]
+    last: list[int]
+    gaps: np.ndarray  # (len(kept), 3)
+
+
+def extrapolation_spans(times_of: Iterable[Sequence[float]], t: float, window: float) -> Spans:
+    """The spans of the series with these sample times over (t - window, t]: they depend on the
+    times only, so the queries of one instant over one range share them."""
+    kept, first, last, gaps = [], [], [], []
+    for k, times in enumerate(times_of):
+        span = _extrapolation(times, t, window)
+        if span is not None:
+            s, *gap = span
+            kept.append(k)
+            first.append(s.start)
+            last.append(s.stop - 1)
+            gaps.append(gap)
+    return Spans(kept, first, last, np.array(gaps, dtype=np.float64).reshape(len(gaps), 3))
+
+
+def extrapolated_increases(spans: Spans, counts_of: Sequence[Sequence[Any]]) -> np.ndarray:
+    """`increase(counter[window])` of each series `spans` kept (`counts_of`: their counts, in
+    that order), as Prometheus' `extrapolatedRate` computes it: one row per series. Counts hold
+    one number per sample (a counter) or one row of columns (a histogram's buckets), each column
+    extrapolated on its own. All series at once: numpy's element-wise operations give each value
+    to the last bit as the same operations one series at a time would."""
+    first = np.array([counts[i] for counts, i in zip(counts_of, spans.first, strict=True)], dtype=np.float64)
+    last = np.array([counts[i] for counts, i in zip(counts_of, spans.last, strict=True)], dtype=np.float64)
+    # (sampled, to_start, to_end) per series, broadcast over a histogram's columns
+    sampled, to_start, to_end = spans.gaps.reshape(len(spans.kept), 3, *(1,) * (first.ndim - 1)).swapaxes(0, 1)
+    result = last - first  # series never reset here
     # A counter cannot be extrapolated below zero.
-    with np.errstate(divide="ignore", invalid="ignore"):
-        to_zero = np.where(result > 0, sampled * first / np.where(result > 0, result, 1), np.inf)
+    to_zero = np.divide(sampled * first, result, out=np.full_like(result, np.inf), where=result > 0)
     start = np.minimum(to_start, to_zero)
-    return result * (sampled + start + to_end) / sampled
+    increases: np.ndarray = result * (sampled + start + to_end) / sampled
+    return increases
 
 
 def histogram_quantile(q: float, bounds: Sequence[float], cumulative: np.ndarray) -> float:

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from capacity.engine import PROFILES, EngineProfile, ReplicaEngine, Request
-from capacity.engine.roofline import StepCost
+from capacity.engine.roofline import DecodeLine, StepCost
 
 REPO = Path(__file__).resolve().parents[3]
 SEEDS = range(60)
@@ -33,13 +33,24 @@ SEEDS = range(60)
 class SteppedCost(StepCost):
     """The reference: every pure-decode step evaluated through `step_time`, one at a time."""
 
-    def decode_span(self, b: int, ctx: int, k: int) -> float:
-        return math.fsum(self.decode_step(b, ctx + b * j) for j in range(k))
+    def decode_line(self, b: int, ctx: int) -> DecodeLine:
+        return SteppedLine(self, b, ctx)
 
-    def decode_steps_within(self, b: int, ctx: int, dt: float) -> int:
+
+class SteppedLine(DecodeLine):
+    """`DecodeLine`'s questions answered step by step."""
+
+    def __init__(self, cost: StepCost, b: int, ctx: int) -> None:
+        super().__init__(cost.decode_step(b, ctx), math.nan)
+        self.cost, self.b, self.ctx = cost, b, ctx
+
+    def span(self, k: int) -> float:
+        return math.fsum(self.cost.decode_step(self.b, self.ctx + self.b * j) for j in range(k))
+
+    def steps_within(self, dt: float) -> int:
         k, total, carry = 0, 0.0, 0.0  # Neumaier-compensated running sum: as exact as fsum
         while True:
-            step = self.decode_step(b, ctx + b * k)
+            step = self.cost.decode_step(self.b, self.ctx + self.b * k)
             t = total + step
             carry += (total - t) + step if abs(total) >= abs(step) else (step - t) + total
             total = t
@@ -63,6 +74,18 @@ def _random_cost(rng: random.Random) -> StepCost:
         sample_s=rng.choice([0.0, 3e-5]),
         attn_pair_s=rng.choice([0.0, 2e-8, 1e-6]),
     )
+
+
+def test_a_decode_lines_first_step_is_exactly_the_decode_step() -> None:
+    # the engine tests whether a decode segment can start with the line's first step
+    rng = random.Random(1)
+    for _ in range(2000):
+        try:
+            cost = _random_cost(rng)
+        except ValueError:
+            continue
+        b, ctx = rng.randint(1, 64), rng.randint(0, 50_000)
+        assert cost.decode_line(b, ctx).first == cost.decode_step(b, ctx)
 
 
 def _regime(cost: StepCost, b: int, ctx: int, k: int) -> str:

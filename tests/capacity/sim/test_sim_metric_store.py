@@ -88,3 +88,45 @@ def test_a_query_during_an_outage_gets_no_answer():
     with pytest.raises(PrometheusUnavailable):
         read(20.0)
     assert read(30.0) == pytest.approx(1.0)
+
+
+def scrape_every_15s(store: MetricStore, pod: Pod, start: float, end: float) -> None:
+    for k in range(int((end - start) // 15) + 1):
+        store.scrape(start + 15.0 * k, pod)
+
+
+def test_a_range_query_still_reads_a_gone_pods_samples_while_its_window_covers_them():
+    # Prometheus: a staleness marker ends the instant vector, not the range vector's samples
+    store = MetricStore()
+    read = store.instant_query(Query(Vllm.REQUESTS_WAITING, "sum_max_over_time", 600))
+    gone, live = Pod(0), Pod(1)
+    gone.phase, gone.engine = Phase.READY, engine(7.0, 0.0)
+    live.phase, live.engine = Phase.READY, engine(1.0, 0.0)
+    scrape_every_15s(store, gone, 0.0, 60.0)
+    gone.phase = Phase.GONE
+    scrape_every_15s(store, live, 0.0, 600.0)
+    assert read(600.0) == 8.0  # 60 s is in (0, 600]
+    scrape_every_15s(store, live, 615.0, 660.0)
+    assert read(660.0) == 1.0  # its last sample (60 s) left the window
+
+
+def test_the_store_keeps_only_the_samples_its_longest_range_can_read():
+    store = MetricStore()
+    store.instant_query(Query(Vllm.REQUESTS_WAITING, "sum_avg_over_time", 600))
+    gone, live = Pod(0), Pod(1)
+    gone.phase, gone.engine = Phase.READY, engine(7.0, 0.0)
+    live.phase, live.engine = Phase.READY, engine(1.0, 0.0)
+    scrape_every_15s(store, gone, 0.0, 60.0)
+    gone.phase = Phase.GONE
+    scrape_every_15s(store, live, 0.0, 86400.0)  # a day of scrapes
+    # at most two retention periods of one series: the gone pod's series is forgotten
+    assert store.samples_kept <= 2 * 600 // 15 + 1
+
+
+def test_a_longer_range_asked_after_the_store_dropped_samples_is_refused():
+    store = MetricStore()
+    pod = Pod(0)
+    pod.phase, pod.engine = Phase.READY, engine(1.0, 0.0)
+    scrape_every_15s(store, pod, 0.0, 3600.0)
+    with pytest.raises(RuntimeError, match="600 s range"):
+        store.instant_query(Query(Vllm.REQUESTS_WAITING, "sum_avg_over_time", 600))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
-from capacity.sim.control.promql import avg_over_time, extrapolated_increase, histogram_quantile
+from capacity.sim.control.promql import avg_over_time, extrapolated_increases, extrapolation_spans, histogram_quantile
 from contract import signals
 from contract.signals import REQUEST_LATENCY_BUCKETS as E2E_LATENCY_BUCKETS
 
@@ -95,8 +95,9 @@ def test_trigger_queries_match_promtool(promtool, tmp_path):
     queue = sum(v for times, w, _, _ in pods.values() if (v := avg_over_time(times, list(w), t, 60)) is not None)
     live = [p for name, p in pods.items() if name != "c"]  # c is stale: gone from instant queries
     kv = sum(kvs[int(t // SCRAPE)] for _, _, kvs, _ in live)  # latest sample at or before t
-    increases = [extrapolated_increase(times, list(b), t, 120) for times, _, _, b in pods.values()]
-    total = sum(i for i in increases if i is not None)
+    spans = extrapolation_spans((times for times, _, _, _ in pods.values()), t, 120)
+    buckets = [list(b) for _, _, _, b in pods.values()]
+    total = sum(extrapolated_increases(spans, [buckets[k] for k in spans.kept]))
     mine = [
         queue,
         kv,
