@@ -139,6 +139,7 @@ class Baseline:
 
     def __enter__(self) -> Baseline:
         git = ["git", "-C", str(ROOT), "worktree"]
+        subprocess.run([*git, "prune"], check=True)  # a killed run's worktree left behind
         subprocess.run([*git, "add", "--detach", "--quiet", str(self.root), self.rev], check=True)
         return self
 
