@@ -53,7 +53,8 @@ class StorageSpec:
 
     @property
     def flag(self) -> str:
-        return f"--journal {self.journal}" if self.journal else f"--storage {self.url}"
+        """The flag as messages show it: an RDB URL without its password (logs are read by many)."""
+        return f"--journal {self.journal}" if self.journal else f"--storage {shown_url(str(self.url))}"
 
     @property
     def shared_by_machines(self) -> bool:
@@ -140,6 +141,17 @@ def storage(path: Path) -> Any:
     return JournalStorage(JournalFileBackend(str(path)))
 
 
+def shown_url(url: str) -> str:
+    """`url` with its password masked (`***`), as SQLAlchemy renders it; unparsable ones as given."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
 def rdb_storage(url: str) -> Any:
     """Optuna's RDB storage at `url` (tables created if missing), with heartbeats (`HEARTBEAT_S`)."""
     import optuna
@@ -152,7 +164,7 @@ def rdb_storage(url: str) -> Any:
             return RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S)
     except (SQLAlchemyError, ImportError, ValueError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ValueError(f"--storage {url}: cannot open it as an Optuna RDB storage ({reason})") from None
+        raise ValueError(f"--storage {shown_url(url)}: cannot open it as an Optuna RDB storage ({reason})") from None
 
 
 def release(opened: Any) -> None:

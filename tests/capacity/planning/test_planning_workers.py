@@ -96,3 +96,16 @@ def test_the_coordinator_says_once_its_studies_exist_so_workers_elsewhere_can_jo
 
     plan.search(dev, [Part("step", load(STEP))], TARGET, 2, 0, 1, RunOptions(), storage=spec, only=("l4",), ready=ready)
     assert said == [(spec.flag, [optuna.trial.TrialState.WAITING] * 4)]  # the committed policy and 3 references
+
+
+def test_a_storage_url_is_shown_without_its_password():
+    """The coordinator's "studies ready" line and every storage error name the flag: an RDB URL's
+    password never reaches a log (SQLAlchemy's `render_as_string(hide_password=True)`)."""
+    spec = StorageSpec(url="postgresql+psycopg://planner:s3cret@db.example:5432/optuna")
+    assert spec.flag == "--storage postgresql+psycopg://planner:***@db.example:5432/optuna"
+
+
+def test_an_unopenable_storage_is_named_without_its_password():
+    with pytest.raises(ValueError, match=r"^--storage sqlite\+nodriver://u:\*\*\*@h/x: cannot open") as refused:
+        journal.rdb_storage("sqlite+nodriver://u:s3cret@h/x")
+    assert "s3cret" not in str(refused.value)
