@@ -18,7 +18,14 @@ Cases (`CASES`; a new one is one line):
                 daily peak/trough 3x) under its committed policy (min 26 of 34 replicas)
   day-reactive  the same day under a reactive policy (minReplicas 1..34): pods come and go
   day-oracle    the oracle's GPU-hours on that day (five-minute intervals replayed at several counts)
+  curve-day     the fifth day of the shared five-day curve (Azure 2024 conversation, 6% of the
+                region: ~265k requests) with the 2023 trace's lengths, under the committed policy;
+                materialised once as an offsets CSV, so a revision without `rates:` replays it too
   azure-1h      the Azure 2023 conversation hour under the committed policy
+
+"The committed policy" is the one committed at POLICY_REV (the static-leaning 14B policy the issue
+measured), read from that revision's Pulumi.prod.yaml by both checkouts: a re-plan of the stack
+does not change what a case times.
 """
 
 from __future__ import annotations
@@ -38,6 +45,11 @@ from typing import Any, NamedTuple
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_SPEEDUP = 5.0
 TARGET_FLATNESS = 1.2  # a week's cost per request over an hour's
+POLICY_REV = "56ad579"  # whose Pulumi.prod.yaml every case's policy comes from
+SHARED_CURVE = (
+    "rates:{shared}/traces/azure2024-conv-5days-rates.csv:lengths={shared}/traces/azure-llm-2023-conv.csv,"
+    "scale=0.06,start=2024-05-12T00:00:00Z@4d:5d"
+)
 
 
 def diurnal(duration_s: int, period_s: int = 86400) -> str:
@@ -52,12 +64,14 @@ class Case(NamedTuple):
     trace: str  # a `--trace` argument (a file relative to the repository's parent, or a spec)
     policy: str = "committed"  # or "reactive": the committed one with minReplicas 1..maxReplicas 34
     oracle: bool = False  # time the oracle instead of the policy
+    stack: str = "prod"  # the stack file the subprocess reads (pinned_stack_file)
 
 
 CASES = {
     "day": Case(diurnal(86400)),
     "day-reactive": Case(diurnal(86400), "reactive"),
     "day-oracle": Case(diurnal(86400), oracle=True),
+    "curve-day": Case(SHARED_CURVE),
     "azure-1h": Case("shared/traces/azure-llm-2023-conv.csv"),
 }
 # --flat: the same rates for one hour and for one week (a one-hour period, so the hour holds them all).
@@ -65,12 +79,22 @@ FLAT = {"hour": Case(diurnal(3600, 3600)), "week": Case(diurnal(7 * 86400, 3600)
 REACTIVE = {"minReplicas": 1, "fallbackReplicas": 1, "maxReplicas": 34}
 
 
-def stack_model(policy: str = "committed") -> Any:
-    """The prod stack's first model (the 14B) with the case's policy."""
+def pinned_stack_file(folder: Path) -> Path:
+    """POLICY_REV's Pulumi.prod.yaml, written into `folder`."""
+    path = folder / "Pulumi.prod.yaml"
+    shown = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{POLICY_REV}:Pulumi.prod.yaml"], check=True, capture_output=True
+    )
+    path.write_bytes(shown.stdout)
+    return path
+
+
+def stack_model(policy: str = "committed", stack: str = "prod") -> Any:
+    """The prod stack's first model (the 14B) with the case's policy; `stack`: its file."""
     from capacity.planning.stack import apply_config_set, load_stack_model
     from capacity.planning.tune import knob_edits
 
-    sm = load_stack_model("prod", root=ROOT)
+    sm = load_stack_model(stack, root=ROOT)
     if policy == "reactive":
         sm = apply_config_set(sm, knob_edits(sm.model.name, REACTIVE))
     return sm
@@ -78,7 +102,30 @@ def stack_model(policy: str = "committed") -> Any:
 
 def trace_source(case: Case) -> str:
     """The case's trace as the checkout under test loads it (files from beside this repository)."""
-    return case.trace if case.trace.startswith("synthetic:") else str(ROOT.parent / case.trace)
+    return case.trace if case.trace.startswith(("synthetic:", "/")) else str(ROOT.parent / case.trace)
+
+
+def materialised(case: Case, folder: Path) -> Case:
+    """A `rates:` case as an offsets CSV in `folder` (arrival seconds and lengths, which every
+    revision reads), drawn once by this checkout; other cases as they are."""
+    if not case.trace.startswith("rates:"):
+        return case
+    import numpy as np
+
+    from capacity.workload import traces
+
+    trace = traces.load(case.trace.format(shared=ROOT.parent / "shared"))
+    path = folder / "curve-day.csv"
+    columns = np.column_stack([trace.arrivals, trace.prompt_tokens, trace.output_tokens])
+    np.savetxt(
+        path,
+        columns,
+        fmt=["%.6f", "%d", "%d"],
+        delimiter=",",
+        header="offset_s,prompt_tokens,output_tokens",
+        comments="",
+    )
+    return case._replace(trace=str(path))
 
 
 def run_one(case: Case) -> dict[str, Any]:
@@ -88,7 +135,7 @@ def run_one(case: Case) -> dict[str, Any]:
     from capacity.planning.run import RunOptions, run_oracle, run_policy
     from capacity.workload import traces
 
-    sm = stack_model(case.policy)
+    sm = stack_model(case.policy, case.stack)
     trace = traces.load(trace_source(case))
     start, cpu_start = time.perf_counter(), time.process_time()
     if case.oracle:
@@ -179,9 +226,12 @@ def bench(name: str, case: Case, repeat: int, baseline: Baseline | None) -> dict
     return line
 
 
-def flatness(repeat: int) -> dict[str, Any]:
+def flatness(repeat: int, stack: str) -> dict[str, Any]:
     """Microseconds per simulated request over one hour and over one week of the same rates."""
-    runs = {name: [measure(ROOT, case) for _ in range(repeat if name == "hour" else 1)] for name, case in FLAT.items()}
+    runs = {
+        name: [measure(ROOT, case._replace(stack=stack)) for _ in range(repeat if name == "hour" else 1)]
+        for name, case in FLAT.items()
+    }
 
     def per_request(name: str, clock: str) -> float:
         return statistics.median(r[clock] / r["requests"] for r in runs[name]) * 1e6
@@ -214,15 +264,19 @@ def main() -> int:
         print(json.dumps(run_one(Case(**json.loads(args.run_one)))), flush=True)
         return 0
     names = args.case or ([] if args.flat else ["day"])
-    if args.baseline:
-        with Baseline(args.baseline) as baseline:
-            for name in names:
-                print(json.dumps(bench(name, CASES[name], args.repeat, baseline)), flush=True)
-    else:
-        for name in names:
-            print(json.dumps(bench(name, CASES[name], args.repeat, None)), flush=True)
-    if args.flat:
-        print(json.dumps(flatness(args.repeat)), flush=True)
+    with tempfile.TemporaryDirectory(prefix="simulate-speed-cases-") as scratch:
+        folder = Path(scratch)
+        stack = str(pinned_stack_file(folder))
+        cases = {name: materialised(CASES[name], folder)._replace(stack=stack) for name in names}
+        if args.baseline:
+            with Baseline(args.baseline) as baseline:
+                for name, case in cases.items():
+                    print(json.dumps(bench(name, case, args.repeat, baseline)), flush=True)
+        else:
+            for name, case in cases.items():
+                print(json.dumps(bench(name, case, args.repeat, None)), flush=True)
+        if args.flat:
+            print(json.dumps(flatness(args.repeat, stack)), flush=True)
     return 0
 
 

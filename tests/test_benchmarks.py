@@ -16,9 +16,17 @@ def _benchmark(name: str):
     return module
 
 
-def test_the_simulator_speed_benchmarks_reactive_stack_deploys_with_its_documented_fleet_bounds():
-    sm = _benchmark("simulate_speed").stack_model("reactive")
+def test_the_simulator_speed_benchmarks_reactive_stack_deploys_with_its_documented_fleet_bounds(tmp_path):
+    speed = _benchmark("simulate_speed")
+    sm = speed.stack_model("reactive", str(speed.pinned_stack_file(tmp_path)))
     assert (sm.policy.min_replicas, sm.policy.max_replicas) == (1, 34)
+
+
+def test_the_simulator_speed_benchmark_times_the_policy_the_issue_measured_whatever_the_stack_holds_now(tmp_path):
+    """Its cases read 56ad579's Pulumi.prod.yaml (the 14B at minReplicas 26), on both checkouts."""
+    speed = _benchmark("simulate_speed")
+    sm = speed.stack_model("committed", str(speed.pinned_stack_file(tmp_path)))
+    assert (sm.policy.min_replicas, sm.policy.max_replicas) == (26, 34)
 
 
 def test_the_evidence_replan_refuses_a_model_it_does_not_audit_by_name(capsys):
