@@ -126,6 +126,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="search only this GPU type (e.g. a10g, l4); repeatable (default: every type the pools allow)",
     )
     parser.add_argument(
+        "--seed-policy",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="a policy the search tries first, after the committed one: a file in the autoscaling section's "
+        "shape laid over the stack's (as simulate --policy), taken at the nearest point of the search space; "
+        "repeatable (default: the committed policy and the reference designs only)",
+    )
+    parser.add_argument(
         "--search-pools",
         action="store_true",
         default=None,
@@ -367,6 +377,10 @@ def _scaled(trace: traces.Trace, args: argparse.Namespace) -> traces.Trace:
 def run(args: argparse.Namespace) -> int:
     _check(args)
     sm = load_stack_model(args.stack, args.model)
+    seed_policies = [
+        (path.name, load_stack_model(args.stack, sm.model.name, policy_file=path, source=sm.source))
+        for path in args.seed_policy
+    ]
     if args.slo_attainment is None:
         args.slo_attainment = sm.attainment_target
     loaded = [_scaled(traces.load(t), args) for t in args.trace]
@@ -417,6 +431,7 @@ def run(args: argparse.Namespace) -> int:
             ready=(lambda where: print(_ready_line(sm, where, args.trials), file=sys.stderr))
             if args.storage and not args.join
             else None,
+            seed_policies=seed_policies,
         )
     if args.join:
         print(

@@ -107,8 +107,10 @@ def run_key(
     down_windows: Sequence[int],
     keep_guardrails: bool,
     min_warm: int,
+    seeded: Sequence[Any] = (),
 ) -> str:
-    """A short digest naming this search's inputs (the study names start with it)."""
+    """A short digest naming this search's inputs (the study names start with it); `seeded`: the
+    points of the operator's seed policies (none leaves the digest as it was without them)."""
     inputs = {
         "config": sm.source.config,
         "model": sm.model.name,
@@ -123,7 +125,7 @@ def run_key(
         "keep_guardrails": keep_guardrails,
         "min_warm": min_warm,
         "source": source_digest(),
-    }
+    } | ({"seeded": list(seeded)} if seeded else {})
     return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

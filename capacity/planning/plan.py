@@ -659,14 +659,18 @@ class PlanResult:
     studies: tuple[str, ...] = ()  # the studies' names in the storage, one per GPU type
 
 
-def seeds(sm: StackModel, points: Points, gpu: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def seeds(
+    sm: StackModel, points: Points, gpu: str, seed_policies: Sequence[tuple[str, StackModel]] = ()
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """A study's first trials, (point, user attributes): on the GPU type the model runs on, the
-    committed policy first; then, on every type, each reference design (`REFERENCE_DESIGNS`) as
-    the nearest point of the space. A reference that cannot be read is left out: it is the
-    search's starting point, not its subject."""
+    committed policy first; then, on every type, each of the operator's seed policies
+    (`seed_policies`: a name and the stack model running it, `plan --seed-policy`) and each
+    reference design (`REFERENCE_DESIGNS`) as the nearest point of the space. A reference that
+    cannot be read is left out: it is the search's starting point, not its subject."""
     from capacity.planning.space import REFERENCE_DESIGNS
 
     out = [(points.committed(gpu), {COMMITTED: True, SEED: "committed"})] if gpu == current_gpu(sm) else []
+    out += [(points.committed(gpu, seeded), {SEED: f"seed policy {name}"}) for name, seeded in seed_policies]
     for path in sorted(REFERENCE_DESIGNS.glob("*.yaml")):
         try:
             manifest = read_scaled_object(path)
@@ -694,6 +698,7 @@ def search(
     search_lmcache: bool = False,
     join: bool = False,
     ready: Callable[[str], None] | None = None,
+    seed_policies: Sequence[tuple[str, StackModel]] = (),
 ) -> PlanResult:
     """`parts`: the searched days (or time-split parts), each one step of a trial.
     `only`: search just these GPU types (names as `gpu_types` gives them); empty: all.
@@ -708,7 +713,9 @@ def search(
     `keep_guardrails`: every candidate keeps the guardrail triggers on above healthy traffic
     (`capacity.planning.guardrails`); False lets them be drawn off, as before they were kept.
     `search_routing`: draw `serving.routing` (least-request or the endpoint picker) too;
-    `search_lmcache`: draw `engine.lmcache` (LMCache's CPU tier) too."""
+    `search_lmcache`: draw `engine.lmcache` (LMCache's CPU tier) too. `seed_policies`: the
+    operator's policies (a name and the stack model running each) a new study tries first, after
+    the committed one (`seeds`)."""
     if search_pools is None:
         search_pools = not sharing_models(sm)
     import optuna  # imported when a search runs: it takes a third of a second
@@ -740,7 +747,17 @@ def search(
     }
     points = Points(sm, rules, spaces)
     key = journal.run_key(
-        sm, traces, target, seed, options, types, search_pools, down_windows, keep_guardrails, min_warm
+        sm,
+        traces,
+        target,
+        seed,
+        options,
+        types,
+        search_pools,
+        down_windows,
+        keep_guardrails,
+        min_warm,
+        seeded=[points.committed(name, seeded) for name in types for _, seeded in seed_policies],
     )
     studies = [
         StudySpec(f"plan-{key}-{name}", name, share, None if join else seed + i)
@@ -751,7 +768,9 @@ def search(
         spec = storage or StorageSpec(journal=Path(scratch) / "plan.journal")
         opened = spec.open()
         with ctrl_c_held():  # never cut a storage write in half (Optuna's file lock is not interrupt-safe)
-            resumed = _join(opened, studies, spec) if join else _create(opened, studies, spec, sm, points)
+            resumed = (
+                _join(opened, studies, spec) if join else _create(opened, studies, spec, sm, points, seed_policies)
+            )
         journal.release(opened)
         if ready and storage:
             ready(spec.flag)
@@ -762,7 +781,14 @@ def search(
         return _result(spec.open(), studies, sm, target, types, rules, resumed)
 
 
-def _create(opened: Any, studies: Sequence[StudySpec], spec: StorageSpec, sm: StackModel, points: Points) -> int:
+def _create(
+    opened: Any,
+    studies: Sequence[StudySpec],
+    spec: StorageSpec,
+    sm: StackModel,
+    points: Points,
+    seed_policies: Sequence[tuple[str, StackModel]] = (),
+) -> int:
     """Create (or load) each study, seed a new one, fail what an interrupted run of this machine
     left running; the finished trials the storage already held."""
     import optuna
@@ -771,7 +797,7 @@ def _create(opened: Any, studies: Sequence[StudySpec], spec: StorageSpec, sm: St
     for s in studies:
         study = optuna.create_study(direction="minimize", storage=opened, study_name=s.name, load_if_exists=True)
         if not study.get_trials(deepcopy=False):  # new: its first trials are the seeds
-            for point, attrs in seeds(sm, points, s.gpu):
+            for point, attrs in seeds(sm, points, s.gpu, seed_policies):
                 study.enqueue_trial(point, user_attrs=attrs)
         elif not spec.shared_by_machines:
             journal.fail_interrupted(study)
@@ -842,12 +868,14 @@ class Points:
             p.update(self._as_committed(gpu))
         return p
 
-    def committed(self, gpu: str) -> dict[str, Any]:
-        """The committed policy as the nearest point of the space: the study's first trial."""
+    def committed(self, gpu: str, policy: StackModel | None = None) -> dict[str, Any]:
+        """The committed policy (or `policy`: the stack model running another one) as the nearest
+        point of the space: the study's first trials."""
         from capacity.planning.space import committed_point
 
         space = self.spaces[gpu]
-        return committed_point(self.sm, space, self.rules.kv_floor(self._committed_profile(gpu)), self._e2e_base())
+        kv_floor = self.rules.kv_floor(self._committed_profile(gpu))
+        return committed_point(policy or self.sm, space, kv_floor, self._e2e_base())
 
     def reference(self, gpu: str, manifest: Manifest) -> dict[str, Any]:
         """A reference design as the nearest point of the space (`space.reference_values`)."""

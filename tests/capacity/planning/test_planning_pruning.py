@@ -98,3 +98,59 @@ def test_a_reference_design_is_seeded_as_its_thresholds_at_the_nearest_point_of_
     assert not point["promptEnabled"] and not point["ttftEnabled"]  # triggers it does not have
     # Percent policies have no counterpart: the stack's pods per period stay.
     assert (point["scaleUpPods"], point["scaleDownPods"]) == (committed["scaleUpPods"], committed["scaleDownPods"])
+
+
+def test_an_operators_seed_policy_is_tried_right_after_the_committed_one_at_its_own_thresholds(dev, tmp_path):
+    """`plan --seed-policy FILE`: a policy overlay (the shape `simulate --policy` takes) becomes a
+    study's second trial, its floor and trigger targets as written."""
+    overlay = tmp_path / "reactive.yaml"
+    overlay.write_text(
+        "qwen25-1p5b:\n  minReplicas: 2\n  fallbackReplicas: 2\n  maxReplicas: 3\n"
+        "  triggers:\n    promptTokens: {enabled: true, targetPerReplica: 400, windowSeconds: 60}\n"
+    )
+    seeded = load_stack_model("dev", policy_file=overlay, root=ROOT)
+    path = tmp_path / "plan.journal"
+    plan.search(
+        dev,
+        [Part("step", load(STEP))],
+        TARGET,
+        3,
+        0,
+        1,
+        RunOptions(),
+        storage=StorageSpec(path),
+        only=("l4",),
+        seed_policies=[("reactive.yaml", seeded)],
+    )
+    storage = journal.storage(path)
+    (summary,) = optuna.get_all_study_summaries(storage)
+    first, second = optuna.load_study(study_name=summary.study_name, storage=storage).trials[:2]
+    assert (first.user_attrs[plan.SEED], second.user_attrs[plan.SEED]) == ("committed", "seed policy reactive.yaml")
+    assert (second.params["minReplicas"], second.params["promptEnabled"], second.params["promptTarget"]) == (
+        2,
+        True,
+        400,
+    )
+
+
+def test_a_seed_policy_names_its_own_study(dev, tmp_path):
+    """Seeds change the search, so the study's name does too: a rerun without them never resumes it."""
+    overlay = tmp_path / "floor.yaml"
+    overlay.write_text("qwen25-1p5b:\n  minReplicas: 2\n  fallbackReplicas: 2\n  maxReplicas: 3\n")
+    seeded = load_stack_model("dev", policy_file=overlay, root=ROOT)
+    path = tmp_path / "plan.journal"
+    parts = [Part("step", load(STEP))]
+    for seed_policies in ([], [("floor.yaml", seeded)]):
+        plan.search(
+            dev,
+            parts,
+            TARGET,
+            1,
+            0,
+            1,
+            RunOptions(),
+            storage=StorageSpec(path),
+            only=("l4",),
+            seed_policies=seed_policies,
+        )
+    assert len(optuna.get_all_study_summaries(journal.storage(path))) == 2
