@@ -23,12 +23,14 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_TRACE = ROOT.parent / "shared" / "traces" / "azure-llm-2023-conv.csv"
 MODELS = [("dev", "qwen25-1p5b"), ("prod", "qwen25-14b-awq"), ("prod", "qwen25-7b-awq")]
 
-pytestmark = [
-    pytest.mark.skipif(not SHARED_TRACE.is_file(), reason=f"the shared trace {SHARED_TRACE} is absent"),
-    pytest.mark.xdist_group(
-        "evidence"
-    ),  # one worker loads each stack model and trace once (pytest.ini: --dist loadgroup)
-]
+pytestmark = pytest.mark.skipif(not SHARED_TRACE.is_file(), reason=f"the shared trace {SHARED_TRACE} is absent")
+
+
+def on_one_worker(stack: str, model: str) -> pytest.MarkDecorator:
+    """The tests of one model run on one worker, which loads its stack model and days once
+    (pytest.ini: --dist loadgroup); the models spread over the workers (a day's replay is the
+    slowest thing the suite does)."""
+    return pytest.mark.xdist_group(f"evidence-{stack}-{model}")
 
 
 class Committed:
@@ -61,54 +63,58 @@ def committed(stack: str, model: str) -> Committed:
     return _COMMITTED[stack, model]
 
 
-@pytest.mark.parametrize(("stack", "model"), MODELS)
+@pytest.mark.parametrize(("stack", "model"), [pytest.param(*m, marks=on_one_worker(*m)) for m in MODELS])
 def test_every_committed_policy_names_its_plan_command(stack, model):
     proof = committed(stack, model).proof
     assert proof is not None and proof.command.startswith("python -m capacity plan")
     assert proof.date and proof.profile
 
 
-@pytest.mark.parametrize(("stack", "model"), MODELS)
+@pytest.mark.parametrize(("stack", "model"), [pytest.param(*m, marks=on_one_worker(*m)) for m in MODELS])
 def test_the_committed_policy_meets_the_target_and_reproduces_its_evidence(stack, model):
     result = committed(stack, model).audit()
     assert not result.problems, result.message()
 
 
+# The moved policies are the smaller models' (the 14B's day replays twice as long as the 7B's).
+@on_one_worker("prod", "qwen25-7b-awq")
 def test_a_fleet_capped_below_its_evidence_misses_the_target_and_says_what_to_rerun():
-    base = committed("prod", "qwen25-14b-awq")
+    base = committed("prod", "qwen25-7b-awq")
     capped = apply_config_set(
         base.sm,
         [
-            ("autoscaling.qwen25-14b-awq.minReplicas", 1),
-            ("autoscaling.qwen25-14b-awq.fallbackReplicas", 1),
-            ("autoscaling.qwen25-14b-awq.maxReplicas", 2),
+            ("autoscaling.qwen25-7b-awq.minReplicas", 1),
+            ("autoscaling.qwen25-7b-awq.fallbackReplicas", 1),
+            ("autoscaling.qwen25-7b-awq.maxReplicas", 1),
         ],
     )
     result = base.audit(capped)
     assert any("attains" in p for p in result.problems)
-    assert "autoscaling.qwen25-14b-awq.maxReplicas 2 ->" in result.message()
+    assert "autoscaling.qwen25-7b-awq.maxReplicas 1 ->" in result.message()
     assert f"re-plan with: {base.proof.command}" in result.message()
 
 
+@on_one_worker("dev", "qwen25-1p5b")
 def test_a_fleet_held_far_above_its_evidence_costs_too_much_and_says_what_to_rerun():
-    base = committed("prod", "qwen25-14b-awq")
+    base = committed("dev", "qwen25-1p5b")
     most = base.sm.policy.max_replicas  # the committed ceiling, warm all along
     padded = apply_config_set(
         base.sm,
         [
-            ("autoscaling.qwen25-14b-awq.maxReplicas", most),
-            ("autoscaling.qwen25-14b-awq.minReplicas", most),
-            ("autoscaling.qwen25-14b-awq.fallbackReplicas", most),
+            ("autoscaling.qwen25-1p5b.maxReplicas", most),
+            ("autoscaling.qwen25-1p5b.minReplicas", most),
+            ("autoscaling.qwen25-1p5b.fallbackReplicas", most),
         ],
     )
     result = base.audit(padded)
     assert any("where its evidence records" in p and "more than 10% apart" in p for p in result.problems)
-    assert f"autoscaling.qwen25-14b-awq.minReplicas {most} ->" in result.message()
+    assert f"autoscaling.qwen25-1p5b.minReplicas {most} ->" in result.message()
 
 
+@on_one_worker("dev", "qwen25-1p5b")
 def test_a_guardrail_turned_off_breaks_the_planners_rules_and_says_what_to_rerun():
-    base = committed("prod", "qwen25-14b-awq")
-    unguarded = apply_config_set(base.sm, [("autoscaling.qwen25-14b-awq.triggers.kvCache.enabled", False)])
+    base = committed("dev", "qwen25-1p5b")
+    unguarded = apply_config_set(base.sm, [("autoscaling.qwen25-1p5b.triggers.kvCache.enabled", False)])
     result = base.audit(unguarded)
     assert "the committed policy breaks the planner's rules: the kvCache guardrail is off" in result.problems
     assert f"re-plan with: {base.proof.command}" in result.message()

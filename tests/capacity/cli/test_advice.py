@@ -178,6 +178,6 @@ def test_the_readmes_recommend_step_on_the_labs_envelope_prints_lines_that_deplo
     assert "# not printed: autoscaling.qwen25-14b-awq.maxReplicas 38:" in run.stdout
     assert "# not printed: autoscaling.qwen25-14b-awq.triggers.kvCache.targetPerReplica 0.05:" in run.stdout
     assert [line.split("(plan: ")[-1] for line in printed(lines) if "queueDepth" in line or "ttft.enabled" in line] == [
-        "11.0)",
+        "2.0)",
         "true)",
     ]
