@@ -264,6 +264,7 @@ def main() -> int:
         print(json.dumps(run_one(Case(**json.loads(args.run_one)))), flush=True)
         return 0
     names = args.case or ([] if args.flat else ["day"])
+    sys.path.insert(0, str(ROOT))  # `materialised` draws a rates: case with this checkout
     with tempfile.TemporaryDirectory(prefix="simulate-speed-cases-") as scratch:
         folder = Path(scratch)
         stack = str(pinned_stack_file(folder))
