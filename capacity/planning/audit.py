@@ -16,7 +16,6 @@ command to re-plan with.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +24,7 @@ from capacity.planning import plan
 from capacity.planning.days import Part
 from capacity.planning.evidence import Evidence
 from capacity.planning.guardrails import guardrails
-from capacity.planning.run import CombinedSummary, RunOptions, combined, held_out
+from capacity.planning.run import CombinedSummary, RunOptions, held_out_parts
 from capacity.planning.sensitivity import thresholds
 from capacity.planning.stack import StackModel
 
@@ -95,7 +94,7 @@ def audit(
     `proof` records, and (given) the planner's answer `now`; `reference` (default: `now`'s
     winner) is the policy whose differing thresholds the message names."""
     target = sm.attainment_target
-    committed = held_out_summary(sm, held, _options(sm, seed))
+    committed = held_out_parts(sm, held, _options(sm, seed))
     replanned = now.summary if now else None
     problems = []
     broken = guardrails(sm, [p.trace for p in searched]).breaks(sm.policy, sm.profile)
@@ -121,14 +120,6 @@ def audit(
     moves = _moves(sm, against) if against else []
     command = proof.command if proof else None
     return Audit(sm.stack, sm.model.name, target, committed, replanned, moves, command, problems)
-
-
-def held_out_summary(sm: StackModel, held: Sequence[Part], options: RunOptions) -> CombinedSummary:
-    """The stack's own policy on each held-out part (`run.held_out`), together and per part."""
-    summaries = [held_out(sm, p.trace, p.scored_from, options) for p in held]
-    tokens = sum(float(p.trace.window(p.trace.duration * p.scored_from, math.inf).output_tokens.sum()) for p in held)
-    summary = combined(summaries, tokens, sm.profile.step_time_scale, [p.label for p in held])
-    return summary.with_oracle(sum(s.oracle_gpu_hours or 0.0 for s in summaries))
 
 
 def _unreproduced(committed: CombinedSummary, proof: Evidence | None) -> list[str]:

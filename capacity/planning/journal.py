@@ -110,7 +110,7 @@ def run_key(
     seeded: Sequence[Any] = (),
 ) -> str:
     """A short digest naming this search's inputs (the study names start with it); `seeded`: the
-    points of the operator's seed policies (none leaves the digest as it was without them)."""
+    points its studies try first (`plan.seeds`), which steer the whole search."""
     inputs = {
         "config": sm.source.config,
         "model": sm.model.name,

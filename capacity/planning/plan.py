@@ -58,7 +58,7 @@ from capacity.planning.run import (
     RunSummary,
     combined,
     feasible_requests,
-    held_out,
+    held_out_parts,
     per_trace,
     run_oracle,
     run_policy,
@@ -746,6 +746,7 @@ def search(
         for name in types
     }
     points = Points(sm, rules, spaces)
+    first_trials = {name: seeds(sm, points, name, seed_policies) for name in types}
     key = journal.run_key(
         sm,
         traces,
@@ -757,7 +758,7 @@ def search(
         down_windows,
         keep_guardrails,
         min_warm,
-        seeded=[points.committed(name, seeded) for name in types for _, seeded in seed_policies],
+        seeded=[point for name in types for point, _ in first_trials[name]],
     )
     studies = [
         StudySpec(f"plan-{key}-{name}", name, share, None if join else seed + i)
@@ -768,9 +769,7 @@ def search(
         spec = storage or StorageSpec(journal=Path(scratch) / "plan.journal")
         opened = spec.open()
         with ctrl_c_held():  # never cut a storage write in half (Optuna's file lock is not interrupt-safe)
-            resumed = (
-                _join(opened, studies, spec) if join else _create(opened, studies, spec, sm, points, seed_policies)
-            )
+            resumed = _join(opened, studies, spec) if join else _create(opened, studies, spec, first_trials)
         journal.release(opened)
         if ready and storage:
             ready(spec.flag)
@@ -785,19 +784,18 @@ def _create(
     opened: Any,
     studies: Sequence[StudySpec],
     spec: StorageSpec,
-    sm: StackModel,
-    points: Points,
-    seed_policies: Sequence[tuple[str, StackModel]] = (),
+    first_trials: Mapping[str, Sequence[tuple[dict[str, Any], dict[str, Any]]]],
 ) -> int:
-    """Create (or load) each study, seed a new one, fail what an interrupted run of this machine
-    left running; the finished trials the storage already held."""
+    """Create (or load) each study, seed a new one with its GPU type's `first_trials` (`seeds`),
+    fail what an interrupted run of this machine left running; the finished trials the storage
+    already held."""
     import optuna
 
     resumed = 0
     for s in studies:
         study = optuna.create_study(direction="minimize", storage=opened, study_name=s.name, load_if_exists=True)
         if not study.get_trials(deepcopy=False):  # new: its first trials are the seeds
-            for point, attrs in seeds(sm, points, s.gpu, seed_policies):
+            for point, attrs in first_trials[s.gpu]:
                 study.enqueue_trial(point, user_attrs=attrs)
         elif not spec.shared_by_machines:
             journal.fail_interrupted(study)
@@ -1012,12 +1010,7 @@ def validate(
     """The winner on traffic it never saw: each held-out part (a day, a time split's rest, a
     validation trace) scored after its `scored_from` share of time, with the oracle's GPU-hours
     there; per part (`days`) and together."""
-    chosen = deploy(sm, best.candidate, types)
-    summaries = [held_out(chosen, p.trace, p.scored_from, options, feasible=servable(sm, p.trace, types)) for p in held]
-    tokens = sum(float(p.trace.window(p.trace.duration * p.scored_from, math.inf).output_tokens.sum()) for p in held)
-    scale = chosen.profile.step_time_scale
-    summary = combined(summaries, tokens, scale, [p.label for p in held])
-    return summary.with_oracle(sum(s.oracle_gpu_hours or 0.0 for s in summaries))
+    return held_out_parts(deploy(sm, best.candidate, types), held, options, lambda t: servable(sm, t, types))
 
 
 def cache_value(

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from capacity.planning.days import Part
 from capacity.planning.stack import StackModel
 from capacity.sim.cluster.router import RouterName
 from capacity.sim.oracle import OracleResult, oracle
@@ -413,3 +414,20 @@ def held_out(
     tail, keep = since(run, cut, trace.duration)
     summary = summarize(tail, sm, (feasible_requests(sm, trace) if feasible is None else feasible)[keep])
     return summary.with_oracle(run_oracle(sm, trace.window(cut, math.inf), options).gpu_hours) if oracle else summary
+
+
+def held_out_parts(
+    sm: StackModel,
+    held: Sequence[Part],
+    options: RunOptions,
+    feasible: Callable[[Trace], np.ndarray] | None = None,
+) -> CombinedSummary:
+    """The policy on each held-out part (a day, a time split's rest, a validation trace), scored
+    after its `scored_from` share of time (`held_out`), with the oracle's GPU-hours there; per part
+    (`days`) and together. `feasible(trace)`: the requests attainment is over (default: `held_out`'s)."""
+    summaries = [
+        held_out(sm, p.trace, p.scored_from, options, feasible=feasible(p.trace) if feasible else None) for p in held
+    ]
+    tokens = sum(float(p.trace.window(p.trace.duration * p.scored_from, math.inf).output_tokens.sum()) for p in held)
+    summary = combined(summaries, tokens, sm.profile.step_time_scale, [p.label for p in held])
+    return summary.with_oracle(sum(s.oracle_gpu_hours or 0.0 for s in summaries))
