@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shlex
 import sys
@@ -390,9 +389,7 @@ def run(args: argparse.Namespace) -> int:
     # validation trace whole.
     extra = [_scaled(traces.load(t), args) for t in args.validate_trace]
     held = [p for _, h in splits for p in h] + [Part(short_name(t), t) for t in extra]
-    empty = [
-        p.label for p in [*searched, *held] if len(p.trace.window(p.trace.duration * p.scored_from, math.inf)) == 0
-    ]
+    empty = [p.label for p in [*searched, *held] if len(p.scored) == 0]
     if empty:
         raise ValueError(
             f"{empty[0]}: a search or validation part of a trace has no requests: lengthen the trace or move "

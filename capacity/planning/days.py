@@ -40,6 +40,11 @@ class Part:
     trace: Trace
     scored_from: float = 0.0
 
+    @property
+    def scored(self) -> Trace:
+        """The requests the part is scored on: those after its first `scored_from` share of time."""
+        return self.trace.window(self.trace.duration * self.scored_from, math.inf)
+
 
 def short_name(trace: Trace) -> str:
     """A trace's name as a report's label shows it: a file's stem (a loaded file is named so

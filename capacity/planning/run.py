@@ -428,6 +428,6 @@ def held_out_parts(
     summaries = [
         held_out(sm, p.trace, p.scored_from, options, feasible=feasible(p.trace) if feasible else None) for p in held
     ]
-    tokens = sum(float(p.trace.window(p.trace.duration * p.scored_from, math.inf).output_tokens.sum()) for p in held)
+    tokens = sum(float(p.scored.output_tokens.sum()) for p in held)
     summary = combined(summaries, tokens, sm.profile.step_time_scale, [p.label for p in held])
     return summary.with_oracle(sum(s.oracle_gpu_hours or 0.0 for s in summaries))
