@@ -7,7 +7,14 @@ optimization are processes sharing the same storage backend, RDB or a file, each
 A worker runs each study in turn until the study holds its count of finished trials (complete or
 pruned), so a plan's budget is the study's, however many workers share it. The check is made
 before each trial, as `optuna.study.MaxTrialsCallback` makes it after one, so that one machine's
-workers never start more than the count between them (they claim each trial under a lock).
+workers never start more than the count between them (they claim each trial under a lock). The
+claim includes `study.ask()`, which pops an enqueued (WAITING) trial: Optuna 5.0's
+`Study._pop_waiting_trial_id` reads the waiting trials, then sets one RUNNING with
+`RDBStorage.set_trial_state_values(..., for_update=True)`, and SQLite ignores FOR UPDATE (and
+Python's sqlite3 starts no transaction before a SELECT), so two processes could both pop the same
+seed, both run it, and the second `tell` failed with "Cannot tell a COMPLETE trial". Asked under
+the lock, one machine's workers never share a trial on any storage; PostgreSQL's row lock and the
+journal's file lock keep machines apart.
 Workers on other machines claim on their own: two machines that start a trial at the same moment,
 when one is left, both run it, so a study shared across machines can end a few trials beyond its
 count (and every one is kept). Each worker's sampler has its own seed (`worker_seed`): seeded
@@ -75,14 +82,16 @@ class Shared:
     def new(cls, studies: int) -> Shared:
         return cls(multiprocessing.Lock(), multiprocessing.Array("i", studies), multiprocessing.Event())
 
-    def claim(self, index: int, study: Any, trials: int) -> bool:
-        """Start one more trial of study `index` if its finished trials and this machine's under
-        way stay below `trials` (the count Optuna's MaxTrialsCallback checks only after a trial)."""
+    def claim(self, index: int, study: Any, trials: int) -> Any | None:
+        """Ask study `index` for one more trial if its finished trials and this machine's under
+        way stay below `trials` (the count Optuna's MaxTrialsCallback checks only after a trial);
+        None when it holds its count."""
         with self.lock:
             if self.stop.is_set() or journal.finished(study) + self.in_flight[index] >= trials:
-                return False
+                return None
+            trial = study.ask()
             self.in_flight[index] += 1
-            return True
+            return trial
 
     def release(self, index: int) -> None:
         with self.lock:
@@ -92,9 +101,10 @@ class Shared:
 def optimize(
     spec: StorageSpec, studies: Sequence[StudySpec], objectives: Objectives, worker: int, shared: Shared
 ) -> None:
-    """One worker: each study in turn, one `study.optimize(n_trials=1)` per trial claimed, until
-    the study holds its count of finished trials (or Ctrl-C). The sampler and the pruner live
-    across the calls, so one worker proposes exactly what one `optimize(n_trials=count)` would."""
+    """One worker: each study in turn, one trial per claim through Optuna's ask-and-tell
+    interface, until the study holds its count of finished trials (or Ctrl-C). The sampler and the
+    pruner live across the trials, so one worker proposes exactly what one
+    `optimize(n_trials=count)` would."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -104,11 +114,29 @@ def optimize(
             study_name=s.name, storage=storage, sampler=sampler(worker_seed(s.seed, worker)), pruner=objectives.pruner()
         )
         objective = objectives.objective(s.gpu)
-        while shared.claim(index, study, s.trials):
+        while (trial := shared.claim(index, study, s.trials)) is not None:
             try:
-                study.optimize(objective, n_trials=1)
+                run_trial(study, trial, objective)
             finally:
                 shared.release(index)
+
+
+def run_trial(study: Any, trial: Any, objective: Callable[[Any], float]) -> None:
+    """What `study.optimize` does with an asked trial (optuna/study/_optimize.py `_run_trial` at
+    5.0.0): tell its value, PRUNED when the objective prunes it (Optuna records the last reported
+    value), FAIL and re-raise on any other error."""
+    import optuna
+    from optuna.trial import TrialState
+
+    try:
+        value = objective(trial)
+    except optuna.TrialPruned:
+        study.tell(trial, state=TrialState.PRUNED)
+    except BaseException:
+        study.tell(trial, state=TrialState.FAIL)
+        raise
+    else:
+        study.tell(trial, value)
 
 
 # The worker process's part: set once when the pool starts it (fork), so a worker receives the
