@@ -31,7 +31,7 @@ from capacity.sim.control.keda import KedaTrigger, ScaledObject
 from capacity.sim.control.scalers import CronScaler, MetricsAndActivity, PrometheusScaler, Scaler
 from capacity.sim.events import EventKind, EventQueue
 from capacity.sim.fleet import SCRAPED, Fleet, Phase, Pod
-from capacity.sim.metric_store import GAUGES, HISTOGRAMS, MetricStore
+from capacity.sim.metric_store import GAUGES, HISTOGRAMS, MetricStore, offered_history
 from capacity.sim.results import (
     FAILED,
     OK,
@@ -113,7 +113,8 @@ class Simulation:
             self.events,
             spec_replicas=config.initial_replicas,
         )
-        self.prometheus = MetricStore(config.metrics_outages)
+        history = offered_history(trace.history, config.scrape_interval_s) if trace.history is not None else None
+        self.prometheus = MetricStore(config.metrics_outages, history)
         triggers = scaled_object.triggers if scaled_object is not None else ()
         self.scalers = {t.name: self._scaler(t) for t in triggers}
         self.router = make_router(config.router, config.seed)

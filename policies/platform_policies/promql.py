@@ -28,6 +28,18 @@ _PASS_THROUGH = {
     "sqrt",
 }
 _SINGLE = {"vector", "scalar", "absent", "time"}
+# Functions of a range vector whose result has its series: over a subquery, `(expr)[range:step]`,
+# the series of `expr` (a forecast trigger's `predict_linear((sum(...))[10m:1m], 300)`).
+_OVER_RANGE = {
+    "predict_linear",
+    "deriv",
+    "avg_over_time",
+    "max_over_time",
+    "min_over_time",
+    "sum_over_time",
+    "last_over_time",
+}
+_SUBQUERY = re.compile(r"^(\(.*\))\s*\[[^\[\]:]+:[^\[\]]*\](\s*offset\s+-?\w+)?$", re.DOTALL)
 _GROUPING = re.compile(r"^(by|without)\s*\(([^()]*)\)\s*", re.IGNORECASE)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*")
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
@@ -200,6 +212,8 @@ def _series_labels(expr: str) -> set[str] | None:
         return buckets - {"le"}
     if name in _PASS_THROUGH and args:
         return _series_labels(args[0])
+    if name in _OVER_RANGE and args and (subquery := _SUBQUERY.match(args[0])):
+        return _series_labels(subquery.group(1))
     return None
 
 
