@@ -166,13 +166,11 @@ class MetricStore:
         """One scrape of a prompt-token counter, kept for the forecast queries (`scrape` calls
         it for every pod while a forecast query is registered)."""
         if t >= self._next_long_drop:
-            for kept in self._counters.values():
-                kept.drop_before(t - self.long_retention)
+            for counter in self._counters.values():
+                counter.drop_before(t - self.long_retention)
             self._counters = {k: c for k, c in self._counters.items() if c.t}
             self._next_long_drop = t + self.long_retention
-        kept = self._counters.get(pod_id)
-        if kept is None:
-            kept = self._counters[pod_id] = CounterHistory(pod_id)
+        kept = self._counters.get(pod_id) or self._counters.setdefault(pod_id, CounterHistory(pod_id))
         kept.t.append(t)
         kept.count.append(count)
 

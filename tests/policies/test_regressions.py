@@ -292,6 +292,7 @@ EGRESS = "platform-namespaces-deny-egress-by-default"
 OPERATORS_ISOLATED = "operator-namespaces-deny-ingress-by-default"
 PSA = "platform-namespaces-enforce-pod-security"
 OPERATOR_VALUES = "operator-charts-keep-their-restrictions"
+LOOK_BACK = "trigger-look-back-within-prometheus-retention"
 
 REGRESSIONS = [
     # --- the model store: bucket and keys
@@ -1159,6 +1160,16 @@ REGRESSIONS = [
         OPERATOR_VALUES,
         edit(":Release", "llm-prod-obs-dcgm", lambda i: i["values"].pop("securityContext")),
         ("dcgm-exporter", "SYS_ADMIN"),
+    ),
+    Regression(
+        "prometheus-retention-below-trigger-look-back",
+        LOOK_BACK,
+        edit(
+            ":Release",
+            "llm-prod-obs-stack",
+            lambda i: i["values"]["prometheus"]["prometheusSpec"].update(retention="1m"),
+        ),
+        ("beyond the stack's Prometheus retention (1m)",),
     ),
 ]
 COVERED.update(r.policy for r in REGRESSIONS)
