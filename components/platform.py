@@ -157,6 +157,7 @@ class Platform(pulumi.ComponentResource):
                 service_port=SERVICE_PORT,
                 backend_api_key=self.serving.backend_api_key,
                 auto_mode=settings.cluster.auto_mode,
+                vpc_cidr=settings.network.cidr,
                 provider=provider,
                 depends_on=[self.serving],
                 load_balancer_controller=self.cluster.load_balancer_controller,

@@ -437,7 +437,7 @@ def test_an_internet_facing_gateway_terminates_tls_with_the_acm_certificate() ->
             ],
         }
     )
-    service = load_balancer_service(gw, auto_mode=True)
+    service = load_balancer_service(gw, auto_mode=True, vpc_cidr="10.0.0.0/16")
     annotations = service["metadata"]["annotations"]
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] == arn
     assert service["spec"]["ports"][0]["port"] == 443
@@ -494,6 +494,13 @@ def test_prod_admits_only_the_vpc_to_its_load_balancer(prod: StackRun) -> None:
     assert nlb["spec"]["loadBalancerSourceRanges"] == [load_stack("prod", ROOT).network.cidr]
 
 
+def test_a_stack_without_source_ranges_admits_only_its_vpc(dev: StackRun) -> None:
+    """dev sets no gateway.sourceRanges: its NLB still admits only the VPC, not every address."""
+    assert not load_stack("dev", ROOT).gateway.source_ranges
+    nlb = next(s for s in by_name(dev, "Service").values() if s["spec"].get("type") == "LoadBalancer")
+    assert nlb["spec"]["loadBalancerSourceRanges"] == [load_stack("dev", ROOT).network.cidr]
+
+
 def test_plain_http_stays_possible_outside_prod_for_a_dev_without_a_ca() -> None:
     gw = GatewaySettings.model_validate(
         {
@@ -503,7 +510,10 @@ def test_plain_http_stays_possible_outside_prod_for_a_dev_without_a_ca() -> None
             ],
         }
     )
-    assert gw.url_scheme == "http" and load_balancer_service(gw, auto_mode=True)["spec"]["ports"][0]["port"] == 80
+    assert (
+        gw.url_scheme == "http"
+        and load_balancer_service(gw, auto_mode=True, vpc_cidr="10.0.0.0/16")["spec"]["ports"][0]["port"] == 80
+    )
     assert gateway_manifest(gw)["spec"]["listeners"][0]["port"] == LISTENER_PORT
 
 
