@@ -1079,6 +1079,7 @@ def test_stack_policies_are_stack_validation_policies() -> None:
         "operator-namespaces-deny-ingress-by-default",
         "platform-namespaces-enforce-pod-security",
         "bucket-keys-name-their-users",
+        "eks-secrets-key-names-its-users",
     }
 
 

@@ -82,6 +82,8 @@ def add(make: Callable[[list[Captured]], Captured]) -> Mutation:
 # --- what the mutations change --------------------------------------------------------------------
 
 BUCKET = "llm-prod-models-weights"
+SECRETS_KEY = "llm-prod-cluster-secrets"
+SECRETS_KEY_USERS = "eks-secrets-key-names-its-users"
 ISVC = "qwen25-14b-awq"
 PREDICTOR_SA = f"{ISVC}-predictor"
 SSE = ":BucketServerSideEncryptionConfiguration"
@@ -887,6 +889,34 @@ REGRESSIONS = [
             "kms/key:Key", BUCKET, policy_statement("AdministerThroughAccountIam", lambda s: s.update(Action="kms:*"))
         ),
         ("'AdministerThroughAccountIam'", "kms:Decrypt", ":root"),
+    ),
+    Regression(
+        "secrets-key-default-policy",
+        SECRETS_KEY_USERS,
+        edit("kms/key:Key", SECRETS_KEY, lambda i: i.pop("policy")),
+        (f"KMS key '{SECRETS_KEY}'", "no key policy of its own"),
+    ),
+    Regression(
+        "secrets-key-lets-account-iam-decrypt",
+        SECRETS_KEY_USERS,
+        edit(
+            "kms/key:Key",
+            SECRETS_KEY,
+            policy_statement("AdministerThroughAccountIam", lambda s: s.update(Action="kms:*")),
+        ),
+        ("'AdministerThroughAccountIam'", "kms:Decrypt", ":root"),
+    ),
+    Regression(
+        "secrets-key-open-to-every-principal",
+        SECRETS_KEY_USERS,
+        edit("kms/key:Key", SECRETS_KEY, policy_statement("ClusterRoleUsesKey", lambda s: s.update(Principal="*"))),
+        ("'ClusterRoleUsesKey'", "['*']"),
+    ),
+    Regression(
+        "secrets-key-cluster-role-dropped",
+        SECRETS_KEY_USERS,
+        edit("kms/key:Key", SECRETS_KEY, drop_statement("ClusterRoleUsesKey")),
+        ("no named principal may ['kms:Encrypt', 'kms:Decrypt']",),
     ),
     Regression(
         "bucket-policy-lets-writer-replace",
