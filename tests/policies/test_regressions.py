@@ -152,6 +152,10 @@ def first_container(inputs: dict[str, Any]) -> dict[str, Any]:
     return template(inputs)["containers"][0]
 
 
+def without_digest(image: str) -> str:
+    return image.split("@", 1)[0]
+
+
 def command_without(flag: str) -> Callable[[dict[str, Any]], None]:
     def change(inputs: dict[str, Any]) -> None:
         container = first_container(inputs)
@@ -711,6 +715,32 @@ REGRESSIONS = [
         "images-and-model-revisions-pinned",
         edit(":InferenceService", ISVC, lambda i: vllm(i).update(image="vllm/vllm-openai:latest")),
         ("latest",),
+    ),
+    Regression(
+        "predictor-image-by-tag-only",
+        "images-and-model-revisions-pinned",
+        edit(":InferenceService", ISVC, lambda i: vllm(i).update(image=without_digest(vllm(i)["image"]))),
+        ("vllm/vllm-openai:v0.25.1 is pinned by tag only",),
+    ),
+    Regression(
+        "model-sync-image-by-tag-only",
+        "images-and-model-revisions-pinned",
+        edit(
+            ":Job",
+            "llm-prod-model-sync-qwen25-14b-awq",
+            lambda i: first_container(i).update(image=without_digest(first_container(i)["image"])),
+        ),
+        ("python:3.11.15-slim-bookworm is pinned by tag only",),
+    ),
+    Regression(
+        "redis-image-by-tag-only",
+        "images-and-model-revisions-pinned",
+        edit(
+            ":StatefulSet",
+            "ratelimit-redis",
+            lambda i: first_container(i).update(image=without_digest(first_container(i)["image"])),
+        ),
+        ("redis:7.4.10-alpine is pinned by tag only",),
     ),
     Regression(
         "model-revision-branch",
