@@ -183,6 +183,7 @@ class Platform(pulumi.ComponentResource):
             NamespaceIsolationArgs(
                 kubernetes_version=settings.cluster.kubernetes_version,
                 monitoring_namespace=settings.observability.namespace,
+                exporters_namespace=settings.observability.exporters_namespace,
                 keda_namespace=KEDA_NAMESPACE,
                 kserve_namespace=settings.serving.kserve_namespace,
                 cert_manager_namespace=CERT_MANAGER_NAMESPACE,

@@ -23,7 +23,7 @@ from components.gateway.objects import (
 )
 from components.gateway.objects import gateway as gateway_manifest
 from components.serving.objects import SERVICE_PORT
-from contract import names
+from contract import images, names
 from contract.settings import SettingsError, parse
 from contract.settings.gateway import GatewaySettings
 from contract.settings.stack_file import load_stack
@@ -133,8 +133,9 @@ def test_redis_and_sentinel_require_the_same_password(stack: StackRun) -> None:
 
 def test_redis_image_is_a_release_with_the_cve_2025_49844_fix(stack: StackRun) -> None:
     redis = by_name(stack, "StatefulSet")[store.REDIS_NAME]
-    image = redis["spec"]["template"]["spec"]["containers"][0]["image"]
-    major, minor, patch = (int(v) for v in image.rsplit(":", 1)[1].split("-")[0].split("."))
+    ref = images.parse(redis["spec"]["template"]["spec"]["containers"][0]["image"])
+    assert ref is not None and ref.tag is not None
+    major, minor, patch = (int(v) for v in ref.tag.split("-")[0].split("."))
     assert (major, minor) == (7, 4) and patch >= 6
 
 

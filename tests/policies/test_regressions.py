@@ -1145,6 +1145,22 @@ REGRESSIONS = [
         ("NetworkPolicy monitoring/same-namespace", "every pod of every namespace"),
     ),
     Regression(
+        "exporters-default-deny-removed",
+        OPERATORS_ISOLATED,
+        remove(":NetworkPolicy", "llm-prod-isolation-monitoring-exporters-default-deny-ingress"),
+        ("namespace monitoring-exporters", "default-deny ingress"),
+    ),
+    Regression(
+        "exporters-open-to-every-namespace",
+        OPERATORS_ISOLATED,
+        edit(
+            ":NetworkPolicy",
+            "llm-prod-isolation-monitoring-exporters-prometheus",
+            lambda i: i["spec"]["ingress"][0]["from"][0].update(namespaceSelector={}),
+        ),
+        ("NetworkPolicy monitoring-exporters/prometheus", "every pod of every namespace"),
+    ),
+    Regression(
         "webhook-policy-on-every-port",
         OPERATORS_ISOLATED,
         edit(":NetworkPolicy", "llm-prod-isolation-kserve-api-server", lambda i: i["spec"]["ingress"][0].pop("ports")),
@@ -1167,6 +1183,12 @@ REGRESSIONS = [
         PSA,
         edit(":NamespacePatch", "keda", lambda i: labels(i).update({PSA_ENFORCE: "privileged"})),
         ("namespace keda: enforces privileged, below baseline",),
+    ),
+    Regression(
+        "monitoring-namespace-privileged",
+        PSA,
+        edit(":NamespacePatch", "monitoring", lambda i: labels(i).update({PSA_ENFORCE: "privileged"})),
+        ("namespace monitoring: enforces privileged, below baseline",),
     ),
     Regression(
         "kserve-namespace-labels-removed",
