@@ -157,6 +157,7 @@ class Platform(pulumi.ComponentResource):
                 service_port=SERVICE_PORT,
                 backend_api_key=self.serving.backend_api_key,
                 auto_mode=settings.cluster.auto_mode,
+                vpc_cidr=settings.network.cidr,
                 provider=provider,
                 depends_on=[self.serving],
                 load_balancer_controller=self.cluster.load_balancer_controller,
@@ -182,6 +183,7 @@ class Platform(pulumi.ComponentResource):
             NamespaceIsolationArgs(
                 kubernetes_version=settings.cluster.kubernetes_version,
                 monitoring_namespace=settings.observability.namespace,
+                exporters_namespace=settings.observability.exporters_namespace,
                 keda_namespace=KEDA_NAMESPACE,
                 kserve_namespace=settings.serving.kserve_namespace,
                 cert_manager_namespace=CERT_MANAGER_NAMESPACE,
