@@ -11,7 +11,7 @@ import pytest
 from tests.docs.pages import MARKER, REPO, blocks, pages, read
 
 # slow: minutes of CPU, beyond a suite run (a plan, a day replayed); its result is what another test checks
-NEEDS = {"aws", "cluster", "gpu", "database", "slow"}
+NEEDS = {"aws", "cluster", "gpu", "database", "registry", "slow"}  # registry: a container registry reachable
 SHELL_BLOCKS = [b for page in pages() for b in blocks(page) if b.is_shell]
 
 

@@ -49,7 +49,7 @@ def test_the_laptop_recipe_names_the_gateway_service_ca_client_and_model_the_pro
     (recipe,) = [b for b in blocks("getting-started/first-request.md") if "port-forward" in b.text]
     text = " ".join(joined(recipe.text))
     dev = load_stack("dev", REPO)
-    service = gateway.load_balancer_service(dev.gateway, dev.cluster.auto_mode)
+    service = gateway.load_balancer_service(dev.gateway, dev.cluster.auto_mode, dev.network.cidr)
     port = service["spec"]["ports"][0]["port"]
     namespace, name = service["metadata"]["namespace"], service["metadata"]["name"]
     assert f"kubectl -n {namespace} port-forward svc/{name} 8443:{port}" in text
