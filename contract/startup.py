@@ -14,7 +14,7 @@ from typing import Literal
 
 from .settings import StackSettings
 from .settings.capacity_planning import SecondsRange
-from .settings.models import ModelSettings
+from .settings.models import ModelSettings, quantity
 
 # measured: a published measurement of this step on this setup; extrapolated: a published
 # measurement on other hardware or another path, carried over by a stated ratio or margin;
@@ -171,3 +171,22 @@ def stack_startup(settings: StackSettings, model: ModelSettings) -> StartupFigur
         else Figure(rate, rate, "the stack's capacityPlanning.startup.weightLoadGiBPerSecond", "stack"),
         engine_init_s=_stack_range(own.engine_init_seconds, derived.engine_init_s, "engineInitSeconds"),
     )
+
+
+def headroom_for(settings: StackSettings, model: ModelSettings) -> int:
+    """The placeholders whose nodes a new replica of `model` can take with its image already there:
+    all of them if the placeholders are shaped like its replica (`gpuCapacity.headroom.model`), or
+    like a replica of a model with the same image, GPU count, pools and instance families whose
+    requests are no smaller (one buffer serves every such model); else none."""
+    held = settings.headroom_model()
+    if held is None:
+        return 0
+    same_node = (
+        held.image == model.image
+        and held.gpus_per_replica == model.gpus_per_replica
+        and held.pools == model.pools
+        and held.instance_families == model.instance_families
+    )
+    ours, theirs = model.container_resources()["requests"], held.container_resources()["requests"]
+    fits = all(quantity(ours[r]) <= quantity(theirs[r]) for r in ("cpu", "memory"))
+    return settings.gpu_capacity.headroom.placeholders if same_node and fits else 0

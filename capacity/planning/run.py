@@ -48,6 +48,7 @@ def sim_config(sm: StackModel, options: RunOptions, initial: int) -> SimConfig:
         initial_replicas=initial,
         metrics_outages=options.metrics_outages,
         series_labels=series_labels(sm),
+        headroom=sm.headroom,
     )
 
 
