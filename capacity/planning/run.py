@@ -147,6 +147,7 @@ def since(result: SimResult, start: float, end: float = math.inf) -> tuple[SimRe
         e2e=result.e2e[keep],
         outcome=result.outcome[keep],
         nodes=nodes,
+        headroom=tuple(clipped for span in result.headroom if (clipped := span.within(start, end)) is not None),
         scale_times=tuple(t for t in result.scale_times if start <= t < end),
         max_replicas_used=peak,
         initial_replicas=sum(1 for n in result.nodes if n.start <= start < n.end),
@@ -199,6 +200,9 @@ class RunSummary:
     # (a trace without block ids, or prefix caching off). Over the whole run, also for a part.
     prefix_cache_hit_rate: float | None = None
     prefix_cache_replicas: tuple[dict[str, Any], ...] = ()
+    # What the warm headroom's placeholder nodes were held for (already in gpu_hours and cost_usd).
+    headroom_gpu_hours: float = 0.0
+    headroom_cost_usd: float = 0.0
 
     def with_oracle(self, oracle_gpu_hours: float) -> RunSummary:
         """The summary with the oracle's GPU-hours and the ratio of the policy's to them."""
@@ -255,6 +259,8 @@ def summarize(result: SimResult, sm: StackModel, feasible_mask: np.ndarray) -> R
             }
             for c in result.prefix_cache
         ),
+        headroom_gpu_hours=round(result.headroom_gpu_seconds / 3600, 3),
+        headroom_cost_usd=round(result.headroom_cost_usd, 2),
     )
 
 

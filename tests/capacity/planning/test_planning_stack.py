@@ -1,12 +1,13 @@
 """The stack file as the simulator reads it: thresholds, pools, startup, policy files, errors."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 
 from capacity.engine.hardware import gpus
-from capacity.planning.run import RunOptions, sim_config
+from capacity.planning.run import RunOptions, feasible_requests, run_policy, sim_config, summarize
 from capacity.planning.stack import (
     StackModel,
     apply_config_set,
@@ -16,6 +17,7 @@ from capacity.planning.stack import (
     with_headroom,
     with_start_features,
 )
+from capacity.workload.traces import load
 from contract.gpu import GPU_OF_FAMILY
 from contract.settings.config_path import ConfigRemove
 from contract.settings.gpu_capacity import duration_seconds
@@ -247,3 +249,13 @@ def test_headroom_beyond_the_pools_gpu_limits_does_not_deploy():
 def test_turning_soci_off_under_auto_mode_does_not_deploy():
     with pytest.raises(ValueError, match=r"gpuCapacity.nodeClass.sociParallelPull \(False\) cannot be turned off"):
         with_start_features(dev(), soci_parallel_pull=False)
+
+
+def test_a_runs_summary_bills_the_warm_nodes_apart_and_within_its_gpu_hours():
+    sm = with_headroom(with_room_for_headroom(dev()), 1)
+    trace = load("synthetic:step:base=0.2,peak=0.2,at=60,length=60,duration=1800,prompt=128,output=32")
+    summary = summarize(run_policy(sm, trace), sm, feasible_requests(sm, trace))
+    bare = summarize(run_policy(replace(sm, headroom=0), trace), sm, feasible_requests(sm, trace))
+    assert summary.headroom_gpu_hours == pytest.approx(0.5, abs=0.01)  # one GPU held for the half hour
+    assert summary.gpu_hours == pytest.approx(bare.gpu_hours + summary.headroom_gpu_hours, abs=0.01)
+    assert summary.headroom_cost_usd > 0
