@@ -1,9 +1,10 @@
 """Capacity-planning settings: what only the scaling simulator needs from a stack.
 
-How long a new GPU replica takes to serve (node launch, image pull, weight load, engine
-start: measured figures here, the rest derived from the start features by contract/startup.py), how often spot capacity is reclaimed, and what a GPU-hour costs. The program does
-not deploy anything from this section; it lives in the stack so that a simulated policy is
-priced and timed like the environment it will run in.
+How long a new GPU replica takes to serve (node launch, image pull, weight load, engine start:
+the stack's measured figures here, the rest derived from its start features by
+contract/startup.py), how often spot capacity is reclaimed, and what a GPU-hour costs. The
+program does not deploy anything from this section; it lives in the stack so that a simulated
+policy is priced and timed like the environment it will run in.
 """
 
 from __future__ import annotations
