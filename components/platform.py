@@ -18,6 +18,7 @@ from .gateway import Gateway, GatewayArgs
 from .gateway.objects import AI_GATEWAY_NAMESPACE, ENVOY_GATEWAY_NAMESPACE, envoy_peer, envoy_pod_selector
 from .gateway.store import RATE_LIMIT_POD_LABELS
 from .gpu_capacity import GpuCapacity, GpuCapacityArgs
+from .headroom import Headroom, HeadroomArgs
 from .isolation import namespace_peer, pod_security_labels
 from .model_store import ModelStore, ModelStoreArgs
 from .model_sync import ModelSync, ModelSyncArgs
@@ -82,6 +83,20 @@ class Platform(pulumi.ComponentResource):
             },
             opts=pulumi.ResourceOptions(parent=self, provider=provider),
         )
+        held = settings.headroom_model()
+        if held is not None:  # warm GPU nodes with the serving image, preempted by any predictor
+            self.headroom = Headroom(
+                f"{name}-headroom",
+                HeadroomArgs(
+                    settings.gpu_capacity.headroom,
+                    model=held,
+                    namespace=settings.serving.namespace,
+                    instance_family_label=instance_family_label(settings.gpu_capacity.provisioner),
+                    provider=provider,
+                    depends_on=[self.serving_namespace, self.gpu],
+                ),
+                opts=child,
+            )
         self.model_store = ModelStore(
             f"{name}-models",
             ModelStoreArgs(

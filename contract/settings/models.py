@@ -41,6 +41,8 @@ _OWNED_FLAGS = {
     "--kv-transfer-config": "engine.lmcache",
     "--kv-offloading-backend": "engine.lmcache",
     "--kv-offloading-size": "engine.lmcache",
+    "--load-format": "serving.fastStart.weightLoader",
+    "--model-loader-extra-config": "serving.fastStart (streamerConcurrency, streamerMemoryLimitGiB)",
 }
 _BYTES = re.compile(r"^\d+(Ki|Mi|Gi|Ti)?$")
 # LMCache allocates `max_local_cpu_size` GiB (x 1024**3) of pinned host memory per engine; less
