@@ -73,6 +73,7 @@ from capacity.planning.stack import (
     StackModel,
     apply_config_set,
     gpu_type_edits,
+    headroom_edits,
     landing,
     model_index,
     pool_families,
@@ -102,6 +103,7 @@ ENGINE_FLAGS = ("maxNumSeqs", "maxNumBatchedTokens", "gpuMemoryUtilization")  # 
 PESSIMISTIC_LEVELS = ("extrapolated",)
 BAND_REGIME = "saturated"  # the error that bounds it: the regime that sets a replica's capacity
 STEP_TIME_SCALE = "stepTimeScale"  # a candidate's parameter overriding the scale it is simulated at
+MAX_HEADROOM = 4  # the most warm placeholder nodes a plan draws (gpuCapacity.headroom.placeholders)
 
 
 @dataclass(frozen=True)
@@ -400,6 +402,8 @@ def edits_of(sm: StackModel, p: Mapping[str, Any]) -> list[ConfigEdit]:
     # Karpenter's consolidateAfter: how long an emptied node stays billed (and reusable, image cached).
     if p["consolidateAfter"] is not None:
         edits += [(f"gpuCapacity.pools[{i}].consolidateAfter", p["consolidateAfter"]) for i in pool_indices(sm)]
+    if "headroom" in p:  # searched: warm placeholder nodes shaped like this model's replica
+        edits += headroom_edits(sm, p["headroom"])
     edits += [(f"{scope}.minReplicas", p["minReplicas"]), (f"{scope}.maxReplicas", p["maxReplicas"])]
     edits.append((f"{scope}.fallbackReplicas", min(max(p["minReplicas"], 1), p["maxReplicas"])))
     edits += [
@@ -753,6 +757,8 @@ def search(
     min_warm = policy_min_warm_replicas(sm)  # fewer would be refused at `pulumi preview` too
     # The forecasts read the traffic before a part: searched when some part has a history (a day after the first).
     forecasts = any(part.trace.history is not None for part in parts)
+    # Warm headroom: up to a quarter of the model's ceiling, at most MAX_HEADROOM placeholder nodes.
+    headroom = min(MAX_HEADROOM, rules.max_replicas // 4)
     space = distributions(
         rules.max_replicas,
         search_pools,
@@ -762,6 +768,7 @@ def search(
         search_lmcache,
         min_warm,
         forecasts,
+        headroom,
     )
     swept = measured.find(sm.profile.name)  # kept on its GPU (gpu_edits), with the flags it was swept at
     spaces = {
@@ -879,7 +886,8 @@ class Points:
 
         p = {"gpu": gpu, **suggest(trial, self.spaces[gpu])}
         p.setdefault("consolidateAfter", None)  # not searched: the pools keep their own value
-        p["maxReplicas"] = self.rules.max_replicas
+        # The placeholders hold GPUs of the same pools: the model's ceiling gives them up.
+        p["maxReplicas"] = self.rules.max_replicas - p.get("headroom", 0)
         if self.rules.kept:
             profile = self._profile(gpu, p)
             p["kvEnabled"], p["e2eEnabled"] = True, True

@@ -59,6 +59,7 @@ def distributions(
     lmcache: bool = False,
     min_warm: int = 1,
     forecasts: bool = False,
+    headroom: int = 0,
 ) -> dict[str, BaseDistribution]:
     """Every searched parameter and what it is drawn from, in the order drawn. `budget`: the
     replicas the pools hold (minReplicas is drawn up to it). `guardrails`: the kvCache and
@@ -67,7 +68,8 @@ def distributions(
     `engine.lmcache` too ("none" or a CPU tier; the model's image ships LMCache). `min_warm`: the
     fewest warm replicas the stack's policy pack allows (minReplicas is drawn from it).
     `forecasts`: the forecast triggers too (on, target, lead), when the traffic has a history to
-    read (days after the first of a multi-day trace)."""
+    read (days after the first of a multi-day trace). `headroom`: the most warm placeholder nodes
+    drawn (`gpuCapacity.headroom`; each takes one replica's GPUs off maxReplicas); 0: not drawn."""
     space: dict[str, BaseDistribution] = {
         "maxNumSeqs": CategoricalDistribution(MAX_NUM_SEQS),
         "maxNumBatchedTokens": CategoricalDistribution(MAX_NUM_BATCHED_TOKENS),
@@ -98,6 +100,8 @@ def distributions(
             trendTarget=IntDistribution(200, 3000, step=100),
             trendLead=CategoricalDistribution(TREND_LEADS),
         )
+    if headroom:
+        space["headroom"] = IntDistribution(0, headroom)
     if search_pools:  # else the pools' own value: they are not this model's alone to tune
         space["consolidateAfter"] = CategoricalDistribution(tuple(CONSOLIDATE_AFTER_S))
     if routing:
@@ -205,6 +209,7 @@ def committed_values(sm: StackModel, kv_floor: float, e2e_base: float) -> dict[s
         "trendEnabled": triggers.trend.enabled,
         "trendTarget": triggers.trend.target_per_replica,
         "trendLead": triggers.trend.lead_seconds,
+        "headroom": sm.headroom,
         "consolidateAfter": min(CONSOLIDATE_AFTER_S, key=lambda k: abs(CONSOLIDATE_AFTER_S[k] - consolidate)),
         "routing": sm.routing,
         "lmcache": sm.model.engine.lmcache or "none",
