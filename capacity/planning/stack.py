@@ -15,7 +15,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import yaml
 
@@ -118,9 +118,12 @@ class StackModel:
         return replace(self, monitored=_monitored(settings, self.model.name), raw_autoscaling=autoscaling)
 
     def with_policy_file(self, path: Path) -> StackModel:
-        """The stack with a policy file laid over its autoscaling section (`overlay_policy`)."""
+        """The stack with a policy file laid over its autoscaling section (`overlay_policy`), after
+        the file's `config:` edits, if it has any (`read_policy_file`)."""
         try:
-            return self.with_policy(overlay_policy(self.raw_autoscaling, read_policy_file(path)))
+            section, edits = read_policy_file(path, with_edits=True)
+            edited = apply_config_set(self, edits) if edits else self
+            return edited.with_policy(overlay_policy(edited.raw_autoscaling, section))
         except ValueError as error:
             if str(error).startswith(f"policy file {path}"):
                 raise
@@ -138,9 +141,23 @@ def _monitored(settings: StackSettings, name: str) -> MonitoredModel:
     return next(m for m in monitored_models(settings) if m.name == name)
 
 
-def read_policy_file(path: Path) -> dict[str, Any]:
+@overload
+def read_policy_file(path: Path) -> dict[str, Any]: ...
+
+
+@overload
+def read_policy_file(path: Path, with_edits: Literal[True]) -> tuple[dict[str, Any], list[ConfigEdit]]: ...
+
+
+def read_policy_file(path: Path, with_edits: bool = False) -> Any:
     """An autoscaling section shaped like the stack's (`default:` and per-model blocks);
-    a file that still carries the `inference-platform:autoscaling:` key is accepted too."""
+    a file that still carries the `inference-platform:autoscaling:` key is accepted too.
+
+    With `with_edits`, also the file's other settings: a document of `autoscaling:` and `config:`,
+    the latter `pulumi config set --path` edits (path: value, under `inference-platform:`), so one
+    file can compare a policy with warm headroom or another startup
+    (`gpuCapacity.headroom.placeholders: 2`); (section, edits). A file read without `with_edits`
+    refuses `config:` by name."""
     try:
         document = yaml.safe_load(Path(path).read_text())
     except OSError as error:
@@ -151,10 +168,21 @@ def read_policy_file(path: Path) -> dict[str, Any]:
         raise ValueError(f"policy file {path}: not YAML{where} ({getattr(error, 'problem', None) or error})") from None
     if not isinstance(document, dict):
         raise ValueError(f"policy file {path}: expected a mapping like the stack's autoscaling section")
+    edits: list[ConfigEdit] = []
+    if "config" in document and set(document) <= {"config", "autoscaling"}:
+        if not with_edits:
+            raise ValueError(
+                f"policy file {path}: `config:` edits are read by compare only; give an autoscaling section"
+            )
+        config = document["config"]
+        if not isinstance(config, dict) or not all(isinstance(k, str) for k in config):
+            raise ValueError(f"policy file {path}: `config:` must map setting paths to values")
+        edits = list(config.items())
+        document = document.get("autoscaling") or {}
     for key in (AUTOSCALING_KEY, "autoscaling"):
         if set(document) == {key}:
             document = document[key]
-    return document
+    return (document, edits) if with_edits else document
 
 
 def _stack_profile(name: str, model: ModelSettings, model_index: int | None) -> EngineProfile:

@@ -73,6 +73,41 @@ def test_a_policy_file_is_laid_over_the_stack_section_key_by_key(tmp_path):
     assert overlaid.model_dump(exclude={"max_replicas"}) == own.model_dump(exclude={"max_replicas"})
 
 
+def test_a_compared_policy_file_may_carry_config_edits_beside_its_autoscaling_section(tmp_path):
+    """compare's files: `config:` edits (warm headroom here) applied before the policy overlay."""
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        yaml.safe_dump(
+            {
+                "config": {
+                    "gpuCapacity.headroom.placeholders": 2,
+                    "gpuCapacity.headroom.model": "qwen25-14b-awq",
+                    "autoscaling.qwen25-14b-awq.maxReplicas": 32,
+                },
+                "autoscaling": {"qwen25-14b-awq": {"minReplicas": 5}},
+            }
+        )
+    )
+    edited = load_stack_model("prod", "qwen25-14b-awq", root=ROOT).with_policy_file(policy)
+    assert (edited.headroom, edited.policy.max_replicas, edited.policy.min_replicas) == (2, 32, 5)
+
+
+def test_config_edits_that_would_not_deploy_are_refused_naming_the_file(tmp_path):
+    policy = tmp_path / "p.yaml"
+    policy.write_text(yaml.safe_dump({"config": {"gpuCapacity.headroom.placeholders": 3}}))
+    with pytest.raises(
+        ValueError, match=r"policy file .*p.yaml does not validate against stack prod: would not deploy"
+    ):
+        load_stack_model("prod", "qwen25-14b-awq", root=ROOT).with_policy_file(policy)
+
+
+def test_a_plans_policy_file_refuses_config_edits_by_name(tmp_path):
+    policy = tmp_path / "p.yaml"
+    policy.write_text(yaml.safe_dump({"config": {"gpuCapacity.headroom.placeholders": 1}}))
+    with pytest.raises(ValueError, match="`config:` edits are read by compare only"):
+        dev(policy_file=policy)
+
+
 def test_a_policy_file_without_slo_is_judged_by_the_stack_slo(tmp_path):
     policy = tmp_path / "p.yaml"
     policy.write_text(yaml.safe_dump({"default": {"triggers": {"queueDepth": {"targetPerReplica": 1}}}}))
