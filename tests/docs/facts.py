@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from capacity.planning.stack import landing, load_stack_model, read_stack
+from contract.startup import stack_startup
 
 STACKS = ("dev", "prod")
 
@@ -49,15 +50,13 @@ def facts(stack: str, root: Path) -> StackFacts:
         price = prices.spot if pool.capacity_type == "spot" else prices.on_demand
         ceiling += pool.gpu_limit * price
         quota[pool.capacity_type] = quota.get(pool.capacity_type, 0) + pool.gpu_limit * per_gpu_vcpus.get(pool.name, 0)
-    startup = settings.capacity_planning.startup
-    largest = max(m.size_gib for m in settings.models)
-    load = largest / startup.weight_load_gib_per_second
-    fastest = (
-        startup.node_provisioning_seconds.min + startup.image_pull_seconds.min + load + startup.engine_init_seconds.min
-    )
-    slowest = (
-        startup.node_provisioning_seconds.max + startup.image_pull_seconds.max + load + startup.engine_init_seconds.max
-    )
+    # The largest model's start, as the stack derives it from what it deploys (contract/startup.py).
+    largest = max(settings.models, key=lambda m: m.size_gib)
+    figures = stack_startup(settings, largest)
+    load = largest.size_gib / figures.weight_load_gib_per_s.low
+    steps = (figures.node_provisioning_s, figures.image_pull_s, figures.engine_init_s)
+    fastest = sum(f.low for f in steps) + load
+    slowest = sum(f.high for f in steps) + load
     region = str(source.config.get("aws:region", "(aws:region unset)"))
     return StackFacts(
         stack,
