@@ -218,7 +218,10 @@ class Query:
     Two look-aheads for a `sum_rate`, from the history Prometheus already holds (the forecast
     triggers): `offset_seconds` reads the range that many seconds back (`rate(m[w] offset o)`: a
     day ago, moved forward by a replica's start), and `trend` extrapolates the query's recent
-    values (`predict_linear` over a subquery).
+    values (`predict_linear` over a subquery). A forecast with `zero_when_empty` ends in
+    `or vector(0)`: with no history to read (a new cluster's first day) it forecasts nothing, 0,
+    instead of an empty result, which KEDA reads as an error and answers with its fallback (that
+    would hold an interactive model's fleet where it is, `currentReplicasIfHigher`).
     """
 
     metric: str
@@ -227,7 +230,7 @@ class Query:
     quantile: float | None = None
     aggregation: Aggregation = "sum"
     by: tuple[str, ...] = ()
-    zero_when_empty: bool = True  # quantile only
+    zero_when_empty: bool = True  # quantiles and forecasts only
     offset_seconds: int = 0  # sum_rate only
     trend: Trend | None = None  # sum_rate only
 
@@ -238,6 +241,11 @@ class Query:
             raise ValueError(f"an offset looks back a positive time, got {self.offset_seconds}s")
         if self.offset_seconds and self.trend:
             raise ValueError("a query takes an offset or a trend, not both")
+
+    @property
+    def forecast(self) -> bool:
+        """Does it read ahead from history (an offset or a trend)?"""
+        return bool(self.offset_seconds or self.trend)
 
     @property
     def look_back_seconds(self) -> int:
@@ -264,10 +272,14 @@ class Query:
             offset = f" offset {duration(self.offset_seconds)}" if self.offset_seconds else ""
             selected = f"{RANGE_FUNCTIONS[self.shape]}({scope.select(self.metric)}[{window}]{offset})"
             if self.trend is None:
-                return self._aggregate(selected, self.by)
-            t = self.trend
-            subquery = f"({self._aggregate(selected, self.by)})[{duration(t.range_seconds)}:{duration(t.step_seconds)}]"
-            return f"predict_linear({subquery}, {t.ahead_seconds})"
+                rendered = self._aggregate(selected, self.by)
+            else:
+                t = self.trend
+                subquery = (
+                    f"({self._aggregate(selected, self.by)})[{duration(t.range_seconds)}:{duration(t.step_seconds)}]"
+                )
+                rendered = f"predict_linear({subquery}, {t.ahead_seconds})"
+            return f"{rendered} or vector(0)" if self.forecast and self.zero_when_empty else rendered
         if self.quantile is None or not 0 < self.quantile < 1:
             raise ValueError(f"a quantile must be in (0, 1), got {self.quantile}")
         rate = self._aggregate(f"rate({scope.select(self.metric + '_bucket')}[{window}])", ("le", *self.by))

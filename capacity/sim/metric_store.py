@@ -199,7 +199,7 @@ class MetricStore:
         aggregation over an empty vector is, unless its own `or vector(0)` answers 0."""
         evaluate = self._evaluator(query)  # still refuses what the store cannot evaluate
         if not selects:
-            guarded = query.shape == "quantile" and query.zero_when_empty
+            guarded = (query.shape == "quantile" or query.forecast) and query.zero_when_empty
             evaluate = (lambda t: 0.0) if guarded else (lambda t: None)
         if not self.outages:
             return evaluate
@@ -259,8 +259,9 @@ class MetricStore:
             raise RuntimeError(f"a {query.look_back_seconds} s look-back asked after the store kept less")
         self.long_retention = max(self.long_retention, float(query.look_back_seconds))
         offset, trend = float(query.offset_seconds), query.trend
+        empty = 0.0 if query.zero_when_empty else None  # `or vector(0)`: no history reads 0
         if trend is None:
-            return lambda t: aggregate(self._past_rates(t - offset, window))
+            return lambda t: _or(aggregate(self._past_rates(t - offset, window)), empty)
 
         points: dict[float, float | None] = {}  # the inner query's value by instant: each step is read by many polls
         range_s, step_s, ahead_s = trend.range_seconds, trend.step_seconds, trend.ahead_seconds
@@ -273,7 +274,7 @@ class MetricStore:
                 if at not in points:
                     points[at] = aggregate(self._past_rates(at, window))
             kept = [(at, v) for at in steps if (v := points[at]) is not None]
-            return predict_linear([at for at, _ in kept], [v for _, v in kept], t, ahead_s)
+            return _or(predict_linear([at for at, _ in kept], [v for _, v in kept], t, ahead_s), empty)
 
         return predicted
 
@@ -337,6 +338,11 @@ class MetricStore:
             return 0.0 if guarded else None
         value = histogram_quantile(q, bounds, aggregate(increases))
         return positive_or_zero(value) if guarded else value
+
+
+def _or(value: float | None, empty: float | None) -> float | None:
+    """`value or vector(0)` when `empty` is 0: an empty result (None) reads 0."""
+    return empty if value is None else value
 
 
 # Each aggregation is empty (None) over no series, as in Prometheus. `values`: one number per

@@ -51,7 +51,15 @@ def test_every_derived_figure_names_its_source_and_trust() -> None:
 
 
 def test_a_stacks_own_figures_override_the_derived_ones() -> None:
-    settings = read_stack("prod", ROOT).settings()  # sets all four capacityPlanning.startup keys
+    settings = read_stack("prod", ROOT).settings()  # sets only capacityPlanning.startup.engineInitSeconds
     figures = stack_startup(settings, settings.models[0])
-    assert {f.trust for f in figures.figures().values()} == {"stack"}
-    assert (figures.image_pull_s.low, figures.image_pull_s.high) == (60, 180)
+    assert figures.engine_init_s.trust == "stack"
+    assert (figures.engine_init_s.low, figures.engine_init_s.high) == (40, 90)
+
+
+def test_what_a_stack_leaves_unset_follows_from_what_it_deploys() -> None:
+    """prod on Auto Mode: its own SOCI pull (extrapolated), the assumed node launch and weight rate."""
+    settings = read_stack("prod", ROOT).settings()
+    figures = stack_startup(settings, settings.models[0])
+    assert (figures.image_pull_s.trust, figures.node_provisioning_s.trust) == ("extrapolated", "assumed")
+    assert (figures.image_pull_s.low, figures.image_pull_s.high) == (23.2, 45.0)

@@ -7,8 +7,8 @@ simulator compares them with the labels its series carry, `parse_selecting`):
     AGG [by (labels)] (avg_over_time(metric[d]))   also max_over_time, rate; `by` may follow
     histogram_quantile(q, AGG by (le[, labels]) (rate(metric_bucket[d])))
     (histogram_quantile(...) > 0) or vector(0)
-    AGG [by (labels)] (rate(metric[d] offset d))                the forecast triggers' look-ahead:
-    predict_linear((AGG [by (labels)] (rate(metric[d])))[d:d], seconds)   a day ago, or a trend
+    AGG [by (labels)] (rate(metric[d] offset d)) [or vector(0)]        the forecast triggers' look-ahead:
+    predict_linear((AGG [by (labels)] (rate(metric[d])))[d:d], seconds) [or vector(0)]   a day ago, or a trend
 
 Anything else (another function, a binary operator, offset elsewhere, another subquery, a regex matcher) is a
 ValueError naming the construct, so a ScaledObject the simulator cannot read is refused, not
@@ -96,9 +96,20 @@ class _Parser:
 
     def query(self) -> Query:
         query = self.guarded() if self.peek.text == "(" else self.expression()
+        if query.forecast:  # `... or vector(0)`: no history reads 0
+            guarded = self.peek.text == "or"
+            if guarded:
+                self.or_vector_zero()
+            query = replace(query, zero_when_empty=guarded)
         if self.peek.kind != "end":
             raise self.unsupported()
         return query
+
+    def or_vector_zero(self) -> None:
+        for text in ("or", "vector", "(", "0", ")"):
+            if self.peek.text != text:
+                raise self.unsupported()
+            self.take()
 
     def guarded(self) -> Query:
         """`(histogram_quantile(...) > 0) or vector(0)`, or a parenthesised expression."""
@@ -111,10 +122,7 @@ class _Parser:
             if self.take().text not in ("0", "0.0"):
                 raise self.unsupported(self.tokens[self.i - 1].text)
             self.expect(")")
-            for text in ("or", "vector", "(", "0", ")"):
-                if self.peek.text != text:
-                    raise self.unsupported()
-                self.take()
+            self.or_vector_zero()
             return Query(
                 inner.metric, "quantile", inner.window_seconds, inner.quantile, inner.aggregation, inner.by, True
             )

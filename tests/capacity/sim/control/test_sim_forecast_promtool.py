@@ -59,7 +59,11 @@ def promtool_got(pods: dict[str, np.ndarray], tmp_path) -> list[float]:
                 "input_series": input_series,
                 # Expect -1 so promtool prints what it got for every query.
                 "promql_expr_test": [
-                    {"expr": q.promql(SCOPE), "eval_time": f"{EVAL_AT:g}s", "exp_samples": [{"labels": "{}", "value": -1}]}
+                    {
+                        "expr": q.promql(SCOPE),
+                        "eval_time": f"{EVAL_AT:g}s",
+                        "exp_samples": [{"labels": "{}", "value": -1}],
+                    }
                     for q in QUERIES
                 ],
             }
@@ -94,3 +98,12 @@ def test_the_traffic_before_a_run_is_read_as_one_more_series():
     store = MetricStore(history=history)
     day_ago = store.instant_query(Query(Vllm.PROMPT_TOKENS, "sum_rate", 300, offset_seconds=1800))
     assert day_ago(0.0) == pytest.approx(10.0 / SCRAPE)
+
+
+def test_a_forecast_with_no_history_reads_zero_not_an_empty_result():
+    """`... or vector(0)`: a new cluster's first day forecasts nothing; an empty result would be a
+    KEDA error, answered by its fallback."""
+    store = MetricStore()
+    guarded = store.instant_query(Query(Vllm.PROMPT_TOKENS, "sum_rate", 300, offset_seconds=1800))
+    bare = store.instant_query(Query(Vllm.PROMPT_TOKENS, "sum_rate", 300, offset_seconds=1800, zero_when_empty=False))
+    assert (guarded(60.0), bare(60.0)) == (0.0, None)

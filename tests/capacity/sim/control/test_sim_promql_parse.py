@@ -36,14 +36,18 @@ def test_every_trigger_query_the_platform_renders_parses_back_to_its_query():
         ),
         (
             "sum(rate(vllm:prompt_tokens_total[5m] offset 23h55m))",
+            Query(Vllm.PROMPT_TOKENS, "sum_rate", 300, offset_seconds=86100, zero_when_empty=False),
+        ),
+        (
+            "sum(rate(vllm:prompt_tokens_total[5m] offset 23h55m)) or vector(0)",
             Query(Vllm.PROMPT_TOKENS, "sum_rate", 300, offset_seconds=86100),
         ),
         (
             "predict_linear((sum(rate(vllm:prompt_tokens_total[1m])))[10m:1m], 300)",
-            Query(Vllm.PROMPT_TOKENS, "sum_rate", 60, trend=Trend(600, 60, 300)),
+            Query(Vllm.PROMPT_TOKENS, "sum_rate", 60, trend=Trend(600, 60, 300), zero_when_empty=False),
         ),
         (
-            "predict_linear((sum(rate(vllm:prompt_tokens_total[1m])))[10m : 30s], 120)",
+            "predict_linear((sum(rate(vllm:prompt_tokens_total[1m])))[10m : 30s], 120) or vector(0)",
             Query(Vllm.PROMPT_TOKENS, "sum_rate", 60, trend=Trend(600, 30, 120)),
         ),
         (
