@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from capacity.engine import get_profile
-from capacity.measure.recommend import Recommendation, Setting, commands, report_lines, stack_path
+from capacity.measure.recommend import Recommendation, Setting, commands, report_lines
 from capacity.planning.evidence import Evidence, evidence, evidence_traffic, for_key
 from capacity.planning.guardrails import Guardrails, guardrails
 from capacity.planning.stack import StackModel, apply_config_set, load_stack_model, replica_budget
@@ -41,16 +41,15 @@ def model_served_with(stack_file: Path, profile_name: str) -> str | None:
     return next((m.name for m in models if m.capacity_profile == profile_name), None)
 
 
-def choose_target(stack: str, stack_file: Path | None, model: str | None, profile: str | None = None) -> Target:
+def choose_target(path: Path, model: str | None, profile: str | None = None) -> Target:
     """`model` when given; else the model served with `profile` (the one swept); else the stack's
-    first model. The stack file and the model must exist (one clear error otherwise)."""
-    path = stack_path(stack, stack_file)
+    first model, in the stack file at `path`. The model must exist (one clear error otherwise)."""
     chosen_by = "--model"
     if model is None and profile is not None and (served := model_served_with(path, profile)):
         model, chosen_by = served, f"its capacityProfile is the swept {profile}"
     elif model is None:
         chosen_by = "the stack's first model; --model retunes another"
-    sm = load_stack_model(stack, model, source=read_stack(path))
+    sm = load_stack_model(path, model, source=read_stack(path))
     plan = for_key(evidence(sm.source.path), f"autoscaling.{sm.model.name}")
     rules, note = None, None
     if plan is not None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from rich.table import Table
 
 from capacity.cli.load_args import parse_levels
+from capacity.cli.stack_args import add_profiles_dir_argument
 from capacity.engine import DEFAULT_PROFILE, PROFILES, get_profile
 from capacity.engine.explain import Explained, explain
 from capacity.engine.scenario import METRIC_NAMES, Metrics, Scenario, load
@@ -39,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-tokens", type=int, default=128, help="output length of each request, tokens")
     parser.add_argument("--seed", type=int, default=0, help="seed of the engine model's random draws")
     parser.add_argument("--json", action="store_true", help="print each point's steady state and bound as JSON")
+    add_profiles_dir_argument(parser)
 
 
 def table(points: list[Explained]) -> Table:

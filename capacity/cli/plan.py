@@ -23,9 +23,9 @@ from typing import Any
 import yaml
 from rich.table import Table
 
-from capacity.cli import DEFAULT_STACK
 from capacity.cli.progress import counted
 from capacity.cli.record import made_by, run_record
+from capacity.cli.stack_args import add_stack_arguments, stack_file
 from capacity.cli.stack_edit import write_stack
 from capacity.planning import band as error_band
 from capacity.planning import plan
@@ -58,9 +58,7 @@ def _price(text: str) -> tuple[str, float]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--stack", "-s", default=DEFAULT_STACK, help="stack name (reads Pulumi.<stack>.yaml) or a stack file path"
-    )
+    add_stack_arguments(parser)
     parser.add_argument("--model", help="served model name (default: the stack's first model)")
     parser.add_argument(
         "--trace",
@@ -375,9 +373,9 @@ def _scaled(trace: traces.Trace, args: argparse.Namespace) -> traces.Trace:
 
 def run(args: argparse.Namespace) -> int:
     _check(args)
-    sm = load_stack_model(args.stack, args.model)
+    sm = load_stack_model(stack_file(args), args.model)
     seed_policies = [
-        (path.name, load_stack_model(args.stack, sm.model.name, policy_file=path, source=sm.source))
+        (path.name, load_stack_model(sm.source.path, sm.model.name, policy_file=path, source=sm.source))
         for path in args.seed_policy
     ]
     if args.slo_attainment is None:

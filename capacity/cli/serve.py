@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import socket
 
+from capacity.cli.stack_args import add_profiles_dir_argument
 from capacity.engine import DEFAULT_PROFILE, PROFILES, get_profile
 from capacity.mock.faults import GRAMMAR, Faults
 from capacity.mock.serving import RunningReplica, serve_until_cancelled, try_listen
@@ -49,6 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="tokenizer.json (or its folder) to count prompt tokens with (default: whitespace words)",
     )
+    add_profiles_dir_argument(parser)
 
 
 def _ports(args: argparse.Namespace) -> list[int]:

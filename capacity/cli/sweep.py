@@ -10,10 +10,10 @@ import argparse
 import functools
 from pathlib import Path
 
-from capacity.cli import DEFAULT_STACK
 from capacity.cli.advice import advice, choose_target
 from capacity.cli.load_args import add_load_arguments, check_urls, config_from_args, parse_levels
 from capacity.cli.progress import progress_bar
+from capacity.cli.stack_args import add_stack_arguments, stack_file
 from capacity.engine import get_profile
 from capacity.measure.recommend import recommend, slo_to_defend
 from capacity.measure.report import write_report
@@ -35,9 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--slo-p99", type=float, default=None, help="end-to-end p99 SLO, seconds (default: the stack's)"
     )
     parser.add_argument("--slo-ttft-p95", type=float, default=None, help="TTFT p95 SLO, seconds (default: the stack's)")
-    parser.add_argument(
-        "--stack", default=DEFAULT_STACK, help="stack whose SLO is defended and whose thresholds the commands set"
-    )
+    add_stack_arguments(parser, what="its SLO is defended and its thresholds retuned")
     parser.add_argument(
         "--profile",
         default=None,
@@ -51,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if args.profile is not None:
         get_profile(args.profile)  # an unknown name is one clear line before any load
     # --model is the name requested and the stack model retuned (the gateway routes by it)
-    target = choose_target(args.stack, None, args.model, args.profile)
+    target = choose_target(stack_file(args), args.model, args.profile)
     current = target.sm.policy
     slo_p99, slo_ttft = slo_to_defend(current, None, target.sm.stack, args.slo_p99, args.slo_ttft_p95)
     check_urls(args.url)

@@ -18,12 +18,9 @@ import yaml
 from capacity.measure.envelope import EnvelopeRow, Knee, find_knee, validate
 from contract.settings.autoscaling import ModelAutoscaling
 from contract.settings.config_path import holds
-from contract.settings.stack_file import load_stack
+from contract.settings.stack_file import find_stack_file, load_stack
 from contract.signals import Vllm
 from contract.triggers import TRIGGERS, Trigger
-
-# The repository's root: its stack files are the fallback when none is found where the tool runs.
-REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -235,26 +232,14 @@ def _render(value: float | int | bool) -> str:
     return str(value)
 
 
-def stack_path(stack: str, stack_file: Path | None = None) -> Path:
-    """The stack file the tools read: `stack_file` when given, else `Pulumi.<stack>.yaml` where the
-    tool runs, else the repository's."""
-    if stack_file is not None:
-        return stack_file
-    local = Path(f"Pulumi.{stack}.yaml")
-    return local if local.is_file() else REPO / local.name
-
-
 def current_values(
-    stack: str, model: str, stack_file: Path | None = None
+    stack: str | Path, model: str, stack_dir: Path | None = None
 ) -> tuple[ModelAutoscaling | None, str | None]:
     """The stack's merged autoscaling policy for `model`, or (None, why not)."""
-    path = stack_path(stack, stack_file)
-    if not path.is_file():
-        return None, f"no Pulumi.{stack}.yaml found"
     try:
-        return load_stack(path).autoscaling_for(model), None
-    except (ValueError, OSError, yaml.YAMLError) as error:  # an invalid stack file: show recommendations anyway
-        return None, f"{path} could not be read: {error}"
+        return load_stack(find_stack_file(stack, stack_dir)).autoscaling_for(model), None
+    except (ValueError, OSError, yaml.YAMLError) as error:  # a missing or invalid stack file: say why
+        return None, str(error)
 
 
 def slo_to_defend(
@@ -299,12 +284,13 @@ def commands(
     return lines
 
 
-def overriding_models(stack: str, stack_file: Path | None = None) -> dict[str, dict]:
+def overriding_models(stack: str | Path) -> dict[str, dict]:
     """Each model's own `autoscaling.<model>` block in the stack file as written (empty if unreadable)."""
-    path = stack_path(stack, stack_file)
     try:
-        raw = (yaml.safe_load(path.read_text()) or {}).get("config", {}).get("inference-platform:autoscaling") or {}
-    except (OSError, yaml.YAMLError):
+        raw = (yaml.safe_load(find_stack_file(stack).read_text()) or {}).get("config", {}).get(
+            "inference-platform:autoscaling"
+        ) or {}
+    except (OSError, ValueError, yaml.YAMLError):
         return {}
     return {name: block for name, block in raw.items() if name != "default" and isinstance(block, dict)}
 

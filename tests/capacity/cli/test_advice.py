@@ -44,7 +44,7 @@ def apply_to_copy(lines: list[str], stack: str, tmp_path: Path) -> None:
 
 
 def advise(envelope: Path, stack: str, model: str | None, measured: str | None = None, **flags) -> list[str]:
-    target = choose_target(stack, REPO / f"Pulumi.{stack}.yaml", model, measured)
+    target = choose_target(REPO / f"Pulumi.{stack}.yaml", model, measured)
     slo = target.sm.policy.slo
     p99 = flags.pop("slo_p99", slo.e2e_p99_seconds)
     ttft = flags.pop("slo_ttft_p95", slo.ttft_p95_seconds)
@@ -68,7 +68,7 @@ def test_every_printed_line_applied_to_a_copy_of_the_stack_file_loads(envelope, 
 
 
 def test_a_guardrail_at_its_slo_is_not_printed_and_the_rule_is_named(tmp_path):
-    target = choose_target("prod", None, "qwen25-14b-awq")
+    target = choose_target(REPO / "Pulumi.prod.yaml", "qwen25-14b-awq")
     rec = recommend(read_envelope(LAB_ENVELOPE), None, 2.5)
     at_slo = [
         dataclasses.replace(s, value=2.5) if s.path == "triggers.ttft.thresholdSeconds" else s for s in rec.settings
@@ -144,8 +144,8 @@ def test_the_target_is_the_model_served_with_the_swept_profile_else_the_stacks_f
     assert [model_served_with(REPO / "Pulumi.prod.yaml", m.capacity_profile) for m in models] == [
         m.name for m in models
     ]
-    assert choose_target("prod", None, None, "a10g-qwen2.5-7b-awq").sm.model.name == "qwen25-7b-awq"
-    default = choose_target("prod", None, None, "a10g-r1-14b-awq")
+    assert choose_target(REPO / "Pulumi.prod.yaml", None, "a10g-qwen2.5-7b-awq").sm.model.name == "qwen25-7b-awq"
+    default = choose_target(REPO / "Pulumi.prod.yaml", None, "a10g-r1-14b-awq")
     assert default.sm.model.name == models[0].name and "first model" in default.chosen_by
 
 

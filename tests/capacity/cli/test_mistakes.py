@@ -310,8 +310,8 @@ def test_a_png_in_a_directory_that_does_not_exist_is_refused_not_created(fails, 
 
 
 def test_recommend_with_a_missing_stack_file_does_not_fall_back_to_another(fails):
-    line = fails("recommend", "--envelope", str(CALIBRATION_CSV), "--stack-file", "/nope.yaml")
-    assert "--stack-file /nope.yaml does not exist" in line
+    line = fails("recommend", "--envelope", str(CALIBRATION_CSV), "--stack", "/nope.yaml")
+    assert "stack file /nope.yaml does not exist" in line
 
 
 def test_recommend_refuses_an_envelope_without_a_plateau(fails, tmp_path):

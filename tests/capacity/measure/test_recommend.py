@@ -130,7 +130,7 @@ def test_recommended_values_pass_the_stacks_own_validation():
 
 
 def test_current_values_are_optional_and_never_fail(tmp_path):
-    current, why = current_values("no-such-stack", "default", tmp_path / "Pulumi.no-such-stack.yaml")
+    current, why = current_values("no-such-stack", "default", tmp_path)
     assert current is None and "Pulumi.no-such-stack.yaml" in why
 
 
