@@ -2,6 +2,11 @@
 
 Recommends thresholds against the stack's SLO (`autoscaling.<model>.slo`; --slo-p99 and
 --slo-ttft-p95 override it), and only from an envelope that reached its plateau.
+
+--model names the stack model whose thresholds are retuned and, through a gateway that routes by
+it, the name requested. A replica serving another name (`capacity serve` serves the profile's
+unless given --served-model-name) is swept with --served-model-name NAME; a name the replica does
+not list in /v1/models is refused before any load.
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     base = config_from_args(args, concurrency=levels[0])
     if args.profile is not None:
         get_profile(args.profile)  # an unknown name is one clear line before any load
-    # --model is the name requested and the stack model retuned (the gateway routes by it)
+    # --model is the stack model retuned; the name requested too (the gateway routes by it) unless --served-model-name
     target = choose_target(stack_file(args), args.model, args.profile)
     current = target.sm.policy
     slo_p99, slo_ttft = slo_to_defend(current, None, target.sm.stack, args.slo_p99, args.slo_ttft_p95)

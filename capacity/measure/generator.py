@@ -71,14 +71,19 @@ def trace_arrivals(path: Path, speed: float = 1.0, *, prefix_reuse: bool = False
         yield float(offset) / speed, max(1, int(prompt)), max(1, int(output)), ids
 
 
-async def first_model(session: aiohttp.ClientSession, url: str, headers: dict[str, str]) -> dict:
-    """The first entry of a server's /v1/models: its `id` to request, its `root` (vLLM: the
+async def listed_models(session: aiohttp.ClientSession, url: str, headers: dict[str, str]) -> list[dict]:
+    """A server's /v1/models entries: each `id` a name to request, its `root` (vLLM: the
     checkpoint it loaded, a Hub id or a folder)."""
     async with session.get(f"{url.rstrip('/')}/v1/models", headers=headers) as response:
         if response.status != 200:
             raise ValueError(f"{url}/v1/models answered HTTP {response.status}; pass --model")
         data = await response.json()
-    models = data.get("data", [])
+    return list(data.get("data", []))
+
+
+async def first_model(session: aiohttp.ClientSession, url: str, headers: dict[str, str]) -> dict:
+    """The first entry of a server's /v1/models."""
+    models = await listed_models(session, url, headers)
     if not models:
         raise ValueError(f"{url}/v1/models lists no model; pass --model")
     return models[0]
