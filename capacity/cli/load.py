@@ -56,5 +56,10 @@ def run(args: argparse.Namespace) -> int:
             indent=2,
         )
     )
+    if s["skipped_over_context"]:
+        print(
+            f"skipped {s['skipped_over_context']} trace requests whose prompt + output is over the replica's "
+            "max_model_len (vLLM refuses them with HTTP 400); the rest were replayed"
+        )
     print(f"wrote {args.out / 'requests.jsonl'} and {args.out / 'summary.json'}")
     return 0 if s["successful"] else 1
