@@ -101,4 +101,4 @@ destroy: stack-named stack-file pulumi-cli ## delete every resource of STACK=<na
 
 lab: venv ## the GPU-free capacity loop (mock replicas + a real Prometheus, when it can be had without a service)
 	@$(MAKE) --no-print-directory prometheus-tools || echo "make lab: no Prometheus; the lab reads the replicas' /metrics instead" >&2
-	$(VENV)/bin/python -m capacity lab --stack $(STACK)
+	$(VENV)/bin/python -m capacity lab

@@ -152,7 +152,3 @@ def test_prometheus_is_unpacked_from_its_package_never_installed_as_a_service():
     assert "apt-get download -qq prometheus && dpkg-deb -x prometheus_" in recipe
     assert "apt-get install" not in recipe and "systemctl" not in recipe
     assert "install -y -qq prometheus" not in _dry_run("system-packages")
-
-
-def test_the_lab_runs_on_the_quick_starts_stack():
-    assert ".venv/bin/python -m capacity lab --stack dev" in _dry_run("lab")

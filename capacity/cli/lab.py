@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from capacity.cli.advice import advice, choose_target
+from capacity.cli.advice import advice, choose_target, folded
 from capacity.cli.load_args import parse_levels
 from capacity.cli.progress import progress_bar
 from capacity.cli.stack_args import add_stack_arguments, stack_file
@@ -80,7 +80,9 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         with progress_bar(not args.no_progress, "lab") as update:
-            paths = run_lab(options, lambda rec: advice(rec, target, profile, slo_p99, slo_ttft), progress=update)
+            paths = run_lab(
+                options, lambda rec: folded(advice(rec, target, profile, slo_p99, slo_ttft)), progress=update
+            )
     except KeyboardInterrupt:  # the lab's ExitStack has stopped its child processes by now
         print("lab: interrupted; the mock replicas and Prometheus it started are stopped", file=sys.stderr)
         return 130

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from capacity.cli.advice import advice, choose_target
+from capacity.cli.advice import advice, choose_target, folded
 from capacity.cli.stack_args import add_stack_arguments, stack_file
 from capacity.engine import get_profile
 from capacity.measure.envelope import read_envelope
@@ -32,7 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="TTFT p95 SLO, seconds (default: the stack's slo.ttftP95Seconds for --model)",
     )
-    add_stack_arguments(parser, what="the stack the commands target; its file must exist")
+    # Required: the quick start deploys dev and the examples retune prod; the commands this prints
+    # change a stack, so the stack is named, never guessed.
+    add_stack_arguments(parser, what="the stack the commands target", required=True)
     parser.add_argument(
         "--model", default=None, help="the stack model whose autoscaling block to retune (default: its first model)"
     )
@@ -54,5 +56,5 @@ def run(args: argparse.Namespace) -> int:
     target = choose_target(stack_file(args), args.model)
     slo_p99, slo_ttft = slo_to_defend(target.sm.policy, None, target.sm.stack, args.slo_p99, args.slo_ttft_p95)
     rec = recommend(rows, slo_p99, slo_ttft, args.peak_rps)
-    print("\n".join(advice(rec, target, args.profile, slo_p99, slo_ttft)))
+    print("\n".join(folded(advice(rec, target, args.profile, slo_p99, slo_ttft))))
     return 0

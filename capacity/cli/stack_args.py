@@ -18,15 +18,20 @@ STACK_HELP = "stack name (Pulumi.<stack>.yaml in --stack-dir, else here, else in
 
 
 def add_stack_arguments(
-    parser: argparse.ArgumentParser, default: str | None = DEFAULT_STACK, what: str = "", profiles: bool = True
+    parser: argparse.ArgumentParser,
+    default: str | None = DEFAULT_STACK,
+    what: str = "",
+    profiles: bool = True,
+    required: bool = False,
 ) -> None:
     """`--stack/-s` and `--stack-dir` (and `--profiles-dir` when the command reads profiles);
     `what` says what the command does with the stack."""
     parser.add_argument(
         "--stack",
         "-s",
-        default=default,
-        help=STACK_HELP + (f"; {what}" if what else "") + ("" if default else " (default: none)"),
+        default=None if required else default,
+        required=required,
+        help=STACK_HELP + (f"; {what}" if what else "") + ("" if default or required else " (default: none)"),
     )
     parser.add_argument(
         "--stack-dir",

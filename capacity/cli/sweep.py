@@ -15,7 +15,7 @@ import argparse
 import functools
 from pathlib import Path
 
-from capacity.cli.advice import advice, choose_target
+from capacity.cli.advice import advice, choose_target, folded
 from capacity.cli.load_args import add_load_arguments, check_urls, config_from_args, parse_levels
 from capacity.cli.progress import progress_bar
 from capacity.cli.stack_args import add_stack_arguments, stack_file
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         paths = write_report(points, args.out, title, slo_p99)
         print("wrote " + ", ".join(str(p) for p in paths.values()))
         raise ValueError(f"{no_recommendation} (envelope in {paths['csv']})") from None
-    recs = advice(rec, target, args.profile, slo_p99, slo_ttft)
+    recs = folded(advice(rec, target, args.profile, slo_p99, slo_ttft))
     print("\n".join(recs))
     paths = write_report(points, args.out, title, slo_p99, recs, current)
     print("wrote " + ", ".join(str(p) for p in paths.values()))

@@ -84,6 +84,19 @@ def _guardrail(slo: float, overloaded: float | None) -> float:
     return rounded if rounded > slo else round(slo + step, 10)
 
 
+def _guardrail_reason(
+    slo_name: str, reading: str, slo: float, threshold: float, overloaded: float | None, past: str
+) -> str:
+    """Why a guardrail sits where it does, stating how it compares with the overloaded reading as it
+    does: the margin above the SLO can put it above an overload that barely passes the SLO."""
+    reason = f"guardrail above the {slo:g}s {slo_name}"
+    if overloaded is None or overloaded <= slo:
+        return reason
+    if threshold < overloaded:
+        return reason + f", below the {overloaded:.3g}s {reading} of the overloaded {past}"
+    return reason + f", at or above the {overloaded:.3g}s {reading} of the overloaded {past} (kept 5% over the SLO)"
+
+
 def recommend(
     rows: list[EnvelopeRow],
     slo_p99: float | None,
@@ -174,12 +187,7 @@ def recommend(
             Setting(
                 e2e_latency.target_path(),
                 _num(e2e),
-                f"guardrail above the {slo_p99:g}s SLO"
-                + (
-                    f", below the {beyond.p99_latency_s:.3g}s p99 of the overloaded {past}"
-                    if beyond and beyond.p99_latency_s > slo_p99
-                    else ""
-                ),
+                _guardrail_reason("SLO", "p99", slo_p99, e2e, beyond.p99_latency_s if beyond else None, past),
                 e2e_latency.target,
             )
         )
@@ -194,16 +202,12 @@ def recommend(
             )
         )
         settings.append(Setting(f"triggers.{ttft.key}.enabled", True, "a TTFT SLO was given: watch it", ttft.enabled))
+        threshold = _guardrail(slo_ttft_p95, beyond_ttft)
         settings.append(
             Setting(
                 ttft.target_path(),
-                _num(_guardrail(slo_ttft_p95, beyond_ttft)),
-                f"guardrail above the {slo_ttft_p95:g}s TTFT SLO"
-                + (
-                    f", below the {beyond_ttft:.3g}s TTFT p95 of the overloaded {past}"
-                    if beyond_ttft and beyond_ttft > slo_ttft_p95
-                    else ""
-                ),
+                _num(threshold),
+                _guardrail_reason("TTFT SLO", "TTFT p95", slo_ttft_p95, threshold, beyond_ttft, past),
                 ttft.target,
             )
         )
@@ -276,7 +280,9 @@ def commands(
     for s in rec.settings if settings is None else settings:
         comment = s.rationale
         if current is not None and s.current is not None:
-            comment += f" ({'plan' if planned else 'current'}: {_render(s.current(current))})"
+            value = s.current(current)
+            shown = "not set" if value is None else _render(value)  # never `(plan: None)`
+            comment += f" ({'plan' if planned else 'current'}: {shown})"
         models = [m for m, block in shadowed.items() if holds(block, s.path)]
         if models:  # a default a model's own block overrides changes nothing for that model
             comment += f"; autoscaling.{{{','.join(models)}}} set it themselves: pass --model to retune them"
@@ -302,7 +308,7 @@ def report_lines(rec: Recommendation, slo_p99: float | None, slo_ttft_p95: float
         within.append(f"TTFT p95 {p.ttft_p95_s:.3g}s <= SLO {slo_ttft_p95:g}s")
     return [
         f"# knee: concurrency {rec.knee.concurrency} ({rec.knee.reason})",
-        f"# planning capacity: {p.successful_rps:.2f} req/s per replica at concurrency {p.concurrency} "
-        f"({', '.join(within)})",
+        f"# planning capacity: {p.successful_rps:.2f} req/s per replica at concurrency {p.concurrency}"
+        + (f" ({', '.join(within)})" if within else ""),
         *(f"# note: {n}" for n in rec.notes),
     ]

@@ -173,11 +173,23 @@ def test_the_readmes_recommend_step_on_the_labs_envelope_prints_lines_that_deplo
     lines = run.stdout.splitlines()
     assert printed(lines) and "Traceback" not in run.stderr
     apply_to_copy(lines, argv[argv.index("--stack") + 1], tmp_path)
-    # what the README says of this run
-    assert "at 0.32 req/s each they serve 10.8 req/s" in run.stdout and "TTFT p95 0.632s <= SLO 2.5s" in run.stdout
+    # what the README says of this run (its comments unfolded: the run folds them at 110 columns)
+    unfolded = re.sub(r"\n#   +", " ", run.stdout)
+    assert "at 0.32 req/s each they serve 10.8 req/s" in unfolded and "TTFT p95 0.632s <= SLO 2.5s" in unfolded
     assert "# not printed: autoscaling.qwen25-14b-awq.maxReplicas 38:" in run.stdout
     assert "# not printed: autoscaling.qwen25-14b-awq.triggers.kvCache.targetPerReplica 0.05:" in run.stdout
     assert [line.split("(plan: ")[-1] for line in printed(lines) if "queueDepth" in line or "ttft.enabled" in line] == [
         "2.0)",
         "true)",
     ]
+
+
+def test_the_printed_comments_are_folded_to_a_review_width_and_the_commands_kept_whole():
+    """Issue 37: seven comment lines of up to ~400 characters preceded the commands."""
+    from capacity.cli.advice import COMMENT_WIDTH, folded
+
+    lines = advise(LAB_ENVELOPE, "prod", "qwen25-14b-awq", "l4-qwen2.5-14b-awq", peak_rps=12)
+    shown = folded(lines)
+    assert all(len(line) <= COMMENT_WIDTH for line in shown if line.startswith("#"))
+    assert printed(shown) == printed(lines)
+    assert " ".join(" ".join(shown).split()).replace("#   ", "").count("another GPU (l4 vs a10g)") == 1

@@ -120,7 +120,7 @@ def test_recommend_reads_a_name_in_a_stack_dir_from_another_directory(tmp_path):
 
 
 def test_a_stack_dir_that_is_not_a_folder_is_one_line(capsys, tmp_path):
-    assert main([*RECOMMEND, "--stack-dir", str(tmp_path / "nope")]) == 2
+    assert main([*RECOMMEND, "--stack", "dev", "--stack-dir", str(tmp_path / "nope")]) == 2
     assert f"--stack-dir {tmp_path / 'nope'} is not a directory" in capsys.readouterr().err
 
 
