@@ -14,16 +14,14 @@ from pathlib import Path
 from capacity.cli.advice import advice, choose_target, folded
 from capacity.cli.load_args import parse_levels
 from capacity.cli.progress import progress_bar
-from capacity.cli.stack_args import add_stack_arguments, stack_file
-from capacity.engine import DEFAULT_PROFILE, PROFILES, get_profile
+from capacity.cli.stack_args import add_stack_arguments, profile_help, stack_file
+from capacity.engine import DEFAULT_PROFILE, get_profile
 from capacity.lab.loop import LabOptions, run_lab
 from capacity.measure.recommend import slo_to_defend
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--profile", default=DEFAULT_PROFILE, help=f"engine profile, one of: {', '.join(sorted(PROFILES))}"
-    )
+    parser.add_argument("--profile", default=DEFAULT_PROFILE, help=profile_help())
     parser.add_argument("--replicas", type=int, default=2, help="mock replicas; levels are per replica")
     parser.add_argument("--speedup", type=float, default=20.0, help="model seconds per wall second")
     # past the profile's max-num-seqs (40), so the sweep reaches the plateau and the knee shows

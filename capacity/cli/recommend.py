@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from capacity.cli.advice import advice, choose_target, folded
-from capacity.cli.stack_args import add_stack_arguments, stack_file
+from capacity.cli.stack_args import add_stack_arguments, profile_help, stack_file
 from capacity.engine import get_profile
 from capacity.measure.envelope import read_envelope
 from capacity.measure.recommend import recommend, slo_to_defend
@@ -41,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--profile",
         default=None,
-        help="engine profile the envelope was measured with, to compare with the stack's pinned one (default: not given)",
+        help=profile_help("engine profile the envelope was measured with, to compare with the stack's pinned one")
+        + " (default: not given)",
     )
     parser.add_argument(
         "--peak-rps", type=float, default=None, help="peak load to size maxReplicas for, req/s (default: not sized)"

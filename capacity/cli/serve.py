@@ -6,8 +6,8 @@ import argparse
 import contextlib
 import socket
 
-from capacity.cli.stack_args import add_profiles_dir_argument
-from capacity.engine import DEFAULT_PROFILE, PROFILES, get_profile
+from capacity.cli.stack_args import add_profiles_dir_argument, profile_help
+from capacity.engine import DEFAULT_PROFILE, get_profile
 from capacity.mock.faults import GRAMMAR, Faults
 from capacity.mock.serving import RunningReplica, serve_until_cancelled, try_listen
 from capacity.runtime import run_main
@@ -20,9 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--ports", default=None, help="comma-separated ports, one replica each (default: --port and --replicas)"
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument(
-        "--profile", default=DEFAULT_PROFILE, help=f"engine profile, one of: {', '.join(sorted(PROFILES))}"
-    )
+    parser.add_argument("--profile", default=DEFAULT_PROFILE, help=profile_help())
     parser.add_argument("--speedup", type=float, default=1.0, help="model seconds per wall second, > 0")
     parser.add_argument(
         "--served-model-name", default=None, help="the model name clients send (default: the profile's)"

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from capacity.cli.stack_args import add_stack_arguments, stack_file
+from capacity.cli.stack_args import add_stack_arguments, profile_help, stack_file
 from capacity.planning.report import print_table
 from capacity.planning.run import RunOptions, RunSummary, initial_replicas, run_oracle
 from capacity.planning.stack import StackModel, load_stack_model
@@ -23,7 +23,7 @@ from capacity.workload import traces
 def add_common_arguments(p: argparse.ArgumentParser) -> None:
     add_stack_arguments(p)
     p.add_argument("--model", help="served model name (default: the stack's first model)")
-    p.add_argument("--profile", help="engine profile (default: the model's capacityProfile)")
+    p.add_argument("--profile", help=profile_help() + " (default: the model's capacityProfile)")
     p.add_argument("--trace", required=True, help=traces.SOURCES)
     p.add_argument("--rate-scale", type=float, default=1.0, help="x times the requests over the same duration")
     p.add_argument("--time-scale", type=float, default=1.0, help="stretch the trace's time by this factor")

@@ -51,6 +51,13 @@ def stack_file(args: argparse.Namespace) -> Path:
     return find_stack_file(args.stack, args.stack_dir)
 
 
+def profile_help(what: str = "engine profile") -> str:
+    """`--profile`'s help: every name it takes, the measured profiles (shipped and --profiles-dir's) too."""
+    from capacity.engine import profile_names  # the engine loads only for a command that names profiles
+
+    return f"{what}, one of: {', '.join(profile_names())} (measured profiles in --profiles-dir too)"
+
+
 def add_profiles_dir_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--profiles-dir",

@@ -18,7 +18,7 @@ from pathlib import Path
 from capacity.cli.advice import advice, choose_target, folded
 from capacity.cli.load_args import add_load_arguments, check_urls, config_from_args, parse_levels
 from capacity.cli.progress import progress_bar
-from capacity.cli.stack_args import add_stack_arguments, stack_file
+from capacity.cli.stack_args import add_stack_arguments, profile_help, stack_file
 from capacity.engine import get_profile
 from capacity.measure.recommend import recommend, slo_to_defend
 from capacity.measure.report import write_report
@@ -44,7 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--profile",
         default=None,
-        help="engine profile of the swept replica's GPU and model, to compare with the stack's pinned one (default: not given)",
+        help=profile_help("engine profile of the swept replica's GPU and model, to compare with the stack's pinned one")
+        + " (default: not given)",
     )
 
 
