@@ -77,7 +77,16 @@ def run(args: argparse.Namespace) -> int:
     payload = {
         **summary.as_dict(),
         "oracle_infeasible_intervals": orc.infeasible_intervals,
-        "timeline_png": str(plot_timeline(result, png, title, asdict(summary.slo), made_by(record))),
+        "timeline_png": str(
+            plot_timeline(
+                result,
+                png,
+                title,
+                asdict(summary.slo),
+                made_by(record),
+                bounds=(manifest.min_replicas, manifest.max_replicas),
+            )
+        ),
         "policy": policy,
         "html_report": str(html),
         "run": record,

@@ -80,6 +80,6 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"{no_recommendation} (envelope in {paths['csv']})") from None
     recs = folded(advice(rec, target, args.profile, slo_p99, slo_ttft))
     print("\n".join(recs))
-    paths = write_report(points, args.out, title, slo_p99, recs, current)
+    paths = write_report(points, args.out, title, slo_p99, recs, current, rec.planning)
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0
