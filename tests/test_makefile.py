@@ -141,7 +141,10 @@ def test_without_a_python_of_3_11_or_newer_the_venv_recipe_stops_with_one_line(t
         timeout=30,
     )
     assert done.returncode != 0
-    assert "Python >= 3.11 is needed: none of python3 python3.14 python3.13 python3.12 python3.11 on PATH is" in done.stderr
+    assert (
+        "Python >= 3.11 is needed: none of python3 python3.14 python3.13 python3.12 python3.11 on PATH is"
+        in done.stderr
+    )
     assert "-m venv" not in done.stdout
 
 
