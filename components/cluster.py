@@ -24,6 +24,34 @@ EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
 ADDON_NAMESPACE = "kube-system"
 
 
+# What the cluster role may do with the secrets key: encrypt and decrypt the Secrets' data keys and
+# read the key (Encrypt, Decrypt, DescribeKey), and create grants on it (CreateGrant; the EKS User
+# Guide, "Encrypt Kubernetes secrets with KMS on existing clusters", says a scoped-down key policy
+# must permit DescribeKey and CreateGrant, and that CreateGrant is required for KMS envelope
+# encryption). terraform-aws-eks v21.19.0 main.tf writes the same: the cluster role is the
+# key's user (module "kms" key_users = [local.role_arn]) and its ClusterEncryption policy allows
+# kms:Encrypt, kms:Decrypt, kms:ListGrants, kms:DescribeKey on the key (ListGrants stays available
+# through account IAM, kms:List* of the administration statement).
+CLUSTER_ROLE_KEY_ACTIONS = ["kms:Encrypt", "kms:Decrypt", "kms:DescribeKey", "kms:CreateGrant"]
+
+
+def secrets_key_policy(partition: str, account_id: str, *, cluster_role_arn: str) -> str:
+    """The EKS secrets key's own policy, in the model store key's shape: the account's IAM administers
+    it without using it (so an identity policy granting kms:Decrypt on "*" cannot read Secrets), the
+    cluster role uses it. Repairable: the administration statement keeps kms:PutKeyPolicy with the
+    account, so a principal EKS turns out to need can be added without the key becoming unmanageable."""
+    return iam.document(
+        iam.administer_key_through_account_iam(partition, account_id),
+        {
+            "Sid": "ClusterRoleUsesKey",
+            "Effect": "Allow",
+            "Principal": {"AWS": cluster_role_arn},
+            "Action": CLUSTER_ROLE_KEY_ACTIONS,
+            "Resource": "*",
+        },
+    )
+
+
 @dataclass(frozen=True)
 class ClusterArgs:
     settings: ClusterSettings
@@ -52,12 +80,20 @@ class Cluster(pulumi.ComponentResource):
         s, tags = args.settings, args.tags
         child = pulumi.ResourceOptions(parent=self)
 
-        # Envelope encryption of Kubernetes Secrets (API keys, Grafana admin) at rest.
+        self.service_role, role_ready = self._service_role(name, s.auto_mode, tags)
+        # Envelope encryption of Kubernetes Secrets (API keys, Grafana admin) at rest, under a key
+        # whose own policy names its user: the cluster role (secrets_key_policy).
+        key_policy = pulumi.Output.all(
+            aws.get_partition_output().partition,
+            aws.get_caller_identity_output().account_id,
+            self.service_role.arn,
+        ).apply(lambda a: secrets_key_policy(a[0], a[1], cluster_role_arn=a[2]))
         secrets_key = aws.kms.Key(
             f"{name}-secrets",
             description=f"EKS secrets envelope encryption for {args.cluster_name}",
             enable_key_rotation=True,
             deletion_window_in_days=30,
+            policy=key_policy,
             tags=tags,
             opts=child,
         )
@@ -74,7 +110,6 @@ class Cluster(pulumi.ComponentResource):
             )
             for i, arn in enumerate(s.admin_principal_arns)
         }
-        self.service_role, role_ready = self._service_role(name, s.auto_mode, tags)
         cluster = eks.Cluster(
             f"{name}-eks",
             name=args.cluster_name,

@@ -134,6 +134,42 @@ def device_plugin_values() -> dict[str, Any]:
     }
 
 
+# SOCI parallel pull/unpack on the GPU nodes (aws-samples/karpenter-blueprints@529b88c
+# blueprints/soci-snapshotter/soci-snapshotter.yaml, the `soci-snapshotter` and `soci-snapshotter-br`
+# EC2NodeClasses). AL2023: nodeadm's FastImagePull feature gate in a NodeConfig, which Karpenter
+# merges with the NodeConfig it generates (the blueprint's README, "Amazon Linux 2023").
+SOCI_AL2023_USER_DATA = """\
+apiVersion: node.eks.aws/v1alpha1
+kind: NodeConfig
+spec:
+  featureGates:
+    FastImagePull: true
+"""
+# Bottlerocket: its settings API (the blueprint's values: 20 concurrent downloads in 16 MB chunks,
+# which ECR serves as HTTP range requests, 12 concurrent unpacks, blobs discarded once unpacked).
+SOCI_BOTTLEROCKET_USER_DATA = """\
+[settings.container-runtime]
+snapshotter = "soci"
+
+[settings.container-runtime-plugins.soci-snapshotter]
+pull-mode = "parallel-pull-unpack"
+
+[settings.container-runtime-plugins.soci-snapshotter.parallel-pull-unpack]
+max-concurrent-downloads-per-image = 20
+concurrent-download-chunk-size = "16mb"
+max-concurrent-unpacks-per-image = 12
+discard-unpacked-layers = true
+"""
+# Parallel mode buffers layers on disk: the blueprint's "good starting point" for the gp3 volume
+# (600 MiB/s at the base 3,000 IOPS) instead of the 250 MiB/s a node gets otherwise.
+SOCI_VOLUME_THROUGHPUT_MIBS = 600
+
+
+def soci_user_data(ami_family: str) -> str:
+    """The EC2NodeClass userData that turns SOCI parallel pull on for this AMI family."""
+    return SOCI_BOTTLEROCKET_USER_DATA if ami_family == "bottlerocket" else SOCI_AL2023_USER_DATA
+
+
 @dataclass(frozen=True)
 class GpuCapacityArgs:
     settings: GpuCapacitySettings
@@ -202,6 +238,8 @@ class GpuCapacity(pulumi.ComponentResource):
     def _auto_mode_node_class(
         self, name: str, args: GpuCapacityArgs, opts: pulumi.ResourceOptions
     ) -> k8s.apiextensions.CustomResource:
+        """Auto Mode's NodeClass has no userData: SOCI parallel pull is Auto Mode's own doing on its
+        GPU instances (settings refuse turning it off), nothing here renders it."""
         s = args.settings
         return k8s.apiextensions.CustomResource(
             f"{name}-node-class",
@@ -332,6 +370,9 @@ class GpuCapacity(pulumi.ComponentResource):
         if s.node_class.instance_store_raid0:
             # NVMe instance store as one RAID0 volume: a fast local cache for model weights.
             node_class_spec["instanceStorePolicy"] = "RAID0"
+        if s.soci_parallel_pull:
+            node_class_spec["userData"] = soci_user_data(s.ami_family)
+            node_class_spec["blockDeviceMappings"][0]["ebs"]["throughput"] = SOCI_VOLUME_THROUGHPUT_MIBS
         return k8s.apiextensions.CustomResource(
             f"{name}-node-class",
             api_version="karpenter.k8s.aws/v1",

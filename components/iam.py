@@ -221,3 +221,40 @@ def auto_mode_custom_tags_policy() -> str:
             "Condition": {"StringEquals": tagged_cluster},
         },
     )
+
+
+# A key's administration stays with the account's IAM, without its use: the KMS Developer Guide's
+# key-administrator actions ("Default key policy", "Allows key administrators to administer the KMS
+# key"), so the key never becomes unmanageable and PutKeyPolicy's lockout safety check passes, but no
+# kms:Decrypt/Encrypt/GenerateDataKey for the account root (an identity policy granting kms:Decrypt
+# on "*" then decrypts nothing under the key). `kms:Create*` includes CreateGrant and `kms:Describe*`
+# DescribeKey, which the principal calling eks:CreateCluster needs on a secrets key (EKS User Guide,
+# "Encrypt Kubernetes secrets with KMS on existing clusters", note on scoped-down key policies).
+KEY_ADMINISTRATION_ACTIONS = [
+    "kms:Create*",
+    "kms:Describe*",
+    "kms:Enable*",
+    "kms:List*",
+    "kms:Put*",
+    "kms:Update*",
+    "kms:Revoke*",
+    "kms:Disable*",
+    "kms:Get*",
+    "kms:Delete*",
+    "kms:TagResource",
+    "kms:UntagResource",
+    "kms:ScheduleKeyDeletion",
+    "kms:CancelKeyDeletion",
+    "kms:RotateKeyOnDemand",
+]
+
+
+def administer_key_through_account_iam(partition: str, account_id: str) -> dict[str, Any]:
+    """The key-policy statement that leaves a key's administration, not its use, to the account's IAM."""
+    return {
+        "Sid": "AdministerThroughAccountIam",
+        "Effect": "Allow",
+        "Principal": {"AWS": f"arn:{partition}:iam::{account_id}:root"},
+        "Action": KEY_ADMINISTRATION_ACTIONS,
+        "Resource": "*",
+    }

@@ -276,38 +276,12 @@ def bucket_policy(bucket_arn: str, key_arn: str, writer_arn: str) -> str:
 # The KMS Developer Guide's default key policy ("Default key policy": "Allows access to the AWS account
 # and enables IAM policies") gives the account root kms:*, so any identity policy in the account that
 # grants kms:Decrypt on "*" decrypts the weights. This policy keeps the account's IAM in charge of the
-# key's administration (the guide's key-administrator actions, so the key never becomes unmanageable
-# and PutKeyPolicy's lockout safety check passes) and gives its cryptographic use to the two roles
-# that need it, and only in requests S3 makes for them (kms:ViaService, "AWS KMS condition keys").
-KEY_ADMINISTRATION_ACTIONS = [
-    "kms:Create*",
-    "kms:Describe*",
-    "kms:Enable*",
-    "kms:List*",
-    "kms:Put*",
-    "kms:Update*",
-    "kms:Revoke*",
-    "kms:Disable*",
-    "kms:Get*",
-    "kms:Delete*",
-    "kms:TagResource",
-    "kms:UntagResource",
-    "kms:ScheduleKeyDeletion",
-    "kms:CancelKeyDeletion",
-    "kms:RotateKeyOnDemand",
-]
-
-
+# key's administration (iam.administer_key_through_account_iam) and gives its cryptographic use to the
+# two roles that need it, and only in requests S3 makes for them (kms:ViaService, "AWS KMS condition keys").
 def weights_key_policy(partition: str, account_id: str, region: str, *, writer_arn: str, reader_arn: str) -> str:
     via_s3 = {"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com", "kms:CallerAccount": account_id}}
     return iam.document(
-        {
-            "Sid": "AdministerThroughAccountIam",
-            "Effect": "Allow",
-            "Principal": {"AWS": f"arn:{partition}:iam::{account_id}:root"},
-            "Action": KEY_ADMINISTRATION_ACTIONS,
-            "Resource": "*",
-        },
+        iam.administer_key_through_account_iam(partition, account_id),
         {
             # Uploads (single and multipart) need GenerateDataKey and Decrypt (S3 User Guide,
             # "Using server-side encryption with AWS KMS keys": permissions for multipart uploads).

@@ -22,6 +22,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from contract import names
+from contract.images import SYNC_IMAGE
 from contract.pod_security import NON_ROOT_UID, container_security_context, pod_security_context
 from contract.settings.models import ModelSettings
 
@@ -30,8 +31,6 @@ from .model_store import MODEL_SYNC_SERVICE_ACCOUNT
 from .naming import type_token
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / "modelsync"
-# Pinned by tag (python 3.11, Debian bookworm); the Job pip-installs modelsync/requirements.txt into it.
-SYNC_IMAGE = "python:3.11.15-slim-bookworm"
 SOURCE_MOUNT = "/opt/modelsync"
 WORK_MOUNT = "/work"
 # Only incomplete multipart uploads older than this are aborted at the start of a run. A Job runs one pod

@@ -7,6 +7,8 @@ What each namespace admits, and why:
 - every operator namespace: its own pods, and the control plane on its webhook / aggregated-API
   ports (the ports below, read from each pinned chart);
 - monitoring, in addition: KEDA's operator on Prometheus' port (it evaluates the triggers);
+- the exporters' namespace (node-exporter and the DCGM exporter, the only privileged one): nothing
+  but Prometheus, on the exporters' metrics ports;
 - envoy-ai-gateway-system, in addition: Envoy Gateway's namespace on the extension server
   (1063) and the rate-limit xDS port (18002) (ai-gateway-helm v1.1.0 values.yaml controller.service);
 - envoy-gateway-system: the rate-limit service admits only this Gateway's Envoy proxies on its
@@ -25,6 +27,7 @@ import pulumi_kubernetes as k8s
 from . import isolation
 from .isolation import PodSecurityLevel, namespace_peer
 from .naming import type_token
+from .observability.objects import DCGM_PORT, NODE_EXPORTER_PORT
 
 # Ports the control plane calls, per pinned chart:
 # cert-manager v1.21.1 values.yaml webhook.securePort 10250 (the webhook Deployment's container port);
@@ -59,6 +62,8 @@ class IsolatedNamespace:
 class NamespaceIsolationArgs:
     kubernetes_version: str
     monitoring_namespace: str
+    # Where node-exporter and the DCGM exporter run (observability.exportersNamespace).
+    exporters_namespace: str
     keda_namespace: str
     kserve_namespace: str
     cert_manager_namespace: str
@@ -78,13 +83,13 @@ class NamespaceIsolationArgs:
 def operator_namespaces(args: NamespaceIsolationArgs) -> list[IsolatedNamespace]:
     """Every namespace this component labels, with what it enforces and admits (pure, for tests
     and policies)."""
-    monitoring = args.monitoring_namespace
+    monitoring, exporters = args.monitoring_namespace, args.exporters_namespace
     return [
-        # node-exporter (hostNetwork, hostPID, hostPath) and the DCGM exporter (SYS_ADMIN) run
-        # here: no Pod Security level short of privileged admits them.
+        # Prometheus, Grafana, Alertmanager, the operator and kube-state-metrics: no host access, so
+        # baseline admits them (the chart's host-level pods run in the exporters' namespace).
         IsolatedNamespace(
             monitoring,
-            "privileged",
+            "baseline",
             [
                 isolation.default_deny_ingress(monitoring),
                 isolation.same_namespace_ingress(monitoring),
@@ -100,6 +105,23 @@ def operator_namespaces(args: NamespaceIsolationArgs) -> list[IsolatedNamespace]
                     {"matchLabels": args.prometheus_pod_labels},
                     [namespace_peer(args.keda_namespace, KEDA_OPERATOR_POD_LABELS)],
                     [PROMETHEUS_PORT],
+                ),
+            ],
+        ),
+        # node-exporter (hostNetwork, hostPID, hostPath) and the DCGM exporter (hostPath to the
+        # kubelet's pod-resources socket, as root): no Pod Security level short of privileged admits
+        # them, so nothing else runs here, and only Prometheus may call them.
+        IsolatedNamespace(
+            exporters,
+            "privileged",
+            [
+                isolation.default_deny_ingress(exporters),
+                isolation.peer_ingress(
+                    exporters,
+                    "prometheus",
+                    {},
+                    [namespace_peer(monitoring, args.prometheus_pod_labels)],
+                    [DCGM_PORT, NODE_EXPORTER_PORT],
                 ),
             ],
         ),

@@ -18,6 +18,7 @@ from .gateway import Gateway, GatewayArgs
 from .gateway.objects import AI_GATEWAY_NAMESPACE, ENVOY_GATEWAY_NAMESPACE, envoy_peer, envoy_pod_selector
 from .gateway.store import RATE_LIMIT_POD_LABELS
 from .gpu_capacity import GpuCapacity, GpuCapacityArgs
+from .headroom import Headroom, HeadroomArgs
 from .isolation import namespace_peer, pod_security_labels
 from .model_store import ModelStore, ModelStoreArgs
 from .model_sync import ModelSync, ModelSyncArgs
@@ -82,6 +83,20 @@ class Platform(pulumi.ComponentResource):
             },
             opts=pulumi.ResourceOptions(parent=self, provider=provider),
         )
+        held = settings.headroom_model()
+        if held is not None:  # warm GPU nodes with the serving image, preempted by any predictor
+            self.headroom = Headroom(
+                f"{name}-headroom",
+                HeadroomArgs(
+                    settings.gpu_capacity.headroom,
+                    model=held,
+                    namespace=settings.serving.namespace,
+                    instance_family_label=instance_family_label(settings.gpu_capacity.provisioner),
+                    provider=provider,
+                    depends_on=[self.serving_namespace, self.gpu],
+                ),
+                opts=child,
+            )
         self.model_store = ModelStore(
             f"{name}-models",
             ModelStoreArgs(
@@ -157,6 +172,7 @@ class Platform(pulumi.ComponentResource):
                 service_port=SERVICE_PORT,
                 backend_api_key=self.serving.backend_api_key,
                 auto_mode=settings.cluster.auto_mode,
+                vpc_cidr=settings.network.cidr,
                 provider=provider,
                 depends_on=[self.serving],
                 load_balancer_controller=self.cluster.load_balancer_controller,
@@ -182,6 +198,7 @@ class Platform(pulumi.ComponentResource):
             NamespaceIsolationArgs(
                 kubernetes_version=settings.cluster.kubernetes_version,
                 monitoring_namespace=settings.observability.namespace,
+                exporters_namespace=settings.observability.exporters_namespace,
                 keda_namespace=KEDA_NAMESPACE,
                 kserve_namespace=settings.serving.kserve_namespace,
                 cert_manager_namespace=CERT_MANAGER_NAMESPACE,

@@ -51,6 +51,9 @@ def hpa_name(model: ModelSettings) -> str:
 # release and labels its EPP pods `inferencepool: <release, lowercased, trimmed, cut to 40>-epp`
 # (kubernetes-sigs/gateway-api-inference-extension@v1.0.2 config/charts/inferencepool/templates/_helpers.tpl).
 ENDPOINT_PICKER_POD_LABEL = "inferencepool"
+# The PriorityClass of the warm-headroom placeholders (components/headroom.py): below every
+# predictor, off the request path.
+HEADROOM_PRIORITY_CLASS = "gpu-headroom"
 
 
 def inference_pool_name(model: ModelSettings) -> str:

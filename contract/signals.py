@@ -180,6 +180,25 @@ RANGE_FUNCTIONS: dict[Shape, str] = {
 
 
 @dataclass(frozen=True)
+class Trend:
+    """`predict_linear((QUERY)[range:step], ahead)`: the query's value `ahead` seconds from now,
+    by a least-squares line through its values at `step`-aligned instants over the last `range`
+    seconds (a subquery: Prometheus evaluates the inner query at each step)."""
+
+    range_seconds: int
+    step_seconds: int
+    ahead_seconds: int
+
+    def __post_init__(self) -> None:
+        if not 0 < self.step_seconds < self.range_seconds:
+            raise ValueError(
+                f"a trend's step ({self.step_seconds}s) must be positive and below its range ({self.range_seconds}s)"
+            )
+        if self.ahead_seconds <= 0:
+            raise ValueError(f"a trend looks ahead a positive time, got {self.ahead_seconds}s")
+
+
+@dataclass(frozen=True)
 class Query:
     """A single-series signal in one of the shapes scaling triggers use, as plain data: it
     renders to PromQL for KEDA, rules, dashboards and the collector, and the simulator
@@ -195,6 +214,11 @@ class Query:
     - `sum_rate`: `sum(rate(metric[window]))`, a counter's per-second increase;
     - `quantile`: `histogram_quantile(q, sum by (le) (rate(metric_bucket[window])))`, with
       `> 0 or vector(0)` (`zero_when_empty`) so that no traffic (NaN) still returns one series, 0.
+
+    Two look-aheads for a `sum_rate`, from the history Prometheus already holds (the forecast
+    triggers): `offset_seconds` reads the range that many seconds back (`rate(m[w] offset o)`: a
+    day ago, moved forward by a replica's start), and `trend` extrapolates the query's recent
+    values (`predict_linear` over a subquery).
     """
 
     metric: str
@@ -204,6 +228,22 @@ class Query:
     aggregation: Aggregation = "sum"
     by: tuple[str, ...] = ()
     zero_when_empty: bool = True  # quantile only
+    offset_seconds: int = 0  # sum_rate only
+    trend: Trend | None = None  # sum_rate only
+
+    def __post_init__(self) -> None:
+        if (self.offset_seconds or self.trend) and self.shape != "sum_rate":
+            raise ValueError(f"an offset or a trend applies to a sum_rate query, not a {self.shape} one")
+        if self.offset_seconds < 0:
+            raise ValueError(f"an offset looks back a positive time, got {self.offset_seconds}s")
+        if self.offset_seconds and self.trend:
+            raise ValueError("a query takes an offset or a trend, not both")
+
+    @property
+    def look_back_seconds(self) -> int:
+        """How far back its samples reach: what the stack's Prometheus must still hold."""
+        reach = (self.window_seconds or 0) + self.offset_seconds
+        return reach + (self.trend.range_seconds if self.trend else 0)
 
     @property
     def additive(self) -> bool:
@@ -221,7 +261,13 @@ class Query:
             raise ValueError(f"a {self.shape} query needs a window")
         window = duration(self.window_seconds)
         if self.shape in RANGE_FUNCTIONS:
-            return self._aggregate(f"{RANGE_FUNCTIONS[self.shape]}({scope.select(self.metric)}[{window}])", self.by)
+            offset = f" offset {duration(self.offset_seconds)}" if self.offset_seconds else ""
+            selected = f"{RANGE_FUNCTIONS[self.shape]}({scope.select(self.metric)}[{window}]{offset})"
+            if self.trend is None:
+                return self._aggregate(selected, self.by)
+            t = self.trend
+            subquery = f"({self._aggregate(selected, self.by)})[{duration(t.range_seconds)}:{duration(t.step_seconds)}]"
+            return f"predict_linear({subquery}, {t.ahead_seconds})"
         if self.quantile is None or not 0 < self.quantile < 1:
             raise ValueError(f"a quantile must be in (0, 1), got {self.quantile}")
         rate = self._aggregate(f"rate({scope.select(self.metric + '_bucket')}[{window}])", ("le", *self.by))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .settings.autoscaling import ModelAutoscaling, TriggerSection
-from .signals import Query, Vllm
+from .signals import Query, Trend, Vllm
 
 MetricType = Literal["AverageValue", "Value"]
 
@@ -117,6 +117,36 @@ TRIGGERS: tuple[Trigger, ...] = (
         target_key="targetPerReplica",
         query=lambda t: Query(Vllm.PROMPT_TOKENS, "sum_rate", t.window_seconds),
         label="Prompt tokens/s",
+        unit="short",
+        search=lambda policy: (400, 600, 800, 1000, 1200),
+    ),
+    # The forecasts: the same prompt-token signal read ahead from the history Prometheus holds.
+    # The HPA takes the largest proposal of all triggers, so a forecast only ever raises the
+    # fleet (AIBrix's predictive autoscaler is built the same way).
+    Trigger(
+        key="seasonal",
+        keda_name="forecast-seasonal",
+        metric_type="AverageValue",
+        why="prompt tokens per second a period ago add up across replicas, as today's do",
+        target_key="targetPerReplica",
+        query=lambda t: Query(Vllm.PROMPT_TOKENS, "sum_rate", t.window_seconds, offset_seconds=t.offset_seconds),
+        label="Prompt tokens/s a period ago, lead ahead",
+        unit="short",
+        search=lambda policy: (400, 600, 800, 1000, 1200),
+    ),
+    Trigger(
+        key="trend",
+        keda_name="forecast-trend",
+        metric_type="AverageValue",
+        why="an extrapolated prompt-token rate adds up across replicas, as the rate does",
+        target_key="targetPerReplica",
+        query=lambda t: Query(
+            Vllm.PROMPT_TOKENS,
+            "sum_rate",
+            t.window_seconds,
+            trend=Trend(t.range_seconds, t.step_seconds, t.lead_seconds),
+        ),
+        label="Prompt tokens/s, trend lead ahead",
         unit="short",
         search=lambda policy: (400, 600, 800, 1000, 1200),
     ),

@@ -1,4 +1,5 @@
-"""Every repository path the README and the stack files name exists, and both name one Pulumi install link."""
+"""Every repository path the README, the docs pages and the stack files name exists, and the docs and the
+Makefile name one Pulumi install link."""
 
 import glob
 import re
@@ -7,7 +8,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCUMENTS = ["README.md", "Pulumi.dev.yaml", "Pulumi.prod.yaml"]
+DOCUMENTS = [
+    "README.md",
+    "Pulumi.dev.yaml",
+    "Pulumi.prod.yaml",
+    # docs/architecture.md's tree names paths relative to their folder; tests/test_architecture_doc.py checks it.
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md") if p.name != "architecture.md"),
+]
 # A path into one of the repository's top-level folders; `<...>` placeholders are not paths.
 PATH = re.compile(r"(?<![\w./-])((?:contract|components|capacity|policies|modelsync|tests|docs|benchmarks)/[\w./*-]*)")
 
@@ -29,8 +36,9 @@ def test_every_path_a_document_names_exists(document):
     assert [p for p in named_paths(document) if not exists(p)] == []
 
 
-def test_the_readme_and_the_makefile_give_the_same_pulumi_install_link():
+def test_the_docs_and_the_makefile_give_the_same_pulumi_install_link():
     makefile = re.search(r"PULUMI_INSTALL_URL := (\S+)", (ROOT / "Makefile").read_text())
     assert makefile is not None
-    links = set(re.findall(r"https://www\.pulumi\.com/docs/[\w/.-]*install[\w/.-]*", (ROOT / "README.md").read_text()))
+    text = "".join((ROOT / document).read_text() for document in DOCUMENTS if document.endswith(".md"))
+    links = set(re.findall(r"https://www\.pulumi\.com/docs/[\w/.-]*install[\w/.-]*", text))
     assert links == {makefile.group(1)}

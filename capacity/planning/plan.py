@@ -421,6 +421,7 @@ def edits_of(sm: StackModel, p: Mapping[str, Any]) -> list[ConfigEdit]:
         edits.append(
             (f"{scope}.triggers.ttft.thresholdSeconds", round(sm.policy.slo.ttft_p95_seconds * p["ttftFactor"], 2))
         )
+    edits += forecast_edits(scope, p)
     for direction in ("scaleUp", "scaleDown"):
         base = f"{scope}.behavior.{direction}"
         edits += [
@@ -429,6 +430,19 @@ def edits_of(sm: StackModel, p: Mapping[str, Any]) -> list[ConfigEdit]:
             (f"{base}.policies[0].value", p[f"{direction}Pods"]),
             (f"{base}.policies[0].periodSeconds", p[f"{direction}Period"]),
         ]
+    return edits
+
+
+def forecast_edits(scope: str, p: Mapping[str, Any]) -> list[ConfigEdit]:
+    """The forecast triggers' edits when they were searched (the traffic has days to look back on)."""
+    edits: list[ConfigEdit] = []
+    for trigger in ("seasonal", "trend"):
+        if f"{trigger}Enabled" not in p:
+            continue
+        edits.append((f"{scope}.triggers.{trigger}.enabled", p[f"{trigger}Enabled"]))
+        if p[f"{trigger}Enabled"]:
+            edits.append((f"{scope}.triggers.{trigger}.targetPerReplica", p[f"{trigger}Target"]))
+            edits.append((f"{scope}.triggers.{trigger}.leadSeconds", p[f"{trigger}Lead"]))
     return edits
 
 
@@ -737,8 +751,17 @@ def search(
     traces = [part.trace for part in parts]
     rules = guardrails(sm, traces, keep_guardrails)
     min_warm = policy_min_warm_replicas(sm)  # fewer would be refused at `pulumi preview` too
+    # The forecasts read the traffic before a part: searched when some part has a history (a day after the first).
+    forecasts = any(part.trace.history is not None for part in parts)
     space = distributions(
-        rules.max_replicas, search_pools, down_windows, keep_guardrails, search_routing, search_lmcache, min_warm
+        rules.max_replicas,
+        search_pools,
+        down_windows,
+        keep_guardrails,
+        search_routing,
+        search_lmcache,
+        min_warm,
+        forecasts,
     )
     swept = measured.find(sm.profile.name)  # kept on its GPU (gpu_edits), with the flags it was swept at
     spaces = {

@@ -48,6 +48,7 @@ def sim_config(sm: StackModel, options: RunOptions, initial: int) -> SimConfig:
         initial_replicas=initial,
         metrics_outages=options.metrics_outages,
         series_labels=series_labels(sm),
+        headroom=sm.headroom,
     )
 
 
@@ -146,6 +147,7 @@ def since(result: SimResult, start: float, end: float = math.inf) -> tuple[SimRe
         e2e=result.e2e[keep],
         outcome=result.outcome[keep],
         nodes=nodes,
+        headroom=tuple(clipped for span in result.headroom if (clipped := span.within(start, end)) is not None),
         scale_times=tuple(t for t in result.scale_times if start <= t < end),
         max_replicas_used=peak,
         initial_replicas=sum(1 for n in result.nodes if n.start <= start < n.end),
@@ -198,6 +200,9 @@ class RunSummary:
     # (a trace without block ids, or prefix caching off). Over the whole run, also for a part.
     prefix_cache_hit_rate: float | None = None
     prefix_cache_replicas: tuple[dict[str, Any], ...] = ()
+    # What the warm headroom's placeholder nodes were held for (already in gpu_hours and cost_usd).
+    headroom_gpu_hours: float = 0.0
+    headroom_cost_usd: float = 0.0
 
     def with_oracle(self, oracle_gpu_hours: float) -> RunSummary:
         """The summary with the oracle's GPU-hours and the ratio of the policy's to them."""
@@ -254,6 +259,8 @@ def summarize(result: SimResult, sm: StackModel, feasible_mask: np.ndarray) -> R
             }
             for c in result.prefix_cache
         ),
+        headroom_gpu_hours=round(result.headroom_gpu_seconds / 3600, 3),
+        headroom_cost_usd=round(result.headroom_cost_usd, 2),
     )
 
 
@@ -299,6 +306,9 @@ class CombinedSummary:
     # when no replica kept a prefix cache (traces without block ids)
     prefix_cache_hit_rate: float | None = None
     days: tuple[DaySummary, ...] = ()  # each part, in the order run
+    # GPU-hours the warm headroom's placeholder nodes were held for (inside gpu_hours; left out of
+    # `as_dict` when there was no headroom, so summaries of stacks without it read as before)
+    headroom_gpu_hours: float = 0.0
 
     def with_oracle(self, oracle_gpu_hours: float) -> CombinedSummary:
         """The summary with the oracle's GPU-hours on the same traffic and the ratio to them."""
@@ -323,6 +333,8 @@ class CombinedSummary:
             del out["oracle_gpu_hours"], out["oracle_ratio"]
         if self.prefix_cache_hit_rate is None:
             del out["prefix_cache_hit_rate"]
+        if not self.headroom_gpu_hours:
+            del out["headroom_gpu_hours"]
         out["days"] = [_day_dict(d) for d in self.days]
         out["worst_day"] = _day_dict(self.worst_day) if self.worst_day else None
         out["costliest_day"] = _day_dict(self.costliest_day) if self.costliest_day else None
@@ -366,6 +378,7 @@ def combined(
         usd_per_million_output_tokens=round(cost / output_tokens * 1e6, 3) if output_tokens else None,
         step_time_scale=step_time_scale,
         prefix_cache_hit_rate=round(hits / queries, 4) if queries else None,
+        headroom_gpu_hours=round(sum(s.headroom_gpu_hours for s in summaries), 3),
         days=tuple(
             DaySummary(label, s.slo_attainment, s.gpu_hours, s.cost_usd, s.oracle_gpu_hours, s.oracle_ratio)
             for label, s in zip(labels, summaries)

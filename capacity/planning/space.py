@@ -40,6 +40,10 @@ GPU_MEMORY_UTILIZATION = (0.85, 0.90, 0.95)
 ROUTINGS = ("least-request", "endpoint-picker")  # serving.routing
 LMCACHE = ("none", "8Gi", "16Gi", "32Gi")  # engine.lmcache: LMCache's CPU tier per replica ("none": unset)
 CONSOLIDATE_AFTER_S = {"1m": 60, "5m": 300, "15m": 900}  # the pools' consolidateAfter choices, in seconds
+# How far ahead the forecast triggers look (seconds): about a replica's start, with and without
+# the fast-start features, up to a quarter hour (a ramp seen that early is bought in time).
+SEASONAL_LEADS = (120, 300, 600, 900)
+TREND_LEADS = (120, 300, 600)
 ROUNDED = ("kvHeadroom", "kvTarget", "e2eFactor", "ttftFactor")  # floats kept to two decimals, as printed
 # The reference ScaledObjects (the designs this project grew from): `compare` replays them, and
 # every study of `plan` is seeded with them after the committed policy.
@@ -54,13 +58,16 @@ def distributions(
     routing: bool = False,
     lmcache: bool = False,
     min_warm: int = 1,
+    forecasts: bool = False,
 ) -> dict[str, BaseDistribution]:
     """Every searched parameter and what it is drawn from, in the order drawn. `budget`: the
     replicas the pools hold (minReplicas is drawn up to it). `guardrails`: the kvCache and
     e2eLatency triggers stay on (else each may be drawn off, the KV target down to 0.05).
     `routing`: `serving.routing` is drawn too (the traces know their prefixes); `lmcache`:
     `engine.lmcache` too ("none" or a CPU tier; the model's image ships LMCache). `min_warm`: the
-    fewest warm replicas the stack's policy pack allows (minReplicas is drawn from it)."""
+    fewest warm replicas the stack's policy pack allows (minReplicas is drawn from it).
+    `forecasts`: the forecast triggers too (on, target, lead), when the traffic has a history to
+    read (days after the first of a multi-day trace)."""
     space: dict[str, BaseDistribution] = {
         "maxNumSeqs": CategoricalDistribution(MAX_NUM_SEQS),
         "maxNumBatchedTokens": CategoricalDistribution(MAX_NUM_BATCHED_TOKENS),
@@ -82,6 +89,15 @@ def distributions(
         "scaleDownPods": IntDistribution(1, 4),
         "scaleDownPeriod": CategoricalDistribution((60, 120, 300)),
     }
+    if forecasts:
+        space.update(
+            seasonalEnabled=CategoricalDistribution((True, False)),
+            seasonalTarget=IntDistribution(200, 3000, step=100),
+            seasonalLead=CategoricalDistribution(SEASONAL_LEADS),
+            trendEnabled=CategoricalDistribution((True, False)),
+            trendTarget=IntDistribution(200, 3000, step=100),
+            trendLead=CategoricalDistribution(TREND_LEADS),
+        )
     if search_pools:  # else the pools' own value: they are not this model's alone to tune
         space["consolidateAfter"] = CategoricalDistribution(tuple(CONSOLIDATE_AFTER_S))
     if routing:
@@ -183,6 +199,12 @@ def committed_values(sm: StackModel, kv_floor: float, e2e_base: float) -> dict[s
         "scaleDownWindow": down.stabilization_window_seconds,
         "scaleDownPods": down.policies[0].value,
         "scaleDownPeriod": down.policies[0].period_seconds,
+        "seasonalEnabled": triggers.seasonal.enabled,
+        "seasonalTarget": triggers.seasonal.target_per_replica,
+        "seasonalLead": triggers.seasonal.lead_seconds,
+        "trendEnabled": triggers.trend.enabled,
+        "trendTarget": triggers.trend.target_per_replica,
+        "trendLead": triggers.trend.lead_seconds,
         "consolidateAfter": min(CONSOLIDATE_AFTER_S, key=lambda k: abs(CONSOLIDATE_AFTER_S[k] - consolidate)),
         "routing": sm.routing,
         "lmcache": sm.model.engine.lmcache or "none",
@@ -215,7 +237,14 @@ def reference_values(manifest: Manifest, base: dict[str, Any], kv_floor: float, 
     and the pools' consolidateAfter."""
     values = dict(base)
     values["minReplicas"] = manifest.min_replicas
-    values.update(promptEnabled=False, ttftEnabled=False, kvEnabled=False, e2eEnabled=False)
+    values.update(
+        promptEnabled=False,
+        ttftEnabled=False,
+        kvEnabled=False,
+        e2eEnabled=False,
+        seasonalEnabled=False,
+        trendEnabled=False,
+    )
     for trigger in manifest.triggers:
         query = trigger.source
         if not isinstance(query, Query):

@@ -55,6 +55,7 @@ from contract.settings.gpu_capacity import duration_seconds
 from contract.settings.models import ModelSettings, quantity
 from contract.settings.stack_file import StackFile, read_stack
 from contract.signals import Scope, Workload
+from contract.startup import StartupFigures, headroom_for, stack_startup
 from contract.triggers import TRIGGERS, Trigger
 
 # The merged autoscaling policy of one model, for modules that take it from here.
@@ -78,6 +79,10 @@ class StackModel:
     attainment_target: float  # capacityPlanning.attainmentTarget: what a plan must reach held out
     raw_autoscaling: dict[str, Any]  # the autoscaling section as written (for tune's edits)
     source: StackFile  # the stack file, to re-validate a changed policy
+    # Warm headroom placeholders whose nodes this model's replicas take (contract.startup.headroom_for).
+    headroom: int = 0
+    # Where each startup figure comes from (contract/startup.py): derived from the start features, or the stack's.
+    startup_figures: StartupFigures | None = None
 
     @property
     def model(self) -> ModelSettings:
@@ -287,12 +292,12 @@ def load_stack_model(
         for p in settings.gpu_capacity.pools
         if chosen.families_in(p)  # a pool that launches none of the model's instanceFamilies never hosts it
     )
-    s = plan.startup
+    figures = stack_startup(settings, chosen)
     startup = Startup(
-        (s.node_provisioning_seconds.min, s.node_provisioning_seconds.max),
-        (s.image_pull_seconds.min, s.image_pull_seconds.max),
-        chosen.size_gib / s.weight_load_gib_per_second,
-        (s.engine_init_seconds.min, s.engine_init_seconds.max),
+        (figures.node_provisioning_s.low, figures.node_provisioning_s.high),
+        (figures.image_pull_s.low, figures.image_pull_s.high),
+        chosen.size_gib / figures.weight_load_gib_per_s.low,
+        (figures.engine_init_s.low, figures.engine_init_s.high),
     )
     observability = getattr(settings, "observability", None)
     scrape = float(getattr(observability, "scrape_interval_seconds", DEFAULT_SCRAPE_INTERVAL_S))
@@ -307,6 +312,8 @@ def load_stack_model(
         attainment_target=plan.attainment_target,
         raw_autoscaling=autoscaling if autoscaling is not None else dict(settings.autoscaling),
         source=source,
+        headroom=headroom_for(settings, chosen),
+        startup_figures=figures,
     )
 
 
@@ -440,3 +447,53 @@ def apply_config_set(sm: StackModel, edits: Sequence[ConfigEdit]) -> StackModel:
     except SettingsError as exc:
         raise ValueError(f"would not deploy: {'; '.join(exc.problems)}") from None
     return reloaded
+
+
+def headroom_edits(sm: StackModel, placeholders: int) -> list[ConfigEdit]:
+    """The edits that keep `placeholders` warm GPU nodes shaped like this model's replica
+    (`gpuCapacity.headroom`; 0 turns the headroom off)."""
+    return [("gpuCapacity.headroom.placeholders", placeholders), ("gpuCapacity.headroom.model", sm.model.name)]
+
+
+def start_feature_edits(
+    sm: StackModel,
+    *,
+    soci_parallel_pull: bool | None = None,
+    weight_loader: str | None = None,
+    compile_cache_storage_class: str | None = None,
+) -> list[ConfigEdit]:
+    """The edits that deploy these start features (None: leave the stack's as it is).
+    SOCI parallel pull is a Karpenter EC2NodeClass setting (Auto Mode turns it on itself);
+    the weight loader and the compile cache are predictor settings (serving.fastStart)."""
+    edits: list[ConfigEdit] = []
+    if soci_parallel_pull is not None:
+        edits.append(("gpuCapacity.nodeClass.sociParallelPull", soci_parallel_pull))
+    if weight_loader is not None:
+        edits.append(("serving.fastStart.weightLoader", weight_loader))
+    if compile_cache_storage_class is not None:
+        edits.append(("serving.fastStart.compileCache.storageClass", compile_cache_storage_class))
+    return edits
+
+
+def with_headroom(sm: StackModel, placeholders: int) -> StackModel:
+    """The stack model with `placeholders` warm nodes shaped like its replica, validated as a deploy
+    (the GPU budget counts them; a ValueError says why not)."""
+    return apply_config_set(sm, headroom_edits(sm, placeholders))
+
+
+def with_start_features(
+    sm: StackModel,
+    *,
+    soci_parallel_pull: bool | None = None,
+    weight_loader: str | None = None,
+    compile_cache_storage_class: str | None = None,
+) -> StackModel:
+    """The stack model with these start features deployed (see `start_feature_edits`); its startup
+    follows from them unless the stack sets its own measured `capacityPlanning.startup` keys."""
+    edits = start_feature_edits(
+        sm,
+        soci_parallel_pull=soci_parallel_pull,
+        weight_loader=weight_loader,
+        compile_cache_storage_class=compile_cache_storage_class,
+    )
+    return apply_config_set(sm, edits)

@@ -8,6 +8,21 @@ starting, then the newest ready pods (the ReplicaSet's order); a deleted ready p
 router and drains its in-flight requests; its node stays empty (and billed) for the pool's
 `consolidateAfter`. A reclaimed spot node warns 2 minutes ahead: the pod drains, a replacement
 is created at once, and what is still running at the deadline fails. GPU-hours are node-hours x GPUs.
+
+Warm headroom (`headroom` placeholders, the Kubernetes overprovisioning pattern): each placeholder
+pod of the lowest priority holds one GPU node of the model's pools with the serving image pulled;
+Karpenter launches nodes for them like for any pending pod, in weight order under the pools'
+`gpuLimit`, so they count against it. The scheduler places a new replica on an empty node first
+(no preemption needed), else preempts a placeholder: the replica pays weight load and engine start
+(plus what is left of the node's launch and pull if it is not warm yet: the first node up goes to
+the higher-priority pod), and the placeholder goes Pending, so a node is launched for it and is warm
+after launch + pull. A replica's node freed while a placeholder is Pending for lack of room takes
+that placeholder at once (the image is there). Placeholder nodes are never empty, so never
+consolidated; a reclaimed one is replaced. Not modelled: the placeholder's own (zero) grace period,
+a Pending placeholder moving to a freed node while its own launch is in flight (the freed node
+idles for `consolidateAfter` instead: the same billed time, warm later), Karpenter's consolidation
+of placeholder nodes onto cheaper ones, and sharing one buffer between models (each model's run
+sees the whole buffer).
 """
 
 from __future__ import annotations
@@ -83,7 +98,7 @@ class Pod:
 class Node:
     """One single-replica GPU node, billed from launch to termination."""
 
-    __slots__ = ("created", "idle_since", "pod", "pool", "reclaimed", "terminated")
+    __slots__ = ("created", "held_since", "idle_since", "pod", "pool", "reclaimed", "terminated", "warm_at")
 
     def __init__(self, pool: Pool, created: float) -> None:
         self.pool = pool
@@ -92,6 +107,14 @@ class Node:
         self.idle_since: float | None = None
         self.reclaimed = False
         self.terminated = False
+        # A headroom placeholder holds the node since `held_since` (None: it does not); the node is
+        # up with the image pulled from `warm_at`.
+        self.held_since: float | None = None
+        self.warm_at = math.inf
+
+    @property
+    def holds_placeholder(self) -> bool:
+        return self.held_since is not None
 
 
 class Fleet:
@@ -110,6 +133,7 @@ class Fleet:
         rng: np.random.Generator,
         events: EventQueue,
         spec_replicas: int,
+        headroom: int = 0,
     ) -> None:
         self.profile = profile
         self.pools = pools
@@ -130,6 +154,10 @@ class Fleet:
         # most serving replicas at once: ready, in the router (a draining pod and the one that
         # replaces it are one replica of the policy's, not two)
         self.max_used = 0
+        self.headroom = headroom  # placeholder pods (the Deployment's replicas)
+        self.unplaced = 0  # placeholders Pending with no room under the pools' GPU limits
+        self.headroom_spans: list[NodeSpan] = []  # each node's stretch holding a placeholder
+        self._ended = False
 
     # --- the Deployment and its ReplicaSet ----------------------------------------------
     def present(self) -> list[Pod]:
@@ -175,13 +203,23 @@ class Fleet:
     # --- scheduling onto nodes --------------------------------------------------------
     def _idle_node(self) -> Node | None:
         """An empty node the scheduler can bind to at once (cheapest pool first, then oldest)."""
-        idle = [n for n in self.nodes if n.pod is None and not n.reclaimed]
+        idle = [n for n in self.nodes if n.pod is None and not n.reclaimed and not n.holds_placeholder]
         return min(idle, key=lambda n: (-n.pool.weight, n.created), default=None)
+
+    def _placeholder_node(self) -> Node | None:
+        """The node whose placeholder a new replica displaces: the first warm (then cheapest pool)."""
+        held = [n for n in self.nodes if n.holds_placeholder and not n.reclaimed]
+        return min(held, key=lambda n: (n.warm_at, -n.pool.weight, n.created), default=None)
 
     def _schedule(self, pod: Pod, t: float, warm: bool = False) -> bool:
         node = self._idle_node()
+        displaced = False
         if node is not None:  # the image is already on the node
             startup = self.startup.sample_on_node(self.rng)
+        elif (node := self._placeholder_node()) is not None:  # preempts the placeholder
+            startup = max(0.0, node.warm_at - t) + self.startup.sample_on_node(self.rng)
+            self._end_hold(node, t)
+            displaced = True
         else:
             pool = place(self.pools, self.used_gpus, self.gpus_per_replica)
             if pool is None:
@@ -192,6 +230,9 @@ class Fleet:
         pod.node, pod.phase = node, Phase.STARTING
         pod.ready_at = t if warm else t + startup
         self.events.push(pod.ready_at, EventKind.READY, pod)
+        if displaced:  # the preempted placeholder is Pending: Karpenter launches a node for it
+            self.unplaced += 1
+            self._refill(t)
         return True
 
     def _schedule_pending(self, t: float) -> None:
@@ -204,6 +245,34 @@ class Fleet:
         for pod in self.present():
             if pod.phase == Phase.PENDING:
                 pod.phase = Phase.GONE
+
+    # --- warm headroom ----------------------------------------------------------------
+    def start_headroom(self, t: float) -> None:
+        """The placeholders of a stack that was running before t: their nodes up, the image pulled."""
+        self.unplaced = self.headroom
+        while self.unplaced and (pool := place(self.pools, self.used_gpus, self.gpus_per_replica)) is not None:
+            self._hold(self._launch(pool, t), t, warm_at=t)
+            self.unplaced -= 1
+
+    def _refill(self, t: float) -> None:
+        """Pending placeholders get a node launched while a pool has room (none after the run)."""
+        while self.unplaced and not self._ended:
+            pool = place(self.pools, self.used_gpus, self.gpus_per_replica)
+            if pool is None:
+                return
+            self._hold(self._launch(pool, t), t, warm_at=t + self.startup.sample_node_warm(self.rng))
+            self.unplaced -= 1
+
+    def _hold(self, node: Node, t: float, warm_at: float) -> None:
+        node.held_since, node.warm_at, node.idle_since = t, warm_at, None
+
+    def _end_hold(self, node: Node, t: float) -> None:
+        """The placeholder leaves the node (preempted, or the node goes): bill its stretch as headroom."""
+        assert node.held_since is not None
+        self.headroom_spans.append(
+            NodeSpan(node.held_since, t, node.pool.capacity_type, self.gpus_per_replica, node.pool.price_per_gpu_hour)
+        )
+        node.held_since = None
 
     # --- nodes ------------------------------------------------------------------------
     def _launch(self, pool: Pool, t: float) -> Node:
@@ -218,6 +287,8 @@ class Fleet:
 
     def _terminate(self, node: Node, t: float) -> None:
         """The instance is gone: bill it from launch, free its slot under the pool's limit."""
+        if node.holds_placeholder:
+            self._end_hold(node, t)
         node.terminated = True
         self.nodes.remove(node)
         self.node_spans.append(
@@ -225,9 +296,11 @@ class Fleet:
         )
         self.used_gpus[node.pool.name] -= self.gpus_per_replica
         self._schedule_pending(t)
+        self._refill(t)  # predictors first: the scheduler places higher priorities first
 
     def terminate_nodes(self, t: float) -> None:
         """The end of the run: every node still up is billed until t."""
+        self._ended = True
         for node in list(self.nodes):
             self._terminate(node, t)
 
@@ -244,6 +317,8 @@ class Fleet:
         self.reclaim_notices.append(t)
         pod = node.pod
         if pod is None:
+            if node.holds_placeholder:  # its Deployment recreates it: Pending until a node is up
+                self.unplaced += 1
             self._terminate(node, t)
         elif pod.phase == Phase.DRAINING:  # already being deleted: cut at the deadline
             self.events.push(t + SPOT_WARNING_S, EventKind.KILL, pod)
@@ -253,6 +328,9 @@ class Fleet:
             else:
                 self.release(pod, t)
             self.create_pod(t)  # the ReplicaSet replaces it at once
+
+    def _pending(self) -> bool:
+        return any(p.phase == Phase.PENDING for p in self.present())
 
     # --- a pod's end ------------------------------------------------------------------
     def on_ready(self, pod: Pod, t: float) -> None:
@@ -287,6 +365,11 @@ class Fleet:
         if node is None:
             return
         node.pod = None
+        if self.unplaced and not node.reclaimed and not self._pending():
+            # A placeholder Pending for lack of room takes the node; the image is already there.
+            self._hold(node, t, warm_at=t)
+            self.unplaced -= 1
+            return
         after = node.pool.consolidate_after_s
         if node.reclaimed or after <= 0:
             self._terminate(node, t)

@@ -29,10 +29,13 @@ from capacity.sim.control.promql import (
     histogram_quantile,
     max_over_time,
     positive_or_zero,
+    predict_linear,
+    subquery_steps,
 )
 from capacity.sim.control.scalers import InstantQuery, PrometheusUnavailable
 from capacity.sim.exposition import cumulative
 from capacity.sim.fleet import SCRAPED, Pod
+from capacity.workload.traces import History
 from contract.signals import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, Query, Vllm
 
 LOOKBACK_S = 300.0  # instant-vector lookback of a live series
@@ -79,6 +82,38 @@ class Series:
 _BY_POD = attrgetter("pod.id")
 
 
+class CounterHistory:
+    """One series' prompt-token counter kept for the forecast queries, which read hours or days
+    back (`offset`, a trend's subquery): times and counts only, so a day of it costs a few
+    numbers per scrape, not the histograms `Series` keeps for minutes."""
+
+    __slots__ = ("count", "id", "t")
+
+    def __init__(self, series_id: int, t: list[float] | None = None, count: list[float] | None = None) -> None:
+        self.id = series_id
+        self.t: list[float] = t or []
+        self.count: list[float] = count or []
+
+    def drop_before(self, oldest: float) -> None:
+        k = bisect_right(self.t, oldest)
+        if k:
+            del self.t[:k], self.count[:k]
+
+
+def offered_history(history: History, scrape_interval_s: float) -> CounterHistory:
+    """The prompt-token counter a fleet that kept up with `history` would have shown, as one
+    series scraped every `scrape_interval_s` up to t = 0 (exclusive): each request counted at
+    its arrival. A replica counts a prompt when its prefill completes, seconds after arrival for
+    a fleet meeting its SLO, and a forecast reads rates over a minute or more; the traffic
+    before a simulated day is the offered demand, not a simulation of its own."""
+    start = float(history.arrivals[0]) if len(history.arrivals) else 0.0
+    k = np.arange(math.floor(start / scrape_interval_s), 0)
+    times = k * scrape_interval_s
+    counted = np.searchsorted(history.arrivals, times, side="right")
+    totals = np.concatenate([[0.0], np.cumsum(history.prompt_tokens)])[counted]
+    return CounterHistory(-1, times.tolist(), totals.tolist())
+
+
 class MetricStore:
     """The scraped series of the pods, in pod order (an aggregation adds them up in that order,
     so a run is reproducible to the last bit); during an outage, (start, end) seconds, the query
@@ -89,8 +124,13 @@ class MetricStore:
     samples no query can read again, and the series left without one (their pods are gone):
     memory and the work of a query stay bounded by the fleet, not by the trace's length."""
 
-    def __init__(self, outages: Sequence[tuple[float, float]] = ()) -> None:
+    def __init__(self, outages: Sequence[tuple[float, float]] = (), history: CounterHistory | None = None) -> None:
         self._series: list[Series] = []
+        # The prompt-token counters the forecast queries read, kept `long_retention` seconds (0:
+        # no forecast query, none kept); `history`: the traffic before t = 0, one series.
+        self._counters: dict[int, CounterHistory] = {} if history is None else {history.id: history}
+        self.long_retention = 0.0
+        self._next_long_drop = -math.inf
         self._of_pod: dict[int, Series] = {}
         self.outages = tuple(outages)
         self.retention = LOOKBACK_S
@@ -119,6 +159,20 @@ class MetricStore:
         series.ttft_count.append(float(ttft[-1]))
         series.e2e_count.append(float(e2e[-1]))
         series.prompt_count.append(float(exposed.prompt_tokens_total))
+        if self.long_retention:
+            self.keep_counter(t, pod.id, series.prompt_count[-1])
+
+    def keep_counter(self, t: float, pod_id: int, count: float) -> None:
+        """One scrape of a prompt-token counter, kept for the forecast queries (`scrape` calls
+        it for every pod while a forecast query is registered)."""
+        if t >= self._next_long_drop:
+            for counter in self._counters.values():
+                counter.drop_before(t - self.long_retention)
+            self._counters = {k: c for k, c in self._counters.items() if c.t}
+            self._next_long_drop = t + self.long_retention
+        kept = self._counters.get(pod_id) or self._counters.setdefault(pod_id, CounterHistory(pod_id))
+        kept.t.append(t)
+        kept.count.append(count)
 
     @property
     def samples_kept(self) -> int:
@@ -159,6 +213,8 @@ class MetricStore:
 
     def _evaluator(self, query: Query) -> InstantQuery:
         aggregate = _AGGREGATE[query.aggregation]
+        if query.offset_seconds or query.trend is not None:
+            return self._forecast(query, aggregate)
         window = float(query.window_seconds or 0)
         if window > self.retention:
             if self._dropped:  # the samples it would read may be gone already
@@ -188,6 +244,50 @@ class MetricStore:
             f"gauges {', '.join(GAUGES)} (sum, avg_over_time, max_over_time), the histograms "
             f"{', '.join(HISTOGRAMS)} (quantile) and their counters {', '.join(COUNTERS)} (rate)"
         )
+
+    def _forecast(self, query: Query, aggregate: Aggregate) -> InstantQuery:
+        """A look-ahead over the kept prompt-token counters: `AGG(rate(m[w] offset o))`, or
+        `predict_linear((AGG(rate(m[w])))[range:step], ahead)` (`promql/functions.go`
+        funcPredictLinear over `engine.go` runSubquery's step-aligned instants)."""
+        if query.metric != Vllm.PROMPT_TOKENS:
+            raise ValueError(
+                f"{query.metric} with an offset or a trend: the simulator keeps a long history of "
+                f"{Vllm.PROMPT_TOKENS} only"
+            )
+        window = float(query.window_seconds or 0)
+        if self._dropped_long and query.look_back_seconds > self.long_retention:
+            raise RuntimeError(f"a {query.look_back_seconds} s look-back asked after the store kept less")
+        self.long_retention = max(self.long_retention, float(query.look_back_seconds))
+        offset, trend = float(query.offset_seconds), query.trend
+        if trend is None:
+            return lambda t: aggregate(self._past_rates(t - offset, window))
+
+        points: dict[float, float | None] = {}  # the inner query's value by instant: each step is read by many polls
+        range_s, step_s, ahead_s = trend.range_seconds, trend.step_seconds, trend.ahead_seconds
+
+        def predicted(t: float) -> float | None:
+            steps = subquery_steps(t, range_s, step_s)
+            for gone in [at for at in points if at < steps[0]] if steps else ():
+                del points[gone]
+            for at in steps:
+                if at not in points:
+                    points[at] = aggregate(self._past_rates(at, window))
+            kept = [(at, v) for at in steps if (v := points[at]) is not None]
+            return predict_linear([at for at, _ in kept], [v for _, v in kept], t, ahead_s)
+
+        return predicted
+
+    @property
+    def _dropped_long(self) -> bool:
+        return self._next_long_drop > -math.inf
+
+    def _past_rates(self, at: float, window: float) -> list[float]:
+        """`rate(prompt_tokens[window])` at instant `at` (now or earlier) of each kept counter,
+        in series order (the traffic before t = 0 first, then the pods by id)."""
+        kept = [self._counters[k] for k in sorted(self._counters)]
+        spans = extrapolation_spans((c.t for c in kept), at, window)
+        rates: list[float] = (extrapolated_increases(spans, [kept[k].count for k in spans.kept]) / window).tolist()
+        return rates
 
     def _in_range(self, t: float, window: float) -> list[Series]:
         """The series with a sample in (t - window, t]."""

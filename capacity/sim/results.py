@@ -172,6 +172,8 @@ class SimResult:
     scale_times: tuple[float, ...]  # when spec.replicas changed (one per scale event)
     # per replica that kept a prefix cache (the trace had block ids and the engine caches prefixes)
     prefix_cache: tuple[PrefixCacheCount, ...] = ()
+    # the stretches a GPU node held a warm-headroom placeholder (already billed in `nodes`)
+    headroom: tuple[NodeSpan, ...] = ()
 
     @property
     def prefix_cache_hit_rate(self) -> float | None:
@@ -187,6 +189,16 @@ class SimResult:
         for node in self.nodes:
             billed[node.capacity_type] = billed.get(node.capacity_type, 0.0) + node.gpu_seconds
         return billed
+
+    @property
+    def headroom_gpu_seconds(self) -> float:
+        """GPU-seconds of nodes holding a headroom placeholder (part of `gpu_seconds`)."""
+        return sum(span.gpu_seconds for span in self.headroom)
+
+    @property
+    def headroom_cost_usd(self) -> float:
+        """What holding the headroom cost (part of `cost_usd`)."""
+        return sum(span.gpu_seconds / 3600 * span.usd_per_gpu_hour for span in self.headroom)
 
     @property
     def scale_events(self) -> int:

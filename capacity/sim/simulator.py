@@ -31,7 +31,7 @@ from capacity.sim.control.keda import KedaTrigger, ScaledObject
 from capacity.sim.control.scalers import CronScaler, MetricsAndActivity, PrometheusScaler, Scaler
 from capacity.sim.events import EventKind, EventQueue
 from capacity.sim.fleet import SCRAPED, Fleet, Phase, Pod
-from capacity.sim.metric_store import GAUGES, HISTOGRAMS, MetricStore
+from capacity.sim.metric_store import GAUGES, HISTOGRAMS, MetricStore, offered_history
 from capacity.sim.results import (
     FAILED,
     OK,
@@ -92,6 +92,9 @@ class SimConfig:
     # The labels, (label, value), every scraped series of the model carries, against which a
     # trigger's label matchers select; None: labels not modelled, matchers not checked.
     series_labels: tuple[tuple[str, str], ...] | None = None
+    # Warm headroom: placeholder pods each holding a GPU node of the pools with the image pulled
+    # (capacity/sim/fleet.py); warm at t = 0, like the initial replicas.
+    headroom: int = 0
 
 
 class Simulation:
@@ -112,8 +115,10 @@ class Simulation:
             np.random.default_rng(config.seed),
             self.events,
             spec_replicas=config.initial_replicas,
+            headroom=config.headroom,
         )
-        self.prometheus = MetricStore(config.metrics_outages)
+        history = offered_history(trace.history, config.scrape_interval_s) if trace.history is not None else None
+        self.prometheus = MetricStore(config.metrics_outages, history)
         triggers = scaled_object.triggers if scaled_object is not None else ()
         self.scalers = {t.name: self._scaler(t) for t in triggers}
         self.router = make_router(config.router, config.seed)
@@ -272,6 +277,7 @@ class Simulation:
         c, fleet, events = self.c, self.fleet, self.events
         for _ in range(c.initial_replicas):
             fleet.create_pod(0.0, warm=True)
+        fleet.start_headroom(0.0)
         if self.so is not None:
             self.so.last_active = 0.0  # a warm fleet: KEDA saw a trigger active (no instant scale to zero)
         arrivals = self.trace.arrivals
@@ -343,6 +349,7 @@ class Simulation:
             timeline=self.timeline,
             triggers=self.so.triggers if self.so else (),
             nodes=tuple(fleet.node_spans),
+            headroom=tuple(fleet.headroom_spans),
             scale_times=tuple(fleet.scale_times),
             prefix_cache=tuple(
                 PrefixCacheCount(pod.id, pod.engine.prefix_queries, pod.engine.prefix_hits, pod.engine.external_hits)

@@ -41,6 +41,29 @@ import numpy as np
 
 from capacity.workload import rates as curves
 
+# How far back a trace's window keeps the requests before it (`Trace.history`): a week's look-back
+# of a forecast trigger (`offset` of a week, or a day), its window and a day to spare.
+HISTORY_S = 8 * 86_400.0
+
+
+@dataclass(frozen=True)
+class History:
+    """The requests that arrived before a trace's t = 0, as a forecast's look-back reads them:
+    arrival seconds (negative, sorted) and prompt tokens (float: a rate-scaled history weighs
+    them by the factor instead of redrawing requests)."""
+
+    arrivals: np.ndarray
+    prompt_tokens: np.ndarray
+
+    def shifted(self, by: float, after: float) -> History:
+        """Arrivals moved by `by` seconds, keeping those at or after `after`."""
+        times = self.arrivals + by
+        lo = int(np.searchsorted(times, after))
+        return History(times[lo:], self.prompt_tokens[lo:])
+
+    def scaled(self, factor: float) -> History:
+        return History(self.arrivals, self.prompt_tokens * factor)
+
 
 @dataclass(frozen=True)
 class Trace:
@@ -52,6 +75,9 @@ class Trace:
     # Per request, its prompt's prefix block ids (Mooncake `hash_ids`, 512 tokens each), when the
     # source has them; None: the trace says nothing about shared prefixes.
     block_ids: tuple[tuple[int, ...], ...] | None = None
+    # The traffic before t = 0 when the trace is a window of a longer one (a day of a week), up to
+    # HISTORY_S: what the stack's Prometheus recorded before the window, read by forecast triggers.
+    history: History | None = None
 
     def __post_init__(self) -> None:
         n = len(self.arrivals)
@@ -71,7 +97,8 @@ class Trace:
 
     def window(self, start: float, end: float) -> Trace:
         """The requests arriving in [start, end), re-based to start at 0, the wall clock moved
-        along (a cron window replayed on the part stays where it was)."""
+        along (a cron window replayed on the part stays where it was); the requests before it
+        (its own, then its history's) are its history, up to HISTORY_S back."""
         lo, hi = np.searchsorted(self.arrivals, [start, end])
         return Trace(
             self.name,
@@ -80,6 +107,18 @@ class Trace:
             self.output_tokens[lo:hi],
             self.start + timedelta(seconds=start) if self.start else None,
             self.block_ids[lo:hi] if self.block_ids is not None else None,
+            self._before(start, lo),
+        )
+
+    def _before(self, start: float, lo: int) -> History | None:
+        """The history of a window starting at `start` (its first request at index `lo`)."""
+        first = int(np.searchsorted(self.arrivals, start - HISTORY_S))
+        own = History(self.arrivals[first:lo] - start, self.prompt_tokens[first:lo].astype(np.float64))
+        earlier = self.history.shifted(-start, -HISTORY_S) if self.history is not None else None
+        if earlier is None or not len(earlier.arrivals):
+            return own if len(own.arrivals) else None
+        return History(
+            np.concatenate([earlier.arrivals, own.arrivals]), np.concatenate([earlier.prompt_tokens, own.prompt_tokens])
         )
 
 
@@ -608,7 +647,10 @@ def time_scale(trace: Trace, factor: float) -> Trace:
     """Stretch time by `factor` (2 = half the rate over twice the duration)."""
     if factor <= 0:
         raise ValueError(f"time scale must be > 0, got {factor}")
-    return replace(trace, arrivals=trace.arrivals * factor)
+    history = trace.history
+    if history is not None:
+        history = History(history.arrivals * factor, history.prompt_tokens)
+    return replace(trace, arrivals=trace.arrivals * factor, history=history)
 
 
 def rate_scale(trace: Trace, factor: float, seed: int = 0) -> Trace:
@@ -631,4 +673,7 @@ def rate_scale(trace: Trace, factor: float, seed: int = 0) -> Trace:
     jitter = np.where(first_copy, 0.0, rng.uniform(0, gap, len(index)))
     times = np.minimum(trace.arrivals[index] + jitter, trace.duration)
     blocks = [trace.block_ids[i] for i in index.tolist()] if trace.block_ids is not None else None
-    return _sorted_trace(trace.name, times, trace.prompt_tokens[index], trace.output_tokens[index], trace.start, blocks)
+    scaled = _sorted_trace(
+        trace.name, times, trace.prompt_tokens[index], trace.output_tokens[index], trace.start, blocks
+    )
+    return replace(scaled, history=trace.history.scaled(factor) if trace.history is not None else None)

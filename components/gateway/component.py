@@ -57,6 +57,8 @@ class GatewayArgs:
     # The key the predictors require (Serving holds the other copy).
     backend_api_key: pulumi.Output[str]
     auto_mode: bool
+    # The NLB's source ranges when gateway.sourceRanges is unset.
+    vpc_cidr: str
     provider: k8s.Provider
     depends_on: list[pulumi.Resource]
     # Without Auto Mode, the controller that gives the `service.k8s.aws/nlb` Service its address.
@@ -189,7 +191,7 @@ class Gateway(pulumi.ComponentResource):
             *args.depends_on,
         )
 
-        lb = load_balancer_service(gw, args.auto_mode)
+        lb = load_balancer_service(gw, args.auto_mode, args.vpc_cidr)
         controller = [args.load_balancer_controller] if args.load_balancer_controller else []
         nlb = k8s.core.v1.Service(
             f"{name}-nlb",

@@ -219,7 +219,7 @@ def envoy_pod_selector(gw: GatewaySettings) -> dict[str, str]:
     }
 
 
-def load_balancer_service(gw: GatewaySettings, auto_mode: bool) -> dict[str, Any]:
+def load_balancer_service(gw: GatewaySettings, auto_mode: bool, vpc_cidr: str) -> dict[str, Any]:
     """The NLB in front of the Envoy pods (IP targets, cross-zone), TLS on 443: terminated by the
     NLB with an ACM certificate, or passed through to Envoy's HTTPS listener (gateway.clusterTls).
     Auto Mode provisions it itself; otherwise the AWS Load Balancer Controller must be installed."""
@@ -241,8 +241,9 @@ def load_balancer_service(gw: GatewaySettings, auto_mode: bool) -> dict[str, Any
         "selector": envoy_pod_selector(gw),
         "ports": [{"name": gw.url_scheme, "port": port, "targetPort": listener(gw)["port"], "protocol": "TCP"}],
     }
-    if gw.source_ranges:
-        spec["loadBalancerSourceRanges"] = list(gw.source_ranges)
+    # Unset, the NLB would admit any address that can route to it (Kubernetes, "Service":
+    # loadBalancerSourceRanges empty = no restriction); the stack's own VPC is the safe default.
+    spec["loadBalancerSourceRanges"] = list(gw.source_ranges) or [vpc_cidr]
     return {
         "apiVersion": "v1",
         "kind": "Service",

@@ -90,6 +90,12 @@ class Observability(pulumi.ComponentResource):
         namespace = k8s.core.v1.Namespace(
             f"{name}-ns", metadata={"name": obs.namespace, "labels": names.PART_OF}, opts=k8s_opts
         )
+        # The host-level exporters' own namespace (privileged; NamespaceIsolation labels and isolates it).
+        exporters_namespace = k8s.core.v1.Namespace(
+            f"{name}-exporters-ns",
+            metadata={"name": obs.exporters_namespace, "labels": names.PART_OF},
+            opts=k8s_opts,
+        )
         in_namespace = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
         storage_class = k8s.storage.v1.StorageClass(
             f"{name}-gp3",
@@ -137,7 +143,14 @@ class Observability(pulumi.ComponentResource):
             pulumi.ResourceOptions(
                 parent=self,
                 provider=args.provider,
-                depends_on=[namespace, storage_class, grafana_secret, alertmanager_secret, *writer],
+                depends_on=[
+                    namespace,
+                    exporters_namespace,
+                    storage_class,
+                    grafana_secret,
+                    alertmanager_secret,
+                    *writer,
+                ],
             ),
             repository=STACK_REPOSITORY,
             values=args.serving_namespace.metadata.name.apply(
@@ -148,8 +161,8 @@ class Observability(pulumi.ComponentResource):
             f"{name}-dcgm",
             DCGM_CHART,
             DCGM_VERSION,
-            obs.namespace,
-            in_namespace,
+            obs.exporters_namespace,
+            pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[exporters_namespace]),
             repository=DCGM_REPOSITORY,
             values=dcgm_values(),
         )

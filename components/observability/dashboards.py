@@ -125,10 +125,39 @@ def trigger_panel(trigger: Trigger, m: MonitoredModel) -> dict[str, Any] | None:
     )
 
 
+def forecast_panel(m: MonitoredModel) -> dict[str, Any] | None:
+    """The forecasts against what came: the prompt-token rate now beside what each enabled
+    forecast trigger predicted for now, `leadSeconds` ago. The seasonal one read the rate a
+    period before now; the trend one, the line fitted `leadSeconds` ago (`offset` on its
+    subquery) read at now (`predict_linear`'s line is in absolute time: ahead 0 is its value at
+    the evaluation time). None when no forecast trigger is on."""
+    triggers = m.policy.triggers
+    seasonal, trend = triggers.seasonal, triggers.trend
+    lines: list[Target] = []
+    if seasonal.enabled:
+        then = signals.Query(
+            Vllm.PROMPT_TOKENS, "sum_rate", seasonal.window_seconds, offset_seconds=seasonal.period_seconds
+        )
+        lines.append((then.promql(m.scope), f"seasonal forecast (made {seasonal.lead_seconds} s before)"))
+    if trend.enabled:
+        rate = signals.Query(Vllm.PROMPT_TOKENS, "sum_rate", trend.window_seconds).promql(m.scope)
+        subquery = f"({rate})[{signals.duration(trend.range_seconds)}:{signals.duration(trend.step_seconds)}]"
+        made = f"predict_linear({subquery} offset {signals.duration(trend.lead_seconds)}, 0)"
+        lines.append((made, f"trend forecast (made {trend.lead_seconds} s before)"))
+    if not lines:
+        return None
+    actual = signals.Query(Vllm.PROMPT_TOKENS, "sum_rate", 60).promql(m.scope)
+    return _timeseries("Forecast against actual: prompt tokens/s", [(actual, "actual (1m rate)"), *lines], "short")
+
+
 def capacity_panels(m: MonitoredModel, triggers: Sequence[Trigger] = TRIGGERS) -> list[dict[str, Any]]:
-    """Each enabled scaling signal next to its configured threshold, then the replica story."""
+    """Each enabled scaling signal next to its configured threshold, the forecasts against what
+    came, then the replica story."""
     w = m.workload
     panels = [p for t in enabled_triggers(m.policy, triggers) if (p := trigger_panel(t, m)) is not None]
+    forecast = forecast_panel(m)
+    if forecast is not None:
+        panels.append(forecast)
     panels.append(
         _timeseries(
             "Replicas: desired vs current vs ready",

@@ -24,6 +24,12 @@ STACK_OPERATOR_VERSION = "v0.93.1"
 DCGM_CHART = "dcgm-exporter"
 DCGM_REPOSITORY = "https://nvidia.github.io/dcgm-exporter/helm-charts"
 DCGM_VERSION = "4.8.3"
+# The exporters' metrics ports, which Prometheus reaches across namespaces: the DCGM exporter's
+# (NVIDIA/dcgm-exporter deployment/values.yaml service.port / address ":9400") and node-exporter's
+# (prometheus-node-exporter-4.56.1, the subchart kube-prometheus-stack-88.5.3 pins: values.yaml
+# service.port 9100; it runs on the host network, where NetworkPolicies do not reach).
+DCGM_PORT = 9400
+NODE_EXPORTER_PORT = 9100
 
 # Labels prometheus-operator puts on every Prometheus pod (pkg/prometheus/statefulset.go), so
 # NetworkPolicies can admit the scraper.
@@ -89,7 +95,9 @@ def stack_values(
     namespace and `monitored_namespaces` only (the predictors' PodMonitors live beside them), so
     a workload elsewhere cannot add scrape targets, silence alerts with rules or relabel series."""
     p = obs.prometheus
-    selector = monitored_namespaces_selector([obs.namespace, *(monitored_namespaces or [])])
+    # The exporters' namespace holds node-exporter's ServiceMonitor: the subchart renders it in its
+    # namespaceOverride (prometheus-node-exporter-4.56.1 templates/_helpers.tpl "monitor-namespace").
+    selector = monitored_namespaces_selector([obs.namespace, obs.exporters_namespace, *(monitored_namespaces or [])])
     prometheus_spec: dict[str, Any] = {
         "scrapeInterval": _interval(obs),
         "evaluationInterval": _interval(obs),
@@ -126,6 +134,10 @@ def stack_values(
         },
         # Node labels are dropped by default; the GPU pool label groups GPUs by NodePool.
         "kube-state-metrics": {"metricLabelsAllowlist": [f"nodes=[{POOL_LABEL}]"]},
+        # node-exporter runs on the host (network, PID, root filesystem): in the exporters' namespace,
+        # so this one can enforce baseline (kube-prometheus-stack-88.5.3 values.yaml
+        # prometheus-node-exporter.namespaceOverride, "for multi-namespace deployments in combined charts").
+        "prometheus-node-exporter": {"namespaceOverride": obs.exporters_namespace},
         # EKS runs these control-plane parts itself; there is nothing to scrape.
         "kubeControllerManager": {"enabled": False},
         "kubeScheduler": {"enabled": False},
@@ -193,7 +205,8 @@ DCGM_SECURITY_CONTEXT = {
 def dcgm_service_monitor_spec(obs: ObservabilitySettings) -> dict[str, Any]:
     return {
         "selector": {"matchLabels": {"app.kubernetes.io/name": "dcgm-exporter"}},
-        "namespaceSelector": {"matchNames": [obs.namespace]},
+        # The exporter runs in the exporters' namespace; this monitor stays with Prometheus.
+        "namespaceSelector": {"matchNames": [obs.exporters_namespace]},
         "endpoints": [
             {
                 "port": "metrics",

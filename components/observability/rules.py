@@ -177,7 +177,7 @@ def gpu_alerts(obs: ObservabilitySettings) -> list[dict[str, Any]]:
             "warning",
             "GPU nodes without a working DCGM exporter",
             "Fewer DCGM exporters are up than the {{ $value }} nodes offering GPUs; GPU metrics are missing.",
-            f"kubectl -n {obs.namespace} get pods -l app.kubernetes.io/name=dcgm-exporter -o wide; "
+            f"kubectl -n {obs.exporters_namespace} get pods -l app.kubernetes.io/name=dcgm-exporter -o wide; "
             "check tolerations and the NVIDIA runtime on the node.",
         ),
         _alert(

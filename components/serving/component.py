@@ -29,6 +29,7 @@ from .objects import (
     KSERVE_VERSION,
     PREDICTOR_KEY_FIELD,
     PREDICTOR_KEY_SECRET,
+    compile_cache_claim,
     endpoint_picker_egress_policy,
     endpoint_picker_network_policy,
     endpoint_picker_pdb,
@@ -147,6 +148,15 @@ class Serving(pulumi.ComponentResource):
             opts=isolated,
         )
 
+        cache: list[pulumi.Resource] = []
+        claim = compile_cache_claim(s)
+        if claim is not None:  # predictors share one torch.compile cache (serving.fastStart.compileCache)
+            cache.append(
+                k8s.core.v1.PersistentVolumeClaim(
+                    f"{name}-compile-cache", metadata=claim["metadata"], spec=claim["spec"], opts=isolated
+                )
+            )
+
         self.service_hosts = {}
         for model in args.models:
             replicas = args.replicas[model.name]
@@ -168,7 +178,7 @@ class Serving(pulumi.ComponentResource):
                 metadata=isvc["metadata"],
                 spec=isvc["spec"],
                 opts=pulumi.ResourceOptions.merge(
-                    model_opts, pulumi.ResourceOptions(depends_on=[kserve, sa, key_secret, *args.depends_on])
+                    model_opts, pulumi.ResourceOptions(depends_on=[kserve, sa, key_secret, *args.depends_on, *cache])
                 ),
             )
             pdb = pod_disruption_budget(model, s)

@@ -11,7 +11,7 @@ from contract import names
 from contract.gpu import GPU_RESOURCE, GPU_TAINT, POOL_LABEL
 from contract.pod_security import container_security_context, pod_security_context
 from contract.settings.models import ModelSettings
-from contract.settings.serving import ServingSettings
+from contract.settings.serving import FastStartSettings, ServingSettings
 from contract.signals import Vllm
 
 from ..isolation import PodSecurityLevel
@@ -138,6 +138,54 @@ def vllm_args(model: ModelSettings) -> list[str]:
     ]
 
 
+# Run:ai Model Streamer through vLLM's loader (vLLM docs/models/extensions/runai_model_streamer.md:
+# `--load-format runai_streamer`, tuned by `--model-loader-extra-config` with `concurrency`, the
+# reader threads, and `memory_limit`, the CPU buffer in bytes). The vllm/vllm-openai image installs
+# `runai-model-streamer` in its vllm-openai-base stage (vllm-project/vllm docker/Dockerfile), so the
+# stock image needs nothing more; it reads the mounted safetensors as local files, concurrently.
+RUNAI_LOAD_FORMAT = "runai_streamer"
+# vLLM keeps torch.compile artifacts under $VLLM_CACHE_ROOT/torch_compile_cache/<hash>/rank_<i>_<j>
+# (docs/design/torch_compile.md, "Compilation Cache"); only this directory is shared, not the rest
+# of the cache root.
+COMPILE_CACHE_VOLUME = "compile-cache"
+COMPILE_CACHE_CLAIM = "vllm-compile-cache"
+
+
+def weight_loader_args(fast: FastStartSettings) -> list[str]:
+    """The vLLM flags of the weight loader (none for vLLM's default safetensors loader)."""
+    if fast.weight_loader != "runai-streamer":
+        return []
+    extra = {"concurrency": fast.streamer_concurrency, "memory_limit": int(fast.streamer_memory_limit_gib * 2**30)}
+    return [
+        f"--load-format={RUNAI_LOAD_FORMAT}",
+        f"--model-loader-extra-config={json.dumps(extra, separators=(',', ':'))}",
+    ]
+
+
+def compile_cache_dir() -> str:
+    return f"{HOME_DIR}/.cache/vllm/torch_compile_cache"
+
+
+def compile_cache_claim(serving: ServingSettings) -> dict[str, Any] | None:
+    """The ReadWriteMany claim every predictor shares for vLLM's torch.compile cache (None: none).
+    Node-local alternatives are refused: a hostPath breaks the namespace's restricted Pod Security,
+    and a cache that lives on one node does not help a replica on a freshly launched one; the model
+    store's Mountpoint mount cannot rename files, which Inductor's atomic writes need."""
+    cache = serving.fast_start.compile_cache
+    if cache is None:
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": COMPILE_CACHE_CLAIM, "namespace": serving.namespace, "labels": names.PART_OF},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": cache.storage_class,
+            "resources": {"requests": {"storage": f"{cache.size_gib}Gi"}},
+        },
+    }
+
+
 # preStop: wait for endpoint removal to reach every Envoy, then until the engine has no
 # running or queued request. The kubelet sends SIGTERM only after this returns, and kills at
 # the grace period, which covers the gateway's request deadline (checked by the settings).
@@ -235,7 +283,7 @@ def container(model: ModelSettings, serving: ServingSettings) -> dict[str, Any]:
         "name": CONTAINER,
         "image": model.image,
         "command": ["vllm", "serve"],
-        "args": vllm_args(model),
+        "args": [*vllm_args(model), *weight_loader_args(serving.fast_start)],
         "env": [
             # Weights come only from the mounted, verified revision; never from the Hub.
             {"name": "HF_HUB_OFFLINE", "value": "1"},
@@ -261,6 +309,11 @@ def container(model: ModelSettings, serving: ServingSettings) -> dict[str, Any]:
             {"name": "dshm", "mountPath": "/dev/shm"},
             {"name": "home", "mountPath": HOME_DIR},
             {"name": "tmp", "mountPath": TMP_DIR},
+            *(
+                [{"name": COMPILE_CACHE_VOLUME, "mountPath": compile_cache_dir()}]
+                if serving.fast_start.compile_cache
+                else []
+            ),
         ],
     }
 
@@ -335,6 +388,11 @@ def inference_service(
             # Compile caches run to a few GiB; they count against the node's ephemeral storage.
             {"name": "home", "emptyDir": {"sizeLimit": "20Gi"}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "10Gi"}},
+            *(
+                [{"name": COMPILE_CACHE_VOLUME, "persistentVolumeClaim": {"claimName": COMPILE_CACHE_CLAIM}}]
+                if serving.fast_start.compile_cache
+                else []
+            ),
         ],
     }
     if not annotations:

@@ -60,6 +60,13 @@ class StackSettings(Section):
         """What deploys but needs attention soon (one line each, key named)."""
         return [f"{NAMESPACE}:{w}" for w in self.cluster.support_warnings(today or date.today())]
 
+    def headroom_model(self) -> ModelSettings | None:
+        """The model whose replica shape the warm headroom holds (None: no headroom)."""
+        headroom = self.gpu_capacity.headroom
+        if not headroom.placeholders:
+            return None
+        return self.model(headroom.model) if headroom.model else self.models[0]
+
     def with_autoscaling(self, section: dict[str, Any]) -> StackSettings:
         """The same stack with its `autoscaling` section replaced (a policy file, a tuning
         candidate), validated by the same rules as the stack file itself."""
@@ -123,7 +130,12 @@ def _cross_section_problems(s: StackSettings, aws_region: str | None, today: dat
                     f"{where}gpuCapacity.pools[{j}].gpuLimit ({pool.gpu_limit}) must be >= gpusPerReplica "
                     f"({model.gpus_per_replica}) of model {model.name!r}, which may run there"
                 )
-    if len(set(names)) == len(names):  # a duplicate entry would also count twice against the GPU budget
+    headroom = s.gpu_capacity.headroom
+    if headroom.model is not None and headroom.model not in names:
+        problems.append(
+            f"{where}gpuCapacity.headroom.model ({headroom.model!r}) names no model; known: {sorted(names)}"
+        )
+    elif len(set(names)) == len(names):  # a duplicate entry would also count twice against the GPU budget
         problems += _autoscaling_problems(s, pools)
     problems += instance_family_problems(s.models, s.gpu_capacity.pools)
     problems += gpu_fit_problems(s.models, s.gpu_capacity.pools)
@@ -158,6 +170,10 @@ def _autoscaling_problems(s: StackSettings, pools: dict[str, Any]) -> list[str]:
                 f"{model.name!r} is interactive and needs a warm replica"
             )
         demand[model.name] = policy.max_replicas * model.gpus_per_replica
+    held = s.headroom_model()
+    if held is not None and held.name in demand:
+        # The placeholders hold GPUs of the same pools: counted so the buffer can refill at maxReplicas.
+        demand[held.name] += s.gpu_capacity.headroom.placeholders * held.gpus_per_replica
     problems += _gpu_budget_problems(s, pools, demand)
     return problems
 
@@ -175,13 +191,20 @@ def _gpu_budget_problems(s: StackSettings, pools: dict[str, Any], demand: dict[s
             need = sum(demand[m.name] for m in confined)
             have = sum(pools[p].gpu_limit for p in subset)
             if confined and need > have:
-                detail = ", ".join(f"{m.name}: maxReplicas x gpusPerReplica = {demand[m.name]}" for m in confined)
+                detail = ", ".join(f"{m.name}: {_demand_terms(s, m)} = {demand[m.name]}" for m in confined)
                 problems.append(
                     f"{NAMESPACE}:autoscaling maxReplicas ({need} GPUs: {detail}) must fit the gpuLimit "
                     f"of pools {list(subset)} ({have} GPUs); lower maxReplicas or raise gpuCapacity.pools[].gpuLimit"
                 )
                 return problems
     return problems
+
+
+def _demand_terms(s: StackSettings, model: ModelSettings) -> str:
+    held = s.headroom_model()
+    if held is not None and held.name == model.name:
+        return "(maxReplicas + gpuCapacity.headroom.placeholders) x gpusPerReplica"
+    return "maxReplicas x gpusPerReplica"
 
 
 def _window_problems(s: StackSettings) -> list[str]:

@@ -85,6 +85,69 @@ class PromptTokensTrigger(TriggerSection):
     window_seconds: int = Field(default=60, gt=0, description="seconds the prompt-token rate is taken over")
 
 
+class SeasonalTrigger(TriggerSection):
+    """Demand one period ago, moved forward by a replica's start: `sum(rate(prompt tokens[w]
+    offset (period - lead)))`, so the replicas yesterday's traffic needed at this time plus
+    `leadSeconds` are bought before the ramp. A forecast, not a reading of load, so it is never
+    the only trigger (the reactive ones still catch what history did not foresee)."""
+
+    reads_inference_signal: ClassVar[bool] = False
+    enabled: bool = False
+    target_per_replica: float = Field(
+        default=800.0,
+        gt=0,
+        description="prompt tokens per second per replica the forecast demand is divided by",
+    )
+    window_seconds: int = Field(default=300, gt=0, description="seconds the past prompt-token rate is taken over")
+    period_seconds: Literal[86400, 604800] = Field(
+        default=86400, description="how far back the same time is: a day (86400) or a week (604800)"
+    )
+    lead_seconds: int = Field(
+        default=300, gt=0, description="seconds ahead the forecast looks: about a new replica's start"
+    )
+
+    @model_validator(mode="after")
+    def _lead_within_period(self) -> SeasonalTrigger:
+        if self.lead_seconds + self.window_seconds >= self.period_seconds:
+            raise RuleViolation(
+                "leadSeconds",
+                self.lead_seconds,
+                f"plus windowSeconds must stay below periodSeconds ({self.period_seconds})",
+            )
+        return self
+
+    @property
+    def offset_seconds(self) -> int:
+        """How far back the range ends: one period, less the lead."""
+        return self.period_seconds - self.lead_seconds
+
+
+class TrendTrigger(TriggerSection):
+    """The prompt-token rate extrapolated `leadSeconds` ahead by a least-squares line through its
+    last `rangeSeconds` (`predict_linear` over a subquery): catches a ramp history did not
+    foresee before a queue forms. A forecast, so never the only trigger."""
+
+    reads_inference_signal: ClassVar[bool] = False
+    enabled: bool = False
+    target_per_replica: float = Field(
+        default=800.0, gt=0, description="prompt tokens per second per replica the extrapolated rate is divided by"
+    )
+    window_seconds: int = Field(default=60, gt=0, description="seconds each rate in the fit is taken over")
+    range_seconds: int = Field(default=600, gt=0, description="seconds of recent rates the line is fitted to")
+    step_seconds: int = Field(default=60, gt=0, description="seconds between the fitted rates (the subquery step)")
+    lead_seconds: int = Field(default=300, gt=0, description="seconds ahead the line is read")
+
+    @model_validator(mode="after")
+    def _steps_in_range(self) -> TrendTrigger:
+        if self.step_seconds * 2 > self.range_seconds:
+            raise RuleViolation(
+                "stepSeconds",
+                self.step_seconds,
+                f"must fit twice in rangeSeconds ({self.range_seconds}): a line needs two points",
+            )
+        return self
+
+
 class LatencyTrigger(TriggerSection):
     enabled: bool = True
     quantile: float = Field(
@@ -129,6 +192,8 @@ class Triggers(Section):
     queue_depth: QueueDepthTrigger = Field(default_factory=QueueDepthTrigger)
     kv_cache: KvCacheTrigger = Field(default_factory=KvCacheTrigger)
     prompt_tokens: PromptTokensTrigger = Field(default_factory=PromptTokensTrigger)
+    seasonal: SeasonalTrigger = Field(default_factory=SeasonalTrigger)
+    trend: TrendTrigger = Field(default_factory=TrendTrigger)
     e2e_latency: LatencyTrigger = Field(default_factory=LatencyTrigger)
     ttft: TtftTrigger = Field(default_factory=TtftTrigger)
     cron: CronTrigger = Field(default_factory=CronTrigger)

@@ -1,9 +1,10 @@
 """Capacity-planning settings: what only the scaling simulator needs from a stack.
 
-How long a new GPU replica takes to serve (node launch, image pull, weight load, engine
-start), how often spot capacity is reclaimed, and what a GPU-hour costs. The program does
-not deploy anything from this section; it lives in the stack so that a simulated policy is
-priced and timed like the environment it will run in.
+How long a new GPU replica takes to serve (node launch, image pull, weight load, engine start:
+the stack's measured figures here, the rest derived from its start features by
+contract/startup.py), how often spot capacity is reclaimed, and what a GPU-hour costs. The
+program does not deploy anything from this section; it lives in the stack so that a simulated
+policy is priced and timed like the environment it will run in.
 """
 
 from __future__ import annotations
@@ -28,14 +29,18 @@ class SecondsRange(Section):
 
 
 class StartupSettings(Section):
+    """A stack's own measured startup figures. Each key left unset follows from the start features
+    the stack deploys (contract/startup.py: provisioner, SOCI, AMI family, weight loader, compile
+    cache, model size), each figure with its source; a key set here overrides the derived one."""
+
     # Karpenter/Auto Mode: EC2 launch, boot, node ready with the NVIDIA device plugin.
-    node_provisioning_seconds: SecondsRange = Field(default_factory=lambda: SecondsRange(min=60, max=120))
-    # The vLLM image is ~10 GiB; a fresh node pulls it every time.
-    image_pull_seconds: SecondsRange = Field(default_factory=lambda: SecondsRange(min=60, max=180))
+    node_provisioning_seconds: SecondsRange | None = None
+    # The vLLM image (~10 GB) on a node that has never pulled it.
+    image_pull_seconds: SecondsRange | None = None
     # Weights stream from the S3 model store through Mountpoint: sizeGiB / this rate.
-    weight_load_gib_per_second: float = Field(default=0.5, alias="weightLoadGiBPerSecond", gt=0)
-    # vLLM start after the weights are in memory: profiling, KV allocation, CUDA graphs.
-    engine_init_seconds: SecondsRange = Field(default_factory=lambda: SecondsRange(min=20, max=60))
+    weight_load_gib_per_second: float | None = Field(default=None, alias="weightLoadGiBPerSecond", gt=0)
+    # vLLM start after the weights are in memory: torch.compile, profiling, KV allocation, CUDA graphs.
+    engine_init_seconds: SecondsRange | None = None
 
 
 class Prices(Section):

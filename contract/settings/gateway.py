@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from ..images import REDIS_IMAGE, repository_name
+from ..images import parse as parse_image
 from .base import RuleViolation, Section
 from .errors import NAMESPACE
 
@@ -16,7 +18,6 @@ _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 _CLIENT = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 _QUANTITY = re.compile(r"^\d+(Ki|Mi)$")
 _ACM_ARN = re.compile(r"^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate/[0-9a-f-]{36}$")
-_IMAGE = re.compile(r"^[a-z0-9.-]+(:\d+)?(/[a-z0-9._-]+)+(:[\w][\w.-]{0,127}|@sha256:[0-9a-f]{64})$")
 
 Unit = Literal["Second", "Minute", "Hour", "Day"]
 
@@ -67,7 +68,7 @@ class TimeoutSettings(Section):
 # code execution; Redis security advisory: 8.2.2, 8.0.4, 7.4.6, 7.2.11, 6.2.20 and later are fixed;
 # lines released after the fix, 8.4 on, never had it).
 REDIS_PATCHED = {(8, 2): 2, (8, 0): 4, (7, 4): 6, (7, 2): 11, (6, 2): 20}
-_REDIS_TAG = re.compile(r"/redis:(\d+)\.(\d+)\.(\d+)(-[\w.]+)?$")
+_REDIS_TAG = re.compile(r"^(\d+)\.(\d+)\.(\d+)(-[\w.]+)?$")
 
 
 class RateLimitSettings(Section):
@@ -78,14 +79,15 @@ class RateLimitSettings(Section):
     # Redis pods, each with a Sentinel beside it; the Sentinels promote a replica when the
     # master is gone (quorum: a majority). 3 survives the loss of any one pod or zone.
     redis_replicas: int = Field(default=3, ge=1, le=7)
-    redis_image: str = "docker.io/library/redis:7.4.10-alpine"
+    redis_image: str = REDIS_IMAGE
 
     @field_validator("redis_image")
     @classmethod
     def _image(cls, value: str) -> str:
-        if not _IMAGE.match(value) or value.endswith(":latest"):
+        ref = parse_image(value)
+        if ref is None or not ref.names_a_release:
             raise ValueError("must be pinned by tag or digest (never latest)")
-        version = _REDIS_TAG.search(value)
+        version = _REDIS_TAG.match(ref.tag or "") if repository_name(value) == "redis" else None
         if version:
             major, minor, patch = (int(v) for v in version.groups()[:3])
             fixed = REDIS_PATCHED.get((major, minor))

@@ -30,6 +30,7 @@ def model_store_problems(settings: Any) -> list[str]:
         "serving.kserveNamespace": settings.serving.kserve_namespace,
         "gateway.namespace": settings.gateway.namespace,
         "observability.namespace": settings.observability.namespace,
+        "observability.exportersNamespace": settings.observability.exporters_namespace,
     }
     return [
         f"{NAMESPACE}:modelStore.syncNamespace ({settings.model_store.sync_namespace!r}) is also {key}; the model "

@@ -8,8 +8,10 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from ..gpu import GPU_OF_FAMILY
+from ..images import VLLM_IMAGE, repository_name
+from ..images import parse as parse_image
 from ..instances import daemonset_overhead, instance_sizes, landing_size, pod_requests
-from ..signals import VLLM_IMAGE_REPOSITORY, VLLM_IMAGE_TAG
+from ..signals import VLLM_IMAGE_REPOSITORY
 from .base import RuleViolation, Section
 from .errors import NAMESPACE
 from .gpu_capacity import GpuCapacitySettings, NodePoolSettings, gpu_families
@@ -17,7 +19,6 @@ from .gpu_capacity import GpuCapacitySettings, NodePoolSettings, gpu_families
 _SERVED_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 _HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 _REVISION = re.compile(r"^[0-9a-f]{40}$")
-_IMAGE = re.compile(r"^[a-z0-9.-]+(:\d+)?(/[a-z0-9._-]+)+(:[\w][\w.-]{0,127}|@sha256:[0-9a-f]{64})$")
 _QUANTITY = re.compile(r"^\d+(\.\d+)?(m|Ki|Mi|Gi|Ti)?$")
 _QUANTITY_SCALE = {"": 1.0, "m": 1e-3, "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
 # vLLM flags the platform sets itself, each with the setting that owns it.
@@ -40,20 +41,14 @@ _OWNED_FLAGS = {
     "--kv-transfer-config": "engine.lmcache",
     "--kv-offloading-backend": "engine.lmcache",
     "--kv-offloading-size": "engine.lmcache",
+    "--load-format": "serving.fastStart.weightLoader",
+    "--model-loader-extra-config": "serving.fastStart (streamerConcurrency, streamerMemoryLimitGiB)",
 }
 _BYTES = re.compile(r"^\d+(Ki|Mi|Gi|Ti)?$")
 # LMCache allocates `max_local_cpu_size` GiB (x 1024**3) of pinned host memory per engine; less
 # than one GiB holds a few 256-token chunks of a 7B model and is almost surely a unit mistake
 # (LMCache/LMCache lmcache/v1/config.py _CONFIG_DEFINITIONS, v1/memory_management: MixedMemoryAllocator).
 LMCACHE_MIN_BYTES = 2**30
-
-
-def _repository(image: str) -> str:
-    """An image reference without its tag or digest and without Docker Hub's implicit registry."""
-    name = image.split("@", 1)[0]
-    if ":" in name.rsplit("/", 1)[-1]:
-        name = name.rsplit(":", 1)[0]
-    return name.removeprefix("docker.io/")
 
 
 def _bytes_quantity(value: int) -> str:
@@ -178,7 +173,7 @@ class ModelSettings(Section):
     # compares it with the published manifest (refuses an object overwritten in place with the same size;
     # costs one full read per replica start), "size" compares sizes only (no read: for very large models).
     gate_verification: Literal["sha256", "size"] = "sha256"
-    image: str = f"{VLLM_IMAGE_REPOSITORY}:{VLLM_IMAGE_TAG}"
+    image: str = VLLM_IMAGE
     engine: EngineSettings = Field(default_factory=EngineSettings)
     resources: ResourceSettings = Field(default_factory=ResourceSettings)
     serving: ModelServingSettings = Field(default_factory=ModelServingSettings)
@@ -207,8 +202,11 @@ class ModelSettings(Section):
     @field_validator("image")
     @classmethod
     def _image(cls, value: str) -> str:
-        if not _IMAGE.match(value) or value.endswith(":latest"):
-            raise ValueError('must be pinned by tag or digest, e.g. "vllm/vllm-openai:v0.25.1" (never latest)')
+        ref = parse_image(value)
+        if ref is None or not ref.names_a_release:
+            raise ValueError(
+                'must be pinned by tag or digest, e.g. "vllm/vllm-openai:v0.25.1@sha256:<digest>" (never latest)'
+            )
         return value
 
     @field_validator("pools")
@@ -239,7 +237,7 @@ class ModelSettings(Section):
                 engine.max_num_batched_tokens,
                 f"must be >= engine.maxNumSeqs ({engine.max_num_seqs}) so every running sequence can decode each step",
             )
-        if engine.lmcache and _repository(self.image) == VLLM_IMAGE_REPOSITORY:
+        if engine.lmcache and repository_name(self.image) == VLLM_IMAGE_REPOSITORY:
             raise RuleViolation(
                 "engine.lmcache",
                 engine.lmcache,

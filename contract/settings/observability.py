@@ -11,9 +11,9 @@ import re
 from collections.abc import Callable
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from .base import Section
+from .base import RuleViolation, Section
 from .errors import NAMESPACE
 
 Severity = Literal["critical", "warning"]
@@ -98,6 +98,10 @@ class ManagedPrometheus(Section):
 
 class ObservabilitySettings(Section):
     namespace: str = "monitoring"
+    # node-exporter (host network, PID and paths) and the DCGM exporter (the kubelet's pod-resources
+    # socket, as root) run here, the only namespace that enforces the privileged Pod Security level;
+    # Prometheus, Grafana and Alertmanager stay in `namespace`, which enforces baseline.
+    exporters_namespace: str = "monitoring-exporters"
     # At most 30 s, so the 1-minute recording rules still span two scrapes.
     scrape_interval_seconds: int = Field(default=15, ge=5, le=30)
     # Window of the latency quantiles in recording rules, alerts and dashboards.
@@ -107,12 +111,23 @@ class ObservabilitySettings(Section):
     alertmanager: AlertmanagerSettings = Field(default_factory=AlertmanagerSettings)
     managed_prometheus: ManagedPrometheus = Field(default_factory=ManagedPrometheus)
 
-    @field_validator("namespace")
+    @field_validator("namespace", "exporters_namespace")
     @classmethod
     def _namespace(cls, value: str) -> str:
         if not re.match(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", value):
             raise ValueError("must be a Kubernetes namespace name (DNS label)")
         return value
+
+    @model_validator(mode="after")
+    def _exporters_apart(self) -> ObservabilitySettings:
+        if self.exporters_namespace == self.namespace:
+            raise RuleViolation(
+                "exportersNamespace",
+                self.exporters_namespace,
+                "must differ from observability.namespace: the host-level exporters need the privileged Pod "
+                "Security level, which Prometheus, Grafana and Alertmanager must not share",
+            )
+        return self
 
     def windows(self) -> dict[str, int]:
         """Every PromQL window this section sets, by key path, for the scrape-interval rule."""

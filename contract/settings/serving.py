@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -12,6 +12,7 @@ from .base import Section
 from .errors import NAMESPACE
 
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 
 class StartupSettings(Section):
@@ -23,6 +24,40 @@ class StartupSettings(Section):
 
     engine_init_seconds: int = Field(default=300, ge=30, le=3600)
     min_weight_load_gib_per_second: float = Field(default=0.1, alias="minWeightLoadGiBPerSecond", gt=0)
+
+
+class CompileCacheSettings(Section):
+    """vLLM's torch.compile cache on a ReadWriteMany volume every predictor mounts, so a replica on a
+    fresh node loads the compiled graphs instead of compiling (the cache key covers the model, the
+    engine flags, the GPU and the vLLM version, so models and GPU types share it safely; vLLM
+    serialises concurrent writers with file locks: docs/design/torch_compile.md, "Concurrent Access
+    Control"). The storage class must provide ReadWriteMany, e.g. Amazon EFS through its CSI driver,
+    which the operator installs: EKS Auto Mode manages EBS block storage (ReadWriteOnce) only."""
+
+    storage_class: str
+    size_gib: int = Field(default=50, alias="sizeGiB", ge=1, le=16384)
+
+    @field_validator("storage_class")
+    @classmethod
+    def _storage_class(cls, value: str) -> str:
+        if not _DNS_SUBDOMAIN.match(value):
+            raise ValueError("must be a StorageClass name (lowercase DNS subdomain)")
+        return value
+
+
+class FastStartSettings(Section):
+    """How a new predictor gets its weights and compiled graphs (docs/fast-starts-and-headroom.md)."""
+
+    # runai-streamer: vLLM's `--load-format runai_streamer` reads the safetensors through the
+    # Mountpoint mount with `streamerConcurrency` threads and streams them to the GPU while reading
+    # (vLLM docs/models/extensions/runai_model_streamer.md); default: vLLM's safetensors loader.
+    weight_loader: Literal["default", "runai-streamer"] = "default"
+    # Reader threads (each one concurrent range reads through Mountpoint): the streamer's `concurrency`.
+    streamer_concurrency: int = Field(default=16, ge=1, le=64)
+    # The streamer's CPU buffer (its `memory_limit`): counted against the predictor's memory limit.
+    streamer_memory_limit_gib: float = Field(default=2, alias="streamerMemoryLimitGiB", gt=0, le=64)
+    # Unset: the compile cache lives in the pod's own emptyDir (survives container restarts only).
+    compile_cache: CompileCacheSettings | None = None
 
 
 class ServingSettings(Section):
@@ -39,6 +74,7 @@ class ServingSettings(Section):
     # tensor parallelism exchanges activations through it.
     shm_gib_per_gpu: int = Field(default=2, alias="shmGiBPerGpu", ge=1, le=64)
     startup: StartupSettings = Field(default_factory=StartupSettings)
+    fast_start: FastStartSettings = Field(default_factory=FastStartSettings)
 
     @field_validator("namespace", "kserve_namespace")
     @classmethod

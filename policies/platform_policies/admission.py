@@ -7,7 +7,9 @@ API server refuse a pod, whoever creates it (Kubernetes docs, "Pod Security Admi
   in the serving namespace: `baseline`);
 - operator namespaces enforce at least `baseline`; `privileged` only where a chart runs host-level
   pods (node-exporter: host network, PID and paths; the DCGM exporter: the kubelet's pod-resources
-  socket through hostPath, as root);
+  socket through hostPath, as root). kube-prometheus-stack runs node-exporter in its release's
+  namespace unless `prometheus-node-exporter.namespaceOverride` names another (its values.yaml at
+  88.5.3), so the namespace of Prometheus, Grafana and Alertmanager must then enforce `baseline`;
 - every namespace warns and audits at `restricted`, so anything short of it is visible.
 
 kube-system is EKS's own and is not labelled by the platform.
@@ -27,13 +29,34 @@ PSA = "pod-security.kubernetes.io"
 LEVELS = ("privileged", "baseline", "restricted")
 NAMESPACE_KINDS = {"kubernetes:core/v1:Namespace", "kubernetes:core/v1:NamespacePatch"}
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
-HOST_LEVEL_CHARTS = {"kube-prometheus-stack", "dcgm-exporter"}
+STACK_CHART = "kube-prometheus-stack"
+DCGM_CHART = "dcgm-exporter"
 UNLABELLED = {"kube-system"}
 WORKLOAD_KINDS = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "DaemonSet"), ("batch", "Job")}
 
 
 def _chart(release: Subject) -> str:
     return str(k8s.get(release.props, "chart", default="", unknown="")).rsplit("/", 1)[-1]
+
+
+def _host_level_namespaces(release: Subject, namespace: str) -> set[str]:
+    """Where a release runs host-level pods: the DCGM exporter in its namespace; kube-prometheus-stack's
+    node-exporter in its namespaceOverride, else the release's namespace (also when the values are
+    not known yet), nowhere when `nodeExporter.enabled` is false."""
+    chart = _chart(release)
+    if chart == DCGM_CHART:
+        return {namespace}
+    if chart != STACK_CHART:
+        return set()
+    values = k8s.get(release.props, "values", unknown=None)
+    if not k8s.is_map(values):
+        return {namespace}
+    if k8s.get(values, "nodeExporter", "enabled", default=True, unknown=True) is False:
+        return set()
+    override = k8s.get(values, "prometheus-node-exporter", "namespaceOverride", default="", unknown=None)
+    if override is None:
+        return {namespace}
+    return {override if isinstance(override, str) and override else namespace}
 
 
 def _labels(resources: list[Any]) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
@@ -55,15 +78,18 @@ def _wanted(resources: list[Any]) -> dict[str, tuple[str, str]]:
     wanted: dict[str, tuple[str, str]] = {}
     subjects = [subject_of(r) for r in resources]
     charts: dict[str, set[str]] = {}
+    host_level: dict[str, set[str]] = {}
     for release in (s for s in subjects if s.resource_type == HELM_RELEASE):
         namespace = k8s.get(release.props, "namespace", unknown=None)
         if isinstance(namespace, str) and namespace not in UNLABELLED:
             charts.setdefault(namespace, set()).add(_chart(release))
+            for host_namespace in _host_level_namespaces(release, namespace):
+                host_level.setdefault(host_namespace, set()).add(_chart(release))
     for namespace, here in charts.items():
-        host_level = sorted(here & HOST_LEVEL_CHARTS)
-        wanted[namespace] = (
-            ("privileged", f"the {host_level} charts'") if host_level else ("baseline", f"the {sorted(here)} charts'")
-        )
+        wanted[namespace] = ("baseline", f"the {sorted(here)} charts'")
+    for namespace, here in host_level.items():
+        charts.setdefault(namespace, set()).update(here)
+        wanted[namespace] = ("privileged", f"the {sorted(here)} charts' host-level")
     for subject in subjects:
         platform = subject.gk == k8s.INFERENCE_SERVICE or (
             subject.gk in WORKLOAD_KINDS

@@ -455,8 +455,8 @@ source_ranges = resource_policy(
         "Controller and EKS Auto Mode turn into the NLB's security-group rules), none of them /0."
     ),
     remediation=(
-        "Set gateway.sourceRanges (the settings refuse an empty list in prod); a dev stack left open to every "
-        "address that routes to its internal NLB disables this policy in policies/config/dev.json."
+        "Set gateway.sourceRanges (the settings refuse an empty list in prod); unset, components/gateway/objects.py "
+        "admits the stack's VPC CIDR only."
     ),
     check=_check_source_ranges,
 )

@@ -16,7 +16,7 @@ from typing import Any
 
 from pulumi_policy import PolicyConfigSchema
 
-from contract.names import PART_OF
+from contract.names import HEADROOM_PRIORITY_CLASS, PART_OF
 
 from . import k8s
 from .base import Subject, resource_policy, stack_policy, subject_of
@@ -191,7 +191,11 @@ def _request_path_replicas(subject: Subject) -> Iterator[tuple[str, Any]]:
         yield "the rate-limit service", k8s.get(kubernetes, "rateLimitDeployment", "replicas", default=1, unknown=None)
     elif subject.gk in (("apps", "Deployment"), ("apps", "StatefulSet")):
         labels = k8s.labels_of(props)
-        if all(k8s.get(labels, key, unknown=None) == value for key, value in PART_OF.items()):
+        # Warm-headroom placeholders serve nothing: their count is capacity, not availability.
+        placeholder = k8s.get(props, "spec", "template", "spec", "priorityClassName", unknown=None)
+        if placeholder != HEADROOM_PRIORITY_CLASS and all(
+            k8s.get(labels, key, unknown=None) == value for key, value in PART_OF.items()
+        ):
             yield "this workload", k8s.get(props, "spec", "replicas", default=1, unknown=None)
 
 

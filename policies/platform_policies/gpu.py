@@ -266,6 +266,31 @@ def _scaled_workloads(resources: list[Any]) -> list[ScaledWorkload]:
     return found
 
 
+@dataclass(frozen=True)
+class FixedGpuWorkload:
+    """A Deployment or StatefulSet that holds GPUs at a fixed replica count (no autoscaler scales it),
+    such as the warm-headroom placeholders: its GPUs are taken whatever the autoscalers do."""
+
+    subject: Subject
+    replicas: int
+    pod_spec: Mapping[str, Any]
+
+
+def _fixed_gpu_workloads(resources: list[Any], scaled: list[ScaledWorkload]) -> list[FixedGpuWorkload]:
+    targets = {(w.autoscaler.namespace, w.target) for w in scaled}
+    found = []
+    for subject in (subject_of(r) for r in resources):
+        if subject.gk not in (("apps", "Deployment"), ("apps", "StatefulSet")):
+            continue
+        if (subject.namespace, subject.k8s_name) in targets:
+            continue
+        pod_spec = k8s.get(subject.props, "spec", "template", "spec")
+        replicas = k8s.get(subject.props, "spec", "replicas", default=1)
+        if k8s.is_map(pod_spec) and isinstance(replicas, int) and gpus_per_replica(pod_spec) > 0:
+            found.append(FixedGpuWorkload(subject, replicas, pod_spec))
+    return found
+
+
 def _pod_spec_of_target(resources: list[Any], workload: ScaledWorkload) -> Mapping[str, Any] | None:
     """The pod spec the autoscaler's target runs: the InferenceService behind `<isvc>-predictor`,
     or a Deployment/StatefulSet of that name in the stack."""
@@ -321,7 +346,8 @@ def _check_gpu_budget(resources: list[Any], config: Mapping[str, Any]) -> Iterat
             None,
         )
     demand = 0.0
-    for workload in _scaled_workloads(resources):
+    scaled = _scaled_workloads(resources)
+    for workload in scaled:
         label = workload.autoscaler.label
         pod_spec = _pod_spec_of_target(resources, workload)
         if pod_spec is None:
@@ -346,10 +372,23 @@ def _check_gpu_budget(resources: list[Any], config: Mapping[str, Any]) -> Iterat
                 f"the {available:g} GPUs its NodePools {sorted(p.name for p in reachable)} may launch",
                 workload.autoscaler.urn,
             )
-    if demand > total_limit:
+    fixed = 0.0
+    for workload in _fixed_gpu_workloads(resources, scaled):
+        held = workload.replicas * gpus_per_replica(workload.pod_spec)
+        fixed += held
+        reachable = _reachable_pools(workload.pod_spec, pools)
+        available = sum(p.gpu_limit or 0 for p in reachable)
+        if held > available:
+            yield (
+                f"{workload.subject.label}: replicas {workload.replicas} hold {held:g} GPUs, more than the "
+                f"{available:g} GPUs its NodePools {sorted(p.name for p in reachable)} may launch",
+                workload.subject.urn,
+            )
+    if demand + fixed > total_limit:
+        held = f" with {fixed:g} GPUs held by fixed GPU Deployments (warm headroom)" if fixed else ""
         yield (
-            f"all autoscalers together may ask for {demand:g} GPUs at maxReplicas, more than the {total_limit:g} "
-            "GPUs the GPU NodePools may launch",
+            f"all autoscalers together may ask for {demand:g} GPUs at maxReplicas{held}, more than the "
+            f"{total_limit:g} GPUs the GPU NodePools may launch",
             None,
         )
 
@@ -357,11 +396,13 @@ def _check_gpu_budget(resources: list[Any], config: Mapping[str, Any]) -> Iterat
 gpu_budget = stack_policy(
     name="gpu-budget-fits-node-pools",
     description=(
-        "maxReplicas x GPUs per replica of every autoscaled predictor fits the GPU limits of the NodePools it can "
-        "use, and the pools' total stays within maxGpusPerStack."
+        "maxReplicas x GPUs per replica of every autoscaled predictor, with the GPUs fixed Deployments hold "
+        "(warm-headroom placeholders), fits the GPU limits of the NodePools they can use, and the pools' total "
+        "stays within maxGpusPerStack."
     ),
     remediation=(
-        "Lower autoscaling.<model>.maxReplicas or raise gpuCapacity.pools[].gpuLimit (within maxGpusPerStack); "
+        "Lower autoscaling.<model>.maxReplicas or gpuCapacity.headroom.placeholders, or raise "
+        "gpuCapacity.pools[].gpuLimit (within maxGpusPerStack); "
         "replicas beyond the pool limits stay Pending forever while the autoscaler believes it has capacity."
     ),
     check=_check_gpu_budget,

@@ -28,6 +28,18 @@ _PASS_THROUGH = {
     "sqrt",
 }
 _SINGLE = {"vector", "scalar", "absent", "time"}
+# Functions of a range vector whose result has its series: over a subquery, `(expr)[range:step]`,
+# the series of `expr` (a forecast trigger's `predict_linear((sum(...))[10m:1m], 300)`).
+_OVER_RANGE = {
+    "predict_linear",
+    "deriv",
+    "avg_over_time",
+    "max_over_time",
+    "min_over_time",
+    "sum_over_time",
+    "last_over_time",
+}
+_SUBQUERY = re.compile(r"^(\(.*\))\s*\[[^\[\]:]+:[^\[\]]*\](\s*offset\s+-?\w+)?$", re.DOTALL)
 _GROUPING = re.compile(r"^(by|without)\s*\(([^()]*)\)\s*", re.IGNORECASE)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*")
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
@@ -200,6 +212,8 @@ def _series_labels(expr: str) -> set[str] | None:
         return buckets - {"le"}
     if name in _PASS_THROUGH and args:
         return _series_labels(args[0])
+    if name in _OVER_RANGE and args and (subquery := _SUBQUERY.match(args[0])):
+        return _series_labels(subquery.group(1))
     return None
 
 
@@ -216,3 +230,47 @@ def vllm_metric_names(query: str) -> set[str]:
 def uses_quantile(query: str) -> bool:
     """Latency quantiles are not additive across replicas (KEDA must not average them)."""
     return bool(re.search(r"\b(histogram_quantile|quantile|quantile_over_time)\s*\(", _blank_strings(query)))
+
+
+# A range `[d]`, or a subquery's `[d:step]`, and the offset that may follow it.
+_RANGE = re.compile(r"\[\s*(\w+)\s*(:\s*\w*\s*)?\](?:\s*offset\s+(\w+))?")
+_DURATION_PART = re.compile(r"(\d+)(ms|[smhdwy])")
+_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+def duration_seconds(text: str) -> float:
+    """A Prometheus duration (`15d`, `1h30m`, `86100s`) in seconds; ValueError when it is not one."""
+    if not re.fullmatch(r"(\d+(ms|[smhdwy]))+", text.strip()):
+        raise ValueError(f"{text!r} is not a Prometheus duration")
+    return float(sum(int(n) * _SECONDS[unit] for n, unit in _DURATION_PART.findall(text)))
+
+
+def look_back_seconds(query: str) -> float:
+    """How far before the evaluation time the query reads samples: over every range selector, its
+    range plus its offset plus those of the subqueries around it (`predict_linear((sum(rate(
+    m[1m])))[10m:1m], 300)` reads 11 minutes back; `rate(m[5m] offset 1d)` a day and 5 minutes)."""
+    text = _blank_strings(query)
+    subqueries: list[tuple[int, int, float]] = []  # (open paren, close paren, reach) of each subquery
+    selectors: list[tuple[int, float]] = []  # (position, reach) of each range selector
+    for match in _RANGE.finditer(text):
+        reach = duration_seconds(match.group(1)) + (duration_seconds(match.group(3)) if match.group(3) else 0.0)
+        close = len(text[: match.start()].rstrip()) - 1
+        if match.group(2) is not None and close >= 0 and text[close] == ")":
+            opened = _opening_paren(text, close)
+            subqueries.append((opened, close, reach))
+        else:
+            selectors.append((match.start(), reach))
+    reaches = [reach + sum(r for lo, hi, r in subqueries if lo < at < hi) for at, reach in selectors]
+    return max(reaches, default=0.0)
+
+
+def _opening_paren(text: str, close: int) -> int:
+    depth = 0
+    for i in range(close, -1, -1):
+        if text[i] in ")}]":
+            depth += 1
+        elif text[i] in "({[":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1

@@ -12,7 +12,7 @@ from contract.warm_replicas import DEFAULT_MIN_WARM_REPLICAS, warm_replica_probl
 from contract.warm_replicas import POLICY as WARM_REPLICA_POLICY
 
 from . import k8s, promql
-from .base import Subject, resource_policy
+from .base import Subject, of_kind, resource_policy, stack_policy, subject_of
 from .platform import (
     MODEL_LABEL,
     PREDICTOR_SUFFIX,
@@ -319,4 +319,76 @@ wake_up = resource_policy(
     check=_check_wake_up,
 )
 
-POLICIES = [no_resource_scaling, prometheus_queries, quantile_metric_type, scale_down_slower, warm_replica, wake_up]
+# --- what a trigger reads back, Prometheus still holds ---------------------------------------
+
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+# kube-prometheus-stack-88.5.3 values.yaml: `prometheus.prometheusSpec.retention: 10d`.
+CHART_DEFAULT_RETENTION = "10d"
+
+
+def _retention(resources: list[Any]) -> tuple[str, float] | None:
+    """The stack's Prometheus retention (as written, seconds), from its kube-prometheus-stack
+    release; None when the stack installs none (or it is not known at preview)."""
+    for release in (subject_of(r) for r in resources if r.resource_type == HELM_RELEASE):
+        chart = str(k8s.get(release.props, "chart", default="", unknown="")).rsplit("/", 1)[-1]
+        if chart != "kube-prometheus-stack":
+            continue
+        written = k8s.get(
+            release.props,
+            "values",
+            "prometheus",
+            "prometheusSpec",
+            "retention",
+            default=CHART_DEFAULT_RETENTION,
+            unknown=None,
+        )
+        if not isinstance(written, str):
+            return None
+        try:
+            return written, promql.duration_seconds(written)
+        except ValueError:
+            return None
+    return None
+
+
+def _check_look_back(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[tuple[str, str | None]]:
+    retention = _retention(resources)
+    if retention is None:
+        return
+    written, seconds = retention
+    for subject in of_kind(resources, *SCALED_OBJECT):
+        for name, _trigger, query in _prometheus_triggers(subject):
+            try:
+                reach = promql.look_back_seconds(query)
+            except ValueError:
+                continue  # not PromQL this rule reads: prometheus_queries names it
+            if reach > seconds:
+                yield (
+                    f"{subject.label}: prometheus trigger {name} reads {reach / 3600:g} h back, beyond the stack's "
+                    f"Prometheus retention ({written}); the query would find nothing once the data ages out",
+                    subject.urn,
+                )
+
+
+look_back_within_retention = stack_policy(
+    name="trigger-look-back-within-prometheus-retention",
+    description=(
+        "A KEDA trigger's query reads no further back (range + offset + subquery range) than the stack's "
+        "Prometheus keeps (prometheus.prometheusSpec.retention of kube-prometheus-stack)."
+    ),
+    remediation=(
+        "Shorten the forecast's look-back (autoscaling.*.triggers.seasonal.periodSeconds, trend.rangeSeconds) or "
+        "raise observability.prometheus.retention above it."
+    ),
+    check=_check_look_back,
+)
+
+POLICIES = [
+    no_resource_scaling,
+    prometheus_queries,
+    quantile_metric_type,
+    scale_down_slower,
+    warm_replica,
+    wake_up,
+    look_back_within_retention,
+]

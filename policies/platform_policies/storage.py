@@ -387,29 +387,33 @@ def _encrypts_with(encryption: Any, key: Any) -> bool:
     )
 
 
+def _own_policy_problems(key: Any, label: str, protects: str) -> Iterator[tuple[str, str | None]]:
+    """A key on KMS's default policy, or one whose policy lets the account root (hence any identity
+    policy) or everyone use it."""
+    if k8s.get(key.props, "policy", unknown=_UNKNOWN) is None:
+        yield (
+            f"{label}: has no key policy of its own; the default lets every principal the account's IAM "
+            f"allows decrypt {protects}",
+            key.urn,
+        )
+        return
+    for statement in documents.parse(k8s.get(key.props, "policy", unknown=None)) or []:
+        wide = [p for p in statement.principals if _account_wide(p)]
+        granted = [a for a in CRYPTOGRAPHIC_ACTIONS if documents.allows(statement, a)]
+        if wide and granted:
+            yield (
+                f"{label}: {documents.label(statement)} gives {granted} to {wide}; any identity policy in the "
+                f"account could then decrypt {protects}",
+                key.urn,
+            )
+
+
 def _check_bucket_keys(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[tuple[str, str | None]]:
     keys = [r for r in resources if r.resource_type == KMS_KEY]
     encryption = [r for r in resources if r.resource_type == SSE]
     for key in keys:
-        if not any(_encrypts_with(e, key) for e in encryption):
-            continue
-        label = f"KMS key '{key.name}' (encrypts an S3 bucket)"
-        if k8s.get(key.props, "policy", unknown=_UNKNOWN) is None:
-            yield (
-                f"{label}: has no key policy of its own; the default lets every principal the account's IAM "
-                "allows decrypt the bucket",
-                key.urn,
-            )
-            continue
-        for statement in documents.parse(k8s.get(key.props, "policy", unknown=None)) or []:
-            wide = [p for p in statement.principals if _account_wide(p)]
-            granted = [a for a in CRYPTOGRAPHIC_ACTIONS if documents.allows(statement, a)]
-            if wide and granted:
-                yield (
-                    f"{label}: {documents.label(statement)} gives {granted} to {wide}; any identity policy in the "
-                    "account could then decrypt the bucket",
-                    key.urn,
-                )
+        if any(_encrypts_with(e, key) for e in encryption):
+            yield from _own_policy_problems(key, f"KMS key '{key.name}' (encrypts an S3 bucket)", "the bucket")
 
 
 bucket_keys_name_users = stack_policy(
@@ -423,4 +427,70 @@ bucket_keys_name_users = stack_policy(
     check=_check_bucket_keys,
 )
 
-POLICIES = [s3_buckets, no_force_destroy, kms_keys, ebs_encrypted, create_only_writes, bucket_keys_name_users]
+# --- the EKS secrets key names who may use it -----------------------------------------------------
+
+# Where each EKS cluster shape names its secrets key: the pulumi_eks component's input, or the
+# raw cluster's encryptionConfig (a real preview sees both; the component's is the one the engine
+# records a dependency for).
+EKS_KEY_INPUTS = {"eks:index:Cluster": "encryptionConfigKeyArn", "aws:eks/cluster:Cluster": "encryptionConfig"}
+# What the cluster needs to read and write Secrets under the key (components/cluster.py).
+EKS_KEY_USE = ("kms:Encrypt", "kms:Decrypt")
+
+
+def _encrypts_secrets_with(cluster: Any, key: Any) -> bool:
+    field = EKS_KEY_INPUTS[cluster.resource_type]
+    if refers_to(cluster, field, key, parent_counts=False):
+        return True
+    named = {k8s.get(key.props, i, unknown=None) for i in ("arn", "id", "keyId")} - {None}
+    configs = k8s.get(cluster.props, field, unknown=None)
+    if isinstance(configs, str):
+        return configs in named
+    configs = [configs] if k8s.is_map(configs) else list(k8s.items(cluster.props, field))
+    return any(k8s.get(c, "provider", "keyArn", unknown=None) in named for c in configs)
+
+
+def _check_secrets_keys(resources: list[Any], _config: Mapping[str, Any]) -> Iterator[tuple[str, str | None]]:
+    clusters = [r for r in resources if r.resource_type in EKS_KEY_INPUTS]
+    for key in (r for r in resources if r.resource_type == KMS_KEY):
+        if not any(_encrypts_secrets_with(c, key) for c in clusters):
+            continue
+        label = f"KMS key '{key.name}' (encrypts EKS Secrets)"
+        yield from _own_policy_problems(key, label, "every Kubernetes Secret")
+        statements = documents.parse(k8s.get(key.props, "policy", unknown=None))
+        if statements is None:
+            continue  # no policy (reported above) or one the engine does not know yet
+        users = {
+            p
+            for s in statements
+            if s.effect == "Allow" and all(documents.allows(s, a) for a in EKS_KEY_USE)
+            for p in s.principals
+            if not _account_wide(p)
+        }
+        if not users:
+            yield (
+                f"{label}: no named principal may {list(EKS_KEY_USE)} with it; the cluster role could not read or "
+                "write Secrets (EKS secrets encryption cannot be switched off once on)",
+                key.urn,
+            )
+
+
+secrets_keys_name_users = stack_policy(
+    name="eks-secrets-key-names-its-users",
+    description=(
+        "The KMS key that envelope-encrypts an EKS cluster's Secrets carries its own key policy: the account's IAM "
+        "administers it without kms:Decrypt/Encrypt (so no identity policy in the account decrypts Secrets), and a "
+        "named principal, the cluster role, uses it."
+    ),
+    remediation="Keep secrets_key_policy on the cluster's secrets key (components/cluster.py).",
+    check=_check_secrets_keys,
+)
+
+POLICIES = [
+    s3_buckets,
+    no_force_destroy,
+    kms_keys,
+    ebs_encrypted,
+    create_only_writes,
+    bucket_keys_name_users,
+    secrets_keys_name_users,
+]

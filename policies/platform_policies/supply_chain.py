@@ -8,6 +8,8 @@ from typing import Any
 
 from pulumi_policy import PolicyConfigSchema
 
+from contract import images
+
 from . import k8s
 from .base import Subject, resource_policy
 from .platform import VLLM_IMAGE_REPOSITORY, VLLM_IMAGE_TAG
@@ -20,20 +22,26 @@ REVISION_FLAGS = ("--revision", "--code-revision", "--tokenizer-revision")
 EXACT_VERSION = re.compile(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$")
 
 
-def image_problem(image: str) -> str | None:
-    """Why an image reference is not pinned (None when it is)."""
-    if "@sha256:" in image:
-        return None
-    last = image.rsplit("/", 1)[-1]
-    if ":" not in last:
+def image_problem(image: str, require_digest: bool = True) -> str | None:
+    """Why an image reference is not pinned (None when it is). A tag is a name the registry may
+    move (Docker Official Images rebuild theirs in place when the base updates); only a digest
+    fixes the bytes a node pulls (containerd pulls a reference with a digest by the digest)."""
+    ref = images.parse(image)
+    if ref is None:
+        return "is not an image reference this policy can read"
+    if ref.tag is None and ref.digest is None:
         return "has no tag (resolves to latest)"
-    repository, tag = image.rsplit(":", 1)
-    if tag == "latest":
+    if ref.tag == "latest" and ref.digest is None:
         return "uses the latest tag"
-    if repository.endswith(VLLM_IMAGE_REPOSITORY) and tag != VLLM_IMAGE_TAG:
+    if ref.tag is not None and ref.repository.endswith(VLLM_IMAGE_REPOSITORY) and ref.tag != VLLM_IMAGE_TAG:
         return (
-            f"is vLLM {tag}, but contract/signals.py names the metrics of {VLLM_IMAGE_TAG} "
+            f"is vLLM {ref.tag}, but contract/signals.py names the metrics of {VLLM_IMAGE_TAG} "
             "(scaling triggers and alerts would read names this image may not expose)"
+        )
+    if require_digest and ref.digest is None:
+        return (
+            "is pinned by tag only; a tag can be re-pushed, so a new node may pull other bytes with no diff in "
+            "the preview (pin repo:tag@sha256:<digest>, see scripts/pin_image_digests.py)"
         )
     return None
 
@@ -55,7 +63,7 @@ def _revisions(container: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             yield f"env {name}", str(value)
 
 
-def _check_pinned(subject: Subject, _config: Mapping[str, Any]) -> Iterator[str]:
+def _check_pinned(subject: Subject, config: Mapping[str, Any]) -> Iterator[str]:
     if subject.resource_type in (HELM_RELEASE, HELM_CHART):
         version = k8s.get(subject.props, "version")
         chart = k8s.get(subject.props, "chart")
@@ -74,7 +82,7 @@ def _check_pinned(subject: Subject, _config: Mapping[str, Any]) -> Iterator[str]
         for name, container in k8s.containers(pod_spec):
             image = k8s.get(container, "image")
             if isinstance(image, str):
-                problem = image_problem(image)
+                problem = image_problem(image, bool(config.get("requireDigest", True)))
                 if problem:
                     yield f"{subject.label}: {where}.{name} image {image} {problem}"
             for flag, value in _revisions(container):
@@ -85,15 +93,18 @@ def _check_pinned(subject: Subject, _config: Mapping[str, Any]) -> Iterator[str]
 pinned = resource_policy(
     name="images-and-model-revisions-pinned",
     description=(
-        "Container images carry an explicit tag other than latest (or a digest), vLLM images match the version "
-        "signals.py describes, Helm charts and node AMIs are pinned, and model revisions are 40-hex commits."
+        "Container images carry a digest (repo:tag@sha256:...; with requireDigest false, a tag other than latest "
+        "is enough), vLLM images match the version signals.py describes, Helm charts and node AMIs are pinned, and "
+        "model revisions are 40-hex commits."
     ),
     remediation=(
-        "Pin images as repo:tag (models[].image defaults to the pinned vLLM), chart versions exactly, EC2NodeClass "
+        "Pin images as repo:tag@sha256:<digest> (contract/images.py holds the platform's; "
+        "scripts/pin_image_digests.py refreshes them from the registries), chart versions exactly, EC2NodeClass "
         "AMI aliases to a dated version (e.g. al2023@v20250505), and models[].revision to the full commit hash of "
         "the Hugging Face revision (not a branch such as main)."
     ),
     check=_check_pinned,
+    config=PolicyConfigSchema(properties={"requireDigest": {"type": "boolean", "default": True}}),
 )
 
 # --- packages installed at start-up ----------------------------------------------------------

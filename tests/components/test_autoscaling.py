@@ -57,6 +57,8 @@ def all_triggers_enabled() -> MonitoredModel:
                     "e2eLatency": {"enabled": True},
                     "ttft": {"enabled": True, "thresholdSeconds": 3},
                     "cron": {"enabled": True, "desiredReplicas": 3},
+                    "seasonal": {"enabled": True},
+                    "trend": {"enabled": True},
                 }
             }
         },
@@ -126,6 +128,8 @@ def test_additive_signals_use_average_value_and_quantiles_use_value() -> None:
         "queue-depth": "AverageValue",
         "kv-cache": "AverageValue",
         "prompt-tokens": "AverageValue",
+        "forecast-seasonal": "AverageValue",
+        "forecast-trend": "AverageValue",
         "e2e-latency": "Value",
         "ttft": "Value",
         "warm-peak": None,
@@ -239,24 +243,30 @@ def _series(metric: str, model_name: str, pod: str, values: str, **extra: str) -
     return {"series": f"{metric}{{{rendered}}}", "values": values}
 
 
-def fleet(model_name: str, busy: bool) -> list[dict[str, str]]:
+def fleet(model_name: str, busy: bool, samples: int = SAMPLES) -> list[dict[str, str]]:
     """Three replicas of `model_name` (waiting 2/4/6, KV 0.2/0.4/0.6) plus one replica of another
     model that must not leak into the query; counters and histograms flat when idle."""
     series: list[dict[str, str]] = []
     for name, pods in ((model_name, PODS), ("other-model", ("z9",))):
         for i, pod in enumerate(pods, start=1):
-            series.append(_series("vllm:num_requests_waiting", name, pod, f"{2 * i}x{SAMPLES}"))
-            series.append(_series("vllm:kv_cache_usage_perc", name, pod, f"{0.2 * i:.1f}x{SAMPLES}"))
-            series.append(_series("vllm:prompt_tokens_total", name, pod, f"0+{500 * i if busy else 0}x{SAMPLES}"))
+            series.append(_series("vllm:num_requests_waiting", name, pod, f"{2 * i}x{samples}"))
+            series.append(_series("vllm:kv_cache_usage_perc", name, pod, f"{0.2 * i:.1f}x{samples}"))
+            series.append(_series("vllm:prompt_tokens_total", name, pod, f"0+{500 * i if busy else 0}x{samples}"))
             for histogram in ("vllm:e2e_request_latency_seconds", "vllm:time_to_first_token_seconds"):
                 for le in ("0.5", "5", "60", "+Inf"):
                     step = "0+3" if busy else "0+0"
-                    series.append(_series(f"{histogram}_bucket", name, pod, f"{step}x{SAMPLES}", le=le))
+                    series.append(_series(f"{histogram}_bucket", name, pod, f"{step}x{samples}", le=le))
     return series
 
 
-def one_series(query: str) -> dict[str, Any]:
-    return {"expr": f"count({query})", "eval_time": "9m", "exp_samples": [{"labels": "{}", "value": 1}]}
+def one_series(query: str, at: str = "9m") -> dict[str, Any]:
+    return {"expr": f"count({query})", "eval_time": at, "exp_samples": [{"labels": "{}", "value": 1}]}
+
+
+# The forecast triggers read a day back (seasonal) or a subquery's range (trend): evaluated after
+# a day and ten minutes of samples.
+FORECASTS = ("forecast-seasonal", "forecast-trend")
+DAY_SAMPLES = 24 * 240 + 40
 
 
 KEDA_QUERIES = [
@@ -271,7 +281,9 @@ KEDA_QUERIES = [
 def test_keda_query_returns_exactly_one_series_across_replicas(
     trigger: str, query: str, busy: bool, tmp_path: Path
 ) -> None:
-    test = {"interval": "15s", "input_series": fleet("qwen25-14b-awq", busy), "promql_expr_test": [one_series(query)]}
+    samples, at = (DAY_SAMPLES, "24h10m") if trigger in FORECASTS else (SAMPLES, "9m")
+    series = fleet("qwen25-14b-awq", busy, samples)
+    test = {"interval": "15s", "input_series": series, "promql_expr_test": [one_series(query, at)]}
     result = run_rule_tests([], [test], tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -97,3 +97,28 @@ def test_without_auto_mode_the_cluster_role_has_only_the_cluster_policy(standard
         iam.CLUSTER_POLICIES
     )
     assert not [r for r in children if r.type == ROLE_POLICY]
+
+
+def secrets_key_statements(stack: StackRun) -> dict[str, dict]:
+    (key,) = [k for k in stack.of_type("aws:kms/key:Key") if k.name.endswith("-cluster-secrets")]
+    return {s["Sid"]: s for s in json.loads(key.inputs["policy"])["Statement"]}
+
+
+def test_the_secrets_key_is_administered_by_the_accounts_iam_which_cannot_decrypt_with_it(stack: StackRun) -> None:
+    """Not KMS's default key policy (the account root gets kms:*, so any identity policy granting
+    kms:Decrypt on "*" reads every Secret): the account administers the key, including the
+    CreateGrant and DescribeKey the principal calling CreateCluster needs (kms:Create*,
+    kms:Describe*; EKS User Guide, "Encrypt Kubernetes secrets with KMS on existing clusters")."""
+    admin = secrets_key_statements(stack)["AdministerThroughAccountIam"]
+    assert admin["Principal"] == {"AWS": "arn:aws:iam::123456789012:root"}
+    assert admin["Action"] == iam.KEY_ADMINISTRATION_ACTIONS
+    assert not [a for a in admin["Action"] if a.startswith(("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"))]
+
+
+def test_the_secrets_key_is_used_by_the_cluster_role(stack: StackRun) -> None:
+    """terraform-aws-eks v21.19.0 main.tf: the cluster role is the key's user (module "kms" key_users)."""
+    statements = secrets_key_statements(stack)
+    assert set(statements) == {"AdministerThroughAccountIam", "ClusterRoleUsesKey"}
+    use = statements["ClusterRoleUsesKey"]
+    assert use["Principal"] == {"AWS": f"arn:aws:iam:us-west-2:123456789012:{service_role(stack).name}"}
+    assert use["Action"] == ["kms:Encrypt", "kms:Decrypt", "kms:DescribeKey", "kms:CreateGrant"]

@@ -87,6 +87,39 @@ def test_capacity_draws_each_scaling_signal_next_to_its_configured_threshold() -
     assert signals.constant(4) in exprs(rows["qwen25-7b-awq"])  # the default queue target
 
 
+FORECASTS = {
+    "qwen25-14b-awq": {
+        "triggers": {
+            "seasonal": {"enabled": True, "leadSeconds": 600},
+            "trend": {"enabled": True, "leadSeconds": 300, "rangeSeconds": 900, "stepSeconds": 60},
+        }
+    }
+}
+
+
+def forecast_exprs(autoscaling: dict[str, Any] | None) -> list[str]:
+    rows = model_rows(generated("prod", autoscaling)["capacity"])
+    panels = [p for p in rows["qwen25-14b-awq"] if p["title"].startswith("Forecast against actual")]
+    return exprs(panels)
+
+
+def test_capacity_draws_each_forecast_for_now_beside_the_actual_rate() -> None:
+    drawn = forecast_exprs(FORECASTS)
+    assert len(drawn) == 3
+    assert drawn[0].startswith("sum(rate(vllm:prompt_tokens_total") and "offset" not in drawn[0]
+    assert drawn[1].endswith("[300s] offset 86400s))")  # what the seasonal trigger read a lead ago
+    assert drawn[2].startswith("predict_linear((sum(rate(") and drawn[2].endswith("[900s:60s] offset 300s, 0)")
+
+
+def test_no_forecast_panel_without_a_forecast_trigger() -> None:
+    assert forecast_exprs(None) == []
+
+
+def test_the_forecast_panel_queries_parse(tmp_path: Path) -> None:
+    result = parse_queries(forecast_exprs(FORECASTS), tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_capacity_shows_desired_current_ready_replicas_pending_pods_and_gpus() -> None:
     panel_exprs = exprs(model_rows(generated("dev")["capacity"])["qwen25-1p5b"])
     for name in (

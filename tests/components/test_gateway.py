@@ -23,7 +23,7 @@ from components.gateway.objects import (
 )
 from components.gateway.objects import gateway as gateway_manifest
 from components.serving.objects import SERVICE_PORT
-from contract import names
+from contract import images, names
 from contract.settings import SettingsError, parse
 from contract.settings.gateway import GatewaySettings
 from contract.settings.stack_file import load_stack
@@ -133,8 +133,9 @@ def test_redis_and_sentinel_require_the_same_password(stack: StackRun) -> None:
 
 def test_redis_image_is_a_release_with_the_cve_2025_49844_fix(stack: StackRun) -> None:
     redis = by_name(stack, "StatefulSet")[store.REDIS_NAME]
-    image = redis["spec"]["template"]["spec"]["containers"][0]["image"]
-    major, minor, patch = (int(v) for v in image.rsplit(":", 1)[1].split("-")[0].split("."))
+    ref = images.parse(redis["spec"]["template"]["spec"]["containers"][0]["image"])
+    assert ref is not None and ref.tag is not None
+    major, minor, patch = (int(v) for v in ref.tag.split("-")[0].split("."))
     assert (major, minor) == (7, 4) and patch >= 6
 
 
@@ -437,7 +438,7 @@ def test_an_internet_facing_gateway_terminates_tls_with_the_acm_certificate() ->
             ],
         }
     )
-    service = load_balancer_service(gw, auto_mode=True)
+    service = load_balancer_service(gw, auto_mode=True, vpc_cidr="10.0.0.0/16")
     annotations = service["metadata"]["annotations"]
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] == arn
     assert service["spec"]["ports"][0]["port"] == 443
@@ -494,6 +495,13 @@ def test_prod_admits_only_the_vpc_to_its_load_balancer(prod: StackRun) -> None:
     assert nlb["spec"]["loadBalancerSourceRanges"] == [load_stack("prod", ROOT).network.cidr]
 
 
+def test_a_stack_without_source_ranges_admits_only_its_vpc(dev: StackRun) -> None:
+    """dev sets no gateway.sourceRanges: its NLB still admits only the VPC, not every address."""
+    assert not load_stack("dev", ROOT).gateway.source_ranges
+    nlb = next(s for s in by_name(dev, "Service").values() if s["spec"].get("type") == "LoadBalancer")
+    assert nlb["spec"]["loadBalancerSourceRanges"] == [load_stack("dev", ROOT).network.cidr]
+
+
 def test_plain_http_stays_possible_outside_prod_for_a_dev_without_a_ca() -> None:
     gw = GatewaySettings.model_validate(
         {
@@ -503,7 +511,10 @@ def test_plain_http_stays_possible_outside_prod_for_a_dev_without_a_ca() -> None
             ],
         }
     )
-    assert gw.url_scheme == "http" and load_balancer_service(gw, auto_mode=True)["spec"]["ports"][0]["port"] == 80
+    assert (
+        gw.url_scheme == "http"
+        and load_balancer_service(gw, auto_mode=True, vpc_cidr="10.0.0.0/16")["spec"]["ports"][0]["port"] == 80
+    )
     assert gateway_manifest(gw)["spec"]["listeners"][0]["port"] == LISTENER_PORT
 
 

@@ -13,7 +13,7 @@ from components import namespace_isolation as ni
 from components.gateway.objects import envoy_pod_selector
 from components.gateway.store import RATE_LIMIT_POD_LABELS, REDIS_PORT, SENTINEL_PORT
 from components.isolation import PSA_PREFIX
-from components.observability.objects import PROMETHEUS_POD_LABELS
+from components.observability.objects import DCGM_PORT, NODE_EXPORTER_PORT, PROMETHEUS_POD_LABELS
 from contract.settings.stack_file import load_stack
 from tests.harness import ROOT, StackRun
 
@@ -93,6 +93,20 @@ def test_alertmanager_and_prometheus_are_closed_to_other_namespaces_but_keda(sta
     assert set(found) == {"default-deny-ingress", "same-namespace", "operator-webhook", "prometheus-from-keda"}
 
 
+def test_the_exporters_namespace_admits_only_prometheus_on_the_exporters_ports(stack: StackRun) -> None:
+    found = policies(stack, "monitoring-exporters")
+    assert set(found) == {"default-deny-ingress", "prometheus"}
+    assert found["default-deny-ingress"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
+    [rule] = found["prometheus"]["ingress"]
+    assert ports(rule) == {DCGM_PORT, NODE_EXPORTER_PORT}
+    assert rule["from"] == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+            "podSelector": {"matchLabels": PROMETHEUS_POD_LABELS},
+        }
+    ]
+
+
 def test_the_rate_limit_service_admits_only_the_envoy_proxies_on_its_grpc_port(stack: StackRun) -> None:
     """Its HTTP/JSON port (8080) and debug port (6070) answer anyone who reaches them; the
     policy selects the rate-limit pods and admits the Gateway's Envoy pods on gRPC alone."""
@@ -128,8 +142,10 @@ def test_the_ai_gateway_controller_admits_envoy_gateway_on_its_extension_ports_o
         ("cert-manager", "baseline"),
         ("envoy-gateway-system", "baseline"),
         ("envoy-ai-gateway-system", "baseline"),
-        # node-exporter (hostNetwork, hostPID, hostPath) and DCGM (SYS_ADMIN) need privileged.
-        ("monitoring", "privileged"),
+        # Prometheus, Grafana, Alertmanager: no host access.
+        ("monitoring", "baseline"),
+        # node-exporter (hostNetwork, hostPID, hostPath) and DCGM (hostPath, root) need privileged.
+        ("monitoring-exporters", "privileged"),
     ],
 )
 def test_every_platform_namespace_enforces_a_pod_security_level_pinned_to_the_cluster_version(

@@ -173,20 +173,42 @@ def test_the_remote_write_role_may_write_to_its_own_workspace_only(prod: StackRu
         "scrapeConfigNamespaceSelector",
     ],
 )
-def test_prometheus_loads_monitors_and_rules_from_the_monitoring_and_serving_namespaces_only(
+def test_prometheus_loads_monitors_and_rules_from_the_monitoring_exporters_and_serving_namespaces_only(
     stack: StackRun, selector: str
 ) -> None:
-    """`{}` (the chart's default) is every namespace: any workload could add targets or rules."""
+    """`{}` (the chart's default) is every namespace: any workload could add targets or rules. The
+    exporters' namespace holds node-exporter's ServiceMonitor (the subchart renders it in its
+    namespaceOverride)."""
     spec = release(stack, "kube-prometheus-stack")["values"]["prometheus"]["prometheusSpec"]
     assert spec[selector] == {
         "matchExpressions": [
-            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["inference", "monitoring"]}
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "In",
+                "values": ["inference", "monitoring", "monitoring-exporters"],
+            }
         ]
     }
     monitors = stack.of_kind("monitoring.coreos.com/v1", "PodMonitor") + stack.of_kind(
         "monitoring.coreos.com/v1", "PrometheusRule"
     )
     assert monitors and {m.inputs["metadata"]["namespace"] for m in monitors} <= {"inference", "monitoring"}
+
+
+def test_the_host_level_exporters_run_in_their_own_namespace(stack: StackRun) -> None:
+    """node-exporter through the subchart's namespaceOverride (kube-prometheus-stack-88.5.3
+    values.yaml), the DCGM exporter as its own release there; the DCGM ServiceMonitor stays beside
+    Prometheus and selects the exporters' namespace."""
+    values = release(stack, "kube-prometheus-stack")["values"]
+    assert values["prometheus-node-exporter"]["namespaceOverride"] == "monitoring-exporters"
+    assert release(stack, "dcgm-exporter")["namespace"] == "monitoring-exporters"
+    (monitor,) = [
+        m.inputs
+        for m in stack.of_kind("monitoring.coreos.com/v1", "ServiceMonitor")
+        if m.inputs["metadata"]["name"] == "dcgm-exporter"
+    ]
+    assert monitor["metadata"]["namespace"] == "monitoring"
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["monitoring-exporters"]}
 
 
 def test_prod_remote_writes_to_managed_prometheus_through_pod_identity(prod: StackRun) -> None:

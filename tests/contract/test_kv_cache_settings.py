@@ -16,8 +16,9 @@ from tests.harness import ROOT
 NS = "inference-platform"
 MODELS = f"{NS}:models"
 # An operator's own build of the pinned vLLM release with vLLM's INSTALL_KV_CONNECTORS=true (its
-# docker/Dockerfile then installs requirements/kv_connectors.txt, lmcache among them), in their registry.
-KV_CONNECTOR_IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/vllm-openai-kv-connectors:v0.25.1"
+# docker/Dockerfile then installs requirements/kv_connectors.txt, lmcache among them), in their registry,
+# pinned by the digest their push printed (the pack requires one).
+KV_CONNECTOR_IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/vllm-openai-kv-connectors:v0.25.1@sha256:" + "c" * 64
 
 
 def config_of(stack: str) -> dict[str, Any]:

@@ -67,3 +67,25 @@ def test_the_engine_config_accepts_a_webhook_set_as_a_secret() -> None:
         is_secret=lambda key: key == "inference-platform:observability",
     )
     assert settings.observability.alertmanager.receivers[0].webhook_url == "https://hooks.example.com/T0"
+
+
+def dev_raw() -> dict[str, Any]:
+    raw = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
+    return {k.removeprefix("inference-platform:"): v for k, v in raw.items() if k.startswith("inference-platform:")}
+
+
+def test_the_exporters_cannot_share_the_monitoring_namespace() -> None:
+    """The privileged level they need would admit host access for Prometheus, Grafana and Alertmanager too."""
+    raw = dev_raw()
+    raw["observability"]["exportersNamespace"] = raw["observability"].get("namespace", "monitoring")
+    with pytest.raises(SettingsError, match=r"observability\.exportersNamespace .*must differ from observability"):
+        parse(raw)
+
+
+def test_the_model_writer_cannot_share_the_exporters_namespace() -> None:
+    raw = dev_raw()
+    raw["observability"]["exportersNamespace"] = "model-sync"
+    with pytest.raises(
+        SettingsError, match=r"modelStore\.syncNamespace \('model-sync'\) is also observability\.exportersNamespace"
+    ):
+        parse(raw)

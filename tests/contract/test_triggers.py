@@ -59,7 +59,7 @@ def test_keys_and_keda_names_are_unique() -> None:
 def test_enabled_triggers_keep_declaration_order_and_skip_disabled_ones() -> None:
     policy = ModelAutoscaling.model_validate({"triggers": {"kvCache": {"enabled": False}, "ttft": {"enabled": True}}})
     assert [t.key for t in enabled_triggers(policy)] == [
-        t.key for t in TRIGGERS if t.key not in ("kvCache", "promptTokens", "cron")
+        t.key for t in TRIGGERS if t.key not in ("kvCache", "promptTokens", "seasonal", "trend", "cron")
     ]
 
 

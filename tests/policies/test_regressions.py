@@ -82,6 +82,8 @@ def add(make: Callable[[list[Captured]], Captured]) -> Mutation:
 # --- what the mutations change --------------------------------------------------------------------
 
 BUCKET = "llm-prod-models-weights"
+SECRETS_KEY = "llm-prod-cluster-secrets"
+SECRETS_KEY_USERS = "eks-secrets-key-names-its-users"
 ISVC = "qwen25-14b-awq"
 PREDICTOR_SA = f"{ISVC}-predictor"
 SSE = ":BucketServerSideEncryptionConfiguration"
@@ -148,6 +150,10 @@ def template(inputs: dict[str, Any]) -> dict[str, Any]:
 
 def first_container(inputs: dict[str, Any]) -> dict[str, Any]:
     return template(inputs)["containers"][0]
+
+
+def without_digest(image: str) -> str:
+    return image.split("@", 1)[0]
 
 
 def command_without(flag: str) -> Callable[[dict[str, Any]], None]:
@@ -292,6 +298,7 @@ EGRESS = "platform-namespaces-deny-egress-by-default"
 OPERATORS_ISOLATED = "operator-namespaces-deny-ingress-by-default"
 PSA = "platform-namespaces-enforce-pod-security"
 OPERATOR_VALUES = "operator-charts-keep-their-restrictions"
+LOOK_BACK = "trigger-look-back-within-prometheus-retention"
 
 REGRESSIONS = [
     # --- the model store: bucket and keys
@@ -711,6 +718,32 @@ REGRESSIONS = [
         ("latest",),
     ),
     Regression(
+        "predictor-image-by-tag-only",
+        "images-and-model-revisions-pinned",
+        edit(":InferenceService", ISVC, lambda i: vllm(i).update(image=without_digest(vllm(i)["image"]))),
+        ("vllm/vllm-openai:v0.25.1 is pinned by tag only",),
+    ),
+    Regression(
+        "model-sync-image-by-tag-only",
+        "images-and-model-revisions-pinned",
+        edit(
+            ":Job",
+            "llm-prod-model-sync-qwen25-14b-awq",
+            lambda i: first_container(i).update(image=without_digest(first_container(i)["image"])),
+        ),
+        ("python:3.11.15-slim-bookworm is pinned by tag only",),
+    ),
+    Regression(
+        "redis-image-by-tag-only",
+        "images-and-model-revisions-pinned",
+        edit(
+            ":StatefulSet",
+            "ratelimit-redis",
+            lambda i: first_container(i).update(image=without_digest(first_container(i)["image"])),
+        ),
+        ("redis:7.4.10-alpine is pinned by tag only",),
+    ),
+    Regression(
         "model-revision-branch",
         "images-and-model-revisions-pinned",
         edit(":InferenceService", ISVC, set_arg("--revision", "main")),
@@ -887,6 +920,34 @@ REGRESSIONS = [
             "kms/key:Key", BUCKET, policy_statement("AdministerThroughAccountIam", lambda s: s.update(Action="kms:*"))
         ),
         ("'AdministerThroughAccountIam'", "kms:Decrypt", ":root"),
+    ),
+    Regression(
+        "secrets-key-default-policy",
+        SECRETS_KEY_USERS,
+        edit("kms/key:Key", SECRETS_KEY, lambda i: i.pop("policy")),
+        (f"KMS key '{SECRETS_KEY}'", "no key policy of its own"),
+    ),
+    Regression(
+        "secrets-key-lets-account-iam-decrypt",
+        SECRETS_KEY_USERS,
+        edit(
+            "kms/key:Key",
+            SECRETS_KEY,
+            policy_statement("AdministerThroughAccountIam", lambda s: s.update(Action="kms:*")),
+        ),
+        ("'AdministerThroughAccountIam'", "kms:Decrypt", ":root"),
+    ),
+    Regression(
+        "secrets-key-open-to-every-principal",
+        SECRETS_KEY_USERS,
+        edit("kms/key:Key", SECRETS_KEY, policy_statement("ClusterRoleUsesKey", lambda s: s.update(Principal="*"))),
+        ("'ClusterRoleUsesKey'", "['*']"),
+    ),
+    Regression(
+        "secrets-key-cluster-role-dropped",
+        SECRETS_KEY_USERS,
+        edit("kms/key:Key", SECRETS_KEY, drop_statement("ClusterRoleUsesKey")),
+        ("no named principal may ['kms:Encrypt', 'kms:Decrypt']",),
     ),
     Regression(
         "bucket-policy-lets-writer-replace",
@@ -1085,6 +1146,22 @@ REGRESSIONS = [
         ("NetworkPolicy monitoring/same-namespace", "every pod of every namespace"),
     ),
     Regression(
+        "exporters-default-deny-removed",
+        OPERATORS_ISOLATED,
+        remove(":NetworkPolicy", "llm-prod-isolation-monitoring-exporters-default-deny-ingress"),
+        ("namespace monitoring-exporters", "default-deny ingress"),
+    ),
+    Regression(
+        "exporters-open-to-every-namespace",
+        OPERATORS_ISOLATED,
+        edit(
+            ":NetworkPolicy",
+            "llm-prod-isolation-monitoring-exporters-prometheus",
+            lambda i: i["spec"]["ingress"][0]["from"][0].update(namespaceSelector={}),
+        ),
+        ("NetworkPolicy monitoring-exporters/prometheus", "every pod of every namespace"),
+    ),
+    Regression(
         "webhook-policy-on-every-port",
         OPERATORS_ISOLATED,
         edit(":NetworkPolicy", "llm-prod-isolation-kserve-api-server", lambda i: i["spec"]["ingress"][0].pop("ports")),
@@ -1107,6 +1184,12 @@ REGRESSIONS = [
         PSA,
         edit(":NamespacePatch", "keda", lambda i: labels(i).update({PSA_ENFORCE: "privileged"})),
         ("namespace keda: enforces privileged, below baseline",),
+    ),
+    Regression(
+        "monitoring-namespace-privileged",
+        PSA,
+        edit(":NamespacePatch", "monitoring", lambda i: labels(i).update({PSA_ENFORCE: "privileged"})),
+        ("namespace monitoring: enforces privileged, below baseline",),
     ),
     Regression(
         "kserve-namespace-labels-removed",
@@ -1159,6 +1242,16 @@ REGRESSIONS = [
         OPERATOR_VALUES,
         edit(":Release", "llm-prod-obs-dcgm", lambda i: i["values"].pop("securityContext")),
         ("dcgm-exporter", "SYS_ADMIN"),
+    ),
+    Regression(
+        "prometheus-retention-below-trigger-look-back",
+        LOOK_BACK,
+        edit(
+            ":Release",
+            "llm-prod-obs-stack",
+            lambda i: i["values"]["prometheus"]["prometheusSpec"].update(retention="1m"),
+        ),
+        ("beyond the stack's Prometheus retention (1m)",),
     ),
 ]
 COVERED.update(r.policy for r in REGRESSIONS)

@@ -40,6 +40,10 @@ class Startup:
         """On a node that already ran this image: weights and engine start only."""
         return self.weight_load_s + float(rng.uniform(*self.engine_init_s))
 
+    def sample_node_warm(self, rng: np.random.Generator) -> float:
+        """A node launched for a headroom placeholder: launch and image pull, until it is warm."""
+        return float(rng.uniform(*self.node_provisioning_s) + rng.uniform(*self.image_pull_s))
+
     @property
     def mean_s(self) -> float:
         return _mid(self.node_provisioning_s) + _mid(self.image_pull_s) + self.weight_load_s + _mid(self.engine_init_s)

@@ -124,3 +124,73 @@ def histogram_quantile(q: float, bounds: Sequence[float], cumulative: np.ndarray
 def positive_or_zero(value: float) -> float:
     """`(expr > 0) or vector(0)`: the quantile queries' guard against NaN and empty results."""
     return value if value > 0 else 0.0
+
+
+# --- predict_linear over a subquery (Prometheus v3.14.0) --------------------------------------
+
+
+def subquery_steps(t: float, range_s: float, step_s: float, offset_s: float = 0.0) -> list[float]:
+    """The instants `(expr)[range:step] offset o` evaluates `expr` at, for an instant query at
+    `t`: every multiple of the step in (t - o - range, t - o], aligned to absolute time, in
+    milliseconds as `promql/engine.go` `runSubquery` computes them (`subqStart := subqInterval *
+    ((start - offset - range) / subqInterval)`, moved one step on when `<=` that bound; Go's
+    integer division truncates toward zero). Sim time is taken as aligned: its t = 0 falls on a
+    multiple of every step (a trace starting at a midnight, with steps dividing a day)."""
+    t_ms, range_ms, step_ms, offset_ms = (round(x * 1000) for x in (t, range_s, step_s, offset_s))
+    bound = t_ms - offset_ms - range_ms
+    quotient = abs(bound) // step_ms * (1 if bound >= 0 else -1)  # Go's truncated division
+    first = step_ms * quotient
+    if first <= bound:
+        first += step_ms
+    return [ms / 1000 for ms in range(first, t_ms - offset_ms + 1, step_ms)]
+
+
+def _kahan_inc(inc: float, total: float, c: float) -> tuple[float, float]:
+    """`util/kahansum.Inc`: Neumaier's compensated sum."""
+    t = total + inc
+    if math.isinf(t):
+        c = 0.0
+    elif abs(total) >= abs(inc):
+        c += (total - t) + inc
+    else:
+        c += (inc - t) + total
+    return t, c
+
+
+def linear_regression(times: Sequence[float], values: Sequence[float], intercept_time: float) -> tuple[float, float]:
+    """`promql/functions.go` `linearRegression`: (slope per second, value at `intercept_time`) of
+    the least-squares line, with Kahan-compensated sums; a constant series has slope 0 (NaN
+    both when that constant is infinite). Times in seconds; Prometheus' are milliseconds, and
+    `x := float64(sample.T-interceptTime) / 1e3` subtracts them as integers first."""
+    n = sum_x = c_x = sum_y = c_y = sum_xy = c_xy = sum_x2 = c_x2 = 0.0
+    init_y = values[0]
+    const_y = True
+    intercept_ms = round(intercept_time * 1000)
+    for i, (t, y) in enumerate(zip(times, values, strict=True)):
+        if const_y and i > 0 and y != init_y:
+            const_y = False
+        n += 1.0
+        x = float(round(t * 1000) - intercept_ms) / 1e3
+        sum_x, c_x = _kahan_inc(x, sum_x, c_x)
+        sum_y, c_y = _kahan_inc(y, sum_y, c_y)
+        sum_xy, c_xy = _kahan_inc(x * y, sum_xy, c_xy)
+        sum_x2, c_x2 = _kahan_inc(x * x, sum_x2, c_x2)
+    if const_y:
+        return (math.nan, math.nan) if math.isinf(init_y) else (0.0, init_y)
+    sum_x += c_x
+    sum_y += c_y
+    sum_xy += c_xy
+    sum_x2 += c_x2
+    cov_xy = sum_xy - sum_x * sum_y / n
+    var_x = sum_x2 - sum_x * sum_x / n
+    slope = cov_xy / var_x
+    return slope, sum_y / n - slope * sum_x / n
+
+
+def predict_linear(times: Sequence[float], values: Sequence[float], t: float, ahead_s: float) -> float | None:
+    """`funcPredictLinear` at `t`: the line through the points, `ahead_s` on; None (the series is
+    dropped) with fewer than two points."""
+    if len(values) < 2:
+        return None
+    slope, intercept = linear_regression(times, values, t)
+    return slope * ahead_s + intercept

@@ -7,8 +7,10 @@ simulator compares them with the labels its series carry, `parse_selecting`):
     AGG [by (labels)] (avg_over_time(metric[d]))   also max_over_time, rate; `by` may follow
     histogram_quantile(q, AGG by (le[, labels]) (rate(metric_bucket[d])))
     (histogram_quantile(...) > 0) or vector(0)
+    AGG [by (labels)] (rate(metric[d] offset d))                the forecast triggers' look-ahead:
+    predict_linear((AGG [by (labels)] (rate(metric[d])))[d:d], seconds)   a day ago, or a trend
 
-Anything else (another function, a binary operator, offset, a subquery, a regex matcher) is a
+Anything else (another function, a binary operator, offset elsewhere, another subquery, a regex matcher) is a
 ValueError naming the construct, so a ScaledObject the simulator cannot read is refused, not
 approximated. Durations follow Prometheus' syntax (`1h30m`, `5m`, `90s`).
 """
@@ -16,10 +18,10 @@ approximated. Durations follow Prometheus' syntax (`1h30m`, `5m`, `90s`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast, get_args
 
-from contract.signals import RANGE_FUNCTIONS, Aggregation, Query, Shape
+from contract.signals import RANGE_FUNCTIONS, Aggregation, Query, Shape, Trend
 
 AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
 _SHAPE_OF: dict[str, Shape] = {function: shape for shape, function in RANGE_FUNCTIONS.items()}
@@ -28,6 +30,7 @@ _TOKEN = re.compile(
     r"|(?P<name>[A-Za-z_:][\w:]*)|(?P<string>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')"
     r"|(?P<op>=~|!~|!=|==|>=|<=|[-+*/%^<>=(){}\[\],:]))"
 )
+_DURATION = re.compile(r"(?:\d+(?:ms|[smhdwy]))+")
 _DURATION_PART = re.compile(r"(\d+)(ms|[smhdwy])")
 _SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 
@@ -122,6 +125,8 @@ class _Parser:
         name = self.peek.text if self.peek.kind == "name" else None
         if name == "histogram_quantile":
             return self.histogram_quantile()
+        if name == "predict_linear":
+            return self.predict_linear()
         if name in AGGREGATIONS:
             return self.aggregation()
         if name is not None and self.tokens[self.i + 1].text == "(":
@@ -151,13 +156,56 @@ class _Parser:
         aggregation = self.take().text
         by = self.grouping()
         self.expect("(")
-        metric, shape, window = self.inner()
+        metric, shape, window, offset = self.inner()
         self.expect(")")
         by = by or self.grouping()
-        return Query(metric, shape, window, aggregation=_aggregation(aggregation), by=by)
+        if offset and shape != "sum_rate":
+            raise self.unsupported(f"offset inside {RANGE_FUNCTIONS[shape]}")
+        return Query(metric, shape, window, aggregation=_aggregation(aggregation), by=by, offset_seconds=offset)
 
-    def inner(self) -> tuple[str, Shape, int | None]:
-        """A selector, or a range function over a range selector."""
+    def predict_linear(self) -> Query:
+        """`predict_linear((AGG(rate(metric[d])))[range:step], seconds)`."""
+        self.take()
+        self.expect("(")
+        self.expect("(")
+        inner = self.expression()
+        self.expect(")")
+        if inner.shape != "sum_rate" or inner.offset_seconds:
+            raise self.unsupported("predict_linear of anything but a rate's aggregation")
+        self.expect("[")
+        if self.peek.kind != "duration":
+            raise self.unsupported()
+        range_s = duration_seconds(self.take().text)
+        step_s = self.subquery_step()
+        self.expect("]")
+        if self.peek.text == "offset":
+            raise self.unsupported("offset on a subquery")
+        self.expect(",")
+        if self.peek.kind != "number":
+            raise self.unsupported()
+        ahead = float(self.take().text)
+        self.expect(")")
+        if ahead != int(ahead) or ahead <= 0:
+            raise ValueError(f"predict_linear's look-ahead must be whole seconds > 0, got {ahead} in {self.text!r}")
+        try:
+            trend = Trend(range_s, step_s, int(ahead))
+        except ValueError as exc:
+            raise ValueError(f"{exc} in {self.text!r}") from None
+        return replace(inner, trend=trend)
+
+    def subquery_step(self) -> int:
+        """`:step` after a subquery's range: the tokenizer reads `:60s` as a name (metric names
+        may hold colons), or `:` then a duration."""
+        token = self.take()
+        text = token.text
+        if text == ":" and self.peek.kind == "duration":
+            text += self.take().text
+        if not (text.startswith(":") and _DURATION.fullmatch(text[1:])):
+            raise self.unsupported(f"{text} (a subquery needs a step, [range:step])")
+        return duration_seconds(text[1:])
+
+    def inner(self) -> tuple[str, Shape, int | None, int]:
+        """A selector, or a range function over a range selector (and its offset)."""
         if self.peek.kind != "name":
             raise self.unsupported()
         name = self.take().text
@@ -165,17 +213,19 @@ class _Parser:
             if name not in _SHAPE_OF:
                 raise self.unsupported(name)
             self.take()
-            metric, window = self.range_selector()
+            metric, window, offset = self.range_selector()
             self.expect(")")
-            return metric, _SHAPE_OF[name], window
+            return metric, _SHAPE_OF[name], window, offset
         if name in AGGREGATIONS:
             raise self.unsupported(f"nested {name}")
         self.matchers()
         if self.peek.text == "[":
             raise self.unsupported("a range selector without a range function")
-        return name, "sum", None
+        if self.peek.text == "offset":
+            raise self.unsupported("offset")
+        return name, "sum", None, 0
 
-    def range_selector(self) -> tuple[str, int]:
+    def range_selector(self) -> tuple[str, int, int]:
         if self.peek.kind != "name":
             raise self.unsupported()
         metric = self.take().text
@@ -187,9 +237,13 @@ class _Parser:
         if self.peek.text.startswith(":"):
             raise self.unsupported("subquery")
         self.expect("]")
+        offset = 0
         if self.peek.text == "offset":
-            raise self.unsupported("offset")
-        return metric, window
+            self.take()
+            if self.peek.kind != "duration":
+                raise self.unsupported("offset")
+            offset = duration_seconds(self.take().text)
+        return metric, window, offset
 
     def matchers(self) -> None:
         if self.peek.text != "{":
@@ -226,7 +280,9 @@ class _Parser:
             raise self.unsupported()
         self.take()
         self.expect("(")
-        bucket, window = self.range_selector()
+        bucket, window, offset = self.range_selector()
+        if offset:
+            raise self.unsupported("offset inside histogram_quantile")
         self.expect(")")
         self.expect(")")
         by = by or self.grouping()
@@ -243,7 +299,8 @@ class _Parser:
 
 _SUBSET = (
     "sum/avg/max/min [by (...)] of a metric, of avg_over_time/max_over_time/rate(metric[d]), or "
-    "histogram_quantile(q, AGG by (le) (rate(metric_bucket[d]))) [> 0 or vector(0)]"
+    "histogram_quantile(q, AGG by (le) (rate(metric_bucket[d]))) [> 0 or vector(0)], "
+    "AGG(rate(metric[d] offset d)) or predict_linear((AGG(rate(metric[d])))[d:d], seconds)"
 )
 
 

@@ -18,7 +18,9 @@ from capacity.measure.recommend import recommend
 from contract.settings.config_path import edited_config
 from contract.settings.stack_file import load_stack, read_stack
 from tests.capacity.conftest import CALIBRATION_CSV, CONFIG_SET_LINE, REPO
+from tests.docs.pages import capacity_command
 
+LAB_PAGE = "getting-started/lab.md"  # where the lab and its recommend step are documented
 LAB_ENVELOPE = Path(__file__).parent / "data" / "lab-a10g-envelope.csv"  # `make lab`'s, A10G mock at 20x
 
 
@@ -149,16 +151,9 @@ def test_the_target_is_the_model_served_with_the_swept_profile_else_the_stacks_f
     assert default.sm.model.name == models[0].name and "first model" in default.chosen_by
 
 
-def readme_command(name: str) -> list[str]:
-    """The README's `python -m capacity <name>` example, joined over its continuation lines."""
-    text = (REPO / "README.md").read_text()
-    match = re.search(rf"^\.venv/bin/python -m capacity {name} (?:.*\\\n)*.*$", text, re.M)
-    assert match, f"no `capacity {name}` example in the README"
-    return shlex.split(match[0].replace("\\\n", " "))
-
-
-def test_the_readmes_recommend_step_on_the_labs_envelope_prints_lines_that_deploy(tmp_path):
-    argv = readme_command("recommend")
+def test_the_lab_pages_recommend_step_on_the_labs_envelope_prints_lines_that_deploy(tmp_path):
+    """docs/getting-started/lab.md's `recommend` command, run as the page shows it."""
+    argv = capacity_command(LAB_PAGE, "recommend")
     envelope = Path(argv[argv.index("--envelope") + 1])
     (tmp_path / envelope).parent.mkdir(parents=True)
     (tmp_path / envelope).write_bytes(LAB_ENVELOPE.read_bytes())
@@ -173,7 +168,7 @@ def test_the_readmes_recommend_step_on_the_labs_envelope_prints_lines_that_deplo
     lines = run.stdout.splitlines()
     assert printed(lines) and "Traceback" not in run.stderr
     apply_to_copy(lines, argv[argv.index("--stack") + 1], tmp_path)
-    # what the README says of this run (its comments unfolded: the run folds them at 110 columns)
+    # what the page says of this run (its comments unfolded: the run folds them at 110 columns)
     unfolded = re.sub(r"\n#   +", " ", run.stdout)
     assert "at 0.32 req/s each they serve 10.8 req/s" in unfolded and "TTFT p95 0.632s <= SLO 2.5s" in unfolded
     assert "# not printed: autoscaling.qwen25-14b-awq.maxReplicas 38:" in run.stdout

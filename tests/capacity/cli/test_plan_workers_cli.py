@@ -1,10 +1,8 @@
-"""`python -m capacity plan-workers`: the README's command prints a Job Kubernetes accepts, and a
+"""`python -m capacity plan-workers`: the docs' command prints a Job Kubernetes accepts, and a
 wrong flag is one line naming it, no traceback."""
 
 from __future__ import annotations
 
-import re
-import shlex
 import subprocess
 import sys
 
@@ -13,19 +11,13 @@ import yaml
 
 from capacity.__main__ import main
 from tests.capacity.conftest import REPO
+from tests.docs.pages import capacity_command
 from tests.k8s_schemas import validate
 
 
-def readme_plan_workers_command() -> list[str]:
-    """The README's `plan-workers` example, joined over its continuation lines."""
-    text = (REPO / "README.md").read_text()
-    match = re.search(r"^\.venv/bin/python -m capacity plan-workers (?:.*\\\n)*.*$", text, re.M)
-    assert match, "no `capacity plan-workers` example in the README"
-    return shlex.split(match[0].replace("\\\n", " "))
-
-
-def test_the_readmes_plan_workers_command_prints_a_valid_job_of_its_workers():
-    argv = readme_plan_workers_command()
+def test_the_pages_plan_workers_command_prints_a_valid_job_of_its_workers():
+    """docs/tasks/plan-on-many-machines.md's `plan-workers` command, run as the page shows it."""
+    argv = capacity_command("tasks/plan-on-many-machines.md", "plan-workers")
     run = subprocess.run([sys.executable, *argv[1:]], cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
     assert run.returncode == 0, run.stderr
     (job,) = list(yaml.safe_load_all(run.stdout))

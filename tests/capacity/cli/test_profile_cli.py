@@ -31,10 +31,11 @@ from capacity.planning.plan import gpu_edits
 from capacity.planning.run import RunOptions
 from capacity.planning.stack import load_stack_model
 from capacity.workload.traces import load as load_trace
-from tests.capacity.cli.test_advice import readme_command
 from tests.capacity.conftest import CALIBRATION_CSV, REPO
+from tests.docs.pages import capacity_command, read
 
 NAME = "a10g-r1-14b-awq-measured"
+PAGE = "tasks/sweep-and-profile.md"  # where the profile command and its numbers are documented
 SHAPE = {"prompt_tokens": 1024, "output_tokens": 128}  # the calibration README's
 KV_USAGE = {1: 0.02, 40: 0.78}  # "average KV-cache usage 2% at concurrency 1 and 78% at concurrency 40"
 CLAIM = ["--gpu", "a10g", "--model", "r1-14b-awq", "--no-progress"]
@@ -172,31 +173,31 @@ def test_stack_takes_the_flags_of_the_stack_model_that_serves_the_checkpoint(swe
     assert name == "l4-qwen2.5-14b-awq-measured"
 
 
-# --- the README's example: the committed profile is what its command wrote --------------------
+# --- the page's example: the committed profile is what its command wrote --------------------
 
 
 def _committed() -> dict:
     return yaml.safe_load(measured.path_of(NAME, measured.MEASURED_DIR).read_text())
 
 
-def test_the_committed_profile_is_what_the_readmes_command_wrote_from_the_calibration_sweep():
-    argv = readme_command("profile")
+def test_the_committed_profile_is_what_the_pages_command_wrote_from_the_calibration_sweep():
+    argv = capacity_command(PAGE, "profile")
     doc = _committed()
     assert doc["command"] == "python -m capacity " + " ".join(argv[3:])
     assert doc["sweep"]["sha256"] == hashlib.sha256(CALIBRATION_CSV.read_bytes()).hexdigest()
 
 
-def test_the_readmes_command_fits_the_replica_and_shape_the_round_trip_fits(swept, monkeypatch):
+def test_the_pages_command_fits_the_replica_and_shape_the_round_trip_fits(swept, monkeypatch):
     parser = build_parser("profile")
-    monkeypatch.chdir(REPO)  # the README runs from the clone: ../shared/calibration/...
-    readme = setup_of(parser.parse_args(readme_command("profile")[3:]))
+    monkeypatch.chdir(REPO)  # the page runs from the clone: ../shared/calibration/...
+    page = setup_of(parser.parse_args(capacity_command(PAGE, "profile")[3:]))
     folder = setup_of(parser.parse_args(["profile", "--from-sweep", str(swept), *CLAIM]))
-    assert readme[1:] == folder[1:]  # the CSV (shape given) and the folder (shape read): one setup, one name
+    assert page[1:] == folder[1:]  # the CSV (shape given) and the folder (shape read): one setup, one name
 
 
-def test_the_readmes_numbers_are_the_committed_profiles(capsys):
+def test_the_pages_numbers_are_the_committed_profiles(capsys):
     held = _committed()["error"]["held_out"]
-    readme = (REPO / "README.md").read_text()
+    readme = read(PAGE)
     light, saturated = held["by_regime"]["light"], held["by_regime"]["saturated"]
     assert f"median light {light:.1%}, saturated {saturated:.1%}, worst {held['worst']:.1%}" in readme
     assert main(["model", "--profile", NAME, "--concurrency", "1"]) == 0

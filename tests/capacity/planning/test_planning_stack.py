@@ -1,15 +1,27 @@
 """The stack file as the simulator reads it: thresholds, pools, startup, policy files, errors."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 
 from capacity.engine.hardware import gpus
-from capacity.planning.stack import StackModel, apply_config_set, gpu_type_edits, load_stack_model, pool_families
+from capacity.planning.run import RunOptions, feasible_requests, run_policy, sim_config, summarize
+from capacity.planning.stack import (
+    StackModel,
+    apply_config_set,
+    gpu_type_edits,
+    load_stack_model,
+    pool_families,
+    with_headroom,
+    with_start_features,
+)
+from capacity.workload.traces import load
 from contract.gpu import GPU_OF_FAMILY
 from contract.settings.config_path import ConfigRemove
 from contract.settings.gpu_capacity import duration_seconds
+from tests.docs.pages import read
 
 ROOT = Path(__file__).resolve().parents[3]
 PROFILE = "8gb-qwen2.5-1.5b"
@@ -177,11 +189,74 @@ def test_pool_families_offer_every_family_the_pools_allow_whatever_the_pin():
     assert [p.name for p in prod.pools] == ["gpu-spot", "gpu-on-demand"]
 
 
-def test_the_readme_example_policy_changes_only_the_keys_it_sets():
+def test_the_documented_example_policy_changes_only_the_keys_it_sets():
     example = ROOT / "docs" / "examples" / "candidate-policy.yaml"
-    assert example.name in (ROOT / "README.md").read_text()
+    assert example.name in read("tasks/simulate-and-compare.md")
     own = load_stack_model("prod", "qwen25-14b-awq", root=ROOT).policy
     overlaid = load_stack_model("prod", "qwen25-14b-awq", policy_file=example, root=ROOT).policy
     changed = {"min_replicas", "fallback_replicas"}
-    assert (overlaid.min_replicas, overlaid.fallback_replicas) == (6, 6)
+    assert (overlaid.min_replicas, overlaid.fallback_replicas) == (2, 2)
     assert overlaid.model_dump(exclude=changed) == own.model_dump(exclude=changed)
+
+
+# --- start features and warm headroom (docs/fast-starts-and-headroom.md) --------------------------
+
+STARTUP_KEYS = ("nodeProvisioningSeconds", "imagePullSeconds", "weightLoadGiBPerSecond", "engineInitSeconds")
+
+
+def without_startup_keys(sm: StackModel) -> StackModel:
+    """The stack with no measured startup figure of its own: every one follows from its features."""
+    return apply_config_set(sm, [ConfigRemove(f"capacityPlanning.startup.{key}") for key in STARTUP_KEYS])
+
+
+def with_room_for_headroom(sm: StackModel) -> StackModel:
+    """dev with one more spot GPU (gpuLimit 3): room for one placeholder beside maxReplicas 3."""
+    return apply_config_set(sm, [("gpuCapacity.pools[0].gpuLimit", 3)])
+
+
+def test_startup_follows_the_start_features_when_the_stack_measured_none():
+    sm = without_startup_keys(dev())
+    # dev runs Auto Mode: its own SOCI parallel pull on Bottlerocket (karpenter-blueprints figures).
+    assert sm.startup.image_pull_s == (23.2, 45.0)
+    assert sm.startup_figures is not None and sm.startup_figures.image_pull_s.trust == "extrapolated"
+    assert sm.startup.weight_load_s == pytest.approx(sm.model.size_gib / 0.5)
+
+
+def test_the_run_ai_streamer_and_a_compile_cache_shorten_the_derived_startup():
+    sm = without_startup_keys(dev())
+    fast = with_start_features(sm, weight_loader="runai-streamer", compile_cache_storage_class="efs-sc")
+    assert fast.startup.weight_load_s == pytest.approx(sm.startup.weight_load_s * 14.34 / 47.99)
+    assert fast.startup.engine_init_s == (10.0, 30.0)
+
+
+def test_a_stacks_own_startup_figures_override_the_derived_ones():
+    sm = dev()  # Pulumi.dev.yaml sets all four startup keys
+    fast = with_start_features(sm, weight_loader="runai-streamer")
+    assert fast.startup == sm.startup
+    assert fast.startup_figures is not None and fast.startup_figures.weight_load_gib_per_s.trust == "stack"
+
+
+def test_a_stacks_headroom_reaches_the_simulator():
+    sm = with_headroom(with_room_for_headroom(dev()), 1)
+    assert sm.headroom == 1
+    assert sim_config(sm, RunOptions(), 1).headroom == 1
+
+
+def test_headroom_beyond_the_pools_gpu_limits_does_not_deploy():
+    with pytest.raises(ValueError, match=r"\(maxReplicas \+ gpuCapacity.headroom.placeholders\) x gpusPerReplica = 4"):
+        with_headroom(dev(), 1)  # dev's maxReplicas 3 already fills its 3 GPUs
+
+
+def test_turning_soci_off_under_auto_mode_does_not_deploy():
+    with pytest.raises(ValueError, match=r"gpuCapacity.nodeClass.sociParallelPull \(False\) cannot be turned off"):
+        with_start_features(dev(), soci_parallel_pull=False)
+
+
+def test_a_runs_summary_bills_the_warm_nodes_apart_and_within_its_gpu_hours():
+    sm = with_headroom(with_room_for_headroom(dev()), 1)
+    trace = load("synthetic:step:base=0.2,peak=0.2,at=60,length=60,duration=1800,prompt=128,output=32")
+    summary = summarize(run_policy(sm, trace), sm, feasible_requests(sm, trace))
+    bare = summarize(run_policy(replace(sm, headroom=0), trace), sm, feasible_requests(sm, trace))
+    assert summary.headroom_gpu_hours == pytest.approx(0.5, abs=0.01)  # one GPU held for the half hour
+    assert summary.gpu_hours == pytest.approx(bare.gpu_hours + summary.headroom_gpu_hours, abs=0.01)
+    assert summary.headroom_cost_usd > 0

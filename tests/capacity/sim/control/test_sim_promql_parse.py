@@ -5,7 +5,7 @@ import pytest
 
 from capacity.sim.control.promql_parse import duration_seconds, parse, parse_selecting
 from contract.settings.autoscaling import ModelAutoscaling
-from contract.signals import Query, Scope, Vllm
+from contract.signals import Query, Scope, Trend, Vllm
 from contract.triggers import TRIGGERS
 
 SCOPE = Scope("qwen25-14b-awq", "inference")
@@ -14,7 +14,7 @@ SCOPE = Scope("qwen25-14b-awq", "inference")
 def test_every_trigger_query_the_platform_renders_parses_back_to_its_query():
     policy = ModelAutoscaling.model_validate({"triggers": {"ttft": {"enabled": True}}})
     signals = [t.signal(policy) for t in TRIGGERS if t.signal(policy) is not None]
-    assert len(signals) == 5  # all but cron
+    assert len(signals) == len(TRIGGERS) - 1  # all but cron
     for signal in signals:
         assert parse(signal.promql(SCOPE)) == signal
 
@@ -33,6 +33,18 @@ def test_every_trigger_query_the_platform_renders_parses_back_to_its_query():
         (
             "sum(max_over_time(vllm:num_requests_waiting[2m])) by (namespace)",
             Query(Vllm.REQUESTS_WAITING, "sum_max_over_time", 120, by=("namespace",)),
+        ),
+        (
+            "sum(rate(vllm:prompt_tokens_total[5m] offset 23h55m))",
+            Query(Vllm.PROMPT_TOKENS, "sum_rate", 300, offset_seconds=86100),
+        ),
+        (
+            "predict_linear((sum(rate(vllm:prompt_tokens_total[1m])))[10m:1m], 300)",
+            Query(Vllm.PROMPT_TOKENS, "sum_rate", 60, trend=Trend(600, 60, 300)),
+        ),
+        (
+            "predict_linear((sum(rate(vllm:prompt_tokens_total[1m])))[10m : 30s], 120)",
+            Query(Vllm.PROMPT_TOKENS, "sum_rate", 60, trend=Trend(600, 30, 120)),
         ),
         (
             "sum(rate(vllm:e2e_request_latency_seconds_count[1h30m]))",
@@ -61,7 +73,7 @@ def test_label_matchers_are_accepted_and_the_rendering_round_trips():
         ("vllm:num_requests_waiting", "without an aggregation"),
         ('sum(vllm:num_requests_waiting{model_name=~"q.*"})', "'model_name=~'"),
         ("sum(avg_over_time(vllm:num_requests_waiting[5m:1m]))", "'subquery'"),
-        ("sum(avg_over_time(vllm:num_requests_waiting[5m] offset 1m))", "'offset'"),
+        ("sum(avg_over_time(vllm:num_requests_waiting[5m] offset 1m))", "'offset inside avg_over_time'"),
         ("sum(irate(vllm:num_requests_waiting[1m]))", "'irate'"),
         ("sum without (pod) (vllm:num_requests_waiting)", "'without'"),
         ("histogram_quantile(0.9, sum(rate(vllm:e2e_request_latency_seconds_bucket[1m])))", "without by (le)"),

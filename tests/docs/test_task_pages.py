@@ -1,0 +1,66 @@
+"""The commands the README and the Getting started and Tasks pages tell a user to run, run as the pages show
+them, and what they print is what the pages quote."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import yaml
+
+from capacity.__main__ import main
+from components.gateway import objects as gateway
+from components.gateway import tls
+from contract.settings.stack_file import load_stack
+from tests.docs.pages import REPO, blocks, capacity_command, joined, read
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """A page's `.venv/bin/python -m capacity ...` line, from the clone as the pages run it (piped: the
+    tables print at 100 columns)."""
+    return subprocess.run(
+        [sys.executable, *argv[1:]], cwd=REPO, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_the_readmes_quick_start_simulates_prods_policy():
+    run = _run(capacity_command("README.md", "simulate"))
+    assert run.returncode == 0, run.stderr
+    assert "stack prod" in run.stdout and "report: out/simulate-prod-qwen25-14b-awq.html" in run.stdout
+
+
+def test_the_candidate_policy_compare_prints_what_the_page_quotes():
+    page = "tasks/simulate-and-compare.md"
+    run = _run(capacity_command(page, "compare"))
+    assert run.returncode == 0, run.stderr
+    (quoted,) = [b for b in blocks(page) if b.marker and b.marker[0] == "output" and b.language == "text"]
+    assert [line for line in quoted.text.splitlines() if line not in run.stdout] == []
+
+
+def test_the_add_a_model_page_checks_a_profile_offline(capsys):
+    argv = capacity_command("tasks/add-a-model.md", "model")
+    assert main(argv[3:]) == 0
+    assert "trust:" in capsys.readouterr().out
+
+
+def test_the_laptop_recipe_names_the_gateway_service_ca_client_and_model_the_program_deploys():
+    """docs/getting-started/first-request.md: what the recipe port-forwards, trusts and sends exists in
+    dev as the program renders it (it needs a cluster, so only its names and its syntax are checked)."""
+    (recipe,) = [b for b in blocks("getting-started/first-request.md") if "port-forward" in b.text]
+    text = " ".join(joined(recipe.text))
+    dev = load_stack("dev", REPO)
+    service = gateway.load_balancer_service(dev.gateway, dev.cluster.auto_mode, dev.network.cidr)
+    port = service["spec"]["ports"][0]["port"]
+    namespace, name = service["metadata"]["namespace"], service["metadata"]["name"]
+    assert f"kubectl -n {namespace} port-forward svc/{name} 8443:{port}" in text
+    assert f"kubectl -n {dev.gateway.namespace} get secret {tls.CA_SECRET}" in text
+    assert f'."{dev.gateway.clients[0].name}"' in text and f'"model": "{dev.models[0].name}"' in text
+    assert "export SSL_CERT_FILE" not in text  # it would change what pulumi and kubectl trust
+
+
+def test_the_pages_candidate_policy_is_the_file_it_shows():
+    shown = next(
+        b for b in blocks("tasks/simulate-and-compare.md") if b.language == "yaml" and "minReplicas: 2" in b.text
+    )
+    assert yaml.safe_load(shown.text) == yaml.safe_load((REPO / "docs/examples/candidate-policy.yaml").read_text())
+    assert "candidate-policy.yaml" in read("tasks/simulate-and-compare.md")
