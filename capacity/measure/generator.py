@@ -94,8 +94,9 @@ async def first_model(session: aiohttp.ClientSession, url: str, headers: dict[st
 
 
 async def _max_model_len(session: aiohttp.ClientSession, url: str, headers: dict[str, str], model: str) -> int | None:
-    """The `max_model_len` of `model`'s /v1/models card (vLLM's ModelCard lists it; the mock does
-    too), None when the server does not say (a gateway may not list it)."""
+    """The `max_model_len` of `model`'s /v1/models card (vLLM's `show_available_models` builds each
+    ModelCard with `max_model_len`: vllm-project/vllm vllm/entrypoints/openai/serving_models.py; the
+    mock does too), None when the server does not say (a gateway may not list it)."""
     try:
         cards = await listed_models(session, url, headers)
     except (ValueError, aiohttp.ClientError):
