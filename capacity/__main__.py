@@ -69,9 +69,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     args = parser.parse_args(argv)
+    from capacity.cli.stack_args import profiles_dir  # after the check above: it needs the tools' extra
+
     args._argv = list(argv)  # the command line, for the reports that record how they were made
     try:
-        return int(args._run(args) or 0)
+        with profiles_dir(args):
+            return int(args._run(args) or 0)
     except ValueError as error:  # bad input: one clear line, no traceback
         print(f"{parser.prog} {args.command}: error: {error}", file=sys.stderr)
         return 2

@@ -23,6 +23,18 @@ def cell(value: Any, fmt: str) -> str:
     return format(value, fmt)
 
 
+def rounded(value: Any, digits: int = 4) -> Any:
+    """`value` with every float at `digits` significant digits (nested dicts and lists too), for a
+    printed summary: 0.1235, not 0.12345678901234568."""
+    if isinstance(value, float) and math.isfinite(value):
+        return float(f"{value:.{digits}g}")
+    if isinstance(value, dict):
+        return {k: rounded(v, digits) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [rounded(v, digits) for v in value]
+    return value
+
+
 def console(wide: bool = False) -> Console:
     """Where tables print: the terminal at its width, piped output at `TABLE_WIDTH` (`WIDE_WIDTH`
     with every column)."""

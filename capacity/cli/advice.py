@@ -6,12 +6,13 @@ stack pins, the output says so."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from capacity.engine import get_profile
-from capacity.measure.recommend import Recommendation, Setting, commands, report_lines, stack_path
+from capacity.measure.recommend import Recommendation, Setting, commands, report_lines
 from capacity.planning.evidence import Evidence, evidence, evidence_traffic, for_key
 from capacity.planning.guardrails import Guardrails, guardrails
 from capacity.planning.stack import StackModel, apply_config_set, load_stack_model, replica_budget
@@ -19,6 +20,7 @@ from contract.gpu import GPU_OF_FAMILY
 from contract.settings.stack_file import read_stack
 
 EVIDENCE_TEST = "tests/test_evidence.py"
+COMMENT_WIDTH = 110  # the comments before the commands: a terminal's or a review's width
 
 
 @dataclass(frozen=True)
@@ -41,16 +43,15 @@ def model_served_with(stack_file: Path, profile_name: str) -> str | None:
     return next((m.name for m in models if m.capacity_profile == profile_name), None)
 
 
-def choose_target(stack: str, stack_file: Path | None, model: str | None, profile: str | None = None) -> Target:
+def choose_target(path: Path, model: str | None, profile: str | None = None) -> Target:
     """`model` when given; else the model served with `profile` (the one swept); else the stack's
-    first model. The stack file and the model must exist (one clear error otherwise)."""
-    path = stack_path(stack, stack_file)
+    first model, in the stack file at `path`. The model must exist (one clear error otherwise)."""
     chosen_by = "--model"
     if model is None and profile is not None and (served := model_served_with(path, profile)):
         model, chosen_by = served, f"its capacityProfile is the swept {profile}"
     elif model is None:
         chosen_by = "the stack's first model; --model retunes another"
-    sm = load_stack_model(stack, model, source=read_stack(path))
+    sm = load_stack_model(path, model, source=read_stack(path))
     plan = for_key(evidence(sm.source.path), f"autoscaling.{sm.model.name}")
     rules, note = None, None
     if plan is not None:
@@ -166,12 +167,11 @@ def plan_lines(target: Target, kept: Sequence[Setting]) -> list[str]:
     head = (target.plan.text.splitlines() or ["Evidence"])[0]
     lines = [f"# autoscaling.{target.sm.model.name} is planned ({head})"]
     if moved:
-        lines.append(
-            f"# {len(moved)} line(s) below move a planned value ({', '.join(moved)}; 'plan:' shows it). The plan "
-            "simulated the whole fleet on its trace against capacityPlanning.attainmentTarget; this envelope "
-            "reads one replica at one request shape. The plan stands unless you apply them: a moved value is "
-            f"re-checked by {EVIDENCE_TEST} (held-out attainment and GPU-hours against its evidence)"
-        )
+        lines += [
+            f"# {len(moved)} line(s) below move a planned value ({', '.join(moved)}; 'plan:' shows it).",
+            "# The plan simulated the fleet on its trace; this envelope reads one replica at one request shape.",
+            f"# The plan stands unless you apply them; {EVIDENCE_TEST} re-checks a moved value against its evidence.",
+        ]
     else:
         lines.append("# every line below keeps the planned value")
     if target.rules_note:
@@ -197,3 +197,19 @@ def advice(
         *withheld,
         *commands(rec, sm.stack, sm.model.name, sm.policy, kept, planned=target.plan is not None),
     ]
+
+
+def folded(lines: Sequence[str], width: int = COMMENT_WIDTH) -> list[str]:
+    """The advice as printed: each `# ...` comment folded to `width` columns (continuations
+    indented), so the notes before the commands read at a glance; the commands stay whole."""
+    out: list[str] = []
+    for line in lines:
+        if not line.startswith("#") or len(line) <= width:
+            out.append(line)
+            continue
+        indent = "#" + " " * (len(line[1:]) - len(line[1:].lstrip()))
+        body = line[len(indent) :]
+        out += textwrap.wrap(
+            body, width, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False
+        )
+    return out

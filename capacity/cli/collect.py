@@ -7,6 +7,7 @@ import json
 import time
 from dataclasses import asdict
 
+from capacity.cli.stack_args import add_stack_arguments, stack_file
 from capacity.measure.collector import collect, scaling_queries
 from capacity.measure.prometheus import PrometheusClient
 from capacity.measure.recommend import current_values
@@ -26,11 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1.0,
         help="model seconds per wall second (a mock's --speedup): windows shrink by it",
     )
-    parser.add_argument(
-        "--stack",
-        default=None,
-        help="take windows and quantiles from this stack's autoscaling policy for --model "
-        "(default: the settings' defaults)",
+    add_stack_arguments(
+        parser, None, what="take windows and quantiles from its autoscaling policy for --model", profiles=False
     )
     parser.add_argument("--json", action="store_true", help="print the readings (with their samples) as JSON")
 
@@ -38,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     policy = None
     if args.stack:
-        policy, why_not = current_values(args.stack, args.model)
+        policy, why_not = current_values(stack_file(args), args.model)
         if policy is None:
             raise ValueError(f"--stack {args.stack}: {why_not}")
     queries = scaling_queries(signals.Scope(args.model, args.namespace), policy, time_scale=args.time_scale)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from capacity.cli.progress import counted
 from capacity.cli.record import made_by, run_record
 from capacity.cli.sim_args import (
     add_common_arguments,
@@ -145,8 +146,13 @@ def run(args: argparse.Namespace) -> int:
                 )
             )
     jobs.append((static_label, sm, trace, options, static, feasible, cut))
-    with worker_pool(2) as pool:
-        summaries = list(pool.map(_job, jobs))
+    with counted(f"compare {sm.stack}/{sm.model.name}", not args.json, "policies simulated") as progress:
+        with worker_pool(2) as pool:
+            summaries = []
+            for summary in pool.map(_job, jobs):
+                summaries.append(summary)
+                if progress is not None:
+                    progress(len(summaries), len(jobs))
     rows: list[tuple[str, dict[str, Any]]] = [
         (name, summary.with_oracle(orc.gpu_hours).as_dict()) for (name, *_), summary in zip(jobs, summaries)
     ]

@@ -20,9 +20,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from capacity.cli import DEFAULT_STACK
 from capacity.cli.progress import counted
 from capacity.cli.record import made_by, run_record
+from capacity.cli.stack_args import add_stack_arguments, stack_file
 from capacity.planning import sensitivity
 from capacity.planning.evidence import Evidence, Traffic, evidence, evidence_traffic, for_key, key_of
 from capacity.planning.html_report import HtmlFigure, HtmlTable, write_html
@@ -39,9 +39,7 @@ HEADERS = ("threshold", "value", "set in", "what it is for", "evidence", "half, 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--stack", "-s", default=DEFAULT_STACK, help="stack name (reads Pulumi.<stack>.yaml) or a stack file path"
-    )
+    add_stack_arguments(parser)
     parser.add_argument("--model", help="served model name (default: every model of the stack)")
     parser.add_argument(
         "--trace", help="trace to simulate (default: the evidence command's --trace, relative to the project root)"
@@ -167,12 +165,12 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
     if args.html is not None and not args.html.parent.is_dir():
         raise ValueError(f"--html {args.html}: directory {args.html.parent} does not exist")
-    first = load_stack_model(args.stack, args.model)
+    first = load_stack_model(stack_file(args), args.model)
     names = [args.model] if args.model else [m.name for m in first.source.settings().models]
     blocks = evidence(first.source.path)
     out = []
     for name in names:
-        sm = first if name == first.model.name else load_stack_model(args.stack, name)
+        sm = first if name == first.model.name else load_stack_model(first.source.path, name, source=first.source)
         used = traffic(args, sm, blocks)
         options = RunOptions(seed=used.seed)
         with counted(f"explain {sm.model.name}", not args.json, "simulations") as progress:

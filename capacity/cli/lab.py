@@ -11,19 +11,17 @@ import argparse
 import sys
 from pathlib import Path
 
-from capacity.cli import DEFAULT_STACK
-from capacity.cli.advice import advice, choose_target
+from capacity.cli.advice import advice, choose_target, folded
 from capacity.cli.load_args import parse_levels
 from capacity.cli.progress import progress_bar
-from capacity.engine import DEFAULT_PROFILE, PROFILES, get_profile
+from capacity.cli.stack_args import add_stack_arguments, profile_help, stack_file
+from capacity.engine import DEFAULT_PROFILE, get_profile
 from capacity.lab.loop import LabOptions, run_lab
 from capacity.measure.recommend import slo_to_defend
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--profile", default=DEFAULT_PROFILE, help=f"engine profile, one of: {', '.join(sorted(PROFILES))}"
-    )
+    parser.add_argument("--profile", default=DEFAULT_PROFILE, help=profile_help())
     parser.add_argument("--replicas", type=int, default=2, help="mock replicas; levels are per replica")
     parser.add_argument("--speedup", type=float, default=20.0, help="model seconds per wall second")
     # past the profile's max-num-seqs (40), so the sweep reaches the plateau and the knee shows
@@ -47,9 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--peak-rps", type=float, default=None, help="size maxReplicas for this peak load, req/s (default: not sized)"
     )
-    parser.add_argument(
-        "--stack", default=DEFAULT_STACK, help="stack whose SLO is defended and whose thresholds the commands retune"
-    )
+    add_stack_arguments(parser, what="its SLO is defended and its thresholds retuned")
     parser.add_argument(
         "--model",
         default=None,
@@ -62,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     profile = get_profile(args.profile).name  # an unknown name is one clear line before anything starts
-    target = choose_target(args.stack, None, args.model, profile)
+    target = choose_target(stack_file(args), args.model, profile)
     slo_p99, slo_ttft = slo_to_defend(target.sm.policy, None, target.sm.stack, args.slo_p99, args.slo_ttft_p95)
     options = LabOptions(
         profile=args.profile,
@@ -82,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         with progress_bar(not args.no_progress, "lab") as update:
-            paths = run_lab(options, lambda rec: advice(rec, target, profile, slo_p99, slo_ttft), progress=update)
+            paths = run_lab(
+                options, lambda rec: folded(advice(rec, target, profile, slo_p99, slo_ttft)), progress=update
+            )
     except KeyboardInterrupt:  # the lab's ExitStack has stopped its child processes by now
         print("lab: interrupted; the mock replicas and Prometheus it started are stopped", file=sys.stderr)
         return 130

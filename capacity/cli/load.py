@@ -11,6 +11,7 @@ from capacity.cli.progress import progress_bar
 from capacity.measure.generator import run_load
 from capacity.measure.results import write_outputs
 from capacity.runtime import run_main
+from capacity.tables import rounded
 from capacity.workload import traces
 
 
@@ -39,22 +40,43 @@ def run(args: argparse.Namespace) -> int:
         result = run_main(functools.partial(run_load, config, update))
     write_outputs(result, args.out / "requests.jsonl", args.out / "summary.json")
     s = result.summary
-    print(
-        json.dumps(
-            {
-                k: s[k]
-                for k in (
-                    "successful",
-                    "successful_rps",
-                    "total_tokens_per_s",
-                    "latency_s",
-                    "ttft_s",
-                    "errors",
-                    "token_counting",
-                )
-            },
-            indent=2,
-        )
-    )
+    if not s["measured"]:  # an all-null summary would only hide why
+        print(f"wrote {args.out / 'requests.jsonl'} and {args.out / 'summary.json'}")
+        raise ValueError(nothing_measured(s, args.warmup, args.max_requests))
+    print(json.dumps(printed(s), indent=2))
+    print("\n".join(notes(s)))
     print(f"wrote {args.out / 'requests.jsonl'} and {args.out / 'summary.json'}")
     return 0 if s["successful"] else 1
+
+
+PRINTED = ("successful", "successful_rps", "total_tokens_per_s", "latency_s", "ttft_s", "errors", "token_counting")
+
+
+def printed(summary: dict) -> dict:
+    """The summary's headline numbers at 4 significant digits (summary.json keeps them whole);
+    TTFT only from a streamed run: a non-streamed answer arrives whole, so it has no first token."""
+    keys = [k for k in PRINTED if k != "ttft_s" or summary["stream"]]
+    return rounded({k: summary[k] for k in keys})
+
+
+def notes(summary: dict) -> list[str]:
+    lines = []
+    if not summary["stream"]:
+        lines.append("no TTFT: the requests were not streamed (pass --stream to measure time to first token)")
+    if summary["skipped_over_context"]:
+        lines.append(
+            f"skipped {summary['skipped_over_context']} trace requests whose prompt + output is over the replica's "
+            "max_model_len (vLLM refuses them with HTTP 400); the rest were replayed"
+        )
+    return lines
+
+
+def nothing_measured(summary: dict, warmup_s: float, max_requests: int | None) -> str:
+    """Why a run measured nothing, and what to change."""
+    if not summary["requests"]:
+        return "no request was sent: nothing to measure (a trace without rows, or --max-requests 0)"
+    more = "raise --max-requests" if max_requests is not None else "raise --duration"
+    return (
+        f"nothing measured: all {summary['requests']} requests ended in the {warmup_s:g} s warm-up, before the "
+        f"measured window; lower --warmup or {more}"
+    )

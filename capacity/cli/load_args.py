@@ -20,7 +20,22 @@ def add_load_arguments(parser: argparse.ArgumentParser, *, sweep: bool = False) 
         required=True,
         help="base URL (e.g. http://127.0.0.1:8000); repeat for round-robin over replicas",
     )
-    parser.add_argument("--model", default=None, help="model name to request (default: the first in /v1/models)")
+    if sweep:
+        parser.add_argument(
+            "--model",
+            default=None,
+            help="the stack model whose autoscaling block to retune, and the name requested unless "
+            "--served-model-name (default: the one served with --profile, else the stack's first; "
+            "requested: the first in /v1/models)",
+        )
+        parser.add_argument(
+            "--served-model-name",
+            default=None,
+            help="the model name to request, when it is not the stack model's name: e.g. a `capacity serve` "
+            "replica's (default: --model, else the first in /v1/models)",
+        )
+    else:
+        parser.add_argument("--model", default=None, help="model name to request (default: the first in /v1/models)")
     parser.add_argument(
         "--api", choices=("completions", "chat"), default="completions", help="/v1/completions or /v1/chat/completions"
     )
@@ -109,7 +124,7 @@ def _client(choice: str, urls: list[str]) -> str:
 def config_from_args(args: argparse.Namespace, **overrides: object) -> LoadConfig:
     values = dict(
         urls=tuple(args.url),
-        model=args.model,
+        model=getattr(args, "served_model_name", None) or args.model,
         api=args.api,
         stream=args.stream,
         api_key=args.api_key,

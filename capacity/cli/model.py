@@ -15,18 +15,17 @@ from pathlib import Path
 from rich.table import Table
 
 from capacity.cli.load_args import parse_levels
-from capacity.engine import DEFAULT_PROFILE, PROFILES, get_profile
+from capacity.cli.stack_args import add_profiles_dir_argument, profile_help
+from capacity.engine import DEFAULT_PROFILE, get_profile
 from capacity.engine.explain import Explained, explain
 from capacity.engine.scenario import METRIC_NAMES, Metrics, Scenario, load
 from capacity.engine.scenario import run as run_scenario
-from capacity.engine.trust import trust_of
+from capacity.engine.trust import Trust, trust_of
 from capacity.tables import console, keep_numbers_whole
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--profile", default=DEFAULT_PROFILE, help=f"engine profile, one of: {', '.join(sorted(PROFILES))}"
-    )
+    parser.add_argument("--profile", default=DEFAULT_PROFILE, help=profile_help())
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--concurrency", help="requests in flight (closed loop): one level or a list like 1,5,10,20,40")
     what.add_argument(
@@ -39,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-tokens", type=int, default=128, help="output length of each request, tokens")
     parser.add_argument("--seed", type=int, default=0, help="seed of the engine model's random draws")
     parser.add_argument("--json", action="store_true", help="print each point's steady state and bound as JSON")
+    add_profiles_dir_argument(parser)
 
 
 def table(points: list[Explained]) -> Table:
@@ -92,6 +92,7 @@ def scenario_table(scenario: Scenario, metrics: Metrics) -> Table:
 def _run_scenario(args: argparse.Namespace) -> int:
     scenario = load(args.scenario)
     metrics = run_scenario(scenario)
+    trust = trust_of(scenario.profile())
     if args.json:
         out = {k: getattr(metrics, k) for k in Metrics.__dataclass_fields__}
         out.update(
@@ -102,10 +103,13 @@ def _run_scenario(args: argparse.Namespace) -> int:
             scheduler=scenario.scheduler,
             tensor_parallel_size=scenario.tensor_parallel_size,
             measured={k: {"measured": v, "predicted": metrics.metric(k)} for k, v in scenario.measured.items()},
+            trust=trust.level,
+            trust_basis=trust.basis,
         )
         print(json.dumps(out, indent=2))
         return 0
     console().print(scenario_table(scenario, metrics))
+    console().print(trust_line(trust))
     return 0
 
 
@@ -123,7 +127,10 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps([{**asdict(p.state), "bound": p.bound, "why": p.why, **extra} for p in points], indent=2))
         return 0
     console().print(table(points))
-    console().print(
-        f"trust: {trust.level} (error light {trust.light_error:.0%}, saturated {trust.saturated_error:.0%}): {trust.basis}"
-    )
+    console().print(trust_line(trust))
     return 0
+
+
+def trust_line(trust: Trust) -> str:
+    """How far the prediction can be trusted: its level, the errors it rests on, and why."""
+    return f"trust: {trust.level} (error light {trust.light_error:.0%}, saturated {trust.saturated_error:.0%}): {trust.basis}"

@@ -23,13 +23,14 @@ from typing import Any
 import yaml
 from rich.table import Table
 
-from capacity.cli import DEFAULT_STACK
 from capacity.cli.progress import counted
 from capacity.cli.record import made_by, run_record
-from capacity.cli.stack_edit import write_stack
+from capacity.cli.stack_args import add_stack_arguments, stack_file
+from capacity.cli.stack_edit import evidence_check, write_stack
 from capacity.planning import band as error_band
 from capacity.planning import plan
 from capacity.planning.days import HOLDOUT_DAYS, Part, plan_parts, short_name
+from capacity.planning.evidence import evidence, for_key
 from capacity.planning.guardrails import MAX_REPLICAS_RULE, Guardrails
 from capacity.planning.html_report import HtmlFigure, HtmlTable, write_html
 from capacity.planning.journal import StorageSpec
@@ -44,6 +45,7 @@ from contract.manifests.scaled_object import scaled_object as scaled_object_mani
 # The in-cluster Prometheus KEDA queries (components/observability/objects.py `prometheus_url`;
 # tests/capacity/cli/test_plan_cli.py holds the two equal).
 PLATFORM_PROMETHEUS = "http://kps-prometheus.{namespace}.svc:9090"
+DEFAULT_TRIALS = 300  # --trials; also what an evidence command without --trials ran
 
 
 def _price(text: str) -> tuple[str, float]:
@@ -58,9 +60,7 @@ def _price(text: str) -> tuple[str, float]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--stack", "-s", default=DEFAULT_STACK, help="stack name (reads Pulumi.<stack>.yaml) or a stack file path"
-    )
+    add_stack_arguments(parser)
     parser.add_argument("--model", help="served model name (default: the stack's first model)")
     parser.add_argument(
         "--trace",
@@ -101,7 +101,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--margin", type=float, default=1.0, help="search against this many times the request rate (robustness)"
     )
-    parser.add_argument("--trials", type=int, default=300, help="candidates to evaluate")
+    parser.add_argument("--trials", type=int, default=DEFAULT_TRIALS, help="candidates to evaluate")
     parser.add_argument("--seed", type=int, default=0, help="sampler and simulation seed (same seed, same plan)")
     parser.add_argument(
         "--workers",
@@ -193,7 +193,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--write",
         action="store_true",
         help="write the winner's values and its # Evidence block into the stack file, as `pulumi config set "
-        "--path` would, comments kept; refused unless it meets the target on the held-out traffic",
+        "--path` would, comments kept; refused unless it meets the target on the held-out traffic; warns for "
+        "each of traces, rate scale and trials that differs from the evidence block it replaces",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="with --write: replace an evidence block whose plan ran more --trials than this one (refused otherwise)",
     )
     parser.add_argument(
         "--prometheus-url",
@@ -375,9 +381,11 @@ def _scaled(trace: traces.Trace, args: argparse.Namespace) -> traces.Trace:
 
 def run(args: argparse.Namespace) -> int:
     _check(args)
-    sm = load_stack_model(args.stack, args.model)
+    sm = load_stack_model(stack_file(args), args.model)
+    if args.write:
+        _check_evidence(sm, args)
     seed_policies = [
-        (path.name, load_stack_model(args.stack, sm.model.name, policy_file=path, source=sm.source))
+        (path.name, load_stack_model(sm.source.path, sm.model.name, policy_file=path, source=sm.source))
         for path in args.seed_policy
     ]
     if args.slo_attainment is None:
@@ -525,6 +533,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"{name}: --write: {refusal}; {sm.source.path} is unchanged", file=sys.stderr)
         return 1
     return 0
+
+
+def _check_evidence(sm: StackModel, args: argparse.Namespace) -> None:
+    """Before any search: one warning line per difference from the evidence block --write would
+    replace, and a refusal (unless --force) when this plan searches less than that one did."""
+    key = f"autoscaling.{sm.model.name}"
+    new = {
+        "--trace": list(args.trace),
+        "--validate-trace": list(args.validate_trace),
+        "--rate-scale": [f"{args.rate_scale:g}"],
+        "--trials": [str(args.trials)],
+    }
+    defaults = {"--rate-scale": "1", "--trials": str(DEFAULT_TRIALS)}
+    lines, weaker = evidence_check(for_key(evidence(sm.source.path), key), new, defaults)
+    for line in lines:
+        print(f"plan {sm.stack}/{sm.model.name}: --write: {line}", file=sys.stderr)
+    if weaker and not args.force:
+        raise ValueError(f"--write: {weaker} ({key} in {sm.source.path}); pass --force to replace it")
 
 
 def _ready_line(sm: StackModel, where: str, trials: int) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 from rich.table import Table
 
 from capacity.cli.progress import counted
+from capacity.cli.stack_args import STACK_HELP, add_profiles_dir_argument
 from capacity.engine import measured
 from capacity.engine.fit import Point, SweepRow, summary
 from capacity.engine.hardware import Checkpoint, Gpu, checkpoint, checkpoints, gpu
@@ -73,8 +74,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--out",
         type=Path,
         default=None,
-        help="folder to write <name>.yaml to (default: capacity/engine/data/measured, where profiles are found by name)",
+        help="folder to write <name>.yaml to (default: --profiles-dir; else, in a checkout, "
+        "capacity/engine/data/measured, where profiles are found by name; else ./profiles, never the installed package)",
     )
+    add_profiles_dir_argument(parser)
     parser.add_argument(
         "--prompt-tokens", type=int, default=None, help="the sweep's prompt length (default: points.json's)"
     )
@@ -98,8 +101,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stack",
         default=None,
-        help="take the vLLM flags from this stack's model serving --model (the replica a sweep of the stack ran) "
-        "(default: none: the flags given, else the stacks' defaults)",
+        help="take the vLLM flags from this stack's model serving --model (the replica a sweep of the stack ran): "
+        + STACK_HELP
+        + " (default: none: the flags given, else the stacks' defaults)",
+    )
+    parser.add_argument(
+        "--stack-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="folder a --stack name is looked up in (default: here, else the checkout)",
     )
     parser.add_argument("--vllm-version", default=PINNED_VLLM, help=f"the replica's vLLM (default: {PINNED_VLLM})")
     parser.add_argument("--iterations", type=int, default=ITERATIONS, help="simplex steps per fit")
@@ -222,10 +233,10 @@ def _replica(args: argparse.Namespace) -> tuple[Gpu | None, Checkpoint | None, l
     return device, model, problems
 
 
-def _stack_flags(stack: str, model: Checkpoint) -> tuple[dict[str, float], list[str]]:
+def _stack_flags(stack: str, stack_dir: Path | None, model: Checkpoint) -> tuple[dict[str, float], list[str]]:
     """The engine flags of the stack model that serves `model` (the replica a sweep of the stack measured)."""
     try:
-        settings = read_stack(stack).settings()
+        settings = read_stack(stack, stack_dir).settings()
     except ValueError as exc:
         return {}, [f"--stack {stack}: {exc}"]
     serving = [m for m in settings.models if m.hugging_face_id == model.repo]
@@ -251,7 +262,7 @@ def _flags(args: argparse.Namespace, model: Checkpoint | None) -> tuple[EngineFl
     if not defaults and model.repo == reference.checkpoint:
         defaults = {k: getattr(reference, k) for k in FLAG_KEYS}
     if args.stack is not None:
-        defaults, problems = _stack_flags(args.stack, model)
+        defaults, problems = _stack_flags(args.stack, args.stack_dir, model)
         if problems:
             return None, problems
     keys = (*FLAG_KEYS, "gpu_memory_utilization")
@@ -423,6 +434,10 @@ def report_lines(
             f"next: capacityProfile: {name} in the model's entry of Pulumi.STACK.yaml (engine flags as swept),",
             "      then python -m capacity plan --stack STACK --model MODEL --trace TRACE",
         ]
+    else:
+        lines.append(
+            f"next: pass --profiles-dir {path.parent} (or set $CAPACITY_PROFILES_DIR) to name {name} in a command"
+        )
     return lines
 
 
@@ -438,7 +453,8 @@ def run(args: argparse.Namespace) -> int:
     by_regime = errors_by_regime(result.held_out)
     fitted = dict(zip(FITTED, fitted_values(result.calibration, setup), strict=True))
     start = dict(zip(FITTED, fitted_values(CALIBRATED, setup), strict=True))
-    path = measured.path_of(name, args.out)
+    out = args.out if args.out is not None else measured.write_dir()
+    path = measured.path_of(name, out)
     document = measured.document(
         name=name,
         gpu=setup.gpu.name,
@@ -468,5 +484,5 @@ def run(args: argparse.Namespace) -> int:
         "Written by `python -m capacity profile --from-sweep`; name it in a stack's models[].capacityProfile.",
     )
     console().print(table(result))
-    print("\n".join(report_lines(result, by_regime, fitted, start, path, args.out is None, name)))
+    print("\n".join(report_lines(result, by_regime, fitted, start, path, out in measured.profile_dirs(), name)))
     return 0

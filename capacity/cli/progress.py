@@ -1,10 +1,12 @@
 """Progress: a live bar for the commands that drive load (`load`, `sweep`, `lab`), and a counter
-for the long simulations (`plan`, `explain`, `schedule`) that, piped or in CI, prints a line every
-few seconds to stderr instead of nothing until done."""
+for the simulations (`simulate`, `compare`, `tune`, `plan`, `explain`, `schedule`, `profile`) that,
+piped or in CI, prints a line every few seconds to stderr instead of nothing until done, also
+while a step reports nothing (loading a trace, the oracle)."""
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -85,16 +87,31 @@ def counted(
     latest: list[tuple[int, int | None]] = []
 
     def line(done: int, total: int | None) -> None:
+        nonlocal last
+        last = time.monotonic()
         of = f"/{total}" if total is not None else ""
         print(f"{label}: {done}{of} {unit}, {time.monotonic() - start:.0f} s", file=out, flush=True)
 
     def update(done: int, total: int | None) -> None:
-        nonlocal last
         latest[:] = [(done, total)]
         if time.monotonic() - last >= every_s:
-            last = time.monotonic()
             line(done, total)
 
-    yield update
+    def heartbeat() -> None:
+        """A line every `every_s` seconds in which no update printed one (a long first step)."""
+        while not finished.wait(every_s):
+            if time.monotonic() - last >= every_s:
+                line(*(latest[0] if latest else (0, None)))
+
+    finished = threading.Event()
+    beating = threading.Thread(target=heartbeat, daemon=True) if every_s > 0 else None
+    if beating is not None:
+        beating.start()
+    try:
+        yield update
+    finally:
+        finished.set()
+        if beating is not None:
+            beating.join(every_s + 1)
     if latest:
         line(*latest[0])

@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from capacity.cli import DEFAULT_STACK
-from capacity.cli.advice import advice, choose_target
+from capacity.cli.advice import advice, choose_target, folded
+from capacity.cli.stack_args import add_stack_arguments, profile_help, stack_file
 from capacity.engine import get_profile
 from capacity.measure.envelope import read_envelope
 from capacity.measure.recommend import recommend, slo_to_defend
@@ -32,37 +32,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="TTFT p95 SLO, seconds (default: the stack's slo.ttftP95Seconds for --model)",
     )
-    parser.add_argument(
-        "--stack", default=DEFAULT_STACK, help="Pulumi stack the commands target (-s); its file must exist"
-    )
+    # Required: the quick start deploys dev and the examples retune prod; the commands this prints
+    # change a stack, so the stack is named, never guessed.
+    add_stack_arguments(parser, what="the stack the commands target", required=True)
     parser.add_argument(
         "--model", default=None, help="the stack model whose autoscaling block to retune (default: its first model)"
     )
     parser.add_argument(
         "--profile",
         default=None,
-        help="engine profile the envelope was measured with, to compare with the stack's pinned one (default: not given)",
+        help=profile_help("engine profile the envelope was measured with, to compare with the stack's pinned one")
+        + " (default: not given)",
     )
     parser.add_argument(
         "--peak-rps", type=float, default=None, help="peak load to size maxReplicas for, req/s (default: not sized)"
     )
-    parser.add_argument(
-        "--stack-file",
-        type=Path,
-        default=None,
-        help="stack file with the current values (default: Pulumi.<stack>.yaml here, else in the repository)",
-    )
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.stack_file is not None and not args.stack_file.is_file():
-        raise ValueError(f"--stack-file {args.stack_file} does not exist")
     if args.profile is not None:
         get_profile(args.profile)  # an unknown name is one clear line before anything is read
     rows = read_envelope(args.envelope)
     # The stack and the model must exist: commands for either that does not would not deploy.
-    target = choose_target(args.stack, args.stack_file, args.model)
+    target = choose_target(stack_file(args), args.model)
     slo_p99, slo_ttft = slo_to_defend(target.sm.policy, None, target.sm.stack, args.slo_p99, args.slo_ttft_p95)
     rec = recommend(rows, slo_p99, slo_ttft, args.peak_rps)
-    print("\n".join(advice(rec, target, args.profile, slo_p99, slo_ttft)))
+    print("\n".join(folded(advice(rec, target, args.profile, slo_p99, slo_ttft))))
     return 0

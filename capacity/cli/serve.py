@@ -6,7 +6,8 @@ import argparse
 import contextlib
 import socket
 
-from capacity.engine import DEFAULT_PROFILE, PROFILES, get_profile
+from capacity.cli.stack_args import add_profiles_dir_argument, profile_help
+from capacity.engine import DEFAULT_PROFILE, get_profile
 from capacity.mock.faults import GRAMMAR, Faults
 from capacity.mock.serving import RunningReplica, serve_until_cancelled, try_listen
 from capacity.runtime import run_main
@@ -19,9 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--ports", default=None, help="comma-separated ports, one replica each (default: --port and --replicas)"
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument(
-        "--profile", default=DEFAULT_PROFILE, help=f"engine profile, one of: {', '.join(sorted(PROFILES))}"
-    )
+    parser.add_argument("--profile", default=DEFAULT_PROFILE, help=profile_help())
     parser.add_argument("--speedup", type=float, default=1.0, help="model seconds per wall second, > 0")
     parser.add_argument(
         "--served-model-name", default=None, help="the model name clients send (default: the profile's)"
@@ -49,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="tokenizer.json (or its folder) to count prompt tokens with (default: whitespace words)",
     )
+    add_profiles_dir_argument(parser)
 
 
 def _ports(args: argparse.Namespace) -> list[int]:

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from capacity.cli import DEFAULT_STACK
+from capacity.cli.stack_args import add_stack_arguments, profile_help, stack_file
 from capacity.planning.report import print_table
 from capacity.planning.run import RunOptions, RunSummary, initial_replicas, run_oracle
 from capacity.planning.stack import StackModel, load_stack_model
@@ -21,11 +21,9 @@ from capacity.workload import traces
 
 
 def add_common_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--stack", "-s", default=DEFAULT_STACK, help="stack name (reads Pulumi.<stack>.yaml) or a stack file path"
-    )
+    add_stack_arguments(p)
     p.add_argument("--model", help="served model name (default: the stack's first model)")
-    p.add_argument("--profile", help="engine profile (default: the model's capacityProfile)")
+    p.add_argument("--profile", help=profile_help() + " (default: the model's capacityProfile)")
     p.add_argument("--trace", required=True, help=traces.SOURCES)
     p.add_argument("--rate-scale", type=float, default=1.0, help="x times the requests over the same duration")
     p.add_argument("--time-scale", type=float, default=1.0, help="stretch the trace's time by this factor")
@@ -145,7 +143,7 @@ def load_inputs(
     args: argparse.Namespace, policy: Path | None = None
 ) -> tuple[StackModel, traces.Trace, RunOptions, OracleResult]:
     """Stack model, trace and options; the oracle too, whose first interval warms the fleet."""
-    sm = load_stack_model(args.stack, args.model, args.profile, policy)
+    sm = load_stack_model(stack_file(args), args.model, args.profile, policy)
     for flag, value in (
         ("--oracle-interval", args.oracle_interval),
         ("--rate-scale", args.rate_scale),

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from capacity.cli.progress import counted
 from capacity.cli.record import made_by, run_record
 from capacity.cli.sim_args import (
     add_common_arguments,
@@ -58,9 +59,14 @@ def run(args: argparse.Namespace) -> int:
     if args.html is not None and not args.html.parent.is_dir():
         raise ValueError(f"--html {args.html}: directory {args.html.parent} does not exist")
     given = read_scaled_object(args.scaledobject) if args.scaledobject else None
-    sm, trace, options, orc = load_inputs(args, args.policy)
-    manifest = given or sm.manifest
-    result = run_scaled_object(sm, manifest, trace, options)
+    with counted("simulate", not args.json, "steps (the oracle, the policy)") as step:
+        sm, trace, options, orc = load_inputs(args, args.policy)
+        if step is not None:
+            step(1, 2)
+        manifest = given or sm.manifest
+        result = run_scaled_object(sm, manifest, trace, options)
+        if step is not None:
+            step(2, 2)
     summary = summarize(result, sm, orc.feasible).with_oracle(orc.gpu_hours)
     png = args.png or Path("out") / f"simulate-{sm.stack}-{sm.model.name}.png"
     title = f"{sm.stack}/{sm.model.name} ({sm.profile.name}) on {trace.name}"
@@ -71,7 +77,16 @@ def run(args: argparse.Namespace) -> int:
     payload = {
         **summary.as_dict(),
         "oracle_infeasible_intervals": orc.infeasible_intervals,
-        "timeline_png": str(plot_timeline(result, png, title, asdict(summary.slo), made_by(record))),
+        "timeline_png": str(
+            plot_timeline(
+                result,
+                png,
+                title,
+                asdict(summary.slo),
+                made_by(record),
+                bounds=(manifest.min_replicas, manifest.max_replicas),
+            )
+        ),
         "policy": policy,
         "html_report": str(html),
         "run": record,

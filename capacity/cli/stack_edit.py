@@ -2,13 +2,16 @@
 Pulumi CLI applies them (contract/settings/config_path.py decides every stored value), with the
 file's comments, order and layout kept (a ruamel.yaml round trip), and the `# Evidence` block
 above the planned key replaced. The file is written only when the result loads as the program's
-settings and holds exactly the config `edited_config` makes; nothing is half-written."""
+settings and holds exactly the config `edited_config` makes; nothing is half-written. Before a
+plan runs, `evidence_check` compares it with the evidence block it would replace."""
 
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import re
+import shlex
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +21,7 @@ import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+from capacity.planning.evidence import Evidence
 from contract.settings.config_path import ConfigEdit, ConfigRemove, config_text, edited_config, path_keys, stored_value
 from contract.settings.errors import NAMESPACE, SettingsError
 from contract.settings.stack_file import StackFile
@@ -183,3 +187,50 @@ def write_stack(path: Path, edits: Sequence[ConfigEdit], evidence_key: str, evid
     with os.fdopen(handle, "w") as f:
         f.write(text)
     os.replace(temporary, path)
+
+
+# What a plan and the evidence block its --write replaces are compared on: the traffic (traces,
+# rate scale) and the search's size. Each flag with the value its absence means.
+COMPARED_FLAGS = ("--trace", "--validate-trace", "--rate-scale", "--trials")
+
+
+def recorded_values(command: str, flag: str) -> list[str]:
+    """Every value `command` passes for `flag` (`--flag X` or `--flag=X`), in order."""
+    tokens = shlex.split(command)
+    values = [following for token, following in itertools.pairwise(tokens) if token == flag]
+    return values + [t.removeprefix(flag + "=") for t in tokens if t.startswith(flag + "=")]
+
+
+def evidence_check(
+    recorded: Evidence | None, new: dict[str, list[str]], defaults: dict[str, str]
+) -> tuple[list[str], str | None]:
+    """One line per compared flag on which a plan differs from the evidence block it would
+    replace, and why it must not replace it unforced (None: it may): a plan that ran fewer trials
+    searched less, so its winner is weaker evidence than the one it would silently overwrite."""
+    if recorded is None or recorded.command is None:
+        return [], None
+    lines, weaker = [], None
+    for flag in COMPARED_FLAGS:
+        default = [defaults[flag]] if flag in defaults else []
+        before = recorded_values(recorded.command, flag) or default
+        after = new.get(flag) or default
+        if _normal(flag, before) == _normal(flag, after):
+            continue
+        lines.append(
+            f"{flag} differs from the evidence it replaces: {' '.join(before) or 'none'} there, {' '.join(after) or 'none'} here"
+        )
+        if flag == "--trials" and _normal(flag, after) < _normal(flag, before):
+            weaker = f"this plan runs {after[0]} trials, the evidence it would replace ran {before[0]}"
+    return lines, weaker
+
+
+def _normal(flag: str, values: list[str]) -> Any:
+    """Values compared as what they mean: numbers as numbers, traces as written."""
+    try:
+        if flag == "--trials":
+            return [int(v) for v in values]
+        if flag == "--rate-scale":
+            return [float(v) for v in values]
+    except ValueError:
+        pass
+    return values

@@ -2,6 +2,11 @@
 
 Recommends thresholds against the stack's SLO (`autoscaling.<model>.slo`; --slo-p99 and
 --slo-ttft-p95 override it), and only from an envelope that reached its plateau.
+
+--model names the stack model whose thresholds are retuned and, through a gateway that routes by
+it, the name requested. A replica serving another name (`capacity serve` serves the profile's
+unless given --served-model-name) is swept with --served-model-name NAME; a name the replica does
+not list in /v1/models is refused before any load.
 """
 
 from __future__ import annotations
@@ -10,10 +15,10 @@ import argparse
 import functools
 from pathlib import Path
 
-from capacity.cli import DEFAULT_STACK
-from capacity.cli.advice import advice, choose_target
+from capacity.cli.advice import advice, choose_target, folded
 from capacity.cli.load_args import add_load_arguments, check_urls, config_from_args, parse_levels
 from capacity.cli.progress import progress_bar
+from capacity.cli.stack_args import add_stack_arguments, profile_help, stack_file
 from capacity.engine import get_profile
 from capacity.measure.recommend import recommend, slo_to_defend
 from capacity.measure.report import write_report
@@ -35,13 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--slo-p99", type=float, default=None, help="end-to-end p99 SLO, seconds (default: the stack's)"
     )
     parser.add_argument("--slo-ttft-p95", type=float, default=None, help="TTFT p95 SLO, seconds (default: the stack's)")
-    parser.add_argument(
-        "--stack", default=DEFAULT_STACK, help="stack whose SLO is defended and whose thresholds the commands set"
-    )
+    add_stack_arguments(parser, what="its SLO is defended and its thresholds retuned")
     parser.add_argument(
         "--profile",
         default=None,
-        help="engine profile of the swept replica's GPU and model, to compare with the stack's pinned one (default: not given)",
+        help=profile_help("engine profile of the swept replica's GPU and model, to compare with the stack's pinned one")
+        + " (default: not given)",
     )
 
 
@@ -50,8 +54,8 @@ def run(args: argparse.Namespace) -> int:
     base = config_from_args(args, concurrency=levels[0])
     if args.profile is not None:
         get_profile(args.profile)  # an unknown name is one clear line before any load
-    # --model is the name requested and the stack model retuned (the gateway routes by it)
-    target = choose_target(args.stack, None, args.model, args.profile)
+    # --model is the stack model retuned; the name requested too (the gateway routes by it) unless --served-model-name
+    target = choose_target(stack_file(args), args.model, args.profile)
     current = target.sm.policy
     slo_p99, slo_ttft = slo_to_defend(current, None, target.sm.stack, args.slo_p99, args.slo_ttft_p95)
     check_urls(args.url)
@@ -74,8 +78,8 @@ def run(args: argparse.Namespace) -> int:
         paths = write_report(points, args.out, title, slo_p99)
         print("wrote " + ", ".join(str(p) for p in paths.values()))
         raise ValueError(f"{no_recommendation} (envelope in {paths['csv']})") from None
-    recs = advice(rec, target, args.profile, slo_p99, slo_ttft)
+    recs = folded(advice(rec, target, args.profile, slo_p99, slo_ttft))
     print("\n".join(recs))
-    paths = write_report(points, args.out, title, slo_p99, recs, current)
+    paths = write_report(points, args.out, title, slo_p99, recs, current, rec.planning)
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0

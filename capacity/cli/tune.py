@@ -12,6 +12,7 @@ from typing import Any
 
 from rich.console import Console
 
+from capacity.cli.progress import counted
 from capacity.cli.sim_args import add_common_arguments, emit, load_inputs, row_name, start_note
 from capacity.planning.stack import apply_config_set, replica_budget
 from capacity.planning.tune import config_set_lines, shortfall, tune
@@ -32,8 +33,10 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--slo-attainment must be in (0, 1], got {args.slo_attainment}")
     if args.workers < 1:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
-    sm, trace, options, orc = load_inputs(args)
-    result = tune(sm, trace, args.slo_attainment, options, workers=args.workers, ceiling=replica_budget(sm))
+    with counted("tune", not args.json, "policies simulated") as progress:
+        sm, trace, options, orc = load_inputs(args)
+        ceiling = replica_budget(sm)
+        result = tune(sm, trace, args.slo_attainment, options, args.workers, ceiling=ceiling, progress=progress)
     # Every printed command must deploy: the stack file with all of them applied is validated.
     apply_config_set(sm, [(f"autoscaling.{sm.model.name}.{path}", after) for path, _, after in result.changes])
     meets = result.meets_target

@@ -4,7 +4,7 @@ flags), the event-driven replica that follows vLLM's scheduler, its closed-loop 
 and which bound limits it (explain)."""
 
 from capacity.engine.profile import EngineProfile
-from capacity.engine.profiles import DEFAULT_PROFILE, PROFILES, get_profile
+from capacity.engine.profiles import DEFAULT_PROFILE, PROFILES, get_profile, profile_names
 from capacity.engine.replica import Finished, IterationStats, ReplicaEngine, Request
 from capacity.engine.steady_state import SteadyState, predict
 
@@ -19,4 +19,5 @@ __all__ = [
     "SteadyState",
     "get_profile",
     "predict",
+    "profile_names",
 ]

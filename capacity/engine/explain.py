@@ -6,12 +6,15 @@ bounds holds it back:
 - "scheduler": more clients than `max_num_seqs`, so requests wait for a batch slot;
 - "memory" / "compute": otherwise, the roofline side that bounds most busy engine steps
   (memory: bytes of weights + KV read; compute: FLOPs of prefill chunks and decode tokens).
+The memory bound names the GPU's memory type (data/gpus.yaml memory_class): an A10G or L4 reads
+GDDR6, an A100 or H100 HBM.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from capacity.engine.hardware import gpus
 from capacity.engine.profile import EngineProfile
 from capacity.engine.steady_state import SteadyState, predict
 
@@ -37,8 +40,20 @@ def limiting_bound(profile: EngineProfile, state: SteadyState) -> tuple[str, str
         return "scheduler", f"{state.concurrency} clients for max_num_seqs {profile.max_num_seqs} batch slots"
     share = state.memory_bound_share
     if share >= 0.5:
-        return "memory", f"{share:.0%} of busy steps bound by HBM bytes (weights + KV read)"
+        return (
+            "memory",
+            f"{share:.0%} of busy steps bound by {memory_type(profile)} bandwidth (weights + KV read)",
+        )
     return "compute", f"{1 - share:.0%} of busy steps bound by FLOPs (prefill chunks + decode tokens)"
+
+
+MEMORY_TYPES = {"gddr": "GDDR", "hbm": "HBM"}  # data/gpus.yaml memory_class -> what its datasheet says
+
+
+def memory_type(profile: EngineProfile) -> str:
+    """The memory a profile's GPU reads its bytes from ('GDDR', 'HBM'; 'memory' when unknown)."""
+    device = gpus().get(profile.gpu)
+    return MEMORY_TYPES[device.memory_class] if device is not None else "memory"
 
 
 def explain(

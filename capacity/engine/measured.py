@@ -6,7 +6,8 @@ from. A stack's `capacityProfile` names a profile, and the stack file, its `# Ev
 the tests that hold the committed plan to its target are committed together with the code; a
 measured profile is evidence of the same kind, so it is committed in the same tree, found by its
 name without a registry to edit, and travels with the package (`pip install '.[tools]'` ships
-data/). `--out DIR` writes elsewhere to try a sweep out; `MEASURED_DIR` is where names are looked up.
+data/). An installed package is never written into: there, and wherever `--profiles-dir DIR` is
+given, profiles live in an operator's folder, looked up by name before the shipped ones.
 
 A file records what was swept (GPU, checkpoint, vLLM flags, request shape, the sweep file and its
 sha256), the whole calibration the profile runs with (the fitted numbers and the global ones they
@@ -17,6 +18,7 @@ and the errors: in sample and held out (leave one concurrency out) per regime.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
@@ -27,6 +29,13 @@ import yaml
 from capacity.engine.roofline import Calibration
 
 MEASURED_DIR = Path(__file__).with_name("data") / "measured"
+# An operator's profiles directory: `--profiles-dir` sets it for the command and the worker
+# processes it starts (they inherit the environment).
+PROFILES_DIR_ENV = "CAPACITY_PROFILES_DIR"
+# Run from a checkout (its root holds Pulumi.yaml), not from an installed package.
+IN_CHECKOUT = (Path(__file__).resolve().parents[2] / "Pulumi.yaml").is_file()
+# Where an installed `profile --from-sweep` writes without --profiles-dir or --out.
+INSTALLED_WRITE_DIR = Path("profiles")
 
 
 @dataclass(frozen=True)
@@ -62,21 +71,44 @@ class MeasuredProfile:
         )
 
 
+def operator_dir() -> Path | None:
+    folder = os.environ.get(PROFILES_DIR_ENV)
+    return Path(folder) if folder else None
+
+
+def profile_dirs() -> list[Path]:
+    """Where a measured profile's name is looked up: the operator's directory first, then the shipped one."""
+    extra = operator_dir()
+    return [extra, MEASURED_DIR] if extra is not None else [MEASURED_DIR]
+
+
+def write_dir() -> Path:
+    """Where `profile --from-sweep` writes by default: the operator's directory when set; in a
+    checkout, beside the committed profiles (a profile is evidence, committed with its stack);
+    else ./profiles, never inside the installed package."""
+    extra = operator_dir()
+    if extra is not None:
+        return extra
+    return MEASURED_DIR if IN_CHECKOUT else INSTALLED_WRITE_DIR
+
+
 def path_of(name: str, directory: Path | None = None) -> Path:
     return (directory if directory is not None else MEASURED_DIR) / f"{name}.yaml"
 
 
 def names(directory: Path | None = None) -> list[str]:
-    folder = directory if directory is not None else MEASURED_DIR
-    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+    folders = [directory] if directory is not None else profile_dirs()
+    return sorted({p.stem for folder in folders if folder.is_dir() for p in folder.glob("*.yaml")})
 
 
 def find(name: str, directory: Path | None = None) -> MeasuredProfile | None:
-    """The measured profile called `name`, None when there is no such file (a ValueError when it is broken)."""
-    path = path_of(name, directory)
-    if not path.is_file():
-        return None
-    return _read(path, path.stat().st_mtime_ns)
+    """The measured profile called `name` (in `directory`, else the first of `profile_dirs()` that
+    holds it), None when there is no such file (a ValueError when it is broken)."""
+    for folder in [directory] if directory is not None else profile_dirs():
+        path = path_of(name, folder)
+        if path.is_file():
+            return _read(path, path.stat().st_mtime_ns)
+    return None
 
 
 def write(path: Path, document: dict[str, Any], header: str) -> None:

@@ -219,6 +219,11 @@ def from_measured(record: measured.MeasuredProfile) -> EngineProfile:
         raise ValueError(f"measured profile {record.path}: {exc}") from None
 
 
+def profile_names() -> list[str]:
+    """Every name `get_profile` accepts: the physics profiles and the measured ones found by name."""
+    return sorted([*PROFILES, *measured.names()])
+
+
 def get_profile(name: str) -> EngineProfile:
     """The named profile; a clear ValueError saying why it is not offered, or listing the known names."""
     if name in UNAVAILABLE:
@@ -228,5 +233,4 @@ def get_profile(name: str) -> EngineProfile:
     record = measured.find(name)
     if record is not None:
         return from_measured(record)
-    known = sorted([*PROFILES, *measured.names()])
-    raise ValueError(f"unknown engine profile {name!r}; known profiles: {', '.join(known)}")
+    raise ValueError(f"unknown engine profile {name!r}; known profiles: {', '.join(profile_names())}")

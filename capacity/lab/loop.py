@@ -143,4 +143,4 @@ def run_lab(
         raise ValueError(f"{no_recommendation} (envelope in {paths['csv']})") from None
     lines = advise(rec)
     say("\n".join(lines))
-    return write_report(points, options.out, title, options.slo_p99, lines, options.policy)
+    return write_report(points, options.out, title, options.slo_p99, lines, options.policy, rec.planning)

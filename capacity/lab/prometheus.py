@@ -17,10 +17,15 @@ import httpx
 from capacity.lab.processes import stop, wait_until_ready
 
 PROMETHEUS = "/usr/bin/prometheus"
+# Where `make prometheus-tools` unpacks it in a checkout (the package unpacked, never installed as a service)
+CHECKOUT_TOOLS = Path(__file__).resolve().parents[2] / ".tools" / "bin"
 
 
 def find_prometheus() -> str | None:
-    return shutil.which("prometheus") or (PROMETHEUS if Path(PROMETHEUS).is_file() else None)
+    for found in (shutil.which("prometheus"), shutil.which("prometheus", path=str(CHECKOUT_TOOLS)), PROMETHEUS):
+        if found and Path(found).is_file():
+            return found
+    return None
 
 
 def free_port() -> int:
@@ -52,7 +57,9 @@ def run_prometheus(
     backfilled blocks, kept for `retention`); yield its base URL; terminate it."""
     binary = binary or find_prometheus()
     if binary is None:
-        raise ValueError("prometheus is not installed (Debian: apt-get install prometheus)")
+        raise ValueError(
+            "prometheus is not installed (in a checkout: make prometheus-tools; macOS: brew install prometheus)"
+        )
     workdir = Path(tempfile.mkdtemp(prefix="capacity-prometheus-"))
     (workdir / "prometheus.yml").write_text(_config(targets, scrape_interval_s))
     port = free_port()

@@ -18,6 +18,10 @@ time from its start to the request being on the socket plus the time from the mo
 to the recorded arrival. `capacity.measure.workers` spreads the load over several processes
 (optionally on uvloop).
 
+A replayed trace request that the replica's context cannot hold (prompt + output over the
+`max_model_len` its /v1/models card lists, which vLLM would refuse with HTTP 400) is skipped and
+counted (`skipped_over_context`), not sent: one long prompt does not end a replay.
+
 `max_requests` caps the requests sent, in every mode. A run of `max_consecutive_4xx` client
 errors in a row (an unknown model, a wrong key, a prompt over the context) stops the run with
 `LoadStopped`, naming the URL, the model and the status: the server refuses what is being sent,
@@ -71,17 +75,35 @@ def trace_arrivals(path: Path, speed: float = 1.0, *, prefix_reuse: bool = False
         yield float(offset) / speed, max(1, int(prompt)), max(1, int(output)), ids
 
 
-async def first_model(session: aiohttp.ClientSession, url: str, headers: dict[str, str]) -> dict:
-    """The first entry of a server's /v1/models: its `id` to request, its `root` (vLLM: the
+async def listed_models(session: aiohttp.ClientSession, url: str, headers: dict[str, str]) -> list[dict]:
+    """A server's /v1/models entries: each `id` a name to request, its `root` (vLLM: the
     checkpoint it loaded, a Hub id or a folder)."""
     async with session.get(f"{url.rstrip('/')}/v1/models", headers=headers) as response:
         if response.status != 200:
             raise ValueError(f"{url}/v1/models answered HTTP {response.status}; pass --model")
         data = await response.json()
-    models = data.get("data", [])
+    return list(data.get("data", []))
+
+
+async def first_model(session: aiohttp.ClientSession, url: str, headers: dict[str, str]) -> dict:
+    """The first entry of a server's /v1/models."""
+    models = await listed_models(session, url, headers)
     if not models:
         raise ValueError(f"{url}/v1/models lists no model; pass --model")
     return models[0]
+
+
+async def _max_model_len(session: aiohttp.ClientSession, url: str, headers: dict[str, str], model: str) -> int | None:
+    """The `max_model_len` of `model`'s /v1/models card (vLLM's `show_available_models` builds each
+    ModelCard with `max_model_len`: vllm-project/vllm vllm/entrypoints/openai/serving_models.py; the
+    mock does too), None when the server does not say (a gateway may not list it)."""
+    try:
+        cards = await listed_models(session, url, headers)
+    except (ValueError, aiohttp.ClientError):
+        return None
+    card = next((c for c in cards if c.get("id") == model), {})
+    value = card.get("max_model_len")
+    return value if isinstance(value, int) and value > 0 else None
 
 
 async def discover_model(session: aiohttp.ClientSession, url: str, headers: dict[str, str]) -> str:
@@ -102,6 +124,8 @@ class LoadGenerator:
         self._counter = itertools.count()
         self._sent = 0  # requests started (what max_requests caps)
         self._dropped = 0
+        self._skipped = 0  # trace requests over the replica's max_model_len, never sent
+        self._max_model_len: int | None = None
         self._refused = 0  # consecutive 4xx answers
         self._stopped: str | None = None  # why the run stopped early
         self._t0 = 0.0
@@ -136,6 +160,8 @@ class LoadGenerator:
         ) as session:
             card = {"id": cfg.model} if cfg.model else await first_model(session, cfg.urls[0], headers)
             self._model = model = card["id"]
+            if cfg.mode == "trace":
+                self._max_model_len = await _max_model_len(session, cfg.urls[0], headers, model)
             # built before the clock starts: loading a tokenizer takes a while
             tokenizer = find_tokenizer(cfg.tokenizer, dict.fromkeys((card.get("root") or model, model)))
             self._prompts = PromptBuilder(tokenizer, seed=cfg.seed)
@@ -183,6 +209,7 @@ class LoadGenerator:
             itl_samples=weighted_samples(self._itl),
             loop_lag_ms=np.asarray(self._lags),
             dropped=self._dropped,
+            skipped_over_context=self._skipped,
             token_counting=self._prompts.counter.counting,
         )
         result.summary = summarize(result)
@@ -218,6 +245,9 @@ class LoadGenerator:
                 await asyncio.sleep(delay)
                 if not self._may_send():  # stopped while waiting
                     break
+            if self._max_model_len is not None and prompt + output > self._max_model_len:
+                self._skipped += 1  # vLLM refuses it (HTTP 400): sending it measures nothing
+                continue
             if len(tasks) >= self.config.max_outstanding:
                 self._dropped += 1
                 continue

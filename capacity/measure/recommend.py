@@ -18,12 +18,9 @@ import yaml
 from capacity.measure.envelope import EnvelopeRow, Knee, find_knee, validate
 from contract.settings.autoscaling import ModelAutoscaling
 from contract.settings.config_path import holds
-from contract.settings.stack_file import load_stack
+from contract.settings.stack_file import find_stack_file, load_stack
 from contract.signals import Vllm
 from contract.triggers import TRIGGERS, Trigger
-
-# The repository's root: its stack files are the fallback when none is found where the tool runs.
-REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -85,6 +82,19 @@ def _guardrail(slo: float, overloaded: float | None) -> float:
     step = 10 ** math.floor(math.log10(slo)) / 10
     rounded = round(round(value / step) * step, 10)
     return rounded if rounded > slo else round(slo + step, 10)
+
+
+def _guardrail_reason(
+    slo_name: str, reading: str, slo: float, threshold: float, overloaded: float | None, past: str
+) -> str:
+    """Why a guardrail sits where it does, stating how it compares with the overloaded reading as it
+    does: the margin above the SLO can put it above an overload that barely passes the SLO."""
+    reason = f"guardrail above the {slo:g}s {slo_name}"
+    if overloaded is None or overloaded <= slo:
+        return reason
+    if threshold < overloaded:
+        return reason + f", below the {overloaded:.3g}s {reading} of the overloaded {past}"
+    return reason + f", at or above the {overloaded:.3g}s {reading} of the overloaded {past} (kept 5% over the SLO)"
 
 
 def recommend(
@@ -177,12 +187,7 @@ def recommend(
             Setting(
                 e2e_latency.target_path(),
                 _num(e2e),
-                f"guardrail above the {slo_p99:g}s SLO"
-                + (
-                    f", below the {beyond.p99_latency_s:.3g}s p99 of the overloaded {past}"
-                    if beyond and beyond.p99_latency_s > slo_p99
-                    else ""
-                ),
+                _guardrail_reason("SLO", "p99", slo_p99, e2e, beyond.p99_latency_s if beyond else None, past),
                 e2e_latency.target,
             )
         )
@@ -197,16 +202,12 @@ def recommend(
             )
         )
         settings.append(Setting(f"triggers.{ttft.key}.enabled", True, "a TTFT SLO was given: watch it", ttft.enabled))
+        threshold = _guardrail(slo_ttft_p95, beyond_ttft)
         settings.append(
             Setting(
                 ttft.target_path(),
-                _num(_guardrail(slo_ttft_p95, beyond_ttft)),
-                f"guardrail above the {slo_ttft_p95:g}s TTFT SLO"
-                + (
-                    f", below the {beyond_ttft:.3g}s TTFT p95 of the overloaded {past}"
-                    if beyond_ttft and beyond_ttft > slo_ttft_p95
-                    else ""
-                ),
+                _num(threshold),
+                _guardrail_reason("TTFT SLO", "TTFT p95", slo_ttft_p95, threshold, beyond_ttft, past),
                 ttft.target,
             )
         )
@@ -235,26 +236,14 @@ def _render(value: float | int | bool) -> str:
     return str(value)
 
 
-def stack_path(stack: str, stack_file: Path | None = None) -> Path:
-    """The stack file the tools read: `stack_file` when given, else `Pulumi.<stack>.yaml` where the
-    tool runs, else the repository's."""
-    if stack_file is not None:
-        return stack_file
-    local = Path(f"Pulumi.{stack}.yaml")
-    return local if local.is_file() else REPO / local.name
-
-
 def current_values(
-    stack: str, model: str, stack_file: Path | None = None
+    stack: str | Path, model: str, stack_dir: Path | None = None
 ) -> tuple[ModelAutoscaling | None, str | None]:
     """The stack's merged autoscaling policy for `model`, or (None, why not)."""
-    path = stack_path(stack, stack_file)
-    if not path.is_file():
-        return None, f"no Pulumi.{stack}.yaml found"
     try:
-        return load_stack(path).autoscaling_for(model), None
-    except (ValueError, OSError, yaml.YAMLError) as error:  # an invalid stack file: show recommendations anyway
-        return None, f"{path} could not be read: {error}"
+        return load_stack(find_stack_file(stack, stack_dir)).autoscaling_for(model), None
+    except (ValueError, OSError, yaml.YAMLError) as error:  # a missing or invalid stack file: say why
+        return None, str(error)
 
 
 def slo_to_defend(
@@ -291,7 +280,9 @@ def commands(
     for s in rec.settings if settings is None else settings:
         comment = s.rationale
         if current is not None and s.current is not None:
-            comment += f" ({'plan' if planned else 'current'}: {_render(s.current(current))})"
+            value = s.current(current)
+            shown = "not set" if value is None else _render(value)  # never `(plan: None)`
+            comment += f" ({'plan' if planned else 'current'}: {shown})"
         models = [m for m, block in shadowed.items() if holds(block, s.path)]
         if models:  # a default a model's own block overrides changes nothing for that model
             comment += f"; autoscaling.{{{','.join(models)}}} set it themselves: pass --model to retune them"
@@ -299,12 +290,13 @@ def commands(
     return lines
 
 
-def overriding_models(stack: str, stack_file: Path | None = None) -> dict[str, dict]:
+def overriding_models(stack: str | Path) -> dict[str, dict]:
     """Each model's own `autoscaling.<model>` block in the stack file as written (empty if unreadable)."""
-    path = stack_path(stack, stack_file)
     try:
-        raw = (yaml.safe_load(path.read_text()) or {}).get("config", {}).get("inference-platform:autoscaling") or {}
-    except (OSError, yaml.YAMLError):
+        raw = (yaml.safe_load(find_stack_file(stack).read_text()) or {}).get("config", {}).get(
+            "inference-platform:autoscaling"
+        ) or {}
+    except (OSError, ValueError, yaml.YAMLError):
         return {}
     return {name: block for name, block in raw.items() if name != "default" and isinstance(block, dict)}
 
@@ -316,7 +308,7 @@ def report_lines(rec: Recommendation, slo_p99: float | None, slo_ttft_p95: float
         within.append(f"TTFT p95 {p.ttft_p95_s:.3g}s <= SLO {slo_ttft_p95:g}s")
     return [
         f"# knee: concurrency {rec.knee.concurrency} ({rec.knee.reason})",
-        f"# planning capacity: {p.successful_rps:.2f} req/s per replica at concurrency {p.concurrency} "
-        f"({', '.join(within)})",
+        f"# planning capacity: {p.successful_rps:.2f} req/s per replica at concurrency {p.concurrency}"
+        + (f" ({', '.join(within)})" if within else ""),
         *(f"# note: {n}" for n in rec.notes),
     ]

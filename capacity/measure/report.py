@@ -1,4 +1,5 @@
-"""A sweep's report: the envelope plot (throughput and p99 vs concurrency, knee marked), the
+"""A sweep's report: the envelope plot (throughput and p99 vs concurrency, the knee and the
+planning point the thresholds were read at marked), the
 Markdown report with what the autoscaler would have seen, and the files they are written to."""
 
 from __future__ import annotations
@@ -16,10 +17,16 @@ from contract.triggers import TRIGGERS, Trigger
 
 
 def plot_envelope(
-    rows: list[EnvelopeRow], knee: Knee | None, path: Path, title: str, slo_p99: float | None = None
+    rows: list[EnvelopeRow],
+    knee: Knee | None,
+    path: Path,
+    title: str,
+    slo_p99: float | None = None,
+    planning: EnvelopeRow | None = None,
 ) -> None:
-    """Throughput (left axis) and p99 latency (right axis) of one replica against concurrency;
-    the legend sits below the axes so it never covers a curve."""
+    """Throughput (left axis) and p99 latency (right axis) of one replica against concurrency,
+    the knee and the planning point (`recommend`'s: the capacity the thresholds were read at,
+    within the SLO) marked; the legend sits below the axes so it never covers a curve."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -48,6 +55,16 @@ def plot_envelope(
             color="black",
             alpha=0.5,
             label=f"knee: {k.concurrency} in flight, {k.successful_rps:.2f} req/s",
+        )
+    if planning is not None:
+        ax.plot(
+            planning.concurrency,
+            planning.successful_rps,
+            "*",
+            color="tab:green",
+            markersize=16,
+            zorder=5,
+            label=f"planning point: {planning.concurrency} in flight, {planning.successful_rps:.2f} req/s",
         )
     handles, labels = ax.get_legend_handles_labels()
     more_handles, more_labels = right.get_legend_handles_labels()
@@ -162,8 +179,10 @@ def write_report(
     slo_p99: float | None = None,
     recommendations: list[str] | None = None,
     policy: ModelAutoscaling | None = None,
+    planning: EnvelopeRow | None = None,
 ) -> dict[str, Path]:
-    """envelope.csv, envelope.png, report.md and points.json (summaries and KEDA readings) in `out`."""
+    """envelope.csv, envelope.png, report.md and points.json (summaries and KEDA readings) in `out`;
+    `planning`: the point the recommended thresholds were read at, marked on the plot."""
     out.mkdir(parents=True, exist_ok=True)
     rows = [p.row for p in points]
     paths = {
@@ -174,7 +193,7 @@ def write_report(
     }
     write_envelope(paths["csv"], rows)
     knee = find_knee(rows) if len(rows) >= 2 else None
-    plot_envelope(rows, knee, paths["png"], title, slo_p99)
+    plot_envelope(rows, knee, paths["png"], title, slo_p99, planning)
     paths["md"].write_text(
         markdown_report(rows, knee, title, paths["png"].name, points, slo_p99, recommendations, policy=policy)
     )

@@ -47,6 +47,7 @@ class LoadResult:
     itl_samples: np.ndarray  # per-token inter-token latencies in the window, model seconds
     loop_lag_ms: np.ndarray
     dropped: int = 0
+    skipped_over_context: int = 0  # trace requests over the replica's max_model_len, never sent
     cpu_s: float = 0.0  # CPU time of the load generator's process(es) during the run
     cpu_wait_s: float = 0.0  # time they were runnable but had no core (Linux schedstat; 0 elsewhere)
     token_counting: str = ""  # how prompts were sized and streamed text counted (PromptBuilder's counter)
@@ -111,6 +112,7 @@ def summarize(result: LoadResult) -> dict:
         "successful": len(ok),
         "errors": errors,
         "dropped": result.dropped,
+        "skipped_over_context": result.skipped_over_context,
         "successful_rps": len(ok) * per_s,
         "total_tokens_per_s": (prompt + output) * per_s,
         "output_tokens_per_s": output * per_s,

@@ -19,7 +19,7 @@ import aiohttp
 from capacity.measure.collector import Reading, collect, scaling_queries
 from capacity.measure.config import LoadConfig
 from capacity.measure.envelope import EnvelopeRow
-from capacity.measure.generator import discover_model, run_load
+from capacity.measure.generator import discover_model, listed_models, run_load
 from capacity.measure.prometheus import PrometheusClient
 from capacity.measure.results import slo_attainment
 from contract import signals
@@ -102,9 +102,16 @@ async def run_sweep(
         finally:
             client.close()
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+        headers = {"Authorization": f"Bearer {base.api_key}"} if base.api_key else {}
         if base.model is None:  # one name for every level and for the KEDA queries' model_name
-            headers = {"Authorization": f"Bearer {base.api_key}"} if base.api_key else {}
             base = replace(base, model=await discover_model(session, base.urls[0], headers))
+        else:  # a name the server does not serve would only show as a run of 404s after the warm-up
+            served = [m.get("id") for m in await listed_models(session, base.urls[0], headers)]
+            if served and base.model not in served:
+                raise ValueError(
+                    f"{base.urls[0]} serves {', '.join(map(str, served))}, not {base.model!r}: request one of them "
+                    "(sweep --served-model-name), or serve that name (capacity serve --served-model-name)"
+                )
         sampler = MetricsSampler(list(base.urls), options.sample_interval_s)
         sample = await sampler.available(session)
         for index, level in enumerate(options.levels):

@@ -116,6 +116,7 @@ def merge_results(config: LoadConfig, parts: Sequence[LoadResult]) -> LoadResult
         itl_samples=np.concatenate([p.itl_samples for p in parts]),
         loop_lag_ms=np.concatenate([p.loop_lag_ms for p in parts]),
         dropped=sum(p.dropped for p in parts),
+        skipped_over_context=sum(p.skipped_over_context for p in parts),
         cpu_s=sum(p.cpu_s for p in parts),
         cpu_wait_s=sum(p.cpu_wait_s for p in parts),
         token_counting=parts[0].token_counting,

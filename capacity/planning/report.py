@@ -219,9 +219,17 @@ def _log_floor(values: Sequence[float], *floors: float | None) -> float:
     return min(positive) / 1.5 if positive else 0.01
 
 
-def plot_timeline(result: SimResult, path: Path, title: str, slo: Mapping[str, float | None], footer: str = "") -> Path:
-    """Five stacked panels: load, signals / targets, desired and ready replicas, TTFT and
-    end-to-end latency, TPOT; each latency against its SLO target (e2e only when one is set).
+def plot_timeline(
+    result: SimResult,
+    path: Path,
+    title: str,
+    slo: Mapping[str, float | None],
+    footer: str = "",
+    bounds: tuple[int, int] | None = None,
+) -> Path:
+    """Five stacked panels: load, signals / targets, desired and ready replicas (against the
+    policy's minReplicas and maxReplicas, `bounds`), TTFT and end-to-end latency, TPOT; each
+    latency against its SLO target (e2e only when one is set).
     Legends sit right of the panels, off the curves; outages and spot reclaims are shaded; the
     caption and `footer` (how the run was made) along the bottom."""
     import matplotlib
@@ -250,10 +258,16 @@ def plot_timeline(result: SimResult, path: Path, title: str, slo: Mapping[str, f
     # A backlog can push a signal to 100x its target; the interesting range is around 1.
     axes[1].set_ylim(0, min(highest * 1.05, 4.0))
     axes[1].set_ylabel("signal / target")
-    axes[2].step(minutes, tl.desired, where="post", label="desired")
-    axes[2].step(minutes, tl.ready, where="post", label="ready")
+    # ready under desired: where the fleet has caught up, the two lines coincide and desired stays seen
+    axes[2].step(minutes, tl.ready, where="post", label="ready", color="tab:orange", linewidth=2.5)
+    axes[2].step(minutes, tl.desired, where="post", label="desired", color="tab:blue", linewidth=1.2)
+    top = max([0, *tl.desired, *tl.ready])
+    if bounds is not None:
+        axes[2].axhline(bounds[0], color="tab:gray", linestyle="--", linewidth=0.8, label=f"minReplicas {bounds[0]}")
+        axes[2].axhline(bounds[1], color="tab:red", linestyle=":", linewidth=1.2, label=f"maxReplicas {bounds[1]}")
+        top = max(top, bounds[1])
     axes[2].set_ylabel("replicas")
-    axes[2].set_ylim(bottom=0)
+    axes[2].set_ylim(0, top * 1.08 + 1)  # headroom: a line at the top is never drawn on the frame
     axes[2].yaxis.set_major_locator(MaxNLocator(integer=True))
     axes[3].plot(minutes, tl.ttft_p95_s, color="tab:blue", label="TTFT p95")
     axes[3].plot(minutes, tl.e2e_p99_s, color="tab:orange", label="e2e p99")
@@ -302,32 +316,35 @@ def plot_sensitivity(
     y = list(range(len(rows)))
     height = 1.8 + 0.32 * len(rows)
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, height), sharey=True)
+    shown = [a * 100 for _, variants in rows for _, a, _ in variants if a == a] + [committed[0] * 100]
+    low = min(shown) - 1.5  # room for the labels on the left
+    near_top = 100 - 0.08 * (100 - low)  # a label right of a point here would run past 100%
     markers = ("<", ">")
     for i, (_, variants) in enumerate(rows):
         for marker, side, (label, attained, cost) in zip(markers, (-1, 1), variants):
             if attained == attained:  # NaN: not simulated
-                left.plot(attained * 100, i, marker, color="tab:blue")
+                x = attained * 100
+                left.plot(x, i, marker, color="tab:blue", clip_on=False)  # a marker at 100% drawn whole
+                # near 100% a right-hand label goes left of its marker, below the other one
+                flip = side > 0 and x >= near_top
                 left.annotate(
                     label,
-                    (attained * 100, i),
-                    xytext=(5 * side, 0),
+                    (x, i),
+                    xytext=(-5 if side < 0 or flip else 5, -4 if flip else 0),
                     textcoords="offset points",
-                    ha="right" if side < 0 else "left",
-                    va="center",
+                    ha="left" if side > 0 and not flip else "right",
+                    va="top" if flip else "center",
                     fontsize=7,
                 )
                 right.plot(cost, i, marker, color="tab:gray")
-        if not any(a == a for _, a, _ in variants):
-            left.text(
-                0.01, i, "not simulated", transform=left.get_yaxis_transform(), va="center", fontsize=7, color="gray"
-            )
     left.axvline(committed[0] * 100, color="black", linestyle=":", linewidth=1, label="committed")
     right.axvline(committed[1], color="black", linestyle=":", linewidth=1)
-    shown = [a * 100 for _, variants in rows for _, a, _ in variants if a == a] + [committed[0] * 100]
-    left.set_xlim(min(shown) - 1.5, 101)  # room for the labels; nothing lies above 100%
+    left.set_xlim(low, 100)  # attainment is a share: nothing lies above 100%
     left.set_xlabel("SLO attained (% of feasible requests)")
     right.set_xlabel("cost USD on the held-out traffic")
-    left.set_yticks(y, [name for name, _ in rows], fontsize=8)
+    # a threshold with no variant simulated says so in its own label, where nothing else is drawn
+    names = [name if any(a == a for _, a, _ in variants) else f"{name} (not simulated)" for name, variants in rows]
+    left.set_yticks(y, names, fontsize=8)
     left.invert_yaxis()
     left.legend(loc="lower left", bbox_to_anchor=(0, 1.0), fontsize=8, frameon=False)
     for ax in (left, right):

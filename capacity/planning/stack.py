@@ -278,11 +278,11 @@ def with_engine_flags(profile: EngineProfile, model: ModelSettings) -> EnginePro
 
 
 def load_stack_model(
-    stack: str,
+    stack: str | Path,
     model: str | None = None,
     profile: str | None = None,
     policy_file: Path | None = None,
-    root: Path = Path("."),
+    root: Path | None = None,
     source: StackFile | None = None,
 ) -> StackModel:
     source = source or read_stack(stack, root)

@@ -136,11 +136,13 @@ def tune(
     workers: int = 2,
     max_passes: int = 3,
     ceiling: int | None = None,
+    progress: Callable[[int, int | None], None] | None = None,
 ) -> TuneResult:
     """`target`: the attainment to reach (share of feasible requests within the SLO); default
-    the SLO's own objective (the P95 of its key names). `ceiling`: while no policy meets the
-    target, maxReplicas is searched up to it too (the pools' budget for the model: more would
-    not deploy); a policy that meets it keeps its ceiling."""
+        the SLO's own objective (the P95 of its key names). `ceiling`: while no policy meets the
+        target, maxReplicas is searched up to it too (the pools' budget for the model: more would
+        not deploy); a policy that meets it keeps its ceiling. `progress(evaluated, None)` after each
+    policy evaluated (how many there will be depends on what improves)."""
     target = slo_targets(sm).objective if target is None else target
     job = TuneJob(sm, trace, options, feasible_requests(sm, trace))
     cache: dict[tuple[tuple[str, Any], ...], Evaluated[RunSummary]] = {}
@@ -155,6 +157,8 @@ def tune(
             todo = list({key(c): c for c in candidates if key(c) not in cache}.values())
             for done in evaluator.map(todo):
                 cache[key(done.candidate)] = done
+                if progress is not None:
+                    progress(len(cache), None)
 
         evaluate_all([Candidate(())])  # the stack as it is
         baseline = best = cache[()]

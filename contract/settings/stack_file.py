@@ -67,15 +67,47 @@ def from_engine_config(flat: dict[str, Any], is_secret: Callable[[str], bool]) -
     return settings
 
 
-def find_stack_file(stack: str | Path, root: Path = Path(".")) -> Path:
-    """A stack name (`prod` -> `<root>/Pulumi.prod.yaml`) or a path to a stack file."""
+# A checkout's root (it holds Pulumi.yaml): a stack name is also looked up there, so the tools find
+# the repository's stacks from any directory. An installed package has no Pulumi.yaml beside it,
+# so an install never looks inside site-packages.
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def is_stack_path(stack: str | Path) -> bool:
+    """`Pulumi.prod.yaml`, `/x/Pulumi.dev.yaml`, `stacks/dev.yml` are paths; `dev` is a name."""
     text = str(stack)
-    path = Path(text) if text.endswith((".yaml", ".yml")) else Path(root) / f"Pulumi.{text}.yaml"
-    if not path.is_file():
-        raise ValueError(
-            f"stack file {path} does not exist (pass a stack name like 'dev' or a Pulumi.<stack>.yaml path)"
-        )
-    return path
+    return isinstance(stack, Path) or text.endswith((".yaml", ".yml")) or "/" in text or "\\" in text
+
+
+def stack_dirs(stack_dir: Path | None = None) -> list[Path]:
+    """Where a stack name is looked up: `stack_dir` alone when given, else the working directory
+    and then the checkout the tools run from (if they run from one)."""
+    if stack_dir is not None:
+        return [Path(stack_dir)]
+    here = [Path(".")]
+    if (CHECKOUT / "Pulumi.yaml").is_file() and Path.cwd().resolve() != CHECKOUT:
+        here.append(CHECKOUT)
+    return here
+
+
+def find_stack_file(stack: str | Path, root: Path | None = None) -> Path:
+    """The one stack resolver: a path to a stack file is taken as it is (relative to the working
+    directory); a name (`dev`) is `Pulumi.dev.yaml` in `root` (`--stack-dir`) when given, else in
+    the working directory, else in the checkout."""
+    if is_stack_path(stack):
+        path = Path(stack)
+        if not path.is_file():
+            raise ValueError(f"stack file {path} does not exist")
+        return path
+    name = str(stack)
+    dirs = stack_dirs(root)
+    for folder in dirs:
+        if (folder / f"Pulumi.{name}.yaml").is_file():
+            return folder / f"Pulumi.{name}.yaml"
+    where = " or ".join(str(folder / f"Pulumi.{name}.yaml") for folder in dirs)
+    raise ValueError(
+        f"stack {name!r}: {where} does not exist (pass --stack-dir DIR, or --stack as a Pulumi.<stack>.yaml path)"
+    )
 
 
 @dataclass(frozen=True)
@@ -112,7 +144,7 @@ class StackFile:
         return {key: value if isinstance(value, str) else json.dumps(value) for key, value in self.config.items()}
 
 
-def read_stack(stack: str | Path, root: Path = Path(".")) -> StackFile:
+def read_stack(stack: str | Path, root: Path | None = None) -> StackFile:
     path = find_stack_file(stack, root)
     document = yaml.safe_load(path.read_text()) or {}
     if not isinstance(document, dict) or not isinstance(document.get("config") or {}, dict):
@@ -120,6 +152,6 @@ def read_stack(stack: str | Path, root: Path = Path(".")) -> StackFile:
     return StackFile(path, dict(document.get("config") or {}))
 
 
-def load_stack(stack: str | Path, root: Path = Path("."), autoscaling: dict[str, Any] | None = None) -> StackSettings:
+def load_stack(stack: str | Path, root: Path | None = None, autoscaling: dict[str, Any] | None = None) -> StackSettings:
     """Stack name or path -> validated settings (raises SettingsError naming every bad key)."""
     return read_stack(stack, root).settings(autoscaling)

@@ -16,10 +16,14 @@ import yaml
 TIMEOUT_SECONDS = 60
 
 
+# Where `make system-packages` unpacks Debian's `prometheus` package (never installed as a service)
+CHECKOUT_TOOLS = Path(__file__).resolve().parents[2] / ".tools" / "bin"
+
+
 def promtool() -> str:
-    found = shutil.which("promtool")
-    if not found:  # a missing tool is a failure, never a skip (`make system-packages` installs it)
-        raise FileNotFoundError("promtool not found: install Debian's `prometheus` package")
+    found = shutil.which("promtool") or shutil.which("promtool", path=str(CHECKOUT_TOOLS))
+    if not found:  # a missing tool is a failure, never a skip (`make system-packages` unpacks it)
+        raise FileNotFoundError("promtool not found: run `make system-packages` (or put promtool on PATH)")
     return found
 
 

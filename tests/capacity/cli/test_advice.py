@@ -46,7 +46,7 @@ def apply_to_copy(lines: list[str], stack: str, tmp_path: Path) -> None:
 
 
 def advise(envelope: Path, stack: str, model: str | None, measured: str | None = None, **flags) -> list[str]:
-    target = choose_target(stack, REPO / f"Pulumi.{stack}.yaml", model, measured)
+    target = choose_target(REPO / f"Pulumi.{stack}.yaml", model, measured)
     slo = target.sm.policy.slo
     p99 = flags.pop("slo_p99", slo.e2e_p99_seconds)
     ttft = flags.pop("slo_ttft_p95", slo.ttft_p95_seconds)
@@ -70,7 +70,7 @@ def test_every_printed_line_applied_to_a_copy_of_the_stack_file_loads(envelope, 
 
 
 def test_a_guardrail_at_its_slo_is_not_printed_and_the_rule_is_named(tmp_path):
-    target = choose_target("prod", None, "qwen25-14b-awq")
+    target = choose_target(REPO / "Pulumi.prod.yaml", "qwen25-14b-awq")
     rec = recommend(read_envelope(LAB_ENVELOPE), None, 2.5)
     at_slo = [
         dataclasses.replace(s, value=2.5) if s.path == "triggers.ttft.thresholdSeconds" else s for s in rec.settings
@@ -146,8 +146,8 @@ def test_the_target_is_the_model_served_with_the_swept_profile_else_the_stacks_f
     assert [model_served_with(REPO / "Pulumi.prod.yaml", m.capacity_profile) for m in models] == [
         m.name for m in models
     ]
-    assert choose_target("prod", None, None, "a10g-qwen2.5-7b-awq").sm.model.name == "qwen25-7b-awq"
-    default = choose_target("prod", None, None, "a10g-r1-14b-awq")
+    assert choose_target(REPO / "Pulumi.prod.yaml", None, "a10g-qwen2.5-7b-awq").sm.model.name == "qwen25-7b-awq"
+    default = choose_target(REPO / "Pulumi.prod.yaml", None, "a10g-r1-14b-awq")
     assert default.sm.model.name == models[0].name and "first model" in default.chosen_by
 
 
@@ -168,11 +168,23 @@ def test_the_lab_pages_recommend_step_on_the_labs_envelope_prints_lines_that_dep
     lines = run.stdout.splitlines()
     assert printed(lines) and "Traceback" not in run.stderr
     apply_to_copy(lines, argv[argv.index("--stack") + 1], tmp_path)
-    # what the page says of this run
-    assert "at 0.32 req/s each they serve 10.8 req/s" in run.stdout and "TTFT p95 0.632s <= SLO 2.5s" in run.stdout
+    # what the page says of this run (its comments unfolded: the run folds them at 110 columns)
+    unfolded = re.sub(r"\n#   +", " ", run.stdout)
+    assert "at 0.32 req/s each they serve 10.8 req/s" in unfolded and "TTFT p95 0.632s <= SLO 2.5s" in unfolded
     assert "# not printed: autoscaling.qwen25-14b-awq.maxReplicas 38:" in run.stdout
     assert "# not printed: autoscaling.qwen25-14b-awq.triggers.kvCache.targetPerReplica 0.05:" in run.stdout
     assert [line.split("(plan: ")[-1] for line in printed(lines) if "queueDepth" in line or "ttft.enabled" in line] == [
         "2.0)",
         "true)",
     ]
+
+
+def test_the_printed_comments_are_folded_to_a_review_width_and_the_commands_kept_whole():
+    """Issue 37: seven comment lines of up to ~400 characters preceded the commands."""
+    from capacity.cli.advice import COMMENT_WIDTH, folded
+
+    lines = advise(LAB_ENVELOPE, "prod", "qwen25-14b-awq", "l4-qwen2.5-14b-awq", peak_rps=12)
+    shown = folded(lines)
+    assert all(len(line) <= COMMENT_WIDTH for line in shown if line.startswith("#"))
+    assert printed(shown) == printed(lines)
+    assert " ".join(" ".join(shown).split()).replace("#   ", "").count("another GPU (l4 vs a10g)") == 1

@@ -48,10 +48,16 @@ def test_every_command_with_a_stack_defaults_to_the_same_one():
     defaults = {name: a.default for name, c in _commands().items() for a in _options(c) if a.dest == "stack"}
     assert set(defaults) >= {"lab", "sweep", "recommend", "simulate", "compare", "tune"}
     optional = {"collect", "profile"}  # they read a stack only when one is named
-    assert {name: d for name, d in defaults.items() if name not in optional} == dict.fromkeys(
-        set(defaults) - optional, DEFAULT_STACK
+    required = {"recommend"}  # it prints commands for a stack: named, never guessed (issue 37)
+    assert {name: d for name, d in defaults.items() if name not in optional | required} == dict.fromkeys(
+        set(defaults) - optional - required, DEFAULT_STACK
     )
-    assert all(defaults[name] is None for name in optional & set(defaults))
+    assert all(defaults[name] is None for name in (optional | required) & set(defaults))
+
+
+def test_recommend_needs_a_named_stack():
+    stack = next(a for a in _options(_commands()["recommend"]) if a.dest == "stack")
+    assert stack.required
 
 
 def test_sweep_streams_by_default_and_no_stream_is_the_same_flag_negated():

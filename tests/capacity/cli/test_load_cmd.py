@@ -96,3 +96,52 @@ def test_load_against_an_unknown_model_stops_with_one_line_naming_the_url_model_
     assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1, result.stderr
     for part in (urls[0], "'nope'", "HTTP 404"):
         assert part in result.stderr
+
+
+def _summary(**changes) -> dict:
+    base = {
+        "stream": True,
+        "successful": 3,
+        "successful_rps": 0.123456789,
+        "total_tokens_per_s": 1234.56789,
+        "latency_s": {"p50": 1.23456789, "p99": None},
+        "ttft_s": {"p50": 0.0123456789},
+        "errors": {},
+        "token_counting": "words",
+        "skipped_over_context": 0,
+        "requests": 40,
+        "measured": 0,
+        "window_s": [30.0, 150.0],
+    }
+    return base | changes
+
+
+def test_a_run_that_measured_nothing_says_all_ended_in_the_warm_up_and_what_to_change() -> None:
+    """Issue 37: `load --trace ... --max-requests 40 --time-scale 20` printed an all-null summary and exited 1."""
+    from capacity.cli.load import nothing_measured
+
+    line = nothing_measured(_summary(), 30.0, 40)
+    assert line == (
+        "nothing measured: all 40 requests ended in the 30 s warm-up, before the measured window; "
+        "lower --warmup or raise --max-requests"
+    )
+    assert nothing_measured(_summary(), 30.0, None).endswith("lower --warmup or raise --duration")
+
+
+def test_the_printed_summary_keeps_four_significant_digits() -> None:
+    from capacity.cli.load import printed
+
+    shown = printed(_summary())
+    assert (shown["successful_rps"], shown["total_tokens_per_s"]) == (0.1235, 1235.0)
+    assert shown["latency_s"] == {"p50": 1.235, "p99": None}
+
+
+def test_ttft_is_printed_only_for_a_streamed_run_and_its_absence_is_said() -> None:
+    from capacity.cli.load import notes, printed
+
+    assert "ttft_s" in printed(_summary())
+    assert "ttft_s" not in printed(_summary(stream=False))
+    assert notes(_summary(stream=False)) == [
+        "no TTFT: the requests were not streamed (pass --stream to measure time to first token)"
+    ]
+    assert notes(_summary()) == []

@@ -310,11 +310,11 @@ def test_a_png_in_a_directory_that_does_not_exist_is_refused_not_created(fails, 
 
 
 def test_recommend_with_a_missing_stack_file_does_not_fall_back_to_another(fails):
-    line = fails("recommend", "--envelope", str(CALIBRATION_CSV), "--stack-file", "/nope.yaml")
-    assert "--stack-file /nope.yaml does not exist" in line
+    line = fails("recommend", "--envelope", str(CALIBRATION_CSV), "--stack", "/nope.yaml")
+    assert "stack file /nope.yaml does not exist" in line
 
 
 def test_recommend_refuses_an_envelope_without_a_plateau(fails, tmp_path):
     path = _write(tmp_path, "e.csv", "concurrency,successful_rps,p99_latency_s\n1,0.3,3\n2,0.6,3.1\n4,1.2,3.3\n")
-    line = fails("recommend", "--envelope", str(path), "--slo-p99", "30")
+    line = fails("recommend", "--envelope", str(path), "--slo-p99", "30", "--stack", "prod")
     assert "throughput still grows at concurrency 4: extend the sweep to find the knee" in line

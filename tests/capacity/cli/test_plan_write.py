@@ -72,7 +72,7 @@ def written(tmp_path_factory):
     """A plan written into a copy: (the copy's text before, its path, the plan's JSON)."""
     path = one_replica_copy(tmp_path_factory.mktemp("write"))
     before = path.read_text()
-    code, out = plan(path, "--json", "--write")
+    code, out = plan(path, "--json", "--write", "--force")  # 4 trials replace the copy's 40-trial evidence
     assert code == 0
     return before, path, json.loads(out)
 
@@ -121,7 +121,7 @@ def test_the_written_file_re_plans_to_the_same_values(written):
 def test_nothing_is_written_when_no_candidate_meets_the_target(tmp_path):
     path = one_replica_copy(tmp_path)
     before = path.read_text()
-    code, _ = plan(path, "--write", trace=FLOOD)
+    code, _ = plan(path, "--write", "--force", trace=FLOOD)
     assert code == 1 and path.read_text() == before
 
 
@@ -167,3 +167,42 @@ def test_a_winner_is_written_or_emitted_only_when_it_meets_the_target_searched_a
 
 def test_the_emitted_objects_prometheus_is_the_one_the_platform_deploys():
     assert PLATFORM_PROMETHEUS.format(namespace="monitoring") == prometheus_url("monitoring")
+
+
+def test_a_plan_of_fewer_trials_than_the_evidence_it_replaces_is_refused_before_it_runs(tmp_path, capsys):
+    """Issue 37: an 8-trial `plan --write` silently replaced a 300-trial, rate-scale-0.5 evidence block."""
+    path = one_replica_copy(tmp_path)
+    before = path.read_text()
+    code, out = plan(path, "--write")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and path.read_text() == before and out == ""
+    assert err[-1].endswith(
+        f"--write: this plan runs 4 trials, the evidence it would replace ran 40 ({MODEL_BLOCK} in {path}); "
+        "pass --force to replace it"
+    )
+
+
+def test_each_difference_from_the_replaced_evidence_is_one_warning_line():
+    from capacity.cli.stack_edit import evidence_check
+    from capacity.planning.evidence import Evidence
+
+    recorded = Evidence(
+        "", "python -m capacity plan --stack dev --trace a.csv --rate-scale 0.5 --trials 300", None, None
+    )
+    new = {"--trace": ["b.csv"], "--validate-trace": [], "--rate-scale": ["1"], "--trials": ["8"]}
+    lines, weaker = evidence_check(recorded, new, {"--rate-scale": "1", "--trials": "300"})
+    assert lines == [
+        "--trace differs from the evidence it replaces: a.csv there, b.csv here",
+        "--rate-scale differs from the evidence it replaces: 0.5 there, 1 here",
+        "--trials differs from the evidence it replaces: 300 there, 8 here",
+    ]
+    assert weaker == "this plan runs 8 trials, the evidence it would replace ran 300"
+
+
+def test_the_same_traffic_and_more_trials_replace_the_evidence_without_a_word():
+    from capacity.cli.stack_edit import evidence_check
+    from capacity.planning.evidence import Evidence
+
+    recorded = Evidence("", "python -m capacity plan --stack dev --trace a.csv --rate-scale=0.50", None, None)
+    new = {"--trace": ["a.csv"], "--validate-trace": [], "--rate-scale": ["0.5"], "--trials": ["300"]}
+    assert evidence_check(recorded, new, {"--rate-scale": "1", "--trials": "300"}) == ([], None)

@@ -47,3 +47,16 @@ def test_progress_is_silent_when_disabled():
     with counted("plan", False, "candidates", stream=out) as update:
         assert update is None
     assert out.getvalue() == ""
+
+
+def test_piped_progress_prints_a_line_while_a_long_first_step_reports_nothing():
+    """Issue 37: schedule's first line came after 45 s (loading and the oracle report no step)."""
+    import time
+
+    out = io.StringIO()
+    with counted("schedule", True, "steps", every_s=0.01, stream=out):
+        for _ in range(1000):  # bounded: at most 10 s
+            if out.getvalue():
+                break
+            time.sleep(0.01)
+    assert out.getvalue().startswith("schedule: 0 steps, ")

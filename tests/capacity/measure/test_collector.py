@@ -30,7 +30,7 @@ def test_queries_are_exactly_the_signals_builders_keda_uses():
 
 
 def test_stack_windows_and_quantiles_are_used_when_a_stack_is_given():
-    policy, why = current_values("dev", "default", REPO / "Pulumi.dev.yaml")
+    policy, why = current_values(REPO / "Pulumi.dev.yaml", "default")
     assert policy is not None, why
     t = policy.triggers
     scope = signals.Scope("m")
@@ -100,7 +100,7 @@ def test_the_autoscaler_table_leads_with_the_policys_per_replica_targets():
     queries = scaling_queries(signals.Scope("m", "ns"), time_scale=20)
     readings = collect(_constant(12), queries, 0, 10, time_scale=20)
     row = EnvelopeRow(20, 1.5, 1700, 17, 20)
-    policy, _ = current_values("dev", "default", REPO / "Pulumi.dev.yaml")
+    policy, _ = current_values(REPO / "Pulumi.dev.yaml", "default")
     point = PointResult(row, {}, readings, replicas=2, time_scale=20)
     report = markdown_report([row], None, "t", "e.png", [point], policy=policy)
     target = next(line for line in report.splitlines() if line.startswith("| target |"))

@@ -117,6 +117,22 @@ async def test_trace_replay_sends_each_rows_lengths(tmp_path):
 
 
 @pytest.mark.asyncio
+async def test_a_trace_request_over_the_replicas_context_is_skipped_and_counted_not_sent(tmp_path):
+    """Issue 37: a Mooncake replay stopped at its first prompt over max_model_len (vLLM answers 400)."""
+    over = FAST.max_model_len  # prompt + output over the context the replica's /v1/models lists
+    trace = tmp_path / "trace.csv"
+    trace.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        f"2023-11-16 18:15:46.0,30,4\n2023-11-16 18:15:46.5,{over},7\n2023-11-16 18:15:47.0,25,3\n"
+    )
+    async with serve_replicas(FAST, speedup=SPEEDUP) as [replica]:
+        config = LoadConfig(urls=(replica.url,), trace=trace, warmup_s=0, duration_s=5, time_scale=SPEEDUP)
+        result = await run_load(config)
+    assert sorted((r.prompt_tokens, r.output_tokens) for r in result.records) == [(25, 3), (30, 4)]
+    assert result.summary["skipped_over_context"] == 1 and result.summary["errors"] == {}
+
+
+@pytest.mark.asyncio
 async def test_api_key_header_is_sent_and_round_robin_spreads_over_urls(tmp_path):
     async with serve_replicas(FAST, count=2, speedup=SPEEDUP, api_key="k") as replicas:
         config = LoadConfig(

@@ -130,7 +130,7 @@ def test_recommended_values_pass_the_stacks_own_validation():
 
 
 def test_current_values_are_optional_and_never_fail(tmp_path):
-    current, why = current_values("no-such-stack", "default", tmp_path / "Pulumi.no-such-stack.yaml")
+    current, why = current_values("no-such-stack", "default", tmp_path)
     assert current is None and "Pulumi.no-such-stack.yaml" in why
 
 
@@ -140,3 +140,34 @@ def test_a_default_command_names_the_models_whose_own_block_sets_that_key():
     assert (
         "autoscaling.{qwen25-14b-awq,qwen25-7b-awq} set it themselves: pass --model" in queue
     )  # both planned blocks do
+
+
+def test_a_guardrail_kept_above_a_barely_overloaded_reading_does_not_claim_to_be_below_it():
+    """Issue 37: it printed 'ttft.thresholdSeconds 2.6 ... below the 2.53s TTFT p95'."""
+    from capacity.measure.recommend import _guardrail_reason
+
+    assert _guardrail(2.5, 2.53) == 2.6  # 5% over the SLO, above the overload
+    said = _guardrail_reason("TTFT SLO", "TTFT p95", 2.5, 2.6, 2.53, "concurrency 40")
+    assert (
+        said
+        == "guardrail above the 2.5s TTFT SLO, at or above the 2.53s TTFT p95 of the overloaded concurrency 40 (kept 5% over the SLO)"
+    )
+    below = _guardrail_reason("TTFT SLO", "TTFT p95", 2.5, 3.0, 4.0, "concurrency 40")
+    assert below.endswith(", below the 4s TTFT p95 of the overloaded concurrency 40")
+
+
+def test_a_value_the_stack_does_not_set_shows_as_not_set_never_none():
+    """Issue 37: `(plan: None)`. Dev sets no end-to-end SLO."""
+    dev = load_stack("dev", REPO)
+    model = dev.models[0].name
+    rec = recommend(read_envelope(CALIBRATION_CSV), slo_p99=30)
+    lines = commands(rec, "dev", model, dev.autoscaling_for(model))
+    assert not [line for line in lines if "None)" in line]
+    assert any(".slo.e2eP99Seconds' 30 -s dev" in line and line.endswith("(current: not set)") for line in lines)
+
+
+def test_without_an_slo_in_reach_the_planning_line_has_no_empty_parentheses():
+    from capacity.measure.recommend import report_lines
+
+    rec = recommend(read_envelope(CALIBRATION_CSV), slo_p99=None, slo_ttft_p95=1.0)
+    assert not any(line.endswith("()") for line in report_lines(rec, None, None))
