@@ -41,8 +41,9 @@ def prod():
 
 
 def test_lead_is_the_slowest_replica_startup_plus_one_polling_interval(prod):
-    # Pulumi.prod.yaml capacityPlanning.startup: node 120 + image 180 + weights 20 + engine 90, polling 15.
-    assert warm_up_lead_s(prod) == 120 + 180 + prod.startup.weight_load_s + 90 + 15
+    # prod's startup (contract/startup.py): node 120 + Auto Mode's SOCI pull 45 + weights 20 + the
+    # stack's engine 90, then polling 15.
+    assert warm_up_lead_s(prod) == 120 + 45.0 + prod.startup.weight_load_s + 90 + 15
 
 
 def test_runs_join_across_midnight():

@@ -54,7 +54,8 @@ def test_thresholds_come_from_the_stack_file_through_the_settings_models(tmp_pat
 def test_startup_prices_and_pools_come_from_the_stack():
     sm = dev()
     planning = dev_config()["config"]["inference-platform:capacityPlanning"]
-    assert sm.startup.weight_load_s == pytest.approx(sm.model.size_gib / planning["startup"]["weightLoadGiBPerSecond"])
+    engine = planning["startup"]["engineInitSeconds"]  # the one startup figure dev sets itself
+    assert sm.startup.engine_init_s == (engine["min"], engine["max"])
     prices = planning["gpuHourlyPriceUsd"]
     assert {p.name: p.price_per_gpu_hour for p in sm.pools} == {
         "gpu-spot": prices["spot"],
@@ -264,11 +265,19 @@ def test_the_run_ai_streamer_and_a_compile_cache_shorten_the_derived_startup():
     assert fast.startup.engine_init_s == (10.0, 30.0)
 
 
-def test_a_stacks_own_startup_figures_override_the_derived_ones():
-    sm = dev()  # Pulumi.dev.yaml sets all four startup keys
+def test_a_stacks_own_startup_figures_override_the_derived_ones(tmp_path):
+    config = dev_config()
+    config["config"]["inference-platform:capacityPlanning"]["startup"]["weightLoadGiBPerSecond"] = 0.25
+    sm = load_stack_model(stack_file(tmp_path, config), profile=PROFILE, root=ROOT)
     fast = with_start_features(sm, weight_loader="runai-streamer")
     assert fast.startup == sm.startup
     assert fast.startup_figures is not None and fast.startup_figures.weight_load_gib_per_s.trust == "stack"
+
+
+def test_a_start_feature_the_stack_does_not_override_shortens_its_start():
+    sm = dev()  # dev sets only engineInitSeconds: the weight loader's figure is derived
+    fast = with_start_features(sm, weight_loader="runai-streamer")
+    assert fast.startup.weight_load_s < sm.startup.weight_load_s
 
 
 def test_a_stacks_headroom_reaches_the_simulator():
