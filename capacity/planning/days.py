@@ -11,7 +11,10 @@ within `DAY_SLACK_S` of its end; what runs past the last whole day belongs to th
 
 Each day is one run of its own, starting from the fleet the oracle needs for its first interval
 (`run.warmed`): days are independent units, which is what lets Optuna's pruners stop a candidate
-after its first days. A trace shorter than two days keeps the time split: its first
+after its first days. Each carries the days before it as its history (`Trace.history`: what the
+stack's Prometheus held), which the forecast triggers read; the first day has none, so a trace of
+three days or more keeps it as history only (`HISTORY_DAYS`): searched on it, a policy that
+forecasts would be judged as a new cluster on its first day, not as it runs. A trace shorter than two days keeps the time split: its first
 `search_fraction` searched, the rest held out (scored after the cut of one continuous run).
 """
 
@@ -28,6 +31,7 @@ DAY_S = 86_400.0
 # night arrives minutes before midnight (the shared curve's last minute is its own bin).
 DAY_SLACK_S = 3_600.0
 HOLDOUT_DAYS = 1  # days held out at the end of a multi-day trace
+HISTORY_DAYS = 1  # days at the start of a trace of three days or more that are history only
 
 
 @dataclass(frozen=True)
@@ -70,18 +74,21 @@ def days_of(trace: Trace) -> list[Trace]:
 
 def split_by_days(trace: Trace, holdout_days: int) -> tuple[list[Part], list[Part]] | None:
     """(searched days, held-out days) of a trace of two days or more; None for a shorter one.
+    The first HISTORY_DAYS of a trace of three days or more are neither (history only).
     ValueError when the held-out days leave none to search."""
     days = days_of(trace)
     if len(days) < 2:
         return None
-    if not 1 <= holdout_days < len(days):
+    history = HISTORY_DAYS if len(days) >= 3 else 0
+    if not 1 <= holdout_days < len(days) - history:
         raise ValueError(
-            f"--holdout-days {holdout_days}: trace {trace.name!r} spans {len(days)} whole days; hold out "
-            f"1 to {len(days) - 1} so that at least one day is searched"
+            f"--holdout-days {holdout_days}: trace {trace.name!r} spans {len(days)} whole days"
+            + (f" (the first {history} history only)" if history else "")
+            + f"; hold out 1 to {len(days) - history - 1} so that at least one day is searched"
         )
     parts = [Part(f"{short_name(trace)} day {i + 1} of {len(days)}", day) for i, day in enumerate(days)]
     cut = len(days) - holdout_days
-    return parts[:cut], parts[cut:]
+    return parts[history:cut], parts[cut:]
 
 
 def split_by_time(trace: Trace, search_fraction: float) -> tuple[list[Part], list[Part]]:

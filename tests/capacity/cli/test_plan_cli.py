@@ -441,7 +441,7 @@ def test_the_text_output_lists_refused_candidates_by_reason():
 
 # --- days: searched on the first, validated on the last, each reported -----------------------
 
-DAYS = "synthetic:diurnal:mean=0.02,amplitude=0.8,duration=259200,prompt=256,output=64"  # three quiet days
+DAYS = "synthetic:diurnal:mean=0.02,amplitude=0.8,duration=345600,prompt=256,output=64"  # four quiet days
 
 
 @pytest.fixture(scope="module")
@@ -465,10 +465,12 @@ def _captured_json(args: list[str]) -> dict:
     return json.loads(buffer.getvalue())
 
 
-def test_a_three_day_trace_is_searched_on_two_days_and_validated_on_the_third_and_the_extra_trace(planned_on_days):
+def test_a_four_day_trace_is_searched_on_two_days_after_its_history_and_validated_on_the_last_and_the_extra_trace(
+    planned_on_days,
+):
     search, validation = planned_on_days["search"], planned_on_days["validation"]
-    assert [d["label"] for d in search["days"]] == ["synthetic:diurnal day 1 of 3", "synthetic:diurnal day 2 of 3"]
-    assert [d["label"] for d in validation["days"]] == ["synthetic:diurnal day 3 of 3", "synthetic:step"]
+    assert [d["label"] for d in search["days"]] == ["synthetic:diurnal day 2 of 4", "synthetic:diurnal day 3 of 4"]
+    assert [d["label"] for d in validation["days"]] == ["synthetic:diurnal day 4 of 4", "synthetic:step"]
     assert all("oracle_ratio" in d for d in validation["days"])  # held out: beside the oracle, day by day
 
 
@@ -481,7 +483,7 @@ def test_the_worst_day_is_the_one_of_lowest_attainment_and_sets_the_summarys(pla
 
 def test_the_evidence_names_the_held_out_days_and_each_day_in_a_form_the_audit_reads(planned_on_days):
     block = "\n".join(evidence_block(planned_on_days, "l4-qwen2.5-1.5b"))
-    assert "validation (synthetic:diurnal day 3 of 3, synthetic:step, never searched)" in block.replace("\n", " ")
+    assert "validation (synthetic:diurnal day 4 of 4, synthetic:step, never searched)" in block.replace("\n", " ")
     assert "worst day" in block and "per day:" in block
     recorded = Evidence(block, None, None, None).held_out()
     assert recorded is not None and recorded.gpu_hours == pytest.approx(

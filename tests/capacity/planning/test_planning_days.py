@@ -24,23 +24,39 @@ def test_a_trace_spans_the_whole_days_from_its_first_request_to_within_an_hour_o
     assert [whole_days(hourly(h)) for h in (24, 47, 48, 71, 72)] == [1, 1, 2, 2, 3]
 
 
-def test_a_three_day_trace_is_searched_on_its_first_two_days_and_validated_on_the_third():
-    searched, held = split_by_days(hourly(72), holdout_days=1)  # type: ignore[misc]  # three days: split
-    assert [p.label for p in searched] == ["hourly day 1 of 3", "hourly day 2 of 3"]
-    assert [p.label for p in held] == ["hourly day 3 of 3"]
+def test_a_four_day_trace_keeps_its_first_day_as_history_searches_two_and_validates_the_last():
+    searched, held = split_by_days(hourly(96), holdout_days=1)  # type: ignore[misc]  # four days: split
+    assert [p.label for p in searched] == ["hourly day 2 of 4", "hourly day 3 of 4"]
+    assert [p.label for p in held] == ["hourly day 4 of 4"]
     for part in [*searched, *held]:  # each day its own run: re-based, 24 requests, scored whole
         assert part.scored_from == 0 and len(part.trace) == 24
         assert part.trace.arrivals[0] == 0 and part.trace.arrivals[-1] < DAY_S
 
 
+def test_each_day_carries_the_days_before_it_as_its_history():
+    searched, held = split_by_days(hourly(96), holdout_days=1)  # type: ignore[misc]
+    day_2, day_4 = searched[0].trace, held[0].trace
+    assert day_2.history is not None and len(day_2.history.arrivals) == 24  # day 1, before t = 0
+    assert day_4.history is not None and len(day_4.history.arrivals) == 72
+    assert day_4.history.arrivals[-1] < 0 <= day_4.arrivals[0]
+
+
+def test_a_two_day_trace_searches_its_first_day_it_has_no_other():
+    searched, held = split_by_days(hourly(48), holdout_days=1)  # type: ignore[misc]
+    assert ([p.label for p in searched], [p.label for p in held]) == (["hourly day 1 of 2"], ["hourly day 2 of 2"])
+
+
 def test_holdout_days_choose_how_many_last_days_are_validated():
-    searched, held = split_by_days(hourly(72), holdout_days=2)  # type: ignore[misc]  # three days: split
+    searched, held = split_by_days(hourly(96), holdout_days=2)  # type: ignore[misc]  # four days: split
     assert (len(searched), len(held)) == (1, 2)
 
 
 def test_holding_out_every_day_is_one_line_naming_the_flag():
-    with pytest.raises(ValueError, match=r"^--holdout-days 3: trace 'hourly' spans 3 whole days; hold out 1 to 2"):
-        split_by_days(hourly(72), holdout_days=3)
+    with pytest.raises(
+        ValueError,
+        match=r"^--holdout-days 2: trace 'hourly' spans 3 whole days \(the first 1 history only\); hold out 1 to 1",
+    ):
+        split_by_days(hourly(72), holdout_days=2)
 
 
 def test_a_trace_shorter_than_two_days_keeps_the_time_split():
