@@ -124,8 +124,20 @@ def audit(
 
 def _unreproduced(committed: CombinedSummary, proof: Evidence | None) -> list[str]:
     """A problem when the held-out GPU-hours are more than COST_SLACK (plus the rounding of the
-    written figure) from what the evidence records, or when it records none."""
+    written figure) from what the evidence records, or when it records none. When the evidence
+    records each held-out part and the replay runs only some of them (the parts of the evidence
+    traffic, not its --validate-trace files), the replayed parts' cost is compared with theirs."""
     recorded = proof.held_out() if proof else None
+    per_day = proof.held_out_days() if proof else {}
+    replayed = [d for d in committed.days if d.label in per_day]
+    if recorded is not None and per_day and replayed and len(replayed) < len(per_day):
+        cost, recorded_cost = sum(d.cost_usd for d in replayed), sum(per_day[d.label] for d in replayed)
+        if abs(cost - recorded_cost) <= COST_SLACK * recorded_cost + 0.005 * len(replayed):
+            return []
+        return [
+            f"the committed policy costs ${cost:.2f} on {', '.join(d.label for d in replayed)} where its evidence "
+            f"records ${recorded_cost:.2f} (more than {COST_SLACK:.0%} apart): the evidence no longer describes it"
+        ]
     if recorded is None:
         return ["its evidence records no held-out numbers ('validation (...): attainment X%, Y GPU-h')"]
     rounding = 0.5 * 10.0**-recorded.digits

@@ -61,6 +61,21 @@ class Evidence:
     date: str | None
     profile: str | None
 
+    def held_out_days(self) -> dict[str, float]:
+        """The recorded held-out cost (USD) of each part, by label (`per day: LABEL 99.06% $160.29;
+        ...`): what a replay of some of the parts is compared with. Empty: the block records none."""
+        lines = self.text.split("\n")
+        # The block wraps at hyphens too ("azure2024-conv-5days-" / "rates"): a line ending in one continues.
+        joined = "".join(line + ("" if line.endswith("-") else " ") for line in (part.strip() for part in lines))
+        found = re.search(r"per day: (.*?); worst day", joined)
+        if found is None:
+            return {}
+        days = (
+            re.fullmatch(r"(?P<label>.+) [\d.]+% \$(?P<cost>[\d.]+)", entry.strip())
+            for entry in found.group(1).split("; ")
+        )
+        return {day.group("label"): float(day.group("cost")) for day in days if day}
+
     def held_out(self) -> HeldOut | None:
         """The recorded held-out attainment and GPU-hours (None: the block records none)."""
         found = _HELD_OUT.search(self.text)

@@ -124,3 +124,26 @@ def test_held_out_numbers_wrapped_over_two_lines_are_read(tmp_path):
 
 def test_a_block_without_held_out_numbers_records_none(tmp_path):
     assert blocks(tmp_path)["models[0].engine"].held_out() is None
+
+
+WRAPPED = """\
+config:
+  inference-platform:autoscaling:
+    # Evidence: planned 2026-12-06 on engine profile a10g-r1-14b-awq
+    #   python -m capacity plan --stack prod --model big --trace days.csv --validate-trace hour.csv
+    #   validation (days day 5 of 5, hour, never searched): attainment 99.06%, 558.61 GPU-h, $304.11; per
+    #   day: azure2024-conv-5days-rates day 5 of 5 99.06% $160.29; conv-day-4-10x last 30% 99.25% $24.50; conv-
+    #   day-5-10x 99.33% $100.88; worst day azure2024-conv-5days-rates day 5 of 5 99.06% $160.29
+    big:
+      minReplicas: 3
+"""
+
+
+def test_each_held_out_parts_cost_is_read_across_wrapped_lines(tmp_path):
+    path = tmp_path / "Pulumi.test.yaml"
+    path.write_text(WRAPPED)
+    assert for_key(evidence(path), "autoscaling.big").held_out_days() == {
+        "azure2024-conv-5days-rates day 5 of 5": 160.29,
+        "conv-day-4-10x last 30%": 24.5,
+        "conv-day-5-10x": 100.88,
+    }
