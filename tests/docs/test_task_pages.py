@@ -60,7 +60,9 @@ def test_the_laptop_recipe_names_the_gateway_service_ca_client_and_model_the_pro
 
 def test_the_pages_candidate_policy_is_the_file_it_shows():
     shown = next(
-        b for b in blocks("tasks/simulate-and-compare.md") if b.language == "yaml" and "trend: {enabled: false}" in b.text
+        b
+        for b in blocks("tasks/simulate-and-compare.md")
+        if b.language == "yaml" and "trend: {enabled: false}" in b.text
     )
     assert yaml.safe_load(shown.text) == yaml.safe_load((REPO / "docs/examples/candidate-policy.yaml").read_text())
     assert "candidate-policy.yaml" in read("tasks/simulate-and-compare.md")
