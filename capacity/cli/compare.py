@@ -56,7 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_scaledobject_argument(parser, repeatable=True)
     parser.add_argument(
-        "--no-references", action="store_true", help=f"leave out the reference ScaledObjects ({REFERENCE_POLICIES})"
+        "--no-references",
+        action="store_true",
+        help="leave out the reference ScaledObjects (capacity/policies/reference/, shipped with the tools)",
     )
     parser.add_argument(
         "--score-after",

@@ -112,7 +112,8 @@ def test_capacity_draws_each_forecast_for_now_beside_the_actual_rate() -> None:
 
 
 def test_no_forecast_panel_without_a_forecast_trigger() -> None:
-    assert forecast_exprs(None) == []
+    no_forecast = {"qwen25-14b-awq": {"triggers": {"seasonal": {"enabled": False}, "trend": {"enabled": False}}}}
+    assert forecast_exprs(no_forecast) == []
 
 
 def test_the_forecast_panel_queries_parse(tmp_path: Path) -> None:

@@ -174,7 +174,7 @@ def test_the_lab_pages_recommend_step_on_the_labs_envelope_prints_lines_that_dep
     assert "# not printed: autoscaling.qwen25-14b-awq.maxReplicas 38:" in run.stdout
     assert "# not printed: autoscaling.qwen25-14b-awq.triggers.kvCache.targetPerReplica 0.05:" in run.stdout
     assert [line.split("(plan: ")[-1] for line in printed(lines) if "queueDepth" in line or "ttft.enabled" in line] == [
-        "2.0)",
+        "5.0)",  # the committed 14B's queue target (Pulumi.prod.yaml, planned 2026-12-06)
         "true)",
     ]
 
