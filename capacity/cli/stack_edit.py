@@ -224,13 +224,14 @@ def evidence_check(
     return lines, weaker
 
 
+NUMERIC_FLAGS: dict[str, Any] = {"--trials": int, "--rate-scale": float}
+
+
 def _normal(flag: str, values: list[str]) -> Any:
-    """Values compared as what they mean: numbers as numbers, traces as written."""
+    """Values compared as what they mean: numbers as numbers, traces (and a value that is not a
+    number) as written."""
+    parse = NUMERIC_FLAGS.get(flag)
     try:
-        if flag == "--trials":
-            return [int(v) for v in values]
-        if flag == "--rate-scale":
-            return [float(v) for v in values]
+        return [parse(v) for v in values] if parse else values
     except ValueError:
-        pass
-    return values
+        return values
