@@ -95,10 +95,11 @@ class Trace:
     def duration(self) -> float:
         return float(self.arrivals[-1]) if len(self) else 0.0
 
-    def window(self, start: float, end: float) -> Trace:
+    def window(self, start: float, end: float, history: bool = True) -> Trace:
         """The requests arriving in [start, end), re-based to start at 0, the wall clock moved
         along (a cron window replayed on the part stays where it was); the requests before it
-        (its own, then its history's) are its history, up to HISTORY_S back."""
+        (its own, then its history's) are its history, up to HISTORY_S back, unless `history` is
+        False (a slice that no forecast reads: the oracle's intervals)."""
         lo, hi = np.searchsorted(self.arrivals, [start, end])
         return Trace(
             self.name,
@@ -107,7 +108,7 @@ class Trace:
             self.output_tokens[lo:hi],
             self.start + timedelta(seconds=start) if self.start else None,
             self.block_ids[lo:hi] if self.block_ids is not None else None,
-            self._before(start, lo),
+            self._before(start, lo) if history else None,
         )
 
     def _before(self, start: float, lo: int) -> History | None:

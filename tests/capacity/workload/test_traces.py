@@ -307,3 +307,10 @@ def test_rate_scaling_keeps_each_copy_s_prefix_block_ids():
 
 def test_time_scaling_keeps_the_prefix_block_ids():
     assert traces.time_scale(_with_blocks(), 2.0).block_ids == _with_blocks().block_ids
+
+
+def test_a_window_carries_the_requests_before_it_as_history_unless_told_not_to():
+    trace = traces.Trace("t", np.arange(0.0, 100.0, 10.0), np.full(10, 5), np.full(10, 1))
+    later = trace.window(50.0, 100.0)
+    assert later.history is not None and later.history.arrivals.tolist() == [-50.0, -40.0, -30.0, -20.0, -10.0]
+    assert trace.window(50.0, 100.0, history=False).history is None
