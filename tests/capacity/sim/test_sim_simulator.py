@@ -5,24 +5,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from capacity.engine import EngineProfile
-from capacity.engine.roofline import StepCost
 from capacity.planning.stack import scaled_object
 from capacity.sim.cluster.startup import Pool, Startup
 from capacity.sim.simulator import FAILED, OK, REJECTED, SimConfig, Simulation, simulate
 from capacity.workload.traces import Trace, load
 from contract.settings.autoscaling import ModelAutoscaling
+from tests.capacity.sim.toy import TOY
 
-TOY = EngineProfile(
-    "toy",
-    "toy",
-    "toy",
-    max_num_seqs=16,
-    max_num_batched_tokens=2048,
-    kv_cache_tokens=40_000,
-    max_model_len=4096,
-    cost=StepCost(step_s=0.02, seq_s=0.002, token_s=1e-4),
-)
 SPOT = Pool("gpu-spot", "spot", 100, 4, 0.5)
 ON_DEMAND = Pool("gpu-on-demand", "on-demand", 10, 2, 1.0)
 STARTUP = Startup((60, 60), (60, 60), 10.0, (20, 20))  # exactly 150 s

@@ -3,8 +3,6 @@ simulated, plotted and tuned without editing the simulator, its report or the tu
 
 import pytest
 
-from capacity.engine import EngineProfile
-from capacity.engine.roofline import StepCost
 from capacity.planning.report import plot_timeline
 from capacity.planning.stack import scaled_object
 from capacity.planning.tune import _knobs
@@ -13,18 +11,9 @@ from capacity.sim.simulator import SimConfig, simulate
 from capacity.workload.traces import load
 from contract.signals import Query, Vllm
 from contract.triggers import TRIGGERS, Trigger
+from tests.capacity.sim.toy import TOY
 from tests.sixth_trigger import SIX, WAITING_NOW, SixTriggerAutoscaling
 
-TOY = EngineProfile(
-    "toy",
-    "toy",
-    "toy",
-    max_num_seqs=16,
-    max_num_batched_tokens=2048,
-    kv_cache_tokens=40_000,
-    max_model_len=4096,
-    cost=StepCost(step_s=0.02, seq_s=0.002, token_s=1e-4),
-)
 STEP = "synthetic:step:base=0.5,peak=12,at=120,length=600,duration=1500,prompt=256,output=64"
 
 

@@ -9,28 +9,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from capacity.engine import EngineProfile
-from capacity.engine.roofline import StepCost
 from capacity.planning.run import feasible_requests, summarize
 from capacity.planning.stack import load_stack_model
 from capacity.sim.cluster.startup import Pool, Startup
 from capacity.sim.simulator import FAILED, OK, SimConfig, simulate
 from capacity.sim.slo import SloTargets, attainment, feasible, idle_latencies, met
 from capacity.workload.traces import Trace
+from tests.capacity.sim.toy import TOY
 
 ROOT = Path(__file__).resolve().parents[3]
 # A decode step of one sequence: 0.02 + 0.002 + 1e-4 = 0.0221 s; prefill of p tokens in one chunk
 # (<= 2048): 0.022 + p x 1e-4 s.
-TOY = EngineProfile(
-    "toy",
-    "toy",
-    "toy",
-    max_num_seqs=16,
-    max_num_batched_tokens=2048,
-    kv_cache_tokens=40_000,
-    max_model_len=4096,
-    cost=StepCost(step_s=0.02, seq_s=0.002, token_s=1e-4),
-)
 DECODE_STEP_S = 0.0221
 SLO = SloTargets(ttft_s=0.3, tpot_s=0.03, objective=0.95)
 

@@ -10,8 +10,6 @@ import hashlib
 import numpy as np
 import pytest
 
-from capacity.engine import EngineProfile
-from capacity.engine.roofline import StepCost
 from capacity.planning.stack import scaled_object
 from capacity.sim.cluster.startup import Pool, Startup
 from capacity.sim.events import EventQueue
@@ -19,17 +17,8 @@ from capacity.sim.fleet import Fleet, Phase
 from capacity.sim.simulator import SimConfig, simulate
 from capacity.workload.traces import load
 from contract.settings.autoscaling import ModelAutoscaling
+from tests.capacity.sim.toy import TOY
 
-TOY = EngineProfile(
-    "toy",
-    "toy",
-    "toy",
-    max_num_seqs=16,
-    max_num_batched_tokens=2048,
-    kv_cache_tokens=40_000,
-    max_model_len=4096,
-    cost=StepCost(step_s=0.02, seq_s=0.002, token_s=1e-4),
-)
 SPOT = Pool("gpu-spot", "spot", 100, 4, 0.5, 600.0)
 ON_DEMAND = Pool("gpu-on-demand", "on-demand", 10, 2, 1.0, 600.0)
 # node 60 s + image 60 s (warm after 120 s), weights 10 s, engine 20 s: 150 s cold, 30 s on a warm node
