@@ -250,27 +250,18 @@ def look_back_seconds(query: str) -> float:
     range plus its offset plus those of the subqueries around it (`predict_linear((sum(rate(
     m[1m])))[10m:1m], 300)` reads 11 minutes back; `rate(m[5m] offset 1d)` a day and 5 minutes)."""
     text = _blank_strings(query)
+    depths = _depths(text)
     subqueries: list[tuple[int, int, float]] = []  # (open paren, close paren, reach) of each subquery
     selectors: list[tuple[int, float]] = []  # (position, reach) of each range selector
     for match in _RANGE.finditer(text):
         reach = duration_seconds(match.group(1)) + (duration_seconds(match.group(3)) if match.group(3) else 0.0)
         close = len(text[: match.start()].rstrip()) - 1
         if match.group(2) is not None and close >= 0 and text[close] == ")":
-            opened = _opening_paren(text, close)
+            # Its opening paren: the last bracket before it opened at the same depth.
+            opened = max(i for i in range(close) if text[i] in "({[" and depths[i] == depths[close])
             subqueries.append((opened, close, reach))
         else:
             selectors.append((match.start(), reach))
     reaches = [reach + sum(r for lo, hi, r in subqueries if lo < at < hi) for at, reach in selectors]
     return max(reaches, default=0.0)
 
-
-def _opening_paren(text: str, close: int) -> int:
-    depth = 0
-    for i in range(close, -1, -1):
-        if text[i] in ")}]":
-            depth += 1
-        elif text[i] in "({[":
-            depth -= 1
-            if depth == 0:
-                return i
-    return -1

@@ -315,12 +315,31 @@ def test_every_signals_scaling_query_is_accepted() -> None:
         ("sum without (pod) (x)", False),
         ("histogram_quantile(0.9, sum by (le, pod) (rate(x_bucket[1m])))", False),
         ("sum(a) / b", False),
+        ("predict_linear((sum(rate(a[1m])))[10m:1m], 300) or vector(0)", True),
+        ("predict_linear((rate(a[1m]))[10m:1m], 300)", False),
     ],
 )
 def test_query_shape_decides_whether_one_series_is_returned(query: str, single: bool) -> None:
     from policies.platform_policies import promql
 
     assert promql.returns_single_series(query) is single
+
+
+@pytest.mark.parametrize(
+    ("query", "seconds"),
+    [
+        ("sum(vllm:kv_cache_usage_perc)", 0),
+        ('sum(rate(a{path="[9d]"}[5m] offset 1d))', 86_400 + 300),
+        ("predict_linear((sum(rate(a[1m])))[10m:1m], 300) or vector(0)", 600 + 60),
+        ("sum(rate(a[1m])) / sum(rate(b[2h] offset 1h))", 3 * 3600),
+    ],
+)
+def test_a_querys_look_back_is_its_farthest_range_with_offsets_and_enclosing_subqueries(
+    query: str, seconds: int
+) -> None:
+    from policies.platform_policies import promql
+
+    assert promql.look_back_seconds(query) == seconds
 
 
 # --- quantiles use Value ---------------------------------------------------------------------

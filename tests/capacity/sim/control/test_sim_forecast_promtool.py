@@ -9,15 +9,13 @@ step is moved on when `<=` its bound in 3.14 (`<` in 2.42; the bound here is off
 `linearRegression` (Kahan sums) and `runSubquery`'s step alignment are the same code in both."""
 
 import re
-import subprocess
 
 import numpy as np
 import pytest
-import yaml
 
 from capacity.sim.metric_store import CounterHistory, MetricStore
 from contract.signals import Query, Scope, Trend, Vllm
-from tests.rules.promtool import promtool
+from tests.rules.promtool import run_rule_tests
 
 SCRAPE = 15
 SAMPLES = 12 * 60  # three hours of 15 s scrapes
@@ -50,28 +48,13 @@ def promtool_got(pods: dict[str, np.ndarray], tmp_path) -> list[float]:
         }
         for pod, counts in pods.items()
     ]
-    spec = {
-        "rule_files": [],
-        "evaluation_interval": f"{SCRAPE}s",
-        "tests": [
-            {
-                "interval": f"{SCRAPE}s",
-                "input_series": input_series,
-                # Expect -1 so promtool prints what it got for every query.
-                "promql_expr_test": [
-                    {
-                        "expr": q.promql(SCOPE),
-                        "eval_time": f"{EVAL_AT:g}s",
-                        "exp_samples": [{"labels": "{}", "value": -1}],
-                    }
-                    for q in QUERIES
-                ],
-            }
-        ],
-    }
-    path = tmp_path / "test.yml"
-    path.write_text(yaml.safe_dump(spec))
-    out = subprocess.run([promtool(), "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    # Expect -1 so promtool prints what it got for every query.
+    expected = [
+        {"expr": q.promql(SCOPE), "eval_time": f"{EVAL_AT:g}s", "exp_samples": [{"labels": "{}", "value": -1}]}
+        for q in QUERIES
+    ]
+    test = {"interval": f"{SCRAPE}s", "input_series": input_series, "promql_expr_test": expected}
+    out = run_rule_tests([], [test], tmp_path, interval=f"{SCRAPE}s")
     got = [float(v) for v in re.findall(r"got: \{\} (\S+)", out.stdout + out.stderr)]
     assert len(got) == len(QUERIES), out.stdout + out.stderr
     return got
