@@ -267,8 +267,8 @@ class MetricStore:
         range_s, step_s, ahead_s = trend.range_seconds, trend.step_seconds, trend.ahead_seconds
 
         def predicted(t: float) -> float | None:
-            steps = subquery_steps(t, range_s, step_s)
-            for gone in [at for at in points if at < steps[0]] if steps else ():
+            steps = subquery_steps(t, range_s, step_s)  # never empty: a Trend's range exceeds its step
+            for gone in [at for at in points if at < steps[0]]:
                 del points[gone]
             for at in steps:
                 if at not in points:
