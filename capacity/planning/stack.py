@@ -15,7 +15,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Any
 
 import yaml
 
@@ -119,9 +119,9 @@ class StackModel:
 
     def with_policy_file(self, path: Path) -> StackModel:
         """The stack with a policy file laid over its autoscaling section (`overlay_policy`), after
-        the file's `config:` edits, if it has any (`read_policy_file`)."""
+        the file's `config:` edits, if it has any (`read_compared_file`)."""
         try:
-            section, edits = read_policy_file(path, with_edits=True)
+            section, edits = read_compared_file(path)
             edited = apply_config_set(self, edits) if edits else self
             return edited.with_policy(overlay_policy(edited.raw_autoscaling, section))
         except ValueError as error:
@@ -141,23 +141,21 @@ def _monitored(settings: StackSettings, name: str) -> MonitoredModel:
     return next(m for m in monitored_models(settings) if m.name == name)
 
 
-@overload
-def read_policy_file(path: Path) -> dict[str, Any]: ...
+def read_policy_file(path: Path) -> dict[str, Any]:
+    """An autoscaling section shaped like the stack's (`default:` and per-model blocks); a file
+    that still carries the `inference-platform:autoscaling:` key is accepted too. `config:` edits
+    are refused by name: only compare reads them (`read_compared_file`)."""
+    section, edits = read_compared_file(path)
+    if edits:
+        raise ValueError(f"policy file {path}: `config:` edits are read by compare only; give an autoscaling section")
+    return section
 
 
-@overload
-def read_policy_file(path: Path, with_edits: Literal[True]) -> tuple[dict[str, Any], list[ConfigEdit]]: ...
-
-
-def read_policy_file(path: Path, with_edits: bool = False) -> Any:
-    """An autoscaling section shaped like the stack's (`default:` and per-model blocks);
-    a file that still carries the `inference-platform:autoscaling:` key is accepted too.
-
-    With `with_edits`, also the file's other settings: a document of `autoscaling:` and `config:`,
-    the latter `pulumi config set --path` edits (path: value, under `inference-platform:`), so one
-    file can compare a policy with warm headroom or another startup
-    (`gpuCapacity.headroom.placeholders: 2`); (section, edits). A file read without `with_edits`
-    refuses `config:` by name."""
+def read_compared_file(path: Path) -> tuple[dict[str, Any], list[ConfigEdit]]:
+    """A policy file as compare reads it: (its autoscaling section, its `config:` edits). Beside
+    the section, a document of `autoscaling:` and `config:` may carry `pulumi config set --path`
+    edits (path: value, under `inference-platform:`), so one file can compare a policy with warm
+    headroom or another startup (`gpuCapacity.headroom.placeholders: 2`)."""
     try:
         document = yaml.safe_load(Path(path).read_text())
     except OSError as error:
@@ -170,10 +168,6 @@ def read_policy_file(path: Path, with_edits: bool = False) -> Any:
         raise ValueError(f"policy file {path}: expected a mapping like the stack's autoscaling section")
     edits: list[ConfigEdit] = []
     if "config" in document and set(document) <= {"config", "autoscaling"}:
-        if not with_edits:
-            raise ValueError(
-                f"policy file {path}: `config:` edits are read by compare only; give an autoscaling section"
-            )
         config = document["config"]
         if not isinstance(config, dict) or not all(isinstance(k, str) for k in config):
             raise ValueError(f"policy file {path}: `config:` must map setting paths to values")
@@ -182,7 +176,7 @@ def read_policy_file(path: Path, with_edits: bool = False) -> Any:
     for key in (AUTOSCALING_KEY, "autoscaling"):
         if set(document) == {key}:
             document = document[key]
-    return (document, edits) if with_edits else document
+    return document, edits
 
 
 def _stack_profile(name: str, model: ModelSettings, model_index: int | None) -> EngineProfile:
