@@ -264,4 +264,3 @@ def look_back_seconds(query: str) -> float:
             selectors.append((match.start(), reach))
     reaches = [reach + sum(r for lo, hi, r in subqueries if lo < at < hi) for at, reach in selectors]
     return max(reaches, default=0.0)
-
