@@ -10,25 +10,11 @@ from capacity.sim.cluster.startup import Pool, Startup
 from capacity.sim.simulator import FAILED, OK, REJECTED, SimConfig, Simulation, simulate
 from capacity.workload.traces import Trace, load
 from contract.settings.autoscaling import ModelAutoscaling
-from tests.capacity.sim.toy import TOY
+from tests.capacity.sim.toy import POLICY, STEP, TOY
 
 SPOT = Pool("gpu-spot", "spot", 100, 4, 0.5)
 ON_DEMAND = Pool("gpu-on-demand", "on-demand", 10, 2, 1.0)
 STARTUP = Startup((60, 60), (60, 60), 10.0, (20, 20))  # exactly 150 s
-POLICY = ModelAutoscaling.model_validate(
-    {
-        "minReplicas": 1,
-        "maxReplicas": 6,
-        "triggers": {"queueDepth": {"targetPerReplica": 2, "windowSeconds": 30}},
-        "behavior": {
-            "scaleDown": {
-                "stabilizationWindowSeconds": 60,
-                "policies": [{"type": "Pods", "value": 1, "periodSeconds": 30}],
-            }
-        },
-    }
-)
-STEP = "synthetic:step:base=0.5,peak=12,at=120,length=600,duration=1500,prompt=256,output=64"
 
 
 def config(**overrides):

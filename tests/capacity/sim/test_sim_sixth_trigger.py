@@ -11,10 +11,8 @@ from capacity.sim.simulator import SimConfig, simulate
 from capacity.workload.traces import load
 from contract.signals import Query, Vllm
 from contract.triggers import TRIGGERS, Trigger
-from tests.capacity.sim.toy import TOY
+from tests.capacity.sim.toy import STEP, TOY
 from tests.sixth_trigger import SIX, WAITING_NOW, SixTriggerAutoscaling
-
-STEP = "synthetic:step:base=0.5,peak=12,at=120,length=600,duration=1500,prompt=256,output=64"
 
 
 def only_the_sixth(**overrides) -> SixTriggerAutoscaling:

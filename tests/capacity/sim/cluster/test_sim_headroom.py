@@ -16,8 +16,7 @@ from capacity.sim.events import EventQueue
 from capacity.sim.fleet import Fleet, Phase
 from capacity.sim.simulator import SimConfig, simulate
 from capacity.workload.traces import load
-from contract.settings.autoscaling import ModelAutoscaling
-from tests.capacity.sim.toy import TOY
+from tests.capacity.sim.toy import POLICY, STEP, TOY
 
 SPOT = Pool("gpu-spot", "spot", 100, 4, 0.5, 600.0)
 ON_DEMAND = Pool("gpu-on-demand", "on-demand", 10, 2, 1.0, 600.0)
@@ -106,22 +105,6 @@ def test_a_replica_that_preempted_a_placeholder_serves_from_the_placeholders_nod
     (warm,) = held(f)
     f.set_replicas(2, 100.0)
     assert newest(f).node is warm and newest(f).phase == Phase.STARTING
-
-
-STEP = "synthetic:step:base=0.5,peak=12,at=120,length=600,duration=1500,prompt=256,output=64"
-POLICY = ModelAutoscaling.model_validate(
-    {
-        "minReplicas": 1,
-        "maxReplicas": 6,
-        "triggers": {"queueDepth": {"targetPerReplica": 2, "windowSeconds": 30}},
-        "behavior": {
-            "scaleDown": {
-                "stabilizationWindowSeconds": 60,
-                "policies": [{"type": "Pods", "value": 1, "periodSeconds": 30}],
-            }
-        },
-    }
-)
 
 
 def config(**overrides) -> SimConfig:
