@@ -3,7 +3,10 @@
 For every committed threshold of each model (the merged autoscaling policy's scalar leaves and
 the engine flags): what it is for, where it is set, the evidence comment above it in the stack
 file, and the simulated SLO attainment, cost and GPU-hours with the value halved and doubled (a
-boolean flipped) on the held-out part of the trace the evidence command names. A value the
+boolean flipped) on the traffic the evidence command's plan held out: the last days of a trace
+of days (`--holdout-days`), else the rest of the trace after its search fraction. Each part is
+scored as `plan` validated it (worst part's attainment, summed cost); the plan's extra
+`--validate-trace` traffic is not replayed. A value the
 program would refuse shows its one-line reason instead. A retune starts from these facts.
 """
 
@@ -24,11 +27,12 @@ from capacity.cli.progress import counted
 from capacity.cli.record import made_by, run_record
 from capacity.cli.stack_args import add_stack_arguments, stack_file
 from capacity.planning import sensitivity
+from capacity.planning.days import Part
 from capacity.planning.evidence import Evidence, Traffic, evidence, evidence_traffic, for_key, key_of
 from capacity.planning.html_report import HtmlFigure, HtmlTable, write_html
 from capacity.planning.plan import SEARCH_FRACTION
 from capacity.planning.report import SENSITIVITY_CAPTION, plot_sensitivity
-from capacity.planning.run import RunOptions, RunSummary
+from capacity.planning.run import CombinedSummary, RunOptions
 from capacity.planning.stack import StackModel, load_stack_model
 from capacity.tables import cell, keep_numbers_whole
 from capacity.tables import console as table_console
@@ -80,7 +84,7 @@ def _show(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _metrics(summary: RunSummary | None) -> dict[str, Any] | None:
+def _metrics(summary: CombinedSummary | None) -> dict[str, Any] | None:
     return None if summary is None else {k: getattr(summary, k) for k in METRICS}
 
 
@@ -96,7 +100,7 @@ def unchanged_note(policy: ModelAutoscaling, result: sensitivity.Explanation) ->
     if b.max_replicas_used >= policy.max_replicas:
         why = f"the committed fleet is pinned at its ceiling, maxReplicas {policy.max_replicas}"
     elif b.scale_events == 0:
-        why = f"the committed fleet never scaled: {b.initial_replicas} replicas (minReplicas {policy.min_replicas})"
+        why = f"the committed fleet never scaled: {b.max_replicas_used} replicas (minReplicas {policy.min_replicas})"
     else:
         return f"{len(same)} of {len(ran)} simulated variants give exactly the committed result"
     return (
@@ -106,7 +110,11 @@ def unchanged_note(policy: ModelAutoscaling, result: sensitivity.Explanation) ->
 
 
 def payload(
-    sm: StackModel, used: Traffic, result: sensitivity.Explanation, blocks: dict[str, Evidence]
+    sm: StackModel,
+    used: Traffic,
+    held: list[Part],
+    result: sensitivity.Explanation,
+    blocks: dict[str, Evidence],
 ) -> dict[str, Any]:
     """One model's explanation as the JSON output contract."""
     cited: dict[str, Evidence] = {}
@@ -148,9 +156,11 @@ def payload(
         "trace": used.spec,
         "rate_scale": used.rate_scale,
         "search_fraction": used.search_fraction,
+        "holdout_days": used.holdout_days,
         "seed": used.seed,
         "traffic_from_evidence_of": used.source,
-        "held_out_requests": result.baseline.requests,
+        "held_out": [p.label for p in held],
+        "held_out_requests": sum(len(p.scored.arrivals) for p in held),
         "committed": _metrics(result.baseline),
         "thresholds": rows,
         "evidence": {
@@ -172,10 +182,11 @@ def run(args: argparse.Namespace) -> int:
     for name in names:
         sm = first if name == first.model.name else load_stack_model(first.source.path, name, source=first.source)
         used = traffic(args, sm, blocks)
+        _, held = used.parts()
         options = RunOptions(seed=used.seed)
         with counted(f"explain {sm.model.name}", not args.json, "simulations") as progress:
-            result = sensitivity.explain(sm, used.trace, used.search_fraction, options, args.workers, progress)
-        out.append(payload(sm, used, result, blocks))
+            result = sensitivity.explain(sm, held, options, args.workers, progress)
+        out.append(payload(sm, used, held, result, blocks))
     # the traffic may come from each model's evidence command, not the flags
     record = run_record(
         args,
@@ -196,6 +207,11 @@ def run(args: argparse.Namespace) -> int:
         _print(out_console, first.stack, model, args.wide)
     out_console.print(f"{made_by(record)}\nreport: {html}", highlight=False, markup=False)
     return 0
+
+
+def held_out_words(model: dict[str, Any]) -> str:
+    """The parts explained, as the plan labels them ("<trace> day 5 of 5", "<trace> last 30%")."""
+    return ", ".join(model["held_out"])
 
 
 def _title(stack: str, model: dict[str, Any]) -> str:
@@ -233,7 +249,7 @@ def _html_parts(stack: str, out: list[dict[str, Any]], pngs: list[Path]) -> tupl
         caption = " ".join(
             [
                 f"committed: SLO attained {cell(c['slo_attainment'], '.1%')}, ${cell(c['cost_usd'], '.2f')}, "
-                f"{cell(c['gpu_hours'], '.2f')} GPU-h on the last {1 - model['search_fraction']:.0%} of {model['trace']}.",
+                f"{cell(c['gpu_hours'], '.2f')} GPU-h held out ({held_out_words(model)}).",
                 *model["notes"],
                 *cited,
             ]
@@ -285,8 +301,8 @@ def _print(console: Console, stack: str, model: dict[str, Any], wide: bool = Fal
         else ""
     )
     title = (
-        f"explain {stack}/{model['model']} ({model['profile']}): the last {1 - model['search_fraction']:.0%} of "
-        f"{model['trace']},{rate} {model['held_out_requests']} requests{whose}\n"
+        f"explain {stack}/{model['model']} ({model['profile']}): held out {held_out_words(model)},{rate} "
+        f"{model['held_out_requests']} requests{whose}\n"
         f"committed: SLO attained {cell(c['slo_attainment'], '.1%')}, ${cell(c['cost_usd'], '.2f')}, "
         f"{cell(c['gpu_hours'], '.2f')} GPU-h"
     )

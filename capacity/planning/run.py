@@ -434,13 +434,15 @@ def held_out_parts(
     held: Sequence[Part],
     options: RunOptions,
     feasible: Callable[[Trace], np.ndarray] | None = None,
+    oracle: bool = True,
 ) -> CombinedSummary:
     """The policy on each held-out part (a day, a time split's rest, a validation trace), scored
-    after its `scored_from` share of time (`held_out`), with the oracle's GPU-hours there; per part
-    (`days`) and together. `feasible(trace)`: the requests attainment is over (default: `held_out`'s)."""
+    after its `scored_from` share of time (`held_out`), with the oracle's GPU-hours there unless
+    `oracle=False`; per part (`days`) and together. `feasible(trace)`: the requests attainment is
+    over (default: `held_out`'s)."""
     summaries = [
-        held_out(sm, p.trace, p.scored_from, options, feasible=feasible(p.trace) if feasible else None) for p in held
+        held_out(sm, p.trace, p.scored_from, options, oracle, feasible(p.trace) if feasible else None) for p in held
     ]
     tokens = sum(float(p.scored.output_tokens.sum()) for p in held)
     summary = combined(summaries, tokens, sm.profile.step_time_scale, [p.label for p in held])
-    return summary.with_oracle(sum(s.oracle_gpu_hours or 0.0 for s in summaries))
+    return summary.with_oracle(sum(s.oracle_gpu_hours or 0.0 for s in summaries)) if oracle else summary

@@ -1,5 +1,6 @@
-"""What each committed threshold of a model does: the stack's policy simulated on the held-out
-part of a trace, then every threshold at half and double its value (a boolean flipped), each
+"""What each committed threshold of a model does: the stack's policy simulated on the traffic its
+plan held out (the last days of a trace of days, else the rest after the search's time split),
+then every threshold at half and double its value (a boolean flipped), each
 edit applied as `pulumi config set --path` would and validated as a deploy would be.
 
 A threshold is a scalar leaf of the model's merged autoscaling policy (not the SLO, which the
@@ -13,17 +14,17 @@ planner derives a candidate's; a measured profile's flags are not varied.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from capacity.planning.days import Part
 from capacity.planning.evaluator import Candidate, Evaluated, evaluate, evaluators
-from capacity.planning.run import RunOptions, RunSummary, held_out
+from capacity.planning.run import CombinedSummary, RunOptions, held_out_parts
 from capacity.planning.stack import StackModel, apply_config_set, model_index, scope_sets, with_engine_flags
-from capacity.workload.traces import Trace
 from contract.triggers import TRIGGERS, enabled_triggers
 
 # The vLLM flags that decide a replica's capacity envelope (the ones the planner searches).
@@ -60,13 +61,13 @@ class Outcome:
     """A variant's held-out summary, or the one line saying why there is none."""
 
     variant: Variant
-    summary: RunSummary | None
+    summary: CombinedSummary | None
     reason: str | None
 
 
 @dataclass(frozen=True)
 class Explanation:
-    baseline: RunSummary
+    baseline: CombinedSummary
     rows: list[tuple[Threshold, list[Outcome]]]
     engine_refusal: str | None  # why the engine flags' variants did not run (engine_refusal)
 
@@ -186,12 +187,12 @@ def engine_refusal(sm: StackModel) -> str | None:
 
 @dataclass(frozen=True)
 class ExplainJob:
-    """A variant's edits on the stack, simulated on the held-out part. An engine flag's variant
-    runs on the profile re-derived with it, unless `engine_reason` says it cannot be."""
+    """A variant's edits on the stack, simulated on the held-out parts (each day, or the time
+    split's rest, as the plan validated on them). An engine flag's variant runs on the profile
+    re-derived with it, unless `engine_reason` says it cannot be."""
 
     sm: StackModel
-    trace: Trace
-    fraction: float
+    held: tuple[Part, ...]
     options: RunOptions
     engine_reason: str | None = None
 
@@ -205,41 +206,37 @@ class ExplainJob:
             raise ValueError(self.engine_reason)
         return apply_config_set(self.sm, candidate.edits)  # re-derives a physics profile's flags
 
-    def score(self, deployed: StackModel) -> RunSummary:
-        return held_out(deployed, self.trace, self.fraction, self.options, oracle=False)
+    def score(self, deployed: StackModel) -> CombinedSummary:
+        return held_out_parts(deployed, self.held, self.options, oracle=False)
 
 
 def outcome(
     sm: StackModel,
     variant: Variant,
-    trace: Trace,
-    fraction: float,
+    held: Sequence[Part],
     options: RunOptions,
     engine_reason: str | None = None,
 ) -> Outcome:
-    """One variant deployed (or why not) and simulated on the held-out part, in this process."""
-    done = evaluate(ExplainJob(sm, trace, fraction, options, engine_reason), Candidate(variant.edits))
+    """One variant deployed (or why not) and simulated on the held-out parts, in this process."""
+    done = evaluate(ExplainJob(sm, tuple(held), options, engine_reason), Candidate(variant.edits))
     return Outcome(variant, done.summary, done.refused)
 
 
 def explain(
     sm: StackModel,
-    trace: Trace,
-    fraction: float,
+    held: Sequence[Part],
     options: RunOptions,
     workers: int,
     progress: Callable[[int, int], None] | None = None,
 ) -> Explanation:
-    """The baseline and every threshold's variants on the held-out part, over `workers`
+    """The baseline and every threshold's variants on the held-out parts, over `workers`
     processes; `progress(done, total)` after each run."""
     rows = [(t, variants(sm, t)) for t in thresholds(sm)]
     simulated = [v for t, vs in rows for v in vs if v.value != t.value]
     candidates = [Candidate(()), *(Candidate(v.edits) for v in simulated)]  # the baseline first
     refusal = engine_refusal(sm)
-    results: list[Evaluated[RunSummary]] = []
-    with evaluators(
-        ExplainJob(sm, trace, fraction, options, refusal), max(1, min(workers, len(candidates)))
-    ) as evaluator:
+    results: list[Evaluated[CombinedSummary]] = []
+    with evaluators(ExplainJob(sm, tuple(held), options, refusal), max(1, min(workers, len(candidates)))) as evaluator:
         for done in evaluator.map(candidates):
             results.append(done)
             if progress:

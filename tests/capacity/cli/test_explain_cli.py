@@ -13,6 +13,7 @@ from capacity.__main__ import main
 from capacity.cli.explain import unchanged_note
 from capacity.planning import sensitivity
 from capacity.planning.stack import load_stack_model
+from capacity.workload import traces
 from contract.settings.autoscaling import ModelAutoscaling
 from tests.html_page import Report, embeds
 from tests.summaries import RUN
@@ -82,7 +83,7 @@ def explain_table(capsys, tmp_path, *extra: str) -> str:
 
 def test_the_table_names_each_threshold_and_the_committed_result(capsys, tmp_path):
     out = explain_table(capsys, tmp_path, "--wide")
-    assert "explain dev/qwen25-1p5b (8gb-qwen2.5-1.5b): the last 30% of" in out
+    assert "explain dev/qwen25-1p5b (8gb-qwen2.5-1.5b): held out synthetic:step last 30%," in out
     assert "committed: SLO attained" in out
     assert "triggers.queueDepth.targetPerReplica" in out and "built-in default" in out
     assert "engine flags not varied: engine profile 8gb-qwen2.5-1.5b" in out
@@ -179,3 +180,16 @@ def test_an_html_path_in_a_missing_directory_is_one_line(capsys):
     assert main(["explain", "--stack", "dev", "--trace", TRACE, "--html", "/nonexistent/e.html"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--html /nonexistent/e.html: directory /nonexistent does not exist" in err
+
+
+DAYS = "synthetic:diurnal:mean=0.02,amplitude=0.5,period=86400,duration=172800,prompt=256,output=64,seed=1"
+
+
+def test_a_trace_of_days_is_explained_on_its_held_out_day_as_the_plan_validated(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)
+    every = sensitivity.thresholds  # one threshold keeps it to three simulated days
+    monkeypatch.setattr(sensitivity, "thresholds", lambda sm: [t for t in every(sm) if t.name == "minReplicas"])
+    (model,) = explain(capsys, tmp_path, "--stack", "dev", "--trace", DAYS, "--rate-scale", "1")["models"]
+    day_two = traces.load(DAYS).window(86_400.0, float("inf"))
+    assert model["held_out"] == ["synthetic:diurnal day 2 of 2"]
+    assert model["held_out_requests"] == len(day_two.arrivals)

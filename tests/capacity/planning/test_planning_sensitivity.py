@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from capacity.planning import sensitivity
-from capacity.planning.run import RunOptions, held_out
+from capacity.planning.days import plan_parts
+from capacity.planning.run import RunOptions, held_out_parts
 from capacity.planning.stack import apply_config_set, load_stack_model
 from capacity.workload import traces
 from contract.settings.config_path import ConfigRemove
@@ -106,7 +107,7 @@ def test_a_physics_profile_varies_its_flags():
 
 @pytest.fixture(scope="module")
 def explained(dev):
-    return sensitivity.explain(dev, traces.load(TRACE), 0.5, RunOptions(), workers=2)
+    return sensitivity.explain(dev, plan_parts(traces.load(TRACE), 1, 0.5)[1], RunOptions(), workers=2)
 
 
 def outcomes(explained, name: str) -> list[sensitivity.Outcome]:
@@ -143,7 +144,8 @@ def test_an_engine_flag_variant_runs_on_the_profile_rederived_with_it():
     seven = load_stack_model("prod", "qwen25-7b-awq", root=ROOT)  # a physics profile
     busy = traces.load("synthetic:step:base=4,peak=16,at=200,length=300,duration=700,prompt=1024,output=256")
     half, _ = sensitivity.variants(seven, threshold(seven, "engine.maxNumSeqs"))  # half the sequences per replica
-    run = sensitivity.outcome(seven, half, busy, 0.3, RunOptions())
+    held = plan_parts(busy, 1, 0.3)[1]
+    run = sensitivity.outcome(seven, half, held, RunOptions())
     assert run.reason is None
     assert apply_config_set(seven, half.edits).profile.max_num_seqs == seven.model.engine.max_num_seqs // 2
-    assert run.summary != held_out(seven, busy, 0.3, RunOptions(), oracle=False)
+    assert run.summary != held_out_parts(seven, held, RunOptions(), oracle=False)
