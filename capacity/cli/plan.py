@@ -448,12 +448,20 @@ def run(args: argparse.Namespace) -> int:
     best = result.best
     meets = best is not None and plan.meets(best, args.slo_attainment)
     validation = plan.validate(sm, best, result.types, held, options) if best else None
+    static = (
+        plan.cheapest_static(
+            sm, best, result.types, held, args.slo_attainment, options, validation.oracle_gpu_hours or 0.0
+        )
+        if meets and best is not None and validation is not None
+        else None
+    )
     within = error_band.band(sm, result, searched, options, args.workers)
     payload: dict[str, Any] = {
         "gpu": best.params["gpu"] if best else None,
         "search": best.summary.as_dict() if best else None,  # type: ignore[union-attr]  # a winner exists on this path: best is set and ran
         "validation": validation.as_dict() if validation else None,
         "committed": _committed(sm, result, validation, held, options),
+        "static": static.as_dict() if static else None,
         "frontier": [{"gpu": t.params["gpu"], **t.summary.as_dict(), "params": dict(t.params)} for t in front],  # type: ignore[union-attr]  # a winner exists on this path: best is set and ran
         "gpu_types": [row.as_dict() for row in plan.per_gpu_type(result)],
         "config_set": [],
@@ -471,6 +479,8 @@ def run(args: argparse.Namespace) -> int:
         "resumed_trials": result.resumed,
         "notes": [],
     }
+    if static:
+        payload["notes"].append(plan.static_note(payload["static"], payload["validation"], args.slo_attainment))
     if within:
         payload["notes"].append(band_note(payload["band"], within.trust.basis, args.slo_attainment))
     unservable = plan.unservable_note(sm, best, args.slo_attainment) if best else None
@@ -600,11 +610,25 @@ def evidence_block(payload: dict[str, Any], profile: str) -> list[str]:
         f"{v['slo_attainment']:.2%}, {v['gpu_hours']:.2f} GPU-h ({v['oracle_ratio']}x the oracle's "
         f"{v['oracle_gpu_hours']}), ${v['cost_usd']:.2f};{per_day_words(v)} search "
         f"({', '.join(d['label'] for d in s['days'])}): {s['slo_attainment']:.2%}, {s['gpu_hours']:.2f} GPU-h, "
-        f"${s['cost_usd']:.2f}. Target: {payload['target']:.2%}. Written by plan --write."
+        f"${s['cost_usd']:.2f}. Target: {payload['target']:.2%}.{static_words(payload)} Written by plan --write."
     )
     rules = [n for n in payload["notes"] if n.startswith("maxReplicas ")]
     head = f"Evidence: planned {payload['run']['date'][:10]} on engine profile {profile}"
     return [head, evidence_command(payload), *textwrap.wrap(" ".join([numbers, *rules]), 100)]
+
+
+def static_words(payload: dict[str, Any]) -> str:
+    """The evidence's sentence on the static fleet the winner must not lose to ("" when none ran)."""
+    static = payload.get("static")
+    if not static:
+        return ""
+    v = static["validation"]
+    if static["replicas"] is None:
+        return f" No static fleet within the pools' {static['pools_replicas']} replicas meets it held out."
+    return (
+        f" Static: {static['replicas']} replicas, the fewest meeting it held out (in hindsight), "
+        f"{v['slo_attainment']:.2%} at ${v['cost_usd']:.2f}."
+    )
 
 
 def per_day_words(summary: dict[str, Any]) -> str:
@@ -839,7 +863,10 @@ WINNER_HEADERS = (
     "GPU-h (held out)",
     "x oracle",
 )
-WINNER_TITLE = "the winner beside the committed policy (the first candidate of its GPU type's study)"
+WINNER_TITLE = (
+    "the winner beside the committed policy (the first candidate of its GPU type's study) and the fewest static "
+    "replicas meeting the target held out (found in hindsight; never searched)"
+)
 
 
 def _winner_rows(payload: dict[str, Any]) -> list[list[str]]:
@@ -852,6 +879,21 @@ def _winner_rows(payload: dict[str, Any]) -> list[list[str]]:
         rows.append(["committed (stack)", committed["gpu"], f"refused: {committed['refused']}", *[""] * 5])
     elif committed:
         rows.append(_outcome_row("committed (stack)", committed["gpu"], committed["search"], committed["validation"]))
+    if static := payload.get("static"):
+        held = static["validation"]
+        label = f"static {static['replicas']}" if static["replicas"] else f"static {static['pools_replicas']} (misses)"
+        rows.append(
+            [
+                label,
+                payload["gpu"],
+                "-",
+                "-",
+                cell(held["slo_attainment"], ".1%"),
+                cell(held["cost_usd"], ".2f"),
+                cell(held["gpu_hours"], ".2f"),
+                cell(held["oracle_ratio"], ".2f"),
+            ]
+        )
     return rows
 
 

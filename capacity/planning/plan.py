@@ -58,6 +58,7 @@ from capacity.planning.run import (
     RunSummary,
     combined,
     feasible_requests,
+    held_out,
     held_out_parts,
     per_trace,
     run_oracle,
@@ -1042,6 +1043,78 @@ def validate(
     validation trace) scored after its `scored_from` share of time, with the oracle's GPU-hours
     there; per part (`days`) and together."""
     return held_out_parts(deploy(sm, best.candidate, types), held, options, lambda t: servable(sm, t, types))
+
+
+@dataclass(frozen=True)
+class StaticFleet:
+    """What a plan that scales must beat: the fewest warm replicas of the winner's deployment,
+    never scaled, that meet the target on the held-out traffic, found in hindsight (with the
+    traffic known, which no policy planned ahead has), with their held-out numbers; `replicas`
+    None when even the pools' whole fleet (`budget`) misses, `summary` then that fleet's."""
+
+    replicas: int | None
+    budget: int
+    summary: CombinedSummary
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"replicas": self.replicas, "pools_replicas": self.budget, "validation": self.summary.as_dict()}
+
+
+def cheapest_static(
+    sm: StackModel,
+    best: Trial,
+    types: dict[str, GpuType],
+    held: Sequence[Part],
+    target: float,
+    options: RunOptions,
+    oracle_gpu_hours: float,
+) -> StaticFleet:
+    """The winner's deployment as a static fleet on the held-out parts, bisected over 1 to the
+    replicas its pools hold for the fewest whose worst part meets `target` (the planner's bar).
+    It assumes attainment does not fall as the fleet grows (more idle replicas under the same
+    router); a count is dropped at its first part that misses. The oracle's GPU-hours are the
+    winner's validation's: the same traffic, feasibility and objective."""
+    deployed = deploy(sm, best.candidate, types)
+    budget = deployed.pool_replicas
+
+    def feasible(trace: Trace) -> np.ndarray:
+        return servable(sm, trace, types)
+
+    def meets_with(replicas: int) -> bool:
+        return all(
+            held_out(deployed, p.trace, p.scored_from, options, False, feasible(p.trace), replicas).slo_attainment
+            >= target
+            for p in held
+        )
+
+    found: int | None = None
+    if meets_with(budget):
+        missing, found = 0, budget  # a fleet of `missing` misses (none serves nothing), `found` meets
+        while found - missing > 1:
+            middle = (missing + found) // 2
+            missing, found = (missing, middle) if meets_with(middle) else (middle, found)
+    shown = budget if found is None else found
+    summary = held_out_parts(deployed, held, options, feasible, oracle=False, static=shown)
+    return StaticFleet(found, budget, summary.with_oracle(oracle_gpu_hours))
+
+
+def static_note(static: dict[str, Any], validation: dict[str, Any], target: float) -> str:
+    """The plan's line on the static fleet beside the winner, on the held-out traffic."""
+    v = static["validation"]
+    if static["replicas"] is None:
+        return (
+            f"no static fleet within the pools' {static['pools_replicas']} replicas meets {target:.1%} on the "
+            f"held-out traffic (all of them attain {v['slo_attainment']:.2%})"
+        )
+    words = (
+        f"the fewest static replicas meeting {target:.1%} on the held-out traffic, found in hindsight, are "
+        f"{static['replicas']}: {v['slo_attainment']:.2%} at ${v['cost_usd']:.2f} ({v['gpu_hours']:.2f} GPU-h, "
+        f"{v['oracle_ratio']}x the oracle)"
+    )
+    if validation["cost_usd"] > v["cost_usd"]:
+        return f"warning: {words}, less than the winner's ${validation['cost_usd']:.2f}: scaling does not pay here"
+    share = validation["cost_usd"] / v["cost_usd"] if v["cost_usd"] else 1.0
+    return f"{words}; the winner costs {share:.2f}x that"
 
 
 def cache_value(

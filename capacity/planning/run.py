@@ -415,15 +415,19 @@ def held_out(
     options: RunOptions,
     oracle: bool = True,
     feasible: np.ndarray | None = None,
+    static: int | None = None,
 ) -> RunSummary:
     """The policy's summary on the part of `trace` after its first `fraction` of time, with the
     oracle's GPU-hours on that part. The policy runs the whole trace, as a deployed policy would,
     and only the held-out part is scored and billed: its fleet at the cut is the one the policy
     built on the traffic before (a replay of the part alone would start it cold or guessed).
     `oracle=False` leaves the oracle's fields None (it costs more than the run). `feasible`: the
-    requests of `trace` the attainment is over (default: those some fleet of `sm` serves)."""
+    requests of `trace` the attainment is over (default: those some fleet of `sm` serves).
+    `static`: a fixed fleet of that many warm replicas instead of the policy (`run_static`)."""
     cut = trace.duration * fraction
-    run = run_policy(sm, trace, warmed(sm, trace, options))
+    run = (
+        run_policy(sm, trace, warmed(sm, trace, options)) if static is None else run_static(sm, trace, static, options)
+    )
     tail, keep = since(run, cut, trace.duration)
     summary = summarize(tail, sm, (feasible_requests(sm, trace) if feasible is None else feasible)[keep])
     return summary.with_oracle(run_oracle(sm, trace.window(cut, math.inf), options).gpu_hours) if oracle else summary
@@ -435,13 +439,15 @@ def held_out_parts(
     options: RunOptions,
     feasible: Callable[[Trace], np.ndarray] | None = None,
     oracle: bool = True,
+    static: int | None = None,
 ) -> CombinedSummary:
-    """The policy on each held-out part (a day, a time split's rest, a validation trace), scored
-    after its `scored_from` share of time (`held_out`), with the oracle's GPU-hours there unless
-    `oracle=False`; per part (`days`) and together. `feasible(trace)`: the requests attainment is
-    over (default: `held_out`'s)."""
+    """The policy (or a `static` fleet) on each held-out part (a day, a time split's rest, a
+    validation trace), scored after its `scored_from` share of time (`held_out`), with the oracle's
+    GPU-hours there unless `oracle=False`; per part (`days`) and together. `feasible(trace)`: the
+    requests attainment is over (default: `held_out`'s)."""
     summaries = [
-        held_out(sm, p.trace, p.scored_from, options, oracle, feasible(p.trace) if feasible else None) for p in held
+        held_out(sm, p.trace, p.scored_from, options, oracle, feasible(p.trace) if feasible else None, static)
+        for p in held
     ]
     tokens = sum(float(p.scored.output_tokens.sum()) for p in held)
     summary = combined(summaries, tokens, sm.profile.step_time_scale, [p.label for p in held])

@@ -489,3 +489,23 @@ def test_the_evidence_names_the_held_out_days_and_each_day_in_a_form_the_audit_r
     assert recorded is not None and recorded.gpu_hours == pytest.approx(
         planned_on_days["validation"]["gpu_hours"], abs=0.01
     )
+
+
+def test_the_plan_shows_the_fewest_static_replicas_meeting_the_target_beside_the_winner(planned_on_days):
+    static = planned_on_days["static"]
+    assert static["replicas"] is not None and static["replicas"] <= static["pools_replicas"]
+    assert [d["label"] for d in static["validation"]["days"]] == [
+        d["label"] for d in planned_on_days["validation"]["days"]
+    ]
+    said = f"the fewest static replicas meeting {planned_on_days['target']:.1%} on the held-out traffic"
+    assert any(said in note for note in planned_on_days["notes"])
+
+
+def test_the_static_fleet_is_a_row_of_the_winners_table(planned_on_days):
+    report = Report(Path(planned_on_days["html_report"]))
+    assert f"static {planned_on_days['static']['replicas']}" in report.cells
+
+
+def test_the_evidence_records_the_static_fleet_the_winner_was_weighed_against(planned_on_days):
+    block = " ".join(evidence_block(planned_on_days, "l4-qwen2.5-1.5b"))
+    assert f"Static: {planned_on_days['static']['replicas']} replicas, the fewest meeting it held out" in block
