@@ -36,3 +36,26 @@ def test_the_evidence_replan_refuses_a_model_it_does_not_audit_by_name(capsys):
     assert stop.value.code == 2
     err = capsys.readouterr().err
     assert "--only prod/no-such-model: not one of dev/qwen25-1p5b, prod/qwen25-14b-awq, prod/qwen25-7b-awq" in err
+
+
+def test_the_plan_speed_benchmarks_command_is_one_the_plan_accepts():
+    from capacity.__main__ import build_parser
+
+    speed = _benchmark("plan_speed")
+    command = speed.plan_command(150, 2, "postgresql+psycopg://u@127.0.0.1:5432/optuna")
+    args = build_parser("plan").parse_args(command[3:])  # after `python -m capacity`
+    assert (args.trials, args.workers, args.holdout_days, args.gpu) == (150, 2, 1, ["a10g"])
+
+
+def test_the_plan_speed_benchmark_says_when_runs_chose_different_winners():
+    speed = _benchmark("plan_speed")
+    held = {"slo_attainment": 0.9912, "cost_usd": 160.0}
+    runs = [
+        {"workers": 1, "winner_params": {"a": 1}, "held_out": held},
+        {"workers": 2, "winner_params": {"a": 2}, "held_out": held},
+    ]
+    assert (
+        speed.relation(runs)
+        == "different winners: 1 worker(s): held out 99.12% at $160.00; 2 worker(s): held out 99.12% at $160.00"
+    )
+    assert speed.relation([runs[0], runs[0]]) == "every run chose the same winner"
