@@ -1,8 +1,6 @@
 """`python -m capacity plan` end to end on short traces: the JSON output contract, a seed that
 fixes the plan, commands the stack accepts, and the binding limit when nothing meets the target."""
 
-import contextlib
-import io
 import json
 import os
 import signal
@@ -19,7 +17,6 @@ import pytest
 from capacity.__main__ import main
 from capacity.cli.plan import (
     BAND_HEADERS,
-    evidence_block,
     refused_candidates,
     refused_lines,
     shown_commands,
@@ -27,7 +24,6 @@ from capacity.cli.plan import (
 )
 from capacity.planning import journal
 from capacity.planning.evaluator import Candidate, Evaluated
-from capacity.planning.evidence import Evidence
 from capacity.planning.html_report import write_html
 from capacity.planning.stack import apply_config_set, load_stack_model
 from contract.settings.config_path import ConfigRemove
@@ -437,75 +433,3 @@ def test_the_text_output_lists_refused_candidates_by_reason():
         "  2 x maxReplicas (44 GPUs) must fit the gpuLimit of pools",
         "  1 x engine profile: weights do not fit",
     ]
-
-
-# --- days: searched on the first, validated on the last, each reported -----------------------
-
-DAYS = "synthetic:diurnal:mean=0.02,amplitude=0.8,duration=345600,prompt=256,output=64"  # four quiet days
-
-
-@pytest.fixture(scope="module")
-def planned_on_days(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("days")
-    args = ["plan", "--stack", "dev", "--gpu", "l4", "--trace", DAYS, "--validate-trace", STEP, "--trials", "2"]
-    args += ["--workers", "1", "--json", "--png", str(tmp / "f.png")]
-    cwd = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        out = _captured_json(args)
-    finally:
-        os.chdir(cwd)
-    return out
-
-
-def _captured_json(args: list[str]) -> dict:
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        assert main(args) == 0
-    return json.loads(buffer.getvalue())
-
-
-def test_a_four_day_trace_is_searched_on_two_days_after_its_history_and_validated_on_the_last_and_the_extra_trace(
-    planned_on_days,
-):
-    search, validation = planned_on_days["search"], planned_on_days["validation"]
-    assert [d["label"] for d in search["days"]] == ["synthetic:diurnal day 2 of 4", "synthetic:diurnal day 3 of 4"]
-    assert [d["label"] for d in validation["days"]] == ["synthetic:diurnal day 4 of 4", "synthetic:step"]
-    assert all("oracle_ratio" in d for d in validation["days"])  # held out: beside the oracle, day by day
-
-
-def test_the_worst_day_is_the_one_of_lowest_attainment_and_sets_the_summarys(planned_on_days):
-    validation = planned_on_days["validation"]
-    worst = min(validation["days"], key=lambda d: d["slo_attainment"])
-    assert validation["worst_day"]["slo_attainment"] == worst["slo_attainment"] == validation["slo_attainment"]
-    assert validation["costliest_day"]["cost_usd"] == max(d["cost_usd"] for d in validation["days"])
-
-
-def test_the_evidence_names_the_held_out_days_and_each_day_in_a_form_the_audit_reads(planned_on_days):
-    block = "\n".join(evidence_block(planned_on_days, "l4-qwen2.5-1.5b"))
-    assert "validation (synthetic:diurnal day 4 of 4, synthetic:step, never searched)" in block.replace("\n", " ")
-    assert "worst day" in block and "per day:" in block
-    recorded = Evidence(block, None, None, None).held_out()
-    assert recorded is not None and recorded.gpu_hours == pytest.approx(
-        planned_on_days["validation"]["gpu_hours"], abs=0.01
-    )
-
-
-def test_the_plan_shows_the_fewest_static_replicas_meeting_the_target_beside_the_winner(planned_on_days):
-    static = planned_on_days["static"]
-    assert static["replicas"] is not None and static["replicas"] <= static["pools_replicas"]
-    assert [d["label"] for d in static["validation"]["days"]] == [
-        d["label"] for d in planned_on_days["validation"]["days"]
-    ]
-    said = f"the fewest static replicas meeting {planned_on_days['target']:.1%} on the held-out traffic"
-    assert any(said in note for note in planned_on_days["notes"])
-
-
-def test_the_static_fleet_is_a_row_of_the_winners_table(planned_on_days):
-    report = Report(Path(planned_on_days["html_report"]))
-    assert f"static {planned_on_days['static']['replicas']}" in report.cells
-
-
-def test_the_evidence_records_the_static_fleet_the_winner_was_weighed_against(planned_on_days):
-    block = " ".join(evidence_block(planned_on_days, "l4-qwen2.5-1.5b"))
-    assert f"Static: {planned_on_days['static']['replicas']} replicas, the fewest meeting it held out" in block

@@ -34,6 +34,8 @@ from capacity.workload.traces import load as load_trace
 from tests.capacity.conftest import CALIBRATION_CSV, REPO
 from tests.docs.pages import capacity_command, read
 
+pytestmark = pytest.mark.xdist_group("profile-cli")  # its module fixtures are built once, by one worker
+
 NAME = "a10g-r1-14b-awq-measured"
 PAGE = "tasks/sweep-and-profile.md"  # where the profile command and its numbers are documented
 SHAPE = {"prompt_tokens": 1024, "output_tokens": 128}  # the calibration README's
