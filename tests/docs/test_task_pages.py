@@ -12,7 +12,7 @@ from capacity.__main__ import main
 from components.gateway import objects as gateway
 from components.gateway import tls
 from contract.settings.stack_file import load_stack
-from tests.docs.pages import REPO, blocks, capacity_command, joined, read
+from tests.docs.pages import REPO, blocks, capacity_command, joined, quoted, read
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
@@ -66,3 +66,12 @@ def test_the_pages_candidate_policy_is_the_file_it_shows():
     )
     assert yaml.safe_load(shown.text) == yaml.safe_load((REPO / "docs/examples/candidate-policy.yaml").read_text())
     assert "candidate-policy.yaml" in read("tasks/simulate-and-compare.md")
+
+
+def test_the_capacity_loop_quotes_the_committed_evidence():
+    """Step 2's held-out numbers are the `# Evidence` that `plan --write` put above prod's 14B block
+    (the plan takes 8 minutes; tests/test_evidence.py re-checks the evidence against the policy)."""
+    evidence = {line.strip().lstrip("#").strip() for line in (REPO / "Pulumi.prod.yaml").read_text().splitlines()}
+    (quote,) = quoted("tasks/capacity-loop.md", "test_the_capacity_loop_quotes_the_committed_evidence")
+    assert [line for line in quote.splitlines() if line.strip() not in evidence] == []
+    assert "held day 5 at 1.07x but the 10x day at 1.99x" in (REPO / "Pulumi.prod.yaml").read_text()

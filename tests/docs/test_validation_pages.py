@@ -3,6 +3,9 @@ recomputed, the rest read from the file the benchmark writes (each page names th
 
 from __future__ import annotations
 
+import shlex
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -11,7 +14,7 @@ import yaml
 from capacity.engine.fit import all_points, load_scenarios, read_sweep, scenario_points, summary
 from capacity.engine.profiles import CALIBRATED
 from capacity.engine.trust import ACCURACY_FILE
-from tests.docs.pages import REPO, quoted, read, table_row
+from tests.docs.pages import REPO, blocks, quoted, read, table_row
 
 CALIBRATION = REPO.parent / "shared" / "calibration"
 SWEEP = CALIBRATION / "a10g-deepseek-r1-14b-awq-concurrency.csv"
@@ -65,3 +68,15 @@ def test_the_engine_accuracy_table_is_the_benchmarks(accuracy):
     assert f"({accuracy['validation']['within_25']:.0%} of its points within 25%)" in read(
         "validation/engine-accuracy.md"
     )
+
+
+def test_the_prefix_cache_page_quotes_what_the_benchmark_prints():
+    page = "validation/prefix-cache.md"
+    (command,) = [b.text for b in blocks(page) if b.is_shell]
+    words = shlex.split(command)
+    assert words[:2] == [".venv/bin/python", "benchmarks/prefix_cache.py"]
+    run = subprocess.run(
+        [sys.executable, *words[1:]], cwd=REPO, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert run.returncode == 0, run.stderr
+    assert quoted(page, "test_the_prefix_cache_page_quotes_what_the_benchmark_prints") == [run.stdout.rstrip("\n")]

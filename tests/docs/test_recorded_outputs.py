@@ -1,0 +1,56 @@
+"""Outputs of commands too slow for a suite run (from 20 s to minutes of CPU) are quoted from what the
+command printed, committed under docs/examples/outputs/: `COMMAND > docs/examples/outputs/NAME.txt`
+(the command as the page shows it) regenerates a file, and the page's quote must then follow it.
+Each file's `made by:` line is the page's command, so a file of another run cannot stand in for it;
+every line a page quotes under `<!-- output: ...::<test> -->` is a line of that file."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+from tests.docs.pages import REPO, blocks, joined, quoted
+
+OUTPUTS = REPO / "docs" / "examples" / "outputs"
+
+
+def recorded(name: str) -> str:
+    return (OUTPUTS / f"{name}.txt").read_text()
+
+
+def made_by(text: str) -> str:
+    """The command a capacity output says made it (`made by: python -m capacity ... (seed S, DATE)`),
+    without whitespace: the tables fold it at their width, inside a long word too."""
+    found = re.search(r"^made by: (.+?) \(seed \d+, [^)]+\)$", text, re.M | re.S)
+    assert found, "no `made by:` line"
+    return "".join(found[1].split())
+
+
+def shown(page: str, command: str) -> str:
+    """A page's command (the first line of its shell blocks running `command`), its variables set by
+    the page's own assignments and expanded by bash as a user's shell would; without whitespace."""
+    lines = [line for b in blocks(page) if b.is_shell for line in joined(b.text)]
+    assignments = [line.strip() for line in lines if re.match(r"^\s*[A-Z]+=", line)]
+    (line,) = [line for line in lines if f" -m capacity {command} " in line][:1]
+    words = line.split(" -m capacity ", 1)[1]
+    script = "\n".join([*assignments, f"printf '%s ' python -m capacity {words}"])
+    run = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=10, check=True)
+    return "".join(run.stdout.split())
+
+
+def lines_not_in(output: str, quotes: list[str]) -> list[str]:
+    """The quoted lines the output does not print (trailing blanks aside: rich pads its tables)."""
+    printed = {line.rstrip() for line in output.splitlines()}
+    return [line for quote in quotes for line in quote.splitlines() if line.rstrip() not in printed]
+
+
+def test_the_planners_band_is_what_plan_printed():
+    page, output = "concepts/planner.md", recorded("plan-dev-band")
+    assert made_by(output) == shown(page, "plan")
+    assert lines_not_in(output, quoted(page, "test_the_planners_band_is_what_plan_printed")) == []
+
+
+def test_the_schedule_page_quotes_what_schedule_printed():
+    page, output = "tasks/schedule.md", recorded("schedule-dev-diurnal")
+    assert made_by(output) == shown(page, "schedule --stack dev")
+    assert lines_not_in(output, quoted(page, "test_the_schedule_page_quotes_what_schedule_printed")) == []
