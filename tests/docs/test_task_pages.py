@@ -3,12 +3,14 @@ them, and what they print is what the pages quote."""
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 
 import yaml
 
 from capacity.__main__ import main
+from capacity.workload.traces import load as load_trace
 from components.gateway import objects as gateway
 from components.gateway import tls
 from contract.settings.stack_file import load_stack
@@ -75,3 +77,13 @@ def test_the_capacity_loop_quotes_the_committed_evidence():
     (quote,) = quoted("tasks/capacity-loop.md", "test_the_capacity_loop_quotes_the_committed_evidence")
     assert [line for line in quote.splitlines() if line.strip() not in evidence] == []
     assert "held day 5 at 1.07x but the 10x day at 1.99x" in (REPO / "Pulumi.prod.yaml").read_text()
+
+
+def test_the_days_simulate_block_counts_the_requests_its_trace_holds():
+    """The day's simulation takes minutes (marked slow); the one number the page quotes of it, the
+    requests of the day it replays, is the trace's own (loaded in about 2 s)."""
+    page = "tasks/simulate-and-compare.md"
+    (block,) = [b for b in blocks(page) if b.marker == ("needs", "slow")]
+    (argv,) = [shlex.split(line) for line in joined(block.text)]
+    trace = load_trace(argv[argv.index("--trace") + 1])
+    assert f"~{round(len(trace.arrivals) / 1000)}k requests" in read(page)
