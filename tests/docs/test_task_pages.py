@@ -13,6 +13,7 @@ from capacity.__main__ import main
 from capacity.workload.traces import load as load_trace
 from components.gateway import objects as gateway
 from components.gateway import tls
+from contract import startup
 from contract.settings.stack_file import load_stack
 from tests.docs.pages import REPO, blocks, capacity_command, joined, quoted, read
 
@@ -87,3 +88,35 @@ def test_the_days_simulate_block_counts_the_requests_its_trace_holds():
     (argv,) = [shlex.split(line) for line in joined(block.text)]
     trace = load_trace(argv[argv.index("--trace") + 1])
     assert f"~{round(len(trace.arrivals) / 1000)}k requests" in read(page)
+
+
+def test_the_fast_start_pages_figures_and_trust_are_the_ones_the_stack_derives():
+    """docs/tasks/fast-starts-and-headroom.md's start-time table: each row's figure and trust level
+    are contract/startup.py's, the one home of the figures the simulator starts replicas with."""
+    rows = {
+        ("node launch", "any"): startup.NODE_PROVISIONING,
+        ("image pull", "no SOCI"): startup.PULL_DEFAULT,
+        ("image pull", "SOCI, Karpenter AL2023"): startup.PULL_SOCI_AL2023,
+        ("image pull", "SOCI, Karpenter Bottlerocket"): startup.PULL_SOCI_BOTTLEROCKET,
+        ("image pull", "Auto Mode (its own SOCI)"): startup.PULL_SOCI_AUTO_MODE,
+        ("weight load", "vLLM's loader"): startup.WEIGHT_LOAD_DEFAULT,
+        ("weight load", "Run:ai streamer"): startup.WEIGHT_LOAD_RUNAI,
+        ("engine start", "no shared cache"): startup.ENGINE_INIT,
+        ("engine start", "shared compile cache"): startup.ENGINE_INIT_CACHED,
+    }
+    (table,) = quoted(
+        "tasks/fast-starts-and-headroom.md",
+        "test_the_fast_start_pages_figures_and_trust_are_the_ones_the_stack_derives",
+    )
+    shown = {}
+    for line in table.splitlines()[2:]:
+        step, features, figure, _, trust = (cell.strip() for cell in line.strip("|").split("|"))
+        shown[(step, features)] = (figure, trust.split(" (")[0])  # "measured (other instances, ...)"
+    expected = {}
+    for key, f in rows.items():
+        if key[0] == "weight load":
+            figure = f"size / {f.low:.3g} GiB/s"
+        else:
+            figure = f"{f.low:g}-{f.high:g} s" if key[0] != "image pull" else f"{f.low:.1f}-{f.high:.1f} s"
+        expected[key] = (figure, f.trust)
+    assert shown == expected
