@@ -54,3 +54,10 @@ def test_the_schedule_page_quotes_what_schedule_printed():
     page, output = "tasks/schedule.md", recorded("schedule-dev-diurnal")
     assert made_by(output) == shown(page, "schedule --stack dev")
     assert lines_not_in(output, quoted(page, "test_the_schedule_page_quotes_what_schedule_printed")) == []
+
+
+def test_the_capacity_loops_explain_rows_are_what_explain_printed():
+    page, output = "tasks/capacity-loop.md", recorded("explain-prod-qwen25-14b-awq")
+    assert made_by(output) == shown(page, "explain")
+    quotes = quoted(page, "test_the_capacity_loops_explain_rows_are_what_explain_printed")
+    assert lines_not_in(output, quotes) == []
