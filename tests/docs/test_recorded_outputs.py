@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 import subprocess
 
+import yaml
+
 from tests.docs.pages import REPO, blocks, joined, quoted
 
 OUTPUTS = REPO / "docs" / "examples" / "outputs"
@@ -26,16 +28,27 @@ def made_by(text: str) -> str:
     return "".join(found[1].split())
 
 
-def shown(page: str, command: str) -> str:
-    """A page's command (the first line of its shell blocks running `command`), its variables set by
-    the page's own assignments and expanded by bash as a user's shell would; without whitespace."""
+def expand(page: str, words: str) -> list[str]:
+    """Shell words as a user's shell splits and expands them, with the variables the page's own
+    blocks assign (`DAYS='rates:...'`)."""
     lines = [line for b in blocks(page) if b.is_shell for line in joined(b.text)]
     assignments = [line.strip() for line in lines if re.match(r"^\s*[A-Z]+=", line)]
-    (line,) = [line for line in lines if f" -m capacity {command} " in line][:1]
-    words = line.split(" -m capacity ", 1)[1]
-    script = "\n".join([*assignments, f"printf '%s ' python -m capacity {words}"])
+    script = "\n".join([*assignments, f"printf '%s\\0' {words}"])
     run = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=10, check=True)
-    return "".join(run.stdout.split())
+    return run.stdout.split("\0")[:-1]
+
+
+def argv(page: str, command: str) -> list[str]:
+    """A page's command (the first line of its shell blocks running `command`) as `python -m capacity
+    ...` words."""
+    lines = [line for b in blocks(page) if b.is_shell for line in joined(b.text)]
+    (line,) = [line for line in lines if f" -m capacity {command} " in line][:1]
+    return expand(page, "python -m capacity " + line.split(" -m capacity ", 1)[1])
+
+
+def shown(page: str, command: str) -> str:
+    """The page's command without whitespace, as `made_by` gives a recorded one."""
+    return "".join(argv(page, command))
 
 
 def lines_not_in(output: str, quotes: list[str]) -> list[str]:
@@ -61,3 +74,14 @@ def test_the_capacity_loops_explain_rows_are_what_explain_printed():
     assert made_by(output) == shown(page, "explain")
     quotes = quoted(page, "test_the_capacity_loops_explain_rows_are_what_explain_printed")
     assert lines_not_in(output, quotes) == []
+
+
+def test_the_profile_page_quotes_what_profile_printed():
+    """`profile` prints no `made by:`; the profile it writes records its command, which must be the
+    page's, and the recorded output must say it wrote that profile."""
+    page, output = "tasks/sweep-and-profile.md", recorded("profile-from-sweep")
+    written = re.search(r"^wrote (\S+) \(trust: measured\)$", output, re.M)
+    assert written, "the recorded output wrote no profile"
+    profile = yaml.safe_load((REPO / written[1]).read_text())
+    assert "".join(profile["command"].split()) == "".join(argv(page, "profile"))
+    assert lines_not_in(output, quoted(page, "test_the_profile_page_quotes_what_profile_printed")) == []
