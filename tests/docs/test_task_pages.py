@@ -30,6 +30,8 @@ def test_the_readmes_quick_start_simulates_prods_policy():
     run = _run(capacity_command("README.md", "simulate"))
     assert run.returncode == 0, run.stderr
     assert "stack prod" in run.stdout and "report: out/simulate-prod-qwen25-14b-awq.html" in run.stdout
+    header = run.stdout.split("┡")[0]  # the table's header cells, folded over their lines
+    assert all(word in header for word in ("SLO %", "GPU-h", "orc", "cost", "scale")), header
 
 
 def test_the_candidate_policy_compare_prints_what_the_page_quotes():
