@@ -80,6 +80,17 @@ def test_the_capacity_loop_quotes_the_committed_evidence():
     (quote,) = quoted("tasks/capacity-loop.md", "test_the_capacity_loop_quotes_the_committed_evidence")
     assert [line for line in quote.splitlines() if line.strip() not in evidence] == []
     assert "held day 5 at 1.07x but the 10x day at 1.99x" in (REPO / "Pulumi.prod.yaml").read_text()
+    # the policy the page describes is the committed one
+    policy = load_stack("prod", REPO).autoscaling_for("qwen25-14b-awq")
+    trend, prompt = policy.triggers.trend, policy.triggers.prompt_tokens
+    described = (
+        f"{policy.min_replicas} warm replicas at night",
+        f"the prompt-token rate's last {trend.range_seconds // 60:.0f} minutes extrapolated {trend.lead_seconds:.0f} s ahead, "
+        f"{trend.target_per_replica:.0f} tokens/s",
+        f"runs replicas at\n   {prompt.target_per_replica:.0f} tokens/s",
+    )
+    page = read("tasks/capacity-loop.md")
+    assert [d for d in described if " ".join(d.split()) not in " ".join(page.split())] == []
 
 
 def test_the_days_simulate_block_counts_the_requests_its_trace_holds():
