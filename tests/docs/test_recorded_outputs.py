@@ -85,3 +85,26 @@ def test_the_profile_page_quotes_what_profile_printed():
     profile = yaml.safe_load((REPO / written[1]).read_text())
     assert "".join(profile["command"].split()) == "".join(argv(page, "profile"))
     assert lines_not_in(output, quoted(page, "test_the_profile_page_quotes_what_profile_printed")) == []
+
+
+def _compared(output: str, words: list[str]) -> list[str]:
+    """What of a `compare` command its output does not show: it prints no `made by:`, but its title
+    names the trace and its first column each policy file (both folded at the table's width)."""
+    title = "".join(output.split("┏")[0].split())
+    rows = "".join(line.split("│")[1].strip() for line in output.splitlines() if line.startswith("│"))
+
+    def values(flag: str) -> list[str]:
+        return [words[i + 1] for i, word in enumerate(words) if word == flag]
+
+    return [t for t in values("--trace") if t not in title] + [p for p in values("--policy") if p not in rows]
+
+
+def test_the_lever_tables_are_what_compare_printed():
+    page = "tasks/capacity-loop.md"
+    day5, stretched = recorded("compare-prod-levers-day5"), recorded("compare-prod-levers-stretched")
+    words = argv(page, "compare")
+    at = words.index("--trace") + 1
+    assert _compared(day5, words) == []
+    assert _compared(stretched, [*words[:at], *expand(page, '"$THU"'), *words[at + 1 :]]) == []
+    first, second = quoted(page, "test_the_lever_tables_are_what_compare_printed")
+    assert lines_not_in(day5, [first]) == [] and lines_not_in(stretched, [second]) == []
