@@ -3,6 +3,7 @@ them, and what they print is what the pages quote."""
 
 from __future__ import annotations
 
+import csv
 import shlex
 import subprocess
 import sys
@@ -10,6 +11,8 @@ import sys
 import yaml
 
 from capacity.__main__ import main
+from capacity.measure.envelope import read_envelope
+from capacity.measure.recommend import recommend
 from capacity.workload.traces import load as load_trace
 from components.gateway import objects as gateway
 from components.gateway import tls
@@ -133,3 +136,24 @@ def test_the_fast_start_pages_figures_and_trust_are_the_ones_the_stack_derives()
             figure = f"{f.low:g}-{f.high:g} s" if key[0] != "image pull" else f"{f.low:.1f}-{f.high:.1f} s"
         expected[key] = (figure, f.trust)
     assert shown == expected
+
+
+def test_the_lab_page_reads_the_committed_envelope_as_it_is():
+    """The lab page's numbers of the committed envelope (its recommend run's are checked by
+    tests/capacity/cli/test_advice.py): one replica's req/s at concurrency 1, TTFT p95 at 5."""
+    with (REPO / "tests/capacity/cli/data/lab-a10g-envelope.csv").open() as f:
+        rows = {int(r["concurrency"]): r for r in csv.DictReader(f)}
+    said = " ".join(read("getting-started/lab.md").split())
+    assert f"at concurrency 1 ({float(rows[1]['successful_rps']):.2f} req/s;" in said
+    assert f"concurrency 5 reads {float(rows[5]['ttft_p95_s']):.2f} s)" in said
+
+
+def test_the_sweep_page_reads_the_calibration_sweep_as_recommend_does():
+    rec = recommend(
+        read_envelope(REPO.parent / "shared/calibration/a10g-deepseek-r1-14b-awq-concurrency.csv"), slo_p99=30
+    )
+    said = " ".join(read("tasks/sweep-and-profile.md").split())
+    assert (
+        f"with `--slo-p99 30` it reads {rec.planning_rps:.2f} req/s per replica, knee at {rec.knee.concurrency}."
+        in said
+    )
