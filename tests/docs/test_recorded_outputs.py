@@ -108,3 +108,9 @@ def test_the_lever_tables_are_what_compare_printed():
     assert _compared(stretched, [*words[:at], *expand(page, '"$THU"'), *words[at + 1 :]]) == []
     first, second = quoted(page, "test_the_lever_tables_are_what_compare_printed")
     assert lines_not_in(day5, [first]) == [] and lines_not_in(stretched, [second]) == []
+
+
+def test_the_capacity_loops_cron_window_is_what_schedule_printed():
+    page, output = "tasks/capacity-loop.md", recorded("schedule-prod-days")
+    assert made_by(output) == shown(page, "schedule")
+    assert lines_not_in(output, quoted(page, "test_the_capacity_loops_cron_window_is_what_schedule_printed")) == []
