@@ -3,11 +3,13 @@ them, and what they print is what the pages quote."""
 
 from __future__ import annotations
 
+import copy
 import csv
 import shlex
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from capacity.__main__ import main
@@ -17,7 +19,8 @@ from capacity.workload.traces import load as load_trace
 from components.gateway import objects as gateway
 from components.gateway import tls
 from contract import startup
-from contract.settings.stack_file import load_stack
+from contract.settings import SettingsError
+from contract.settings.stack_file import StackFile, load_stack, read_stack
 from tests.docs.pages import REPO, blocks, capacity_command, joined, quoted, read
 
 
@@ -157,3 +160,13 @@ def test_the_sweep_page_reads_the_calibration_sweep_as_recommend_does():
         f"with `--slo-p99 30` it reads {rec.planning_rps:.2f} req/s per replica, knee at {rec.knee.concurrency}."
         in said
     )
+
+
+def test_the_retune_pages_window_error_is_what_dev_says():
+    dev = read_stack("dev", REPO)
+    config = copy.deepcopy(dev.config)
+    config["inference-platform:autoscaling"]["qwen25-1p5b"]["triggers"]["queueDepth"]["windowSeconds"] = 20
+    with pytest.raises(SettingsError) as refused:
+        StackFile(dev.path, config).settings()
+    (quote,) = quoted("tasks/retune-a-threshold.md", "test_the_retune_pages_window_error_is_what_dev_says")
+    assert quote == str(refused.value).splitlines()[-1].strip()
