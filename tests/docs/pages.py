@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,3 +121,13 @@ def quoted(page: str, test: str) -> list[str]:
 def table_row(*cells: str) -> str:
     """One Markdown table row as the pages write it (an empty cell is `| |`)."""
     return "|" + "|".join(f" {c} " if c else " " for c in cells) + "|"
+
+
+def expand(page: str, words: str) -> list[str]:
+    """Shell words as a user's shell splits and expands them, with the variables the page's own
+    blocks assign (`DAYS='rates:...'`)."""
+    lines = [line for b in blocks(page) if b.is_shell for line in joined(b.text)]
+    assignments = [line.strip() for line in lines if re.match(r"^\s*[A-Z]+=", line)]
+    script = "\n".join([*assignments, f"printf '%s\\0' {words}"])
+    run = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=10, check=True)
+    return run.stdout.split("\0")[:-1]

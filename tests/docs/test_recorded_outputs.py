@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
 
 import yaml
 
 from scripts.docs_outputs import manifest, stale
-from tests.docs.pages import REPO, blocks, joined, quoted
+from tests.docs.pages import REPO, blocks, expand, joined, quoted
 
 OUTPUTS = REPO / "docs" / "examples" / "outputs"
 
@@ -42,16 +41,6 @@ def made_by(text: str) -> str:
     found = re.search(r"^made by: (.+?) \(seed \d+, [^)]+\)$", text, re.M | re.S)
     assert found, "no `made by:` line"
     return "".join(found[1].split())
-
-
-def expand(page: str, words: str) -> list[str]:
-    """Shell words as a user's shell splits and expands them, with the variables the page's own
-    blocks assign (`DAYS='rates:...'`)."""
-    lines = [line for b in blocks(page) if b.is_shell for line in joined(b.text)]
-    assignments = [line.strip() for line in lines if re.match(r"^\s*[A-Z]+=", line)]
-    script = "\n".join([*assignments, f"printf '%s\\0' {words}"])
-    run = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=10, check=True)
-    return run.stdout.split("\0")[:-1]
 
 
 def argv(page: str, command: str) -> list[str]:

@@ -21,7 +21,7 @@ from components.gateway import tls
 from contract import startup
 from contract.settings import SettingsError
 from contract.settings.stack_file import StackFile, load_stack, read_stack
-from tests.docs.pages import REPO, blocks, capacity_command, joined, quoted, read
+from tests.docs.pages import REPO, blocks, capacity_command, expand, joined, quoted, read
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
@@ -170,3 +170,36 @@ def test_the_retune_pages_window_error_is_what_dev_says():
         StackFile(dev.path, config).settings()
     (quote,) = quoted("tasks/retune-a-threshold.md", "test_the_retune_pages_window_error_is_what_dev_says")
     assert quote == str(refused.value).splitlines()[-1].strip()
+
+
+def test_the_capacity_loops_plan_command_is_the_one_its_evidence_records():
+    """Step 2's plan takes minutes (marked slow); the command it shows, expanded as a shell would, is
+    the one `plan --write` recorded above prod's 14B block (flags in any order)."""
+    page = "tasks/capacity-loop.md"
+    words = expand(page, "python -m capacity " + _line(page, "plan").split(" -m capacity ", 1)[1])
+    recorded = next(
+        line.strip().lstrip("#").strip()
+        for line in (REPO / "Pulumi.prod.yaml").read_text().splitlines()
+        if "python -m capacity plan --stack prod --model qwen25-14b-awq --trace rates:" in line
+    )
+    assert _flags(words) == _flags(shlex.split(recorded))
+
+
+def _line(page: str, command: str) -> str:
+    return next(
+        line for b in blocks(page) if b.is_shell for line in joined(b.text) if f" -m capacity {command} " in line
+    )
+
+
+def _flags(words: list[str]) -> list[tuple[str, str]]:
+    """A command's options as sorted (flag, value) pairs, so their order does not matter."""
+    pairs, flag = [], ""
+    for word in words[3:]:
+        if word.startswith("--"):
+            if flag:
+                pairs.append((flag, ""))
+            flag = word
+        else:
+            pairs.append((flag, word))
+            flag = ""
+    return sorted([*pairs, (flag, "")] if flag else pairs)
