@@ -4,7 +4,7 @@
 nodes' AMI family, the weight loader, a shared compile cache, the model's size); every figure
 names its source and how far it can be trusted. `stack_startup` lays a stack's own measured
 figures (`capacityPlanning.startup` keys it sets) over the derived ones. The simulator gets the
-result as plain numbers (capacity/planning/stack.py); docs/fast-starts-and-headroom.md explains it.
+result as plain numbers (capacity/planning/stack.py); docs/tasks/fast-starts-and-headroom.md explains it.
 """
 
 from __future__ import annotations

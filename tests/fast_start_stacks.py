@@ -1,4 +1,4 @@
-"""Test stacks that deploy the start features and warm headroom (docs/fast-starts-and-headroom.md);
+"""Test stacks that deploy the start features and warm headroom (docs/tasks/fast-starts-and-headroom.md);
 neither committed stack enables them yet (the planner decides), so tests build them from dev."""
 
 from __future__ import annotations

@@ -74,7 +74,13 @@ def notes(summary: dict) -> list[str]:
 def nothing_measured(summary: dict, warmup_s: float, max_requests: int | None) -> str:
     """Why a run measured nothing, and what to change."""
     if not summary["requests"]:
-        return "no request was sent: nothing to measure (a trace without rows, or --max-requests 0)"
+        # In-flight requests are cancelled when the window closes, so none recorded is either none
+        # sent or none finished in time (a --time-scale the server does not run at, found in issue 37's walk).
+        return (
+            f"no request finished within the run's {summary['window_s'][1]:g} s: none was sent (a trace without rows, "
+            "or --max-requests 0) or all were still running when it ended (is --time-scale the server's speedup? "
+            "else raise --duration)"
+        )
     more = "raise --max-requests" if max_requests is not None else "raise --duration"
     return (
         f"nothing measured: all {summary['requests']} requests ended in the {warmup_s:g} s warm-up, before the "

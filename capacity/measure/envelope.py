@@ -118,13 +118,15 @@ def per_doubling(ratio: float, c_from: int, c_to: int) -> float:
 def find_knee(rows: list[EnvelopeRow], plateau_fraction: float = 0.85, min_gain: float = 0.20) -> Knee:
     """Where added concurrency stops buying throughput while tail latency climbs.
 
-    The envelope is saturated when its last step gains less than `min_gain` throughput per
-    doubling of concurrency. The knee is then the first concurrency that reaches
+    The envelope is saturated when its last level gains less than `min_gain` throughput per
+    doubling of concurrency over the best level before it (not merely the one before it: a level
+    that dips, as a mock replica sharing a busy CPU does, must not make the next look like growth).
+    The knee is then the first concurrency that reaches
     `plateau_fraction` of the best throughput measured and whose next step costs more p99
     growth than it buys throughput. Per-doubling rates let steps of any size compare."""
     rows = validate(list(rows))
     peak = max(r.successful_rps for r in rows)
-    a, b = rows[-2], rows[-1]
+    a, b = max(rows[:-1], key=lambda r: r.successful_rps), rows[-1]
     if per_doubling(b.successful_rps / a.successful_rps, a.concurrency, b.concurrency) >= min_gain:
         return Knee(
             len(rows) - 1,

@@ -46,7 +46,7 @@ class CompileCacheSettings(Section):
 
 
 class FastStartSettings(Section):
-    """How a new predictor gets its weights and compiled graphs (docs/fast-starts-and-headroom.md)."""
+    """How a new predictor gets its weights and compiled graphs (docs/tasks/fast-starts-and-headroom.md)."""
 
     # runai-streamer: vLLM's `--load-format runai_streamer` reads the safetensors through the
     # Mountpoint mount with `streamerConcurrency` threads and streams them to the GPU while reading

@@ -5,12 +5,16 @@ A shell block a page tells the user to run carries a marker on the line above it
 `<!-- runs: tests/<file>.py::<test> -->` (that test executes it, read from the page) or
 `<!-- needs: aws|cluster|gpu|database -->` (it needs what the suite has not: syntax-checked only) or
 `<!-- sketch: placeholders -->` (a template with `...` or UPPER-CASE placeholders: syntax-checked only).
+A quoted output (a fenced block, or a Markdown table) carries `<!-- output: tests/<file>.py::<test> -->`
+on the line above it: that test regenerates it (`quoted` reads it) and fails when the page differs.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+import subprocess
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,3 +96,38 @@ def capacity_command(page: str, name: str) -> list[str]:
             if words[:4] == [".venv/bin/python", "-m", "capacity", name]:
                 return words
     raise AssertionError(f"no `.venv/bin/python -m capacity {name}` command block in {page}")
+
+
+def quoted(page: str, test: str) -> list[str]:
+    """The outputs a page quotes under `<!-- output: ...::<test> -->` markers, in order: a fenced
+    block's text, or the Markdown table (the lines up to the next blank one) right below the marker."""
+    lines = read(page).splitlines()
+    found: list[str] = []
+    for i, line in enumerate(lines):
+        marker = MARKER.match(line.strip())
+        if not (marker and marker[1] == "output" and marker[2].endswith(f"::{test}")):
+            continue
+        opening = FENCE.match(lines[i + 1])
+        if opening:
+            (block,) = [b for b in blocks(page) if b.line == i + 2]
+            found.append(block.text)
+            continue
+        end = next((j for j in range(i + 1, len(lines)) if not lines[j].strip()), len(lines))
+        found.append(textwrap.dedent("\n".join(lines[i + 1 : end])))
+    assert found, f"{page}: no <!-- output: ...::{test} --> marker"
+    return found
+
+
+def table_row(*cells: str) -> str:
+    """One Markdown table row as the pages write it (an empty cell is `| |`)."""
+    return "|" + "|".join(f" {c} " if c else " " for c in cells) + "|"
+
+
+def expand(page: str, words: str) -> list[str]:
+    """Shell words as a user's shell splits and expands them, with the variables the page's own
+    blocks assign (`DAYS='rates:...'`)."""
+    lines = [line for b in blocks(page) if b.is_shell for line in joined(b.text)]
+    assignments = [line.strip() for line in lines if re.match(r"^\s*[A-Z]+=", line)]
+    script = "\n".join([*assignments, f"printf '%s\\0' {words}"])
+    run = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=10, check=True)
+    return run.stdout.split("\0")[:-1]

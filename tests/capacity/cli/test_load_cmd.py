@@ -128,6 +128,16 @@ def test_a_run_that_measured_nothing_says_all_ended_in_the_warm_up_and_what_to_c
     assert nothing_measured(_summary(), 30.0, None).endswith("lower --warmup or raise --duration")
 
 
+def test_a_run_in_which_no_request_finished_names_both_causes() -> None:
+    """Found walking the docs: `load --time-scale 20` against a `serve` at speedup 1 ends after 150
+    model seconds (7.5 s) with every request cancelled in flight, and said no request was sent."""
+    from capacity.cli.load import nothing_measured
+
+    line = nothing_measured(_summary(requests=0), 30.0, 40)
+    assert line.startswith("no request finished within the run's 150 s: none was sent")
+    assert "all were still running when it ended (is --time-scale the server's speedup?" in line
+
+
 def test_the_printed_summary_keeps_four_significant_digits() -> None:
     from capacity.cli.load import printed
 

@@ -92,6 +92,13 @@ def test_an_envelope_still_growing_is_not_called_saturated():
     assert not knee.saturated and knee.concurrency == 4
 
 
+def test_a_level_that_dips_does_not_make_the_last_one_look_like_growth():
+    """A lab sweep on a busy machine (issue 37's walk): 1.44 req/s at 20, 1.33 at 40, 1.61 at 80 is
+    a plateau (5.7% per doubling over the best level before it), not growth from the dip."""
+    rows = _rows((10, 1.28, 10.2, 0, 0), (20, 1.44, 21.8, 0, 0), (40, 1.33, 35.2, 0, 0), (80, 1.61, 68.7, 0, 0))
+    assert find_knee(rows).saturated
+
+
 def test_no_thresholds_are_recommended_from_an_envelope_without_a_plateau():
     rows = _rows((1, 0.3, 3, 0, 0), (2, 0.6, 3.1, 0, 0), (4, 1.2, 3.3, 0, 0))
     with pytest.raises(ValueError, match="extend the sweep to find the knee; no thresholds recommended"):

@@ -235,7 +235,7 @@ def test_the_documented_example_policy_changes_only_the_keys_it_sets():
     assert overlaid.model_dump() == trend_off.model_dump()
 
 
-# --- start features and warm headroom (docs/fast-starts-and-headroom.md) --------------------------
+# --- start features and warm headroom (docs/tasks/fast-starts-and-headroom.md) --------------------------
 
 STARTUP_KEYS = ("nodeProvisioningSeconds", "imagePullSeconds", "weightLoadGiBPerSecond", "engineInitSeconds")
 
