@@ -32,7 +32,7 @@ from capacity.planning.evidence import Evidence, Traffic, evidence, evidence_tra
 from capacity.planning.html_report import HtmlFigure, HtmlTable, write_html
 from capacity.planning.plan import SEARCH_FRACTION
 from capacity.planning.report import SENSITIVITY_CAPTION, plot_sensitivity
-from capacity.planning.run import CombinedSummary, RunOptions
+from capacity.planning.run import CombinedSummary, validation_options
 from capacity.planning.stack import StackModel, load_stack_model
 from capacity.tables import cell, keep_numbers_whole
 from capacity.tables import console as table_console
@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
         sm = first if name == first.model.name else load_stack_model(first.source.path, name, source=first.source)
         used = traffic(args, sm, blocks)
         _, held = used.parts()
-        options = RunOptions(seed=used.seed)
+        options = validation_options(sm, used.seed)  # as `plan` validated the evidence's numbers
         with counted(f"explain {sm.model.name}", not args.json, "simulations") as progress:
             result = sensitivity.explain(sm, held, options, args.workers, progress)
         out.append(payload(sm, used, held, result, blocks))

@@ -24,7 +24,7 @@ from capacity.planning import plan
 from capacity.planning.days import Part
 from capacity.planning.evidence import Evidence
 from capacity.planning.guardrails import guardrails
-from capacity.planning.run import CombinedSummary, RunOptions, held_out_parts
+from capacity.planning.run import CombinedSummary, held_out_parts, validation_options
 from capacity.planning.sensitivity import thresholds
 from capacity.planning.stack import StackModel
 
@@ -71,7 +71,7 @@ def replan(
     sm: StackModel, searched: Sequence[Part], held: Sequence[Part], trials: int, seed: int, workers: int
 ) -> Replan:
     """The planner on the searched parts, on the model's current GPU type, with the stack's target."""
-    options = _options(sm, seed)
+    options = validation_options(sm, seed)
     result = plan.search(
         sm, searched, sm.attainment_target, trials, seed, workers, options, only=(plan.current_gpu(sm),)
     )
@@ -94,7 +94,7 @@ def audit(
     `proof` records, and (given) the planner's answer `now`; `reference` (default: `now`'s
     winner) is the policy whose differing thresholds the message names."""
     target = sm.attainment_target
-    committed = held_out_parts(sm, held, _options(sm, seed))
+    committed = held_out_parts(sm, held, validation_options(sm, seed))
     replanned = now.summary if now else None
     problems = []
     broken = guardrails(sm, [p.trace for p in searched]).breaks(sm.policy, sm.profile)
@@ -148,10 +148,6 @@ def _unreproduced(committed: CombinedSummary, proof: Evidence | None) -> list[st
         f"records {recorded.gpu_hours:.{recorded.digits}f} (more than {COST_SLACK:.0%} apart): the evidence no "
         "longer describes it"
     ]
-
-
-def _options(sm: StackModel, seed: int) -> RunOptions:
-    return RunOptions(seed=seed, oracle_objective=sm.attainment_target)
 
 
 def _moves(committed: StackModel, planned: StackModel) -> list[tuple[str, Any, Any]]:

@@ -59,6 +59,12 @@ def series_labels(sm: StackModel) -> tuple[tuple[str, str], ...]:
     return (("model_name", scope.model),) + ((("namespace", scope.namespace),) if scope.namespace else ())
 
 
+def validation_options(sm: StackModel, seed: int) -> RunOptions:
+    """What `plan` validates a policy with by default, and so what replays of its evidence use:
+    seeded, every run warm-started by the oracle sized at the stack's attainment target."""
+    return RunOptions(seed=seed, oracle_objective=sm.attainment_target)
+
+
 def initial_replicas(manifest: Manifest, options: RunOptions) -> int:
     if options.initial_replicas is not None:
         return options.initial_replicas
