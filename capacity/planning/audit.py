@@ -94,7 +94,7 @@ def audit(
     `proof` records, and (given) the planner's answer `now`; `reference` (default: `now`'s
     winner) is the policy whose differing thresholds the message names."""
     target = sm.attainment_target
-    committed = held_out_parts(sm, held, validation_options(sm, seed))
+    committed = held_out_parts(sm, held, validation_options(sm, seed), oracle=False)  # no check reads the oracle's
     replanned = now.summary if now else None
     problems = []
     broken = guardrails(sm, [p.trace for p in searched]).breaks(sm.policy, sm.profile)
