@@ -34,6 +34,11 @@ def explain(capsys, tmp_path, *args: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+@pytest.fixture
+def min_replicas_only(monkeypatch):
+    """Explain only minReplicas (a test of the command's wiring, not of every threshold's variants)."""
+
+
 @pytest.mark.parametrize("stack, models", [("dev", ["qwen25-1p5b"]), ("prod", ["qwen25-14b-awq", "qwen25-7b-awq"])])
 def test_every_model_of_the_stack_is_explained(capsys, monkeypatch, stack, models, tmp_path):
     monkeypatch.chdir(ROOT)
@@ -53,7 +58,7 @@ def test_each_variant_has_numbers_or_a_reason(capsys, monkeypatch, tmp_path):
     assert any(v["result"] for v in variants) and any(v["reason"] for v in variants)
 
 
-def test_model_picks_one_model(capsys, monkeypatch, tmp_path):
+def test_model_picks_one_model(capsys, monkeypatch, tmp_path, min_replicas_only):
     monkeypatch.chdir(ROOT)
     out = explain(capsys, tmp_path, "--stack", "prod", "--model", "qwen25-7b-awq", "--trace", TRACE)
     assert [m["model"] for m in out["models"]] == ["qwen25-7b-awq"]
@@ -99,7 +104,7 @@ def test_the_piped_table_fits_100_columns_without_cutting_a_value(capsys, tmp_pa
     assert "built-in default" not in table  # the 'set in' column is --wide's
 
 
-def test_the_traffic_comes_from_the_evidence_command(capsys, tmp_path):
+def test_the_traffic_comes_from_the_evidence_command(capsys, tmp_path, min_replicas_only):
     (model,) = explain(capsys, tmp_path, "--stack", str(measured_dev(tmp_path, EVIDENCE)))["models"]
     assert model["traffic_from_evidence_of"] == "autoscaling.default"
     assert (model["trace"], model["search_fraction"], model["seed"]) == (TRACE, 0.6, 3)
@@ -108,7 +113,7 @@ def test_the_traffic_comes_from_the_evidence_command(capsys, tmp_path):
     assert model["evidence"]["autoscaling.default"]["date"] == "2026-12-01"
 
 
-def test_a_flag_overrides_the_evidence_command(capsys, tmp_path):
+def test_a_flag_overrides_the_evidence_command(capsys, tmp_path, min_replicas_only):
     (model,) = explain(capsys, tmp_path, "--stack", str(measured_dev(tmp_path, EVIDENCE)), "--search-fraction", "0.5")[
         "models"
     ]
@@ -151,7 +156,9 @@ def test_variants_identical_to_a_fleet_that_never_scaled_say_so():
     assert unchanged_note(policy, _explanation(still, replace(still, cost_usd=3.0))) is None
 
 
-def test_explain_writes_one_html_report_with_every_column_and_a_chart_per_model(capsys, monkeypatch, tmp_path):
+def test_explain_writes_one_html_report_with_every_column_and_a_chart_per_model(
+    capsys, monkeypatch, tmp_path, min_replicas_only
+):
     monkeypatch.chdir(ROOT)
     html = tmp_path / "prod.html"
     assert main(["explain", "--stack", "prod", "--workers", "2", "--trace", TRACE, "--json", "--html", str(html)]) == 0
@@ -165,7 +172,7 @@ def test_explain_writes_one_html_report_with_every_column_and_a_chart_per_model(
     assert any(t.startswith("made by: python -m capacity explain --stack prod") for t in report.text)
 
 
-def test_the_json_records_the_command_trace_seed_and_date(capsys, monkeypatch, tmp_path):
+def test_the_json_records_the_command_trace_seed_and_date(capsys, monkeypatch, tmp_path, min_replicas_only):
     monkeypatch.chdir(ROOT)
     run = explain(capsys, tmp_path, "--stack", "dev", "--trace", TRACE, "--seed", "4")["run"]
     assert run["command"].startswith("python -m capacity explain --workers 2 --json --html")
@@ -173,7 +180,9 @@ def test_the_json_records_the_command_trace_seed_and_date(capsys, monkeypatch, t
     assert datetime.fromisoformat(run["date"]).tzinfo is not None
 
 
-def test_one_model_gets_its_chart_beside_the_report_under_the_same_name(capsys, monkeypatch, tmp_path):
+def test_one_model_gets_its_chart_beside_the_report_under_the_same_name(
+    capsys, monkeypatch, tmp_path, min_replicas_only
+):
     monkeypatch.chdir(ROOT)
     (model,) = explain(capsys, tmp_path, "--stack", "prod", "--model", "qwen25-7b-awq", "--trace", TRACE)["models"]
     assert model["png"] == str(tmp_path / "explain.png")
@@ -188,10 +197,10 @@ def test_an_html_path_in_a_missing_directory_is_one_line(capsys):
 DAYS = "synthetic:diurnal:mean=0.02,amplitude=0.5,period=86400,duration=172800,prompt=256,output=64,seed=1"
 
 
-def test_a_trace_of_days_is_explained_on_its_held_out_day_as_the_plan_validated(capsys, monkeypatch, tmp_path):
+def test_a_trace_of_days_is_explained_on_its_held_out_day_as_the_plan_validated(
+    capsys, monkeypatch, tmp_path, min_replicas_only
+):
     monkeypatch.chdir(ROOT)
-    every = sensitivity.thresholds  # one threshold keeps it to three simulated days
-    monkeypatch.setattr(sensitivity, "thresholds", lambda sm: [t for t in every(sm) if t.name == "minReplicas"])
     (model,) = explain(capsys, tmp_path, "--stack", "dev", "--trace", DAYS, "--rate-scale", "1")["models"]
     day_two = traces.load(DAYS).window(86_400.0, float("inf"))
     assert model["held_out"] == ["synthetic:diurnal day 2 of 2"]
@@ -199,14 +208,12 @@ def test_a_trace_of_days_is_explained_on_its_held_out_day_as_the_plan_validated(
 
 
 def test_the_committed_result_is_what_plan_validation_scores_on_the_same_held_out_traffic(
-    capsys, monkeypatch, tmp_path
+    capsys, monkeypatch, tmp_path, min_replicas_only
 ):
     """The same warm start as `plan` (the oracle sized at the stack's attainment target, not the
     SLO's objective), so the committed numbers read beside the evidence's. On this traffic the two
     warm starts differ: 3 replicas at 99.9%, 2 at 95%."""
     monkeypatch.chdir(ROOT)
-    every = sensitivity.thresholds
-    monkeypatch.setattr(sensitivity, "thresholds", lambda sm: [t for t in every(sm) if t.name == "minReplicas"])
     busy = "synthetic:step:base=10,peak=10,at=0,length=10,duration=300,prompt=2000,output=128"
     stack = edited("dev", tmp_path, [("capacityPlanning.attainmentTarget", 0.999)])
     (model,) = explain(capsys, tmp_path, "--stack", str(stack), "--trace", busy, "--rate-scale", "1")["models"]
