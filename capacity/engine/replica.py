@@ -394,8 +394,8 @@ class ReplicaEngine:
         """(chunk, prefix-cache hit) of admitting waiting request `s` with `budget` tokens left."""
         if self._pool is not None and s.req.prefix:
             hit = self._pool_hit(s)
-        else:
-            hit = self._cache_hit(s) if self._prefix_caching else 0
+        else:  # `_cache_hit` is 0 for a request never preempted (the common case, not called)
+            hit = self._cache_hit(s) if self._prefix_caching and s.cached else 0
         rest = s.to_prefill - hit
         return (rest if rest < budget else budget), hit
 
@@ -479,19 +479,23 @@ class ReplicaEngine:
 
     def _admissible(self) -> bool:
         """Could the head of the queue be admitted in a step starting at the clock?"""
-        if not self._waiting or self.num_running >= self._max_seqs:
+        waiting = self._waiting
+        if not waiting:
             return False
-        head = self._waiting[0]
+        b = len(self._decoding)
+        running = len(self._prefilling) + b  # == num_running (read once: a hot path)
+        if running >= self._max_seqs:
+            return False
+        head = waiting[0]
         if head.ready > self._clock:
             return False
-        budget = self._max_batched - len(self._decoding)
-        chunk, hit = self._admit_need(head, budget)
-        watermark = self._watermark if self.num_running else 0
-        return chunk > 0 and self._kv_fits(hit + chunk + watermark)
-
-    def _kv_fits(self, new_tokens: int) -> bool:
-        spare = (self.num_running + 1) * self._bs  # partly filled last blocks
-        return self._kv_tokens_used() + new_tokens + spare <= self._kv_cap
+        chunk, hit = self._admit_need(head, self._max_batched - b)
+        if chunk <= 0:
+            return False
+        watermark = self._watermark if running else 0
+        used = self._ctx_base + b * self._step + self._prefill_ctx  # == _kv_tokens_used()
+        # the KV it needs, plus the partly filled last block of every running request and its own
+        return used + hit + chunk + watermark + (running + 1) * self._bs <= self._kv_cap
 
     def _plan_prefill(self, admit: bool = True) -> tuple[int, list[tuple[_Seq, int, int]], int]:
         """Prefill tokens of the next step, the (seq, chunk, cache hit) triples, and how many

@@ -216,7 +216,9 @@ class StepCost:
     def step_time(self, seqs: int, tokens: int, sampled: int, kv_tokens: int, pairs: int) -> float:
         """One step over `seqs` sequences computing `tokens` tokens (`sampled` of them sampled),
         reading `kv_tokens` cached tokens' K/V, with `pairs` (query, context) attention pairs."""
-        lm, lc = self.linear_memory_time(tokens), self.linear_compute_time(tokens, sampled)
+        # linear_memory_time(tokens) and linear_compute_time(tokens, sampled), inline (a hot path)
+        lm = self.weights_s + self.act_token_s * tokens
+        lc = self.token_s * (tokens + self.fill_tokens) + self.sample_s * sampled
         am, ac = self.kv_token_s * kv_tokens, self.attn_pair_s * pairs
         t = self.step_s + self.seq_s * seqs + (lm if lm > lc else lc) + (am if am > ac else ac)
         return t if self.comm is None else t + self.comm.time(tokens, sampled)
@@ -233,7 +235,8 @@ class StepCost:
         """The pure-decode steps of b sequences from `ctx` cached tokens: step j takes a + g*j
         (the matmul side is constant in j, attention linear); its first step is exactly
         `decode_step(b, ctx)` (max(kv*ctx, attn*ctx) == max(kv, attn)*ctx for ctx >= 0)."""
-        lm, lc = self.linear_memory_time(b), self.linear_compute_time(b, b)
+        # linear_memory_time(b) and linear_compute_time(b, b), inline: the engine asks a line per segment
+        lm, lc = self.weights_s + self.act_token_s * b, self.token_s * (b + self.fill_tokens) + self.sample_s * b
         per_ctx = self.kv_token_s if self.kv_token_s > self.attn_pair_s else self.attn_pair_s
         a = self.step_s + self.seq_s * b + (lm if lm > lc else lc) + per_ctx * ctx
         if self.comm is not None:
@@ -264,22 +267,18 @@ class DecodeLine:
         return k * self.first + self.slope * k * (k - 1) / 2
 
     def steps_within(self, dt: float) -> int:
-        """Largest k with span(k) <= dt."""
-        return _steps_within(dt, self.first, self.slope)
-
-
-def _steps_within(dt: float, t0: float, c2: float) -> int:
-    """Largest k with k*t0 + c2*k*(k-1)/2 <= dt: how many steps of a line t0 + c2*j fit in dt."""
-    if dt <= 0 or t0 > dt + 1e-12:
-        return 0
-    if c2 <= 0:
-        return int(dt / t0 + 1e-9)
-    # (c2/2) k^2 + (t0 - c2/2) k - dt <= 0
-    a, bq = c2 / 2, t0 - c2 / 2
-    k = int((-bq + math.sqrt(bq * bq + 4 * a * dt)) / (2 * a) + 1e-9)
-    while k > 0 and k * t0 + c2 * k * (k - 1) / 2 > dt + 1e-12:
-        k -= 1
-    return k
+        """Largest k with span(k) <= dt: k*t0 + c2*k*(k-1)/2 <= dt for the line t0 + c2*j."""
+        t0, c2 = self.first, self.slope
+        if dt <= 0 or t0 > dt + 1e-12:
+            return 0
+        if c2 <= 0:
+            return int(dt / t0 + 1e-9)
+        # (c2/2) k^2 + (t0 - c2/2) k - dt <= 0
+        a, bq = c2 / 2, t0 - c2 / 2
+        k = int((-bq + math.sqrt(bq * bq + 4 * a * dt)) / (2 * a) + 1e-9)
+        while k > 0 and k * t0 + c2 * k * (k - 1) / 2 > dt + 1e-12:
+            k -= 1
+        return k
 
 
 def step_cost(
