@@ -128,6 +128,9 @@ class Simulation:
             arrival[:] = np.nan
             self._clients = [CLIENT_DELAY_S * (k + 1) for k in range(config.closed_loop_clients)]
         self.requests = RequestLog(arrival)
+        # the trace's columns as Python numbers: the arrival path reads one of each per request
+        self._prompt_tokens: list[int] = trace.prompt_tokens.astype(np.int64).tolist()
+        self._output_tokens: list[int] = trace.output_tokens.astype(np.int64).tolist()
         self._units: tuple[tuple[int, ...], ...] | None = (
             tuple(unit_keys(ids) for ids in trace.block_ids) if trace.block_ids is not None else None
         )
@@ -180,9 +183,10 @@ class Simulation:
         candidates = self.router.candidates(len(ready))
         for k in candidates:
             self._advance(ready[k], t)
-        req = Request(rid, t, int(self.trace.prompt_tokens[rid]), int(self.trace.output_tokens[rid]), self._prefix(rid))
+        req = Request(rid, t, self._prompt_tokens[rid], self._output_tokens[rid], self._prefix(rid))
         pod = ready[self.router.pick(ready, candidates, req)]
-        self.requests.sent(rid, t)
+        if self.c.closed_loop_clients:  # an open loop's arrival is the trace's already
+            self.requests.sent(rid, t)
         pod.serving_engine.submit(req, t)
         pod.inflight[rid] = req
 
@@ -280,12 +284,13 @@ class Simulation:
         fleet.start_headroom(0.0)
         if self.so is not None:
             self.so.last_active = 0.0  # a warm fleet: KEDA saw a trigger active (no instant scale to zero)
-        arrivals = self.trace.arrivals
+        arrivals: list[float] = np.asarray(self.trace.arrivals, dtype=np.float64).tolist()  # read one by one
         n = len(arrivals)
-        valid = admissible(self.trace, c.profile)
-        self.requests.outcome[~valid] = REJECTED
+        accepted = admissible(self.trace, c.profile)
+        self.requests.outcome[~accepted] = REJECTED
+        valid: list[bool] = accepted.tolist()
         closed = c.closed_loop_clients > 0
-        stop = c.closed_loop_s if closed else (float(arrivals[-1]) if n else 0.0) + c.drain_limit_s
+        stop = c.closed_loop_s if closed else (arrivals[-1] if n else 0.0) + c.drain_limit_s
         next_scrape, next_sync, last_sync = 0.0, HPA_OFFSET_S, 0.0
         next_poll = POLL_OFFSET_S if self.so is not None else math.inf
         polling_interval = self.so.polling_interval_seconds if self.so is not None else math.inf
@@ -297,7 +302,7 @@ class Simulation:
                 t_arrival = self._clients[0] if self._clients and i < n else math.inf
                 t_engine = min((self._next_engine_event(p) for p in fleet.ready), default=math.inf)
             else:
-                t_arrival = float(arrivals[i]) if i < n else math.inf
+                t_arrival = arrivals[i] if i < n else math.inf
             t_event = events.next_time()
             t_tick = min(next_scrape, next_sync, next_poll)
             t = min(t_arrival, t_event, t_tick, t_engine)
