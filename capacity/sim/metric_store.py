@@ -33,7 +33,6 @@ from capacity.sim.control.promql import (
     subquery_steps,
 )
 from capacity.sim.control.scalers import InstantQuery, PrometheusUnavailable
-from capacity.sim.exposition import cumulative
 from capacity.sim.fleet import SCRAPED, Pod
 from capacity.workload.traces import History
 from contract.signals import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, Query, Vllm
@@ -143,13 +142,14 @@ class MetricStore:
         """One scrape of a serving pod: its engine's gauges and its exposition's histograms."""
         if t >= self._next_drop:
             self._forget(t)
-        self._spans_at = (math.nan, {})
+        if self._spans_at[1]:  # what a query cached is stale now
+            self._spans_at = (math.nan, {})
         series = self._of_pod.get(pod.id)
         if series is None:
             series = self._of_pod[pod.id] = Series(pod)
             insort(self._series, series, key=_BY_POD)
         engine, exposed = pod.serving_engine, pod.exposition
-        ttft, e2e = cumulative(exposed.ttft_buckets), cumulative(exposed.e2e_buckets)
+        ttft, e2e = exposed.ttft_cumulative(), exposed.e2e_cumulative()
         series.t.append(t)
         series.running.append(engine.num_running)
         series.waiting.append(engine.num_waiting)

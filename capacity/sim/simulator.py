@@ -68,6 +68,8 @@ POLL_OFFSET_S = 0.0  # KEDA's polling loop checks the scalers as soon as it star
 CLIENT_DELAY_S = 0.005  # closed-loop client turnaround
 # Wall clock of t = 0 for traces without one (synthetic): a Monday, 00:00 UTC.
 DEFAULT_START = datetime(2024, 1, 1, tzinfo=UTC)
+# Looking up an Enum member costs ~0.1 us on Python 3.11: the hot paths compare with these.
+_DRAINING, _GONE = Phase.DRAINING, Phase.GONE
 
 
 @dataclass(frozen=True)
@@ -165,7 +167,7 @@ class Simulation:
             if self.c.closed_loop_clients:
                 for f in done:
                     heapq.heappush(self._clients, f.finish_time + CLIENT_DELAY_S)
-            if pod.phase == Phase.DRAINING and not pod.inflight:
+            if pod.phase == _DRAINING and not pod.inflight:
                 self.fleet.release(pod, t)
 
     @staticmethod
@@ -208,7 +210,7 @@ class Simulation:
         for pod in self.fleet.present():
             if pod.phase in SCRAPED:
                 self._advance(pod, t)
-                if pod.phase != Phase.GONE:
+                if pod.phase != _GONE:
                     self.prometheus.scrape(t, pod)
 
     def _scaler(self, trigger: KedaTrigger) -> Scaler:
