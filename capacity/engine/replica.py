@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 from capacity.engine.prefix_cache import MOONCAKE_BLOCK_TOKENS, BlockPool, CpuTier
 from capacity.engine.profile import EngineProfile
+from capacity.engine.roofline import DecodeLines
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,8 @@ class ReplicaEngine:
         self._watermark = profile.watermark_blocks * profile.block_size
         self._prefix_caching = profile.prefix_caching and not self._v0
         # the last decode line asked for, by (b, ctx): an advance that cannot fit a step asks again
-        self._line_b, self._line_ctx, self._line = -1, -1, self._cost.decode_line(1, 0)
+        self._lines = DecodeLines(self._cost)
+        self._line_b, self._line_ctx, self._line = -1, -1, self._lines.line(1, 0)
 
     # --- observable state --------------------------------------------------------------
     @property
@@ -788,13 +790,12 @@ class ReplicaEngine:
             return False
         step = self._step
         clock = self._clock
-        cost = self._cost
         ctx = self._ctx_base + b * step
         # The `now` bound first: when no step fits (the common end of an advance) the other
         # bounds cannot matter (k = min(..., 0)), so they are not computed.
         dt = now - clock
         if b != self._line_b or ctx != self._line_ctx:  # one line answers every question below
-            self._line_b, self._line_ctx, self._line = b, ctx, cost.decode_line(b, ctx)
+            self._line_b, self._line_ctx, self._line = b, ctx, self._lines.line(b, ctx)
         line = self._line
         if line.first > dt + 1e-12:  # == cost.decode_step(b, ctx)
             return False

@@ -235,13 +235,19 @@ class StepCost:
         """The pure-decode steps of b sequences from `ctx` cached tokens: step j takes a + g*j
         (the matmul side is constant in j, attention linear); its first step is exactly
         `decode_step(b, ctx)` (max(kv*ctx, attn*ctx) == max(kv, attn)*ctx for ctx >= 0)."""
-        # linear_memory_time(b) and linear_compute_time(b, b), inline: the engine asks a line per segment
-        lm, lc = self.weights_s + self.act_token_s * b, self.token_s * (b + self.fill_tokens) + self.sample_s * b
-        per_ctx = self.kv_token_s if self.kv_token_s > self.attn_pair_s else self.attn_pair_s
-        a = self.step_s + self.seq_s * b + (lm if lm > lc else lc) + per_ctx * ctx
-        if self.comm is not None:
-            a += self.comm.time(b, b)
-        return DecodeLine(a, per_ctx * b)
+        return _line(self.decode_terms(b), self.decode_per_ctx, b, ctx)
+
+    @property
+    def decode_per_ctx(self) -> float:
+        """A decode step's attention per cached token (the larger of its two roofs)."""
+        return self.kv_token_s if self.kv_token_s > self.attn_pair_s else self.attn_pair_s
+
+    def decode_terms(self, b: int) -> tuple[float, float | None]:
+        """The terms of a decode line that depend on b only: its first step's time before
+        attention, and its collectives' time (None on one GPU)."""
+        lm, lc = self.linear_memory_time(b), self.linear_compute_time(b, b)
+        head = self.step_s + self.seq_s * b + (lm if lm > lc else lc)
+        return head, (None if self.comm is None else self.comm.time(b, b))
 
     def decode_span(self, b: int, ctx: int, k: int) -> float:
         """Duration of k pure-decode steps of b sequences starting from `ctx` cached tokens."""
@@ -250,6 +256,33 @@ class StepCost:
     def decode_steps_within(self, b: int, ctx: int, dt: float) -> int:
         """Largest k with decode_span(b, ctx, k) <= dt."""
         return self.decode_line(b, ctx).steps_within(dt)
+
+
+def _line(terms: tuple[float, float | None], per_ctx: float, b: int, ctx: int) -> DecodeLine:
+    """The decode line of b sequences from `ctx` cached tokens, from its b-only terms."""
+    head, comm = terms
+    a = head + per_ctx * ctx
+    if comm is not None:
+        a += comm
+    return DecodeLine(a, per_ctx * b)
+
+
+class DecodeLines:
+    """`StepCost.decode_line` with its b-only terms kept per batch size: an engine asks for a
+    line per decode segment, over a few batch sizes."""
+
+    __slots__ = ("_cost", "_per_ctx", "_terms")
+
+    def __init__(self, cost: StepCost) -> None:
+        self._cost = cost
+        self._per_ctx = cost.decode_per_ctx
+        self._terms: dict[int, tuple[float, float | None]] = {}
+
+    def line(self, b: int, ctx: int) -> DecodeLine:
+        terms = self._terms.get(b)
+        if terms is None:
+            terms = self._terms[b] = self._cost.decode_terms(b)
+        return _line(terms, self._per_ctx, b, ctx)
 
 
 class DecodeLine:
