@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -130,9 +131,10 @@ class Simulation:
             arrival[:] = np.nan
             self._clients = [CLIENT_DELAY_S * (k + 1) for k in range(config.closed_loop_clients)]
         self.requests = RequestLog(arrival)
-        # the trace's columns as Python numbers: the arrival path reads one of each per request
-        self._prompt_tokens: list[int] = trace.prompt_tokens.astype(np.int64).tolist()
-        self._output_tokens: list[int] = trace.output_tokens.astype(np.int64).tolist()
+        # The trace's columns as compact arrays of C numbers: the arrival path reads one of each per
+        # request, and indexing an `array` is several times cheaper than indexing a numpy array.
+        self._prompt_tokens = array("q", trace.prompt_tokens.astype(np.int64).tobytes())
+        self._output_tokens = array("q", trace.output_tokens.astype(np.int64).tobytes())
         self._units: tuple[tuple[int, ...], ...] | None = (
             tuple(unit_keys(ids) for ids in trace.block_ids) if trace.block_ids is not None else None
         )
@@ -286,7 +288,7 @@ class Simulation:
         fleet.start_headroom(0.0)
         if self.so is not None:
             self.so.last_active = 0.0  # a warm fleet: KEDA saw a trigger active (no instant scale to zero)
-        arrivals: list[float] = np.asarray(self.trace.arrivals, dtype=np.float64).tolist()  # read one by one
+        arrivals = array("d", np.asarray(self.trace.arrivals, dtype=np.float64).tobytes())  # read one by one
         n = len(arrivals)
         accepted = admissible(self.trace, c.profile)
         self.requests.outcome[~accepted] = REJECTED
