@@ -41,7 +41,7 @@ from typing import NamedTuple
 
 from capacity.engine.prefix_cache import MOONCAKE_BLOCK_TOKENS, BlockPool, CpuTier
 from capacity.engine.profile import EngineProfile
-from capacity.engine.roofline import DecodeLines
+from capacity.engine.roofline import DecodeLine, DecodeLines
 
 
 class Request(NamedTuple):
@@ -702,7 +702,7 @@ class ReplicaEngine:
         # the step's time without its prefill chunks: a lower bound of its duration, so if even
         # that ends after `now` the step cannot run and need not be planned
         start = self._clock
-        if b and start + self._cost.decode_step(b, self._ctx_base + b * self._step) > now:
+        if b and start + self._decode_line(b, self._ctx_base + b * self._step).first > now:  # == decode_step
             return False
         tokens, plan, admitted = self._plan_prefill(admit=not preempted)
         if not plan:
@@ -798,9 +798,7 @@ class ReplicaEngine:
         # The `now` bound first: when no step fits (the common end of an advance) the other
         # bounds cannot matter (k = min(..., 0)), so they are not computed.
         dt = now - clock
-        if b != self._line_b or ctx != self._line_ctx:  # one line answers every question below
-            self._line_b, self._line_ctx, self._line = b, ctx, self._lines.line(b, ctx)
-        line = self._line
+        line = self._decode_line(b, ctx)  # one line answers every question below
         if line.first > dt + 1e-12:  # == cost.decode_step(b, ctx)
             return False
         k = 1 if preempted else line.steps_within(dt)
@@ -846,6 +844,13 @@ class ReplicaEngine:
             for s in decoding.values():
                 s.last_token_time = clock
         return True
+
+    def _decode_line(self, b: int, ctx: int) -> DecodeLine:
+        """The decode line of b sequences from `ctx` (the last one asked is kept: an advance that
+        cannot fit a step, and the mixed step after it, ask for it again)."""
+        if b != self._line_b or ctx != self._line_ctx:
+            self._line_b, self._line_ctx, self._line = b, ctx, self._lines.line(b, ctx)
+        return self._line
 
     def _steps_until(self, dt: float) -> int:
         k = self._steps_within(dt)
