@@ -135,6 +135,7 @@ class Simulation:
         # request, and indexing an `array` is several times cheaper than indexing a numpy array.
         self._prompt_tokens = array("q", trace.prompt_tokens.astype(np.int64).tobytes())
         self._output_tokens = array("q", trace.output_tokens.astype(np.int64).tobytes())
+        # each request's chained prefix units (None: the trace has no block ids)
         self._units: tuple[tuple[int, ...], ...] | None = (
             tuple(unit_keys(ids) for ids in trace.block_ids) if trace.block_ids is not None else None
         )
@@ -187,16 +188,13 @@ class Simulation:
         candidates = self.router.candidates(len(ready))
         for k in candidates:
             self._advance(ready[k], t)
-        req = Request(rid, t, self._prompt_tokens[rid], self._output_tokens[rid], self._prefix(rid))
+        units = self._units
+        req = Request(rid, t, self._prompt_tokens[rid], self._output_tokens[rid], () if units is None else units[rid])
         pod = ready[self.router.pick(ready, candidates, req)]
         if self.c.closed_loop_clients:  # an open loop's arrival is the trace's already
             self.requests.sent(rid, t)
         pod.serving_engine.submit(req, t)
         pod.inflight[rid] = req
-
-    def _prefix(self, rid: int) -> tuple[int, ...]:
-        """The request's chained prefix units (none when the trace has no block ids)."""
-        return self._units[rid] if self._units is not None else ()
 
     def _on_kill(self, pod: Pod, t: float) -> None:
         if pod.phase != Phase.DRAINING:
@@ -299,7 +297,17 @@ class Simulation:
         next_poll = POLL_OFFSET_S if self.so is not None else math.inf
         polling_interval = self.so.polling_interval_seconds if self.so is not None else math.inf
         i = 0
+        t_tick = min(next_scrape, next_sync, next_poll)
         while True:
+            if not closed and i < n:
+                t = arrivals[i]
+                # The common iteration: an arrival strictly before any tick or event (what the
+                # general case below does with it, without its comparisons).
+                if t < t_tick and t <= stop and t < events.next_time():
+                    if valid[i]:
+                        self._arrive(i, t)
+                    i += 1
+                    continue
             t_engine = math.inf
             if closed:
                 # Clients react to completions, so engines' own events must be visited.
@@ -308,7 +316,6 @@ class Simulation:
             else:
                 t_arrival = arrivals[i] if i < n else math.inf
             t_event = events.next_time()
-            t_tick = min(next_scrape, next_sync, next_poll)
             t = min(t_arrival, t_event, t_tick, t_engine)
             if t > stop or (i >= n and not any(p.inflight for p in fleet.present())):
                 break
@@ -331,6 +338,7 @@ class Simulation:
                 else:
                     self._poll(t)
                     next_poll += polling_interval
+                t_tick = min(next_scrape, next_sync, next_poll)
             else:
                 if closed:
                     heapq.heappop(self._clients)
