@@ -798,7 +798,9 @@ class ReplicaEngine:
         # The `now` bound first: when no step fits (the common end of an advance) the other
         # bounds cannot matter (k = min(..., 0)), so they are not computed.
         dt = now - clock
-        line = self._decode_line(b, ctx)  # one line answers every question below
+        if b != self._line_b or ctx != self._line_ctx:  # == _decode_line(b, ctx), inline: the hottest path
+            self._line_b, self._line_ctx, self._line = b, ctx, self._lines.line(b, ctx)
+        line = self._line  # one line answers every question below
         if line.first > dt + 1e-12:  # == cost.decode_step(b, ctx)
             return False
         k = 1 if preempted else line.steps_within(dt)

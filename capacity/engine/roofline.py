@@ -282,7 +282,12 @@ class DecodeLines:
         terms = self._terms.get(b)
         if terms is None:
             terms = self._terms[b] = self._cost.decode_terms(b)
-        return _line(terms, self._per_ctx, b, ctx)
+        head, comm = terms  # == _line(terms, per_ctx, b, ctx), inline: one per decode segment
+        per_ctx = self._per_ctx
+        a = head + per_ctx * ctx
+        if comm is not None:
+            a += comm
+        return DecodeLine(a, per_ctx * b)
 
 
 class DecodeLine:
