@@ -59,7 +59,7 @@ def extrapolation_spans(times_of: Iterable[Sequence[float]], t: float, window: f
             continue
         # As Prometheus' `extrapolatedRate` takes them: the sampled interval and the gaps it may
         # extrapolate over at the start and the end.
-        first_t, last_t = float(times[start]), float(times[stop - 1])
+        first_t, last_t = times[start], times[stop - 1]
         sampled = last_t - first_t
         average_gap = sampled / (stop - start - 1)
         threshold = average_gap * 1.1
@@ -87,9 +87,11 @@ def extrapolated_increases(spans: Spans, counts_of: Sequence[Sequence[Any]]) -> 
     # (sampled, to_start, to_end) per series, broadcast over a histogram's columns
     sampled, to_start, to_end = spans.gaps.reshape(len(spans.kept), 3, *(1,) * (first.ndim - 1)).swapaxes(0, 1)
     result = last - first  # series never reset here
-    # A counter cannot be extrapolated below zero.
-    to_zero = np.divide(sampled * first, result, out=np.full_like(result, np.inf), where=result > 0)
-    start = np.minimum(to_start, to_zero)
+    # A counter cannot be extrapolated below zero: the start gap is at most the time to zero, where
+    # the counter grew (the division is ignored where it did not).
+    with np.errstate(divide="ignore", invalid="ignore"):
+        to_zero = sampled * first / result
+    start = np.where(result > 0, np.minimum(to_start, to_zero), to_start)
     increases: np.ndarray = result * (sampled + start + to_end) / sampled
     return increases
 
