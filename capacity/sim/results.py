@@ -77,61 +77,29 @@ class NodeSpan:
 
 class RequestLog:
     """Per request (trace order), filled in as the run goes: arrival, TTFT, TPOT, e2e, outcome,
-    and which requests finished since the timeline's last sample. Completions are written to the
-    arrays when they are next read, many at once (an element write into numpy costs more than
-    the arithmetic)."""
+    and which requests finished since the timeline's last sample."""
 
     def __init__(self, arrivals: np.ndarray) -> None:
         """`arrivals`: the trace's, or NaN until sent in a closed loop."""
         n = len(arrivals)
         self.arrival = arrivals
-        self._ttft = np.full(n, np.nan)
-        self._tpot = np.full(n, np.nan)
-        self._e2e = np.full(n, np.nan)
-        self._outcome = np.full(n, UNFINISHED, dtype=np.int8)
+        self.ttft = np.full(n, np.nan)
+        self.tpot = np.full(n, np.nan)
+        self.e2e = np.full(n, np.nan)
+        self.outcome = np.full(n, UNFINISHED, dtype=np.int8)
         self._recent: list[int] = []
-        self._finished: list[Finished] = []  # completed, not yet written
-
-    @property
-    def ttft(self) -> np.ndarray:
-        self._write()
-        return self._ttft
-
-    @property
-    def tpot(self) -> np.ndarray:
-        self._write()
-        return self._tpot
-
-    @property
-    def e2e(self) -> np.ndarray:
-        self._write()
-        return self._e2e
-
-    @property
-    def outcome(self) -> np.ndarray:
-        self._write()
-        return self._outcome
 
     def finish(self, done: Iterable[Finished]) -> None:
         """Requests that completed, with their latencies."""
-        self._finished.extend(done)
-
-    def _write(self) -> None:
-        """The completions since the last read, into the arrays (the same float operations as
-        one request at a time)."""
-        finished = self._finished
-        if not finished:
-            return
-        self._finished = []
-        rids = [f.request.id for f in finished]
-        self._ttft[rids] = [f.first_token_time - f.request.arrival for f in finished]
-        several = [f for f in finished if f.request.output_tokens > 1]
-        self._tpot[[f.request.id for f in several]] = [
-            (f.finish_time - f.first_token_time) / (f.request.output_tokens - 1) for f in several
-        ]
-        self._e2e[rids] = [f.finish_time - f.request.arrival for f in finished]
-        self._outcome[rids] = OK
-        self._recent.extend(rids)
+        for f in done:
+            request = f.request
+            rid = request.id
+            self.ttft[rid] = f.first_token_time - request.arrival
+            if request.output_tokens > 1:
+                self.tpot[rid] = (f.finish_time - f.first_token_time) / (request.output_tokens - 1)
+            self.e2e[rid] = f.finish_time - request.arrival
+            self.outcome[rid] = OK
+            self._recent.append(rid)
 
     def sent(self, rid: int, t: float) -> None:
         """The gateway forwarded the request at t (a closed-loop client's send time)."""
@@ -142,12 +110,11 @@ class RequestLog:
 
     def latencies(self) -> tuple[float, float, float]:
         """TTFT p95, TPOT p95 and e2e p99 of the requests finished since the last call (NaN if none)."""
-        self._write()
         recent = self._recent
-        ttft = percentile(self._ttft[recent].tolist(), 95) if recent else math.nan
-        tpot = [x for x in self._tpot[recent].tolist() if not math.isnan(x)]
+        ttft = percentile(self.ttft[recent].tolist(), 95) if recent else math.nan
+        tpot = [x for x in self.tpot[recent].tolist() if not math.isnan(x)]
         tpot_p95 = percentile(tpot, 95) if tpot else math.nan
-        e2e = percentile(self._e2e[recent].tolist(), 99) if recent else math.nan
+        e2e = percentile(self.e2e[recent].tolist(), 99) if recent else math.nan
         self._recent = []
         return ttft, tpot_p95, e2e
 
