@@ -37,13 +37,17 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from capacity.engine.prefix_cache import MOONCAKE_BLOCK_TOKENS, BlockPool, CpuTier
 from capacity.engine.profile import EngineProfile
+from capacity.engine.roofline import DecodeLine, DecodeLines
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
+    """One request as the engine sees it (immutable). A NamedTuple: a simulated day builds one per
+    request, and a frozen dataclass's `__init__` costs three times as much."""
+
     id: int
     arrival: float
     prompt_tokens: int
@@ -53,8 +57,9 @@ class Request:
     prefix: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True)
-class Finished:
+class Finished(NamedTuple):
+    """A completed request's times (immutable; a NamedTuple like `Request`, one per request)."""
+
     request: Request
     first_token_time: float
     finish_time: float
@@ -181,7 +186,8 @@ class ReplicaEngine:
         self._watermark = profile.watermark_blocks * profile.block_size
         self._prefix_caching = profile.prefix_caching and not self._v0
         # the last decode line asked for, by (b, ctx): an advance that cannot fit a step asks again
-        self._line_b, self._line_ctx, self._line = -1, -1, self._cost.decode_line(1, 0)
+        self._lines = DecodeLines(self._cost)
+        self._line_b, self._line_ctx, self._line = -1, -1, self._lines.line(1, 0)
 
     # --- observable state --------------------------------------------------------------
     @property
@@ -394,8 +400,8 @@ class ReplicaEngine:
         """(chunk, prefix-cache hit) of admitting waiting request `s` with `budget` tokens left."""
         if self._pool is not None and s.req.prefix:
             hit = self._pool_hit(s)
-        else:
-            hit = self._cache_hit(s) if self._prefix_caching else 0
+        else:  # `_cache_hit` is 0 for a request never preempted (the common case, not called)
+            hit = self._cache_hit(s) if self._prefix_caching and s.cached else 0
         rest = s.to_prefill - hit
         return (rest if rest < budget else budget), hit
 
@@ -479,19 +485,23 @@ class ReplicaEngine:
 
     def _admissible(self) -> bool:
         """Could the head of the queue be admitted in a step starting at the clock?"""
-        if not self._waiting or self.num_running >= self._max_seqs:
+        waiting = self._waiting
+        if not waiting:
             return False
-        head = self._waiting[0]
+        b = len(self._decoding)
+        running = len(self._prefilling) + b  # == num_running (read once: a hot path)
+        if running >= self._max_seqs:
+            return False
+        head = waiting[0]
         if head.ready > self._clock:
             return False
-        budget = self._max_batched - len(self._decoding)
-        chunk, hit = self._admit_need(head, budget)
-        watermark = self._watermark if self.num_running else 0
-        return chunk > 0 and self._kv_fits(hit + chunk + watermark)
-
-    def _kv_fits(self, new_tokens: int) -> bool:
-        spare = (self.num_running + 1) * self._bs  # partly filled last blocks
-        return self._kv_tokens_used() + new_tokens + spare <= self._kv_cap
+        chunk, hit = self._admit_need(head, self._max_batched - b)
+        if chunk <= 0:
+            return False
+        watermark = self._watermark if running else 0
+        used = self._ctx_base + b * self._step + self._prefill_ctx  # == _kv_tokens_used()
+        # the KV it needs, plus the partly filled last block of every running request and its own
+        return used + hit + chunk + watermark + (running + 1) * self._bs <= self._kv_cap
 
     def _plan_prefill(self, admit: bool = True) -> tuple[int, list[tuple[_Seq, int, int]], int]:
         """Prefill tokens of the next step, the (seq, chunk, cache hit) triples, and how many
@@ -692,7 +702,7 @@ class ReplicaEngine:
         # the step's time without its prefill chunks: a lower bound of its duration, so if even
         # that ends after `now` the step cannot run and need not be planned
         start = self._clock
-        if b and start + self._cost.decode_step(b, self._ctx_base + b * self._step) > now:
+        if b and start + self._decode_line(b, self._ctx_base + b * self._step).first > now:  # == decode_step
             return False
         tokens, plan, admitted = self._plan_prefill(admit=not preempted)
         if not plan:
@@ -784,14 +794,13 @@ class ReplicaEngine:
             return False
         step = self._step
         clock = self._clock
-        cost = self._cost
         ctx = self._ctx_base + b * step
         # The `now` bound first: when no step fits (the common end of an advance) the other
         # bounds cannot matter (k = min(..., 0)), so they are not computed.
         dt = now - clock
-        if b != self._line_b or ctx != self._line_ctx:  # one line answers every question below
-            self._line_b, self._line_ctx, self._line = b, ctx, cost.decode_line(b, ctx)
-        line = self._line
+        if b != self._line_b or ctx != self._line_ctx:  # == _decode_line(b, ctx), inline: the hottest path
+            self._line_b, self._line_ctx, self._line = b, ctx, self._lines.line(b, ctx)
+        line = self._line  # one line answers every question below
         if line.first > dt + 1e-12:  # == cost.decode_step(b, ctx)
             return False
         k = 1 if preempted else line.steps_within(dt)
@@ -837,6 +846,13 @@ class ReplicaEngine:
             for s in decoding.values():
                 s.last_token_time = clock
         return True
+
+    def _decode_line(self, b: int, ctx: int) -> DecodeLine:
+        """The decode line of b sequences from `ctx` (the last one asked is kept: an advance that
+        cannot fit a step, and the mixed step after it, ask for it again)."""
+        if b != self._line_b or ctx != self._line_ctx:
+            self._line_b, self._line_ctx, self._line = b, ctx, self._lines.line(b, ctx)
+        return self._line
 
     def _steps_until(self, dt: float) -> int:
         k = self._steps_within(dt)

@@ -216,7 +216,9 @@ class StepCost:
     def step_time(self, seqs: int, tokens: int, sampled: int, kv_tokens: int, pairs: int) -> float:
         """One step over `seqs` sequences computing `tokens` tokens (`sampled` of them sampled),
         reading `kv_tokens` cached tokens' K/V, with `pairs` (query, context) attention pairs."""
-        lm, lc = self.linear_memory_time(tokens), self.linear_compute_time(tokens, sampled)
+        # linear_memory_time(tokens) and linear_compute_time(tokens, sampled), inline (a hot path)
+        lm = self.weights_s + self.act_token_s * tokens
+        lc = self.token_s * (tokens + self.fill_tokens) + self.sample_s * sampled
         am, ac = self.kv_token_s * kv_tokens, self.attn_pair_s * pairs
         t = self.step_s + self.seq_s * seqs + (lm if lm > lc else lc) + (am if am > ac else ac)
         return t if self.comm is None else t + self.comm.time(tokens, sampled)
@@ -233,12 +235,19 @@ class StepCost:
         """The pure-decode steps of b sequences from `ctx` cached tokens: step j takes a + g*j
         (the matmul side is constant in j, attention linear); its first step is exactly
         `decode_step(b, ctx)` (max(kv*ctx, attn*ctx) == max(kv, attn)*ctx for ctx >= 0)."""
+        return _line(self.decode_terms(b), self.decode_per_ctx, b, ctx)
+
+    @property
+    def decode_per_ctx(self) -> float:
+        """A decode step's attention per cached token (the larger of its two roofs)."""
+        return self.kv_token_s if self.kv_token_s > self.attn_pair_s else self.attn_pair_s
+
+    def decode_terms(self, b: int) -> tuple[float, float | None]:
+        """The terms of a decode line that depend on b only: its first step's time before
+        attention, and its collectives' time (None on one GPU)."""
         lm, lc = self.linear_memory_time(b), self.linear_compute_time(b, b)
-        per_ctx = self.kv_token_s if self.kv_token_s > self.attn_pair_s else self.attn_pair_s
-        a = self.step_s + self.seq_s * b + (lm if lm > lc else lc) + per_ctx * ctx
-        if self.comm is not None:
-            a += self.comm.time(b, b)
-        return DecodeLine(a, per_ctx * b)
+        head = self.step_s + self.seq_s * b + (lm if lm > lc else lc)
+        return head, (None if self.comm is None else self.comm.time(b, b))
 
     def decode_span(self, b: int, ctx: int, k: int) -> float:
         """Duration of k pure-decode steps of b sequences starting from `ctx` cached tokens."""
@@ -247,6 +256,38 @@ class StepCost:
     def decode_steps_within(self, b: int, ctx: int, dt: float) -> int:
         """Largest k with decode_span(b, ctx, k) <= dt."""
         return self.decode_line(b, ctx).steps_within(dt)
+
+
+def _line(terms: tuple[float, float | None], per_ctx: float, b: int, ctx: int) -> DecodeLine:
+    """The decode line of b sequences from `ctx` cached tokens, from its b-only terms."""
+    head, comm = terms
+    a = head + per_ctx * ctx
+    if comm is not None:
+        a += comm
+    return DecodeLine(a, per_ctx * b)
+
+
+class DecodeLines:
+    """`StepCost.decode_line` with its b-only terms kept per batch size: an engine asks for a
+    line per decode segment, over a few batch sizes."""
+
+    __slots__ = ("_cost", "_per_ctx", "_terms")
+
+    def __init__(self, cost: StepCost) -> None:
+        self._cost = cost
+        self._per_ctx = cost.decode_per_ctx
+        self._terms: dict[int, tuple[float, float | None]] = {}
+
+    def line(self, b: int, ctx: int) -> DecodeLine:
+        terms = self._terms.get(b)
+        if terms is None:
+            terms = self._terms[b] = self._cost.decode_terms(b)
+        head, comm = terms  # == _line(terms, per_ctx, b, ctx), inline: one per decode segment
+        per_ctx = self._per_ctx
+        a = head + per_ctx * ctx
+        if comm is not None:
+            a += comm
+        return DecodeLine(a, per_ctx * b)
 
 
 class DecodeLine:
@@ -264,22 +305,18 @@ class DecodeLine:
         return k * self.first + self.slope * k * (k - 1) / 2
 
     def steps_within(self, dt: float) -> int:
-        """Largest k with span(k) <= dt."""
-        return _steps_within(dt, self.first, self.slope)
-
-
-def _steps_within(dt: float, t0: float, c2: float) -> int:
-    """Largest k with k*t0 + c2*k*(k-1)/2 <= dt: how many steps of a line t0 + c2*j fit in dt."""
-    if dt <= 0 or t0 > dt + 1e-12:
-        return 0
-    if c2 <= 0:
-        return int(dt / t0 + 1e-9)
-    # (c2/2) k^2 + (t0 - c2/2) k - dt <= 0
-    a, bq = c2 / 2, t0 - c2 / 2
-    k = int((-bq + math.sqrt(bq * bq + 4 * a * dt)) / (2 * a) + 1e-9)
-    while k > 0 and k * t0 + c2 * k * (k - 1) / 2 > dt + 1e-12:
-        k -= 1
-    return k
+        """Largest k with span(k) <= dt: k*t0 + c2*k*(k-1)/2 <= dt for the line t0 + c2*j."""
+        t0, c2 = self.first, self.slope
+        if dt <= 0 or t0 > dt + 1e-12:
+            return 0
+        if c2 <= 0:
+            return int(dt / t0 + 1e-9)
+        # (c2/2) k^2 + (t0 - c2/2) k - dt <= 0
+        a, bq = c2 / 2, t0 - c2 / 2
+        k = int((-bq + math.sqrt(bq * bq + 4 * a * dt)) / (2 * a) + 1e-9)
+        while k > 0 and k * t0 + c2 * k * (k - 1) / 2 > dt + 1e-12:
+            k -= 1
+        return k
 
 
 def step_cost(

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterable
+from itertools import accumulate
 
 import numpy as np
 
 from capacity.engine import Finished, Request
 from contract.signals import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS
 
-
-def cumulative(buckets: list[int]) -> np.ndarray:
-    """Per-bucket counts as Prometheus exposes them: each `le` bucket counts all below it (as
-    float64, what PromQL computes in; exact, as counts stay far below 2**53)."""
-    return np.array(buckets, dtype=np.float64).cumsum()
+# A scrape reads both histograms into one row (`Exposition.scraped_buckets`): these columns.
+TTFT_COLUMNS = slice(0, len(TTFT_BUCKETS) + 1)
+E2E_COLUMNS = slice(len(TTFT_BUCKETS) + 1, len(TTFT_BUCKETS) + len(REQUEST_LATENCY_BUCKETS) + 2)
 
 
 class Exposition:
@@ -32,6 +31,12 @@ class Exposition:
         self.ttft_buckets = [0] * (len(TTFT_BUCKETS) + 1)
         self.e2e_buckets = [0] * (len(REQUEST_LATENCY_BUCKETS) + 1)
         self.prompt_tokens_total = 0
+
+    def scraped_buckets(self) -> np.ndarray:
+        """Both histograms as Prometheus exposes them, side by side (`TTFT_COLUMNS`, `E2E_COLUMNS`):
+        each `le` bucket counts all below it, as float64 (what PromQL computes in; exact, as counts
+        stay far below 2**53). One array per scrape: the queries read both histograms at once."""
+        return np.array([*accumulate(self.ttft_buckets), *accumulate(self.e2e_buckets)], dtype=np.float64)
 
     def first_tokens(self, events: Iterable[tuple[Request, float]]) -> None:
         """Requests whose prefill completed (each with its first token's time): vLLM v1 counts

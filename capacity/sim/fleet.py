@@ -54,6 +54,10 @@ class Phase(IntEnum):
 
 # The phases in which vLLM's endpoint is up, so Prometheus scrapes the pod.
 SCRAPED = (Phase.READY, Phase.DRAINING)
+# The phases the ReplicaSet counts (not terminating).
+ALIVE = (Phase.PENDING, Phase.STARTING, Phase.READY)
+# Looking up an Enum member costs ~0.1 us on Python 3.11: the per-tick loops compare with these.
+_PENDING, _GONE = Phase.PENDING, Phase.GONE
 
 
 class Pod:
@@ -162,12 +166,12 @@ class Fleet:
     # --- the Deployment and its ReplicaSet ----------------------------------------------
     def present(self) -> list[Pod]:
         """The pods not gone, by creation order."""
-        self._present = [p for p in self._present if p.phase != Phase.GONE]
+        self._present = [p for p in self._present if p.phase != _GONE]
         return self._present
 
     def alive(self) -> list[Pod]:
         """Pods the ReplicaSet counts (not terminating)."""
-        return [p for p in self.present() if p.phase in (Phase.PENDING, Phase.STARTING, Phase.READY)]
+        return [p for p in self.present() if p.phase in ALIVE]
 
     def set_replicas(self, desired: int, t: float) -> None:
         """Write the Deployment's spec replicas; the ReplicaSet creates or deletes pods at once."""
@@ -330,7 +334,7 @@ class Fleet:
             self.create_pod(t)  # the ReplicaSet replaces it at once
 
     def _pending(self) -> bool:
-        return any(p.phase == Phase.PENDING for p in self.present())
+        return any(p.phase == _PENDING for p in self.present())
 
     # --- a pod's end ------------------------------------------------------------------
     def on_ready(self, pod: Pod, t: float) -> None:

@@ -33,7 +33,7 @@ from capacity.sim.control.promql import (
     subquery_steps,
 )
 from capacity.sim.control.scalers import InstantQuery, PrometheusUnavailable
-from capacity.sim.exposition import cumulative
+from capacity.sim.exposition import E2E_COLUMNS, TTFT_COLUMNS
 from capacity.sim.fleet import SCRAPED, Pod
 from capacity.workload.traces import History
 from contract.signals import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, Query, Vllm
@@ -41,15 +41,16 @@ from contract.signals import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, Query, Vllm
 LOOKBACK_S = 300.0  # instant-vector lookback of a live series
 
 # The series each pod's scrapes record (`Series`), by the vLLM metric a trigger's Query names:
-# gauges (one value per scrape) and histograms (cumulative bucket counts per scrape, and bounds).
+# gauges (one value per scrape) and histograms (their columns of a scrape's cumulative bucket
+# counts, `Series.buckets`, and their bounds).
 GAUGES = {Vllm.REQUESTS_RUNNING: "running", Vllm.REQUESTS_WAITING: "waiting", Vllm.KV_CACHE_USAGE: "kv"}
-HISTOGRAMS = {Vllm.TTFT: ("ttft_counts", TTFT_BUCKETS), Vllm.E2E_LATENCY: ("e2e_counts", REQUEST_LATENCY_BUCKETS)}
+HISTOGRAMS = {Vllm.TTFT: (TTFT_COLUMNS, TTFT_BUCKETS), Vllm.E2E_LATENCY: (E2E_COLUMNS, REQUEST_LATENCY_BUCKETS)}
 # Counters the scrapes record, one number per scrape: each histogram's observation count (its
 # +Inf bucket) and the prompt tokens.
 COUNTERS = {f"{Vllm.TTFT}_count": "ttft_count", f"{Vllm.E2E_LATENCY}_count": "e2e_count"} | {
     Vllm.PROMPT_TOKENS: "prompt_count"
 }
-_SAMPLES = ("t", *GAUGES.values(), *(counts for counts, _ in HISTOGRAMS.values()), *COUNTERS.values())
+_SAMPLES = ("t", *GAUGES.values(), "buckets", *COUNTERS.values())
 # An aggregation across series: of numbers, or element-wise of bucket vectors (one value per `le`).
 Aggregate = Callable[[Any], Any]
 
@@ -65,8 +66,7 @@ class Series:
         self.running: list[float] = []
         self.waiting: list[float] = []
         self.kv: list[float] = []
-        self.ttft_counts: list[np.ndarray] = []
-        self.e2e_counts: list[np.ndarray] = []
+        self.buckets: list[np.ndarray] = []  # both histograms per scrape (`Exposition.scraped_buckets`)
         self.ttft_count: list[float] = []
         self.e2e_count: list[float] = []
         self.prompt_count: list[float] = []
@@ -114,6 +114,18 @@ def offered_history(history: History, scrape_interval_s: float) -> CounterHistor
     return CounterHistory(-1, times.tolist(), totals.tolist())
 
 
+class _Instant:
+    """What the queries of one evaluation time share, by range: the series with two samples in
+    it and their spans, and the histograms' bucket increases."""
+
+    __slots__ = ("bucket_increases", "spans", "t")
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+        self.spans: dict[float, tuple[list[Series], Spans]] = {}
+        self.bucket_increases: dict[float, np.ndarray] = {}
+
+
 class MetricStore:
     """The scraped series of the pods, in pod order (an aggregation adds them up in that order,
     so a run is reproducible to the last bit); during an outage, (start, end) seconds, the query
@@ -136,28 +148,29 @@ class MetricStore:
         self.retention = LOOKBACK_S
         self._next_drop = -math.inf  # when the store next forgets what is older than `retention`
         self._dropped = False
-        # the spans of the queries at one instant, by range (a scrape or a later instant clears them)
-        self._spans_at: tuple[float, dict[float, tuple[list[Series], Spans]]] = (math.nan, {})
+        # What the queries at one instant share, by range (a scrape or a later instant clears it):
+        # the spans, and the histograms' increases.
+        self._at = _Instant(math.nan)
 
     def scrape(self, t: float, pod: Pod) -> None:
         """One scrape of a serving pod: its engine's gauges and its exposition's histograms."""
         if t >= self._next_drop:
             self._forget(t)
-        self._spans_at = (math.nan, {})
+        if self._at.spans:  # what the queries cached is stale now
+            self._at = _Instant(math.nan)
         series = self._of_pod.get(pod.id)
         if series is None:
             series = self._of_pod[pod.id] = Series(pod)
             insort(self._series, series, key=_BY_POD)
         engine, exposed = pod.serving_engine, pod.exposition
-        ttft, e2e = cumulative(exposed.ttft_buckets), cumulative(exposed.e2e_buckets)
+        buckets = exposed.scraped_buckets()
         series.t.append(t)
         series.running.append(engine.num_running)
         series.waiting.append(engine.num_waiting)
         series.kv.append(engine.kv_usage)
-        series.ttft_counts.append(ttft)
-        series.e2e_counts.append(e2e)
-        series.ttft_count.append(float(ttft[-1]))
-        series.e2e_count.append(float(e2e[-1]))
+        series.buckets.append(buckets)
+        series.ttft_count.append(float(sum(exposed.ttft_buckets)))  # the +Inf bucket
+        series.e2e_count.append(float(sum(exposed.e2e_buckets)))
         series.prompt_count.append(float(exposed.prompt_tokens_total))
         if self.long_retention:
             self.keep_counter(t, pod.id, series.prompt_count[-1])
@@ -221,9 +234,9 @@ class MetricStore:
                 raise RuntimeError(f"a {window:g} s range asked after the store kept only {self.retention:g} s")
             self.retention = window
         if query.shape == "quantile" and query.metric in HISTOGRAMS and query.quantile is not None:
-            counts, bounds = HISTOGRAMS[query.metric]
+            columns, bounds = HISTOGRAMS[query.metric]
             q, guarded = query.quantile, query.zero_when_empty
-            return lambda t: self._quantile(t, q, window, counts, bounds, aggregate, guarded)
+            return lambda t: self._quantile(t, q, window, columns, bounds, aggregate, guarded)
         gauge = GAUGES.get(query.metric)
         if gauge is not None and query.shape == "sum":
             return lambda t: aggregate(self._latest(t, gauge))
@@ -301,20 +314,32 @@ class MetricStore:
     def _spans(self, t: float, window: float) -> tuple[list[Series], Spans]:
         """The series with two samples in (t - window, t] and their spans, shared by the queries
         of the instant over the same range (the two latency quantiles of a policy, say)."""
-        at, cached = self._spans_at
-        if at != t:
-            cached = {}
-            self._spans_at = (t, cached)
+        cached = self._instant(t).spans
         if window not in cached:
             in_range = self._in_range(t, window)
             spans = extrapolation_spans((s.t for s in in_range), t, window)
             cached[window] = ([in_range[k] for k in spans.kept], spans)
         return cached[window]
 
-    def _increases(self, t: float, window: float, counts: str) -> np.ndarray:
-        """`increase(counts[window])` of each series with two samples in range, in pod order."""
+    def _instant(self, t: float) -> _Instant:
+        """What the queries at `t` share (a new instant starts empty)."""
+        if self._at.t != t:
+            self._at = _Instant(t)
+        return self._at
+
+    def _bucket_increases(self, t: float, window: float) -> np.ndarray:
+        """`increase(bucket[window])` of both histograms' buckets (`Series.buckets` columns) of each
+        series with two samples in range, in pod order: one pass serves both quantile queries."""
+        cached = self._instant(t).bucket_increases
+        if window not in cached:
+            series, spans = self._spans(t, window)
+            cached[window] = extrapolated_increases(spans, [s.buckets for s in series])
+        return cached[window]
+
+    def _increases(self, t: float, window: float, counter: str) -> np.ndarray:
+        """`increase(counter[window])` of each series with two samples in range, in pod order."""
         series, spans = self._spans(t, window)
-        return extrapolated_increases(spans, [getattr(s, counts) for s in series])
+        return extrapolated_increases(spans, [getattr(s, counter) for s in series])
 
     def _rates(self, t: float, window: float, counter: str) -> list[float]:
         """`rate(counter[window])` per series."""
@@ -326,17 +351,17 @@ class MetricStore:
         t: float,
         q: float,
         window: float,
-        counts: str,
+        columns: slice,
         bounds: Sequence[float],
         aggregate: Aggregate,
         guarded: bool,
     ) -> float | None:
         """`histogram_quantile(q, AGG by (le) (rate(metric_bucket[window])))`: empty without a
         series, NaN without an observation; with the guard `(... > 0) or vector(0)`, 0 for both."""
-        increases = self._increases(t, window, counts)
+        increases = self._bucket_increases(t, window)
         if not len(increases):
             return 0.0 if guarded else None
-        value = histogram_quantile(q, bounds, aggregate(increases))
+        value = histogram_quantile(q, bounds, aggregate(increases[:, columns]))
         return positive_or_zero(value) if guarded else value
 
 

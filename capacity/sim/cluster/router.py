@@ -60,6 +60,13 @@ class LeastRequest(LeastOutstanding):
         second = self._rng.randrange(n - 1)
         return (first, second + (second >= first))
 
+    def pick(self, ready: Sequence[Backend], candidates: Sequence[int], request: Request | None = None) -> int:
+        """The fewer in flight of the two; a tie goes to the first drawn (as `min` over them)."""
+        if len(candidates) != 2:
+            return super().pick(ready, candidates, request)
+        first, second = candidates
+        return second if ready[second].outstanding < ready[first].outstanding else first
+
 
 def make_router(name: RouterName, seed: int = 0) -> RoundRobin | LeastOutstanding | EndpointPicker:
     if name == "endpoint-picker":

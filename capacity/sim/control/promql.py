@@ -36,26 +36,6 @@ def max_over_time(times: Sequence[float], values: Sequence[float], t: float, win
     return max(values[s]) if s.stop > s.start else None
 
 
-def _extrapolation(times: Sequence[float], t: float, window: float) -> tuple[slice, float, float, float] | None:
-    """The samples in range and, as Prometheus' `extrapolatedRate` takes them, the sampled
-    interval and the gaps it may extrapolate over at the start and the end; None with fewer
-    than two samples."""
-    s = in_range(times, t, window)
-    if s.stop - s.start < 2:
-        return None
-    first_t, last_t = float(times[s.start]), float(times[s.stop - 1])
-    sampled = last_t - first_t
-    average_gap = sampled / (s.stop - s.start - 1)
-    threshold = average_gap * 1.1
-    to_start = first_t - (t - window)
-    to_end = t - last_t
-    if to_start >= threshold:
-        to_start = average_gap / 2
-    if to_end >= threshold:
-        to_end = average_gap / 2
-    return s, sampled, to_start, to_end
-
-
 class Spans(NamedTuple):
     """Several series over one range, as Prometheus' `extrapolatedRate` reads each: which of them
     (by position) have two samples in it, the index of their first and last sample in range, and
@@ -71,14 +51,28 @@ def extrapolation_spans(times_of: Iterable[Sequence[float]], t: float, window: f
     """The spans of the series with these sample times over (t - window, t]: they depend on the
     times only, so the queries of one instant over one range share them."""
     kept, first, last, gaps = [], [], [], []
+    since = t - window
     for k, times in enumerate(times_of):
-        span = _extrapolation(times, t, window)
-        if span is not None:
-            s, *gap = span
-            kept.append(k)
-            first.append(s.start)
-            last.append(s.stop - 1)
-            gaps.append(gap)
+        # the samples in range (`in_range`, inline: a query walks every series); two at least
+        start, stop = bisect_right(times, since), bisect_right(times, t)
+        if stop - start < 2:
+            continue
+        # As Prometheus' `extrapolatedRate` takes them: the sampled interval and the gaps it may
+        # extrapolate over at the start and the end.
+        first_t, last_t = times[start], times[stop - 1]
+        sampled = last_t - first_t
+        average_gap = sampled / (stop - start - 1)
+        threshold = average_gap * 1.1
+        to_start = first_t - since
+        to_end = t - last_t
+        if to_start >= threshold:
+            to_start = average_gap / 2
+        if to_end >= threshold:
+            to_end = average_gap / 2
+        kept.append(k)
+        first.append(start)
+        last.append(stop - 1)
+        gaps.append((sampled, to_start, to_end))
     return Spans(kept, first, last, np.array(gaps, dtype=np.float64).reshape(len(gaps), 3))
 
 
@@ -93,9 +87,11 @@ def extrapolated_increases(spans: Spans, counts_of: Sequence[Sequence[Any]]) -> 
     # (sampled, to_start, to_end) per series, broadcast over a histogram's columns
     sampled, to_start, to_end = spans.gaps.reshape(len(spans.kept), 3, *(1,) * (first.ndim - 1)).swapaxes(0, 1)
     result = last - first  # series never reset here
-    # A counter cannot be extrapolated below zero.
-    to_zero = np.divide(sampled * first, result, out=np.full_like(result, np.inf), where=result > 0)
-    start = np.minimum(to_start, to_zero)
+    # A counter cannot be extrapolated below zero: the start gap is at most the time to zero, where
+    # the counter grew (the division is ignored where it did not).
+    with np.errstate(divide="ignore", invalid="ignore"):
+        to_zero = sampled * first / result
+    start = np.where(result > 0, np.minimum(to_start, to_zero), to_start)
     increases: np.ndarray = result * (sampled + start + to_end) / sampled
     return increases
 
