@@ -449,8 +449,8 @@ def run(args: argparse.Namespace) -> int:
     meets = best is not None and plan.meets(best, args.slo_attainment)
     validation = plan.validate(sm, best, result.types, held, options) if best else None
     static = (
-        plan.cheapest_static(
-            sm, best, result.types, held, args.slo_attainment, options, validation.oracle_gpu_hours or 0.0
+        plan.static_fleets(
+            sm, best, result.types, searched, held, args.slo_attainment, options, validation.oracle_gpu_hours or 0.0
         )
         if meets and best is not None and validation is not None
         else None
@@ -461,7 +461,7 @@ def run(args: argparse.Namespace) -> int:
         "search": best.summary.as_dict() if best else None,  # type: ignore[union-attr]  # a winner exists on this path: best is set and ran
         "validation": validation.as_dict() if validation else None,
         "committed": _committed(sm, result, validation, held, options),
-        "static": static.as_dict() if static else None,
+        "static": {"ahead": static[0].as_dict(), "hindsight": static[1].as_dict()} if static else None,
         "frontier": [{"gpu": t.params["gpu"], **t.summary.as_dict(), "params": dict(t.params)} for t in front],  # type: ignore[union-attr]  # a winner exists on this path: best is set and ran
         "gpu_types": [row.as_dict() for row in plan.per_gpu_type(result)],
         "config_set": [],
@@ -480,7 +480,7 @@ def run(args: argparse.Namespace) -> int:
         "notes": [],
     }
     if static:
-        payload["notes"].append(plan.static_note(payload["static"], payload["validation"], args.slo_attainment))
+        payload["notes"] += plan.static_notes(payload["static"], payload["validation"], args.slo_attainment)
     if within:
         payload["notes"].append(band_note(payload["band"], within.trust.basis, args.slo_attainment))
     unservable = plan.unservable_note(sm, best, args.slo_attainment) if best else None
@@ -622,13 +622,19 @@ def static_words(payload: dict[str, Any]) -> str:
     static = payload.get("static")
     if not static:
         return ""
-    v = static["validation"]
-    if static["replicas"] is None:
-        return f" No static fleet within the pools' {static['pools_replicas']} replicas meets it held out."
-    return (
-        f" Static: {static['replicas']} replicas, the fewest meeting it held out (in hindsight), "
-        f"{v['slo_attainment']:.2%} at ${v['cost_usd']:.2f}."
+    ahead, hindsight = static["ahead"], static["hindsight"]
+    planned = (
+        f"{ahead['replicas']} replicas (the fewest meeting it searched) attain "
+        f"{ahead['validation']['slo_attainment']:.2%} at ${ahead['validation']['cost_usd']:.2f} held out"
+        if ahead["replicas"]
+        else f"none within the pools' {ahead['pools_replicas']} replicas meets it searched"
     )
+    known = (
+        f"{hindsight['replicas']} at ${hindsight['validation']['cost_usd']:.2f}"
+        if hindsight["replicas"]
+        else "none within the pools"
+    )
+    return f" Static fleet planned ahead: {planned}; in hindsight {known}."
 
 
 def per_day_words(summary: dict[str, Any]) -> str:
@@ -864,8 +870,8 @@ WINNER_HEADERS = (
     "x oracle",
 )
 WINNER_TITLE = (
-    "the winner beside the committed policy (the first candidate of its GPU type's study) and the fewest static "
-    "replicas meeting the target held out (found in hindsight; never searched)"
+    "the winner beside the committed policy (the first candidate of its GPU type's study) and static fleets: the "
+    "fewest replicas meeting the target on the searched traffic (ahead) and on the held-out one (hindsight)"
 )
 
 
@@ -879,21 +885,23 @@ def _winner_rows(payload: dict[str, Any]) -> list[list[str]]:
         rows.append(["committed (stack)", committed["gpu"], f"refused: {committed['refused']}", *[""] * 5])
     elif committed:
         rows.append(_outcome_row("committed (stack)", committed["gpu"], committed["search"], committed["validation"]))
-    if static := payload.get("static"):
-        held = static["validation"]
-        label = f"static {static['replicas']}" if static["replicas"] else f"static {static['pools_replicas']} (misses)"
-        rows.append(
-            [
-                label,
-                payload["gpu"],
-                "-",
-                "-",
-                cell(held["slo_attainment"], ".1%"),
-                cell(held["cost_usd"], ".2f"),
-                cell(held["gpu_hours"], ".2f"),
-                cell(held["oracle_ratio"], ".2f"),
-            ]
-        )
+    static = payload.get("static") or {}
+    for fleet, when in ((static.get("ahead"), "ahead"), (static.get("hindsight"), "hindsight")):
+        if fleet:
+            held = fleet["validation"]
+            count = fleet["replicas"] or f"{fleet['pools_replicas']}, misses"
+            rows.append(
+                [
+                    f"static {count} ({when})",
+                    payload["gpu"],
+                    "-",
+                    "-",
+                    cell(held["slo_attainment"], ".1%"),
+                    cell(held["cost_usd"], ".2f"),
+                    cell(held["gpu_hours"], ".2f"),
+                    cell(held["oracle_ratio"], ".2f"),
+                ]
+            )
     return rows
 
 

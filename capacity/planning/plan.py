@@ -1047,30 +1047,39 @@ def validate(
 
 @dataclass(frozen=True)
 class StaticFleet:
-    """What a plan that scales must beat: the fewest warm replicas of the winner's deployment,
-    never scaled, that meet the target on the held-out traffic, found in hindsight (with the
-    traffic known, which no policy planned ahead has), with their held-out numbers; `replicas`
-    None when even the pools' whole fleet (`budget`) misses, `summary` then that fleet's."""
+    """A fleet of warm replicas of the winner's deployment, never scaled: the fewest meeting the
+    target on the traffic it was chosen on (`chosen_on`: "searched", as a plan made ahead would
+    choose it, or "held out", in hindsight), with its held-out numbers; `replicas` None when even
+    the pools' whole fleet (`budget`) misses there, `summary` then that fleet's."""
 
+    chosen_on: str
     replicas: int | None
     budget: int
     summary: CombinedSummary
 
     def as_dict(self) -> dict[str, Any]:
-        return {"replicas": self.replicas, "pools_replicas": self.budget, "validation": self.summary.as_dict()}
+        return {
+            "chosen_on": self.chosen_on,
+            "replicas": self.replicas,
+            "pools_replicas": self.budget,
+            "validation": self.summary.as_dict(),
+        }
 
 
-def cheapest_static(
+def static_fleets(
     sm: StackModel,
     best: Trial,
     types: dict[str, GpuType],
+    searched: Sequence[Part],
     held: Sequence[Part],
     target: float,
     options: RunOptions,
     oracle_gpu_hours: float,
-) -> StaticFleet:
-    """The winner's deployment as a static fleet on the held-out parts, bisected over 1 to the
-    replicas its pools hold for the fewest whose worst part meets `target` (the planner's bar).
+) -> tuple[StaticFleet, StaticFleet]:
+    """What a plan that scales must beat: the winner's deployment as a static fleet, its size
+    bisected over 1 to the replicas its pools hold for the fewest whose worst part meets `target`
+    (the planner's bar), chosen on the searched parts (planned ahead: the fair rival) and on the
+    held-out ones (hindsight: a bound no plan made ahead reaches), each with its held-out numbers.
     It assumes attainment does not fall as the fleet grows (more idle replicas under the same
     router); a count is dropped at its first part that misses. The oracle's GPU-hours are the
     winner's validation's: the same traffic, feasibility and objective."""
@@ -1080,41 +1089,69 @@ def cheapest_static(
     def feasible(trace: Trace) -> np.ndarray:
         return servable(sm, trace, types)
 
-    def meets_with(replicas: int) -> bool:
-        return all(
-            held_out(deployed, p.trace, p.scored_from, options, False, feasible(p.trace), replicas).slo_attainment
-            >= target
-            for p in held
-        )
+    def fewest(parts: Sequence[Part]) -> int | None:
+        def meets_with(replicas: int) -> bool:
+            return all(
+                held_out(deployed, p.trace, p.scored_from, options, False, feasible(p.trace), replicas).slo_attainment
+                >= target
+                for p in parts
+            )
 
-    found: int | None = None
-    if meets_with(budget):
+        if not meets_with(budget):
+            return None
         missing, found = 0, budget  # a fleet of `missing` misses (none serves nothing), `found` meets
         while found - missing > 1:
             middle = (missing + found) // 2
             missing, found = (missing, middle) if meets_with(middle) else (middle, found)
-    shown = budget if found is None else found
-    summary = held_out_parts(deployed, held, options, feasible, oracle=False, static=shown)
-    return StaticFleet(found, budget, summary.with_oracle(oracle_gpu_hours))
+        return found
+
+    def fleet(chosen_on: str, replicas: int | None) -> StaticFleet:
+        summary = held_out_parts(deployed, held, options, feasible, oracle=False, static=replicas or budget)
+        return StaticFleet(chosen_on, replicas, budget, summary.with_oracle(oracle_gpu_hours))
+
+    return fleet("searched", fewest(searched)), fleet("held out", fewest(held))
 
 
-def static_note(static: dict[str, Any], validation: dict[str, Any], target: float) -> str:
-    """The plan's line on the static fleet beside the winner, on the held-out traffic."""
-    v = static["validation"]
-    if static["replicas"] is None:
+def static_notes(static: dict[str, Any], validation: dict[str, Any], target: float) -> list[str]:
+    """The plan's lines on the static fleets beside the winner, on the held-out traffic."""
+    return [_ahead_note(static["ahead"], validation, target), _hindsight_note(static["hindsight"], validation, target)]
+
+
+def _numbers(v: dict[str, Any]) -> str:
+    return f"{v['slo_attainment']:.2%} at ${v['cost_usd']:.2f} ({v['gpu_hours']:.2f} GPU-h, {v['oracle_ratio']}x the oracle)"
+
+
+def _ahead_note(ahead: dict[str, Any], validation: dict[str, Any], target: float) -> str:
+    v = ahead["validation"]
+    if ahead["replicas"] is None:
         return (
-            f"no static fleet within the pools' {static['pools_replicas']} replicas meets {target:.1%} on the "
-            f"held-out traffic (all of them attain {v['slo_attainment']:.2%})"
+            f"no static fleet within the pools' {ahead['pools_replicas']} replicas meets {target:.1%} on the searched "
+            f"traffic (all of them attain {v['slo_attainment']:.2%} held out)"
         )
     words = (
-        f"the fewest static replicas meeting {target:.1%} on the held-out traffic, found in hindsight, are "
-        f"{static['replicas']}: {v['slo_attainment']:.2%} at ${v['cost_usd']:.2f} ({v['gpu_hours']:.2f} GPU-h, "
-        f"{v['oracle_ratio']}x the oracle)"
+        f"a static fleet planned ahead, the fewest replicas meeting {target:.1%} on the searched traffic "
+        f"({ahead['replicas']}), attains {_numbers(v)} held out"
     )
-    if validation["cost_usd"] > v["cost_usd"]:
+    if v["slo_attainment"] >= target and v["cost_usd"] < validation["cost_usd"]:
         return f"warning: {words}, less than the winner's ${validation['cost_usd']:.2f}: scaling does not pay here"
     share = validation["cost_usd"] / v["cost_usd"] if v["cost_usd"] else 1.0
-    return f"{words}; the winner costs {share:.2f}x that"
+    missed = "; it misses the target held out" if v["slo_attainment"] < target else ""
+    return f"{words}{missed}; the winner costs {share:.2f}x that"
+
+
+def _hindsight_note(hindsight: dict[str, Any], validation: dict[str, Any], target: float) -> str:
+    v = hindsight["validation"]
+    if hindsight["replicas"] is None:
+        return (
+            f"no static fleet within the pools' {hindsight['pools_replicas']} replicas meets {target:.1%} on the "
+            f"held-out traffic (all of them attain {v['slo_attainment']:.2%})"
+        )
+    share = validation["cost_usd"] / v["cost_usd"] if v["cost_usd"] else 1.0
+    return (
+        f"in hindsight, the fewest static replicas meeting {target:.1%} on the held-out traffic are "
+        f"{hindsight['replicas']}: {_numbers(v)}, a bound no fleet chosen ahead reaches (its day-long attainment "
+        f"may spend the error budget at the peak); the winner costs {share:.2f}x that"
+    )
 
 
 def cache_value(

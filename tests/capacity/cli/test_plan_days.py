@@ -70,21 +70,29 @@ def test_the_evidence_names_the_held_out_days_and_each_day_in_a_form_the_audit_r
     )
 
 
-def test_the_plan_shows_the_fewest_static_replicas_meeting_the_target_beside_the_winner(planned_on_days):
+def test_the_plan_shows_static_fleets_planned_ahead_and_in_hindsight_beside_the_winner(planned_on_days):
     static = planned_on_days["static"]
-    assert static["replicas"] is not None and static["replicas"] <= static["pools_replicas"]
-    assert [d["label"] for d in static["validation"]["days"]] == [
-        d["label"] for d in planned_on_days["validation"]["days"]
-    ]
-    said = f"the fewest static replicas meeting {planned_on_days['target']:.1%} on the held-out traffic"
-    assert any(said in note for note in planned_on_days["notes"])
+    assert [static[k]["chosen_on"] for k in ("ahead", "hindsight")] == ["searched", "held out"]
+    for fleet in static.values():
+        assert fleet["replicas"] is not None and fleet["replicas"] <= fleet["pools_replicas"]
+        assert [d["label"] for d in fleet["validation"]["days"]] == [
+            d["label"] for d in planned_on_days["validation"]["days"]
+        ]
+    target = f"{planned_on_days['target']:.1%}"
+    assert any(f"the fewest replicas meeting {target} on the searched traffic" in n for n in planned_on_days["notes"])
+    assert any(
+        n.startswith(f"in hindsight, the fewest static replicas meeting {target}") for n in planned_on_days["notes"]
+    )
 
 
-def test_the_static_fleet_is_a_row_of_the_winners_table(planned_on_days):
+def test_the_static_fleets_are_rows_of_the_winners_table(planned_on_days):
     report = Report(Path(planned_on_days["html_report"]))
-    assert f"static {planned_on_days['static']['replicas']}" in report.cells
+    static = planned_on_days["static"]
+    assert f"static {static['ahead']['replicas']} (ahead)" in report.cells
+    assert f"static {static['hindsight']['replicas']} (hindsight)" in report.cells
 
 
-def test_the_evidence_records_the_static_fleet_the_winner_was_weighed_against(planned_on_days):
+def test_the_evidence_records_the_static_fleets_the_winner_was_weighed_against(planned_on_days):
     block = " ".join(evidence_block(planned_on_days, "l4-qwen2.5-1.5b"))
-    assert f"Static: {planned_on_days['static']['replicas']} replicas, the fewest meeting it held out" in block
+    ahead = planned_on_days["static"]["ahead"]
+    assert f"Static fleet planned ahead: {ahead['replicas']} replicas (the fewest meeting it searched) attain" in block

@@ -1,6 +1,7 @@
-"""The static fleet a plan that scales must not lose to: the fewest warm replicas of the winner's
-deployment meeting the target on the held-out traffic, found in hindsight by bisection
-(`plan.cheapest_static`), and how the plan words it (`plan.static_note`)."""
+"""The static fleets a plan that scales must not lose to: the fewest warm replicas of the winner's
+deployment meeting the target, bisected on the searched traffic (planned ahead) and on the
+held-out one (hindsight), each with its held-out numbers (`plan.static_fleets`), and how the plan
+words them (`plan.static_notes`)."""
 
 from pathlib import Path
 
@@ -33,50 +34,78 @@ def attainment_with(dev, held, replicas: int) -> float:
     return held_out_parts(deployed, held, RunOptions(), feasible, oracle=False, static=replicas).slo_attainment
 
 
-def test_the_static_fleet_is_the_fewest_replicas_meeting_the_target_held_out(dev):
+def fleets(dev, searched: str, held: str, oracle: float = 1.0):
     sm, types, committed = dev
-    held = plan_parts(traces.load(BUSY), 1, 0.3)[1]
-    static = plan.cheapest_static(sm, committed, types, held, TARGET, RunOptions(), 1.0)
-    assert static.replicas is not None and static.replicas > 1  # the check below has a smaller fleet to miss
-    assert static.summary.slo_attainment >= TARGET > attainment_with(dev, held, static.replicas - 1)
+    ahead = plan_parts(traces.load(searched), 1, 0.3)[1]
+    later = plan_parts(traces.load(held), 1, 0.3)[1]
+    return ahead, later, plan.static_fleets(sm, committed, types, ahead, later, TARGET, RunOptions(), oracle)
+
+
+def test_in_hindsight_the_static_fleet_is_the_fewest_replicas_meeting_the_target_held_out(dev):
+    _, held, (_, hindsight) = fleets(dev, BUSY, BUSY)
+    assert hindsight.chosen_on == "held out" and hindsight.replicas is not None and hindsight.replicas > 1
+    assert hindsight.summary.slo_attainment >= TARGET > attainment_with(dev, held, hindsight.replicas - 1)
+
+
+def test_planned_ahead_the_static_fleet_is_sized_on_the_searched_traffic_and_scored_held_out(dev):
+    quiet = "synthetic:step:base=2,peak=2,at=200,length=200,duration=600,prompt=512,output=128"
+    _, held, (ahead, hindsight) = fleets(dev, quiet, BUSY)
+    assert (ahead.chosen_on, ahead.replicas) == ("searched", 1) and hindsight.replicas > 1  # quiet searched, busy held
+    assert ahead.summary.slo_attainment == attainment_with(dev, held, 1) < TARGET
 
 
 def test_its_oracle_ratio_is_over_the_winners_oracle_on_the_same_traffic(dev):
-    sm, types, committed = dev
-    held = plan_parts(traces.load(BUSY), 1, 0.3)[1]
-    static = plan.cheapest_static(sm, committed, types, held, TARGET, RunOptions(), 2.0)
-    assert static.summary.oracle_gpu_hours == 2.0
-    assert static.summary.oracle_ratio == pytest.approx(static.summary.gpu_hours / 2.0, abs=0.01)
+    _, _, (ahead, _) = fleets(dev, BUSY, BUSY, oracle=2.0)
+    assert ahead.summary.oracle_gpu_hours == 2.0
+    assert ahead.summary.oracle_ratio == pytest.approx(ahead.summary.gpu_hours / 2.0, abs=0.01)
 
 
 def test_when_the_pools_whole_fleet_misses_there_is_no_static_fleet_and_the_pools_numbers_show(dev):
     sm, types, committed = dev
     flood = "synthetic:step:base=60,peak=60,at=0,length=60,duration=60,prompt=512,output=256"
-    held = plan_parts(traces.load(flood), 1, 0.5)[1]
-    static = plan.cheapest_static(sm, committed, types, held, TARGET, RunOptions(), 1.0)
-    assert static.replicas is None and static.budget == plan.deploy(sm, committed.candidate, types).pool_replicas
-    assert static.summary.slo_attainment < TARGET
+    _, _, (ahead, hindsight) = fleets(dev, flood, flood)
+    assert ahead.replicas is None and hindsight.replicas is None
+    assert ahead.budget == plan.deploy(sm, committed.candidate, types).pool_replicas
+    assert hindsight.summary.slo_attainment < TARGET
 
 
-def _static(replicas, cost: float) -> dict:
-    held = {"slo_attainment": 0.995, "cost_usd": cost, "gpu_hours": cost, "oracle_ratio": 1.5}
+def _fleet(replicas, cost: float, attainment: float = 0.995) -> dict:
+    held = {"slo_attainment": attainment, "cost_usd": cost, "gpu_hours": cost, "oracle_ratio": 1.5}
     return {"replicas": replicas, "pools_replicas": 8, "validation": held}
 
 
-def test_a_static_fleet_cheaper_than_the_winner_is_a_warning():
-    note = plan.static_note(_static(3, 10.0), {"cost_usd": 12.0}, TARGET)
-    assert note.startswith("warning: the fewest static replicas meeting 99.0% on the held-out traffic")
-    assert "less than the winner's $12.00: scaling does not pay here" in note
+def _notes(ahead: dict, winner_cost: float, hindsight: dict | None = None) -> list[str]:
+    static = {"ahead": ahead, "hindsight": hindsight or _fleet(2, 6.0)}
+    return plan.static_notes(static, {"cost_usd": winner_cost}, TARGET)
 
 
-def test_a_winner_cheaper_than_the_static_fleet_says_what_share_of_it_it_costs():
-    note = plan.static_note(_static(3, 10.0), {"cost_usd": 7.5}, TARGET)
-    assert note.endswith("are 3: 99.50% at $10.00 (10.00 GPU-h, 1.5x the oracle); the winner costs 0.75x that")
+def test_a_fleet_planned_ahead_cheaper_than_the_winner_and_meeting_the_target_is_a_warning():
+    ahead, _ = _notes(_fleet(3, 10.0), 12.0)
+    assert ahead.startswith("warning: a static fleet planned ahead, the fewest replicas meeting 99.0% on the searched")
+    assert ahead.endswith("less than the winner's $12.00: scaling does not pay here")
+
+
+def test_a_cheaper_fleet_planned_ahead_that_misses_held_out_is_no_warning():
+    ahead, _ = _notes(_fleet(3, 10.0, attainment=0.98), 12.0)
+    assert not ahead.startswith("warning") and "; it misses the target held out; the winner costs 1.20x that" in ahead
+
+
+def test_a_winner_cheaper_than_the_fleet_planned_ahead_says_what_share_of_it_it_costs():
+    ahead, _ = _notes(_fleet(3, 10.0), 7.5)
+    assert ahead.endswith(
+        "(3), attains 99.50% at $10.00 (10.00 GPU-h, 1.5x the oracle) held out; the winner costs 0.75x that"
+    )
+
+
+def test_the_hindsight_fleet_is_said_as_a_bound():
+    _, hindsight = _notes(_fleet(3, 10.0), 7.5, _fleet(2, 6.0))
+    assert hindsight.startswith("in hindsight, the fewest static replicas meeting 99.0% on the held-out traffic are 2:")
+    assert "a bound no fleet chosen ahead reaches" in hindsight and hindsight.endswith("the winner costs 1.25x that")
 
 
 def test_no_static_fleet_within_the_pools_is_said_with_their_size():
-    note = plan.static_note(_static(None, 10.0), {"cost_usd": 7.5}, TARGET)
-    assert (
-        note
-        == "no static fleet within the pools' 8 replicas meets 99.0% on the held-out traffic (all of them attain 99.50%)"
+    ahead, hindsight = _notes(_fleet(None, 10.0), 7.5, _fleet(None, 10.0))
+    assert ahead.startswith("no static fleet within the pools' 8 replicas meets 99.0% on the searched traffic")
+    assert hindsight == (
+        "no static fleet within the pools' 8 replicas meets 99.0% on the held-out traffic (all of them attain 99.50%)"
     )
