@@ -1121,36 +1121,40 @@ def _numbers(v: dict[str, Any]) -> str:
     return f"{v['slo_attainment']:.2%} at ${v['cost_usd']:.2f} ({v['gpu_hours']:.2f} GPU-h, {v['oracle_ratio']}x the oracle)"
 
 
+def _none_within(fleet: dict[str, Any], target: float, traffic: str) -> str:
+    return (
+        f"no static fleet within the pools' {fleet['pools_replicas']} replicas meets {target:.1%} on the {traffic} "
+        f"traffic (all of them attain {fleet['validation']['slo_attainment']:.2%} held out)"
+    )
+
+
+def _share(validation: dict[str, Any], v: dict[str, Any]) -> str:
+    """What the winner costs held out over what the static fleet `v` does."""
+    return f"the winner costs {validation['cost_usd'] / v['cost_usd'] if v['cost_usd'] else 1.0:.2f}x that"
+
+
 def _ahead_note(ahead: dict[str, Any], validation: dict[str, Any], target: float) -> str:
     v = ahead["validation"]
     if ahead["replicas"] is None:
-        return (
-            f"no static fleet within the pools' {ahead['pools_replicas']} replicas meets {target:.1%} on the searched "
-            f"traffic (all of them attain {v['slo_attainment']:.2%} held out)"
-        )
+        return _none_within(ahead, target, "searched")
     words = (
         f"a static fleet planned ahead, the fewest replicas meeting {target:.1%} on the searched traffic "
         f"({ahead['replicas']}), attains {_numbers(v)} held out"
     )
     if v["slo_attainment"] >= target and v["cost_usd"] < validation["cost_usd"]:
         return f"warning: {words}, less than the winner's ${validation['cost_usd']:.2f}: scaling does not pay here"
-    share = validation["cost_usd"] / v["cost_usd"] if v["cost_usd"] else 1.0
     missed = "; it misses the target held out" if v["slo_attainment"] < target else ""
-    return f"{words}{missed}; the winner costs {share:.2f}x that"
+    return f"{words}{missed}; {_share(validation, v)}"
 
 
 def _hindsight_note(hindsight: dict[str, Any], validation: dict[str, Any], target: float) -> str:
     v = hindsight["validation"]
     if hindsight["replicas"] is None:
-        return (
-            f"no static fleet within the pools' {hindsight['pools_replicas']} replicas meets {target:.1%} on the "
-            f"held-out traffic (all of them attain {v['slo_attainment']:.2%})"
-        )
-    share = validation["cost_usd"] / v["cost_usd"] if v["cost_usd"] else 1.0
+        return _none_within(hindsight, target, "held-out")
     return (
         f"in hindsight, the fewest static replicas meeting {target:.1%} on the held-out traffic are "
         f"{hindsight['replicas']}: {_numbers(v)}, a bound no fleet chosen ahead reaches (its day-long attainment "
-        f"may spend the error budget at the peak); the winner costs {share:.2f}x that"
+        f"may spend the error budget at the peak); {_share(validation, v)}"
     )
 
 

@@ -107,5 +107,6 @@ def test_no_static_fleet_within_the_pools_is_said_with_their_size():
     ahead, hindsight = _notes(_fleet(None, 10.0), 7.5, _fleet(None, 10.0))
     assert ahead.startswith("no static fleet within the pools' 8 replicas meets 99.0% on the searched traffic")
     assert hindsight == (
-        "no static fleet within the pools' 8 replicas meets 99.0% on the held-out traffic (all of them attain 99.50%)"
+        "no static fleet within the pools' 8 replicas meets 99.0% on the held-out traffic (all of them attain 99.50% "
+        "held out)"
     )
