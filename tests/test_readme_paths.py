@@ -19,8 +19,13 @@ DOCUMENTS = [
 PATH = re.compile(r"(?<![\w./-])((?:contract|components|capacity|policies|modelsync|tests|docs|benchmarks)/[\w./*-]*)")
 
 
+# A quoted output (a ```text block) shows what a command printed, where a table may cut a long path.
+OUTPUT_BLOCK = re.compile(r"^(\s*)```text\n.*?^\1```", re.S | re.M)
+
+
 def named_paths(document: str) -> list[str]:
-    return [m.rstrip(".,:;)") for m in PATH.findall((ROOT / document).read_text())]
+    text = OUTPUT_BLOCK.sub("", (ROOT / document).read_text())
+    return [m.rstrip(".,:;)") for m in PATH.findall(text)]
 
 
 def exists(path: str) -> bool:
