@@ -171,9 +171,9 @@ def test_the_html_report_records_the_command_trace_seed_and_date(capsys, monkeyp
 
 
 def test_the_default_static_fleet_is_the_oracles_peak_within_what_the_pools_hold(capsys, monkeypatch, tmp_path):
-    # dev's pools hold 3 replicas; a 120 req/s step needs more at its peak
+    # dev's pools hold 3 replicas; a minute at 120 req/s needs more
     monkeypatch.chdir(ROOT)
-    heavy = SHORT.replace("peak=30", "peak=120")
+    heavy = SHORT.replace("peak=30,at=120,length=300", "peak=120,at=120,length=60")
     args = ["compare", "--stack", "dev", "--profile", PROFILE, "--trace", heavy, "--no-references", "--json"]
     assert main([*args, "--html", str(tmp_path / "r.html")]) == 0
     rows = json.loads(capsys.readouterr().out)

@@ -26,7 +26,7 @@ from tests.k8s_schemas import validate
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.xdist_group("plan-write")  # its module fixtures are built once, by one worker
 STEP = "synthetic:step:base=2,peak=12,at=300,length=300,duration=900,prompt=512,output=128"
-FLOOD = "synthetic:step:base=200,peak=200,at=0,length=20,duration=20,prompt=512,output=256"  # no fleet serves it
+FLOOD = "synthetic:step:base=200,peak=200,at=0,length=8,duration=8,prompt=512,output=256"  # no fleet serves it
 BLOCK = "    qwen25-1p5b:\n      minReplicas: 1\n      maxReplicas: 3\n"
 MODEL_BLOCK = "autoscaling.qwen25-1p5b"
 
